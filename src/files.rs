@@ -1,0 +1,1 @@
+//! File helpers for the CLI.
