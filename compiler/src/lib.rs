@@ -1,1 +1,6 @@
-pub fn x() {}
+//! perfskel's passes over the skeleton IR: the checker (semantic checks and the deadlock
+//! simulation) and the rank-level semantics of topologies and expressions shared with
+//! back ends. The library does no I/O.
+
+pub mod check;
+pub mod semantics;

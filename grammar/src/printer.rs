@@ -19,6 +19,16 @@ pub fn print(program: &Program) -> String {
     p.out
 }
 
+/// The first line of a statement without its call site or comments, for messages:
+/// `send east 4 KiB tag 1`, `loop 100`, `if rank == 0`.
+pub fn stmt_head(stmt: &Stmt) -> String {
+    match &stmt.kind {
+        StmtKind::Loop(l) => format!("loop {}", expr(&l.count)),
+        StmtKind::If(i) => format!("if {}", expr(&i.cond)),
+        kind => simple(kind),
+    }
+}
+
 /// Prints one expression in canonical form (used by diagnostics and back ends).
 pub fn expr(e: &Expr) -> String {
     expr_at(e, 0)
