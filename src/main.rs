@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod bundled;
 mod cmd_check;
 mod cmd_demo;
 mod cmd_fmt;
