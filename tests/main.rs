@@ -1,1 +1,4 @@
+//! The integration test binary: one executable, one module per area.
 
+mod common;
+mod dsl;

@@ -147,7 +147,8 @@ fn expr_at(e: &Expr, min_prec: u8) -> String {
         ExprKind::Rank => "rank".into(),
         ExprKind::NRanks => "nranks".into(),
         ExprKind::Coord(d) => format!("coord({d})"),
-        ExprKind::Unary(UnaryOp::Not, x) => format!("not {}", expr_at(x, 3)),
+        // `not (a == b)` keeps its parentheses: `not a == b` means the same but misleads.
+        ExprKind::Unary(UnaryOp::Not, x) => format!("not {}", expr_at(x, 8)),
         ExprKind::Unary(UnaryOp::Neg, x) => format!("-{}", expr_at(x, 7)),
         ExprKind::Binary(op, l, r) => {
             let p = op.precedence();

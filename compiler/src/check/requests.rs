@@ -18,6 +18,9 @@ enum State {
     Done(Pos),
     /// Pending on some paths, completed (or never posted) on others; posted at `Pos`.
     Maybe(Pos),
+    /// Listed in a `waitany`, which completes one request of its list: completed or not,
+    /// depending on the others (the simulation knows which).
+    AnyWaited(Pos),
 }
 
 type States = BTreeMap<String, State>;
@@ -55,7 +58,7 @@ pub(super) fn check(program: &Program, diags: &mut Vec<Diag>) {
                 .at(*pos, "posted here")
                 .with_note("it is completed on some paths only"),
             ),
-            State::Done(_) => {}
+            State::Done(_) | State::AnyWaited(_) => {}
         }
     }
 }
@@ -245,10 +248,15 @@ impl Walk<'_> {
                         states.insert(handle.name.clone(), State::Done(pos));
                     }
                     WaitOp::Waitany => {
-                        states.insert(handle.name.clone(), State::Maybe(posted));
+                        states.insert(handle.name.clone(), State::AnyWaited(posted));
                     }
                     WaitOp::Test => {}
                 },
+                Some(State::AnyWaited(_)) => {
+                    if wait.op != WaitOp::Test && wait.op != WaitOp::Waitany {
+                        states.insert(handle.name.clone(), State::Done(pos));
+                    }
+                }
                 Some(State::Done(_)) => {}
             }
         }
@@ -268,7 +276,15 @@ fn join(branches: &[States]) -> States {
             _ => None,
         });
         let all_same = states.windows(2).all(|w| same_kind(w[0], w[1]));
+        let any_waited = states.iter().find_map(|s| match s {
+            Some(State::AnyWaited(p)) => Some(*p),
+            _ => None,
+        });
+        let pending = states.iter().any(|s| matches!(s, Some(State::Pending(_) | State::Maybe(_))));
         let joined = match (all_same, states.first().copied().flatten(), posted) {
+            (false, _, _) if any_waited.is_some() && !pending => {
+                State::AnyWaited(any_waited.unwrap_or_default())
+            }
             (true, Some(s), _) => s,
             (_, _, Some(p)) => State::Maybe(p),
             (_, _, None) => match states.iter().find_map(|s| *s) {
@@ -288,6 +304,7 @@ fn same_kind(a: Option<State>, b: Option<State>) -> bool {
             | (Some(State::Pending(_)), Some(State::Pending(_)))
             | (Some(State::Done(_)), Some(State::Done(_)))
             | (Some(State::Maybe(_)), Some(State::Maybe(_)))
+            | (Some(State::AnyWaited(_)), Some(State::AnyWaited(_)))
     )
 }
 

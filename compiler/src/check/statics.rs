@@ -216,7 +216,7 @@ impl Pass<'_> {
             StmtKind::If(i) => {
                 let mut current = i;
                 loop {
-                    self.expr(&current.cond, Ty::Bool, "a condition");
+                    self.expr(&current.cond, Ty::Bool, "`if`");
                     self.block(&current.then_block, depth + 1);
                     match &current.else_branch {
                         None => break,
@@ -510,12 +510,12 @@ impl Pass<'_> {
         match self.type_of(e) {
             Ok(ty) if ty == expected => true,
             Ok(_) => {
-                let want = match expected {
-                    Ty::Int => "a number",
-                    Ty::Bool => "a condition (a comparison, `true` or `false`)",
+                let (want, found) = match expected {
+                    Ty::Int => ("a number", "a condition"),
+                    Ty::Bool => ("a condition (a comparison, `true` or `false`)", "a number"),
                 };
                 self.diags.push(
-                    Diag::error("type", format!("{what} must be {want}"))
+                    Diag::error("type", format!("{what} needs {want}, but this is {found}"))
                         .at(e.pos, format!("`{}`", printer::expr(e))),
                 );
                 false
@@ -543,10 +543,10 @@ impl Pass<'_> {
                         Diag::error("bad-coord", format!("`coord({dim})` does not exist"))
                             .at(e.pos, "no such coordinate")
                             .with_secondary(self.program.topology.pos, format!("the topology is `{topo}`"))
-                            .with_note(if self.world_dims == 0 {
-                                "coordinates exist for grids, tori, rings, chains and hypercubes".to_string()
-                            } else {
-                                format!("coordinates are `coord(0)` to `coord({})`", self.world_dims - 1)
+                            .with_note(match self.world_dims {
+                                0 => "coordinates exist for grids, tori, rings, chains and hypercubes".to_string(),
+                                1 => "the only coordinate is `coord(0)`".to_string(),
+                                n => format!("coordinates are `coord(0)` to `coord({})`", n - 1),
                             }),
                     ))
                 }

@@ -150,7 +150,7 @@ impl<'a> Parser<'a> {
     fn describe(&self, tok: Option<Tok>) -> String {
         match tok {
             None => "the end of the file".into(),
-            Some(t) if matches!(t.kind, TokKind::Word | TokKind::Number) => {
+            Some(t) if matches!(t.kind, TokKind::Word | TokKind::Number | TokKind::Error) => {
                 format!("`{}`", self.src.get(t.span.range()).unwrap_or(""))
             }
             Some(t) => t.kind.describe().into(),
