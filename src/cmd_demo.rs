@@ -28,10 +28,19 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
         })
         .collect();
     if chosen.is_empty() {
-        let names: Vec<&str> = SKELETONS.iter().map(|(n, _)| n.trim_end_matches(".skel")).collect();
-        return Err(format!("no bundled example of that name; the examples are {}", names.join(", ")));
+        let names: Vec<&str> = SKELETONS
+            .iter()
+            .map(|(n, _)| n.trim_end_matches(".skel"))
+            .collect();
+        return Err(format!(
+            "no bundled example of that name; the examples are {}",
+            names.join(", ")
+        ));
     }
-    println!("perfskel demo: check, format and summarize {} bundled skeletons\n", chosen.len());
+    println!(
+        "perfskel demo: check, format and summarize {} bundled skeletons\n",
+        chosen.len()
+    );
     let mut rows = Vec::new();
     let mut failed = false;
     for (name, source) in chosen {
@@ -46,13 +55,24 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
         let (errors, warnings) = tally(&diags);
         let canonical = errors == 0 && printer::print(&program) == *source;
         failed |= errors > 0 || !canonical;
-        rows.push(summary_row(name, &program, info.as_ref(), errors, warnings, canonical));
+        rows.push(summary_row(
+            name,
+            &program,
+            info.as_ref(),
+            errors,
+            warnings,
+            canonical,
+        ));
     }
     print!("{}", table(&rows));
     println!(
         "\nper rank: mean over ranks of what one run of the skeleton does; compute = share of app_time spent in compute spans"
     );
-    Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+    Ok(if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 struct Row {
@@ -148,8 +168,18 @@ fn human_bytes(bytes: f64) -> String {
 
 fn table(rows: &[Row]) -> String {
     let header = [
-        "example", "ranks", "topology", "app_time", "stmts", "check", "canonical",
-        "msgs/rank", "sent/rank", "colls/rank", "compute/rank", "compute",
+        "example",
+        "ranks",
+        "topology",
+        "app_time",
+        "stmts",
+        "check",
+        "canonical",
+        "msgs/rank",
+        "sent/rank",
+        "colls/rank",
+        "compute/rank",
+        "compute",
     ];
     let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
     for row in rows {
@@ -163,7 +193,13 @@ fn table(rows: &[Row]) -> String {
             .iter()
             .zip(&widths)
             .enumerate()
-            .map(|(i, (c, w))| if i == 0 || i == 2 || i == 5 { format!("{c:<w$}") } else { format!("{c:>w$}") })
+            .map(|(i, (c, w))| {
+                if i == 0 || i == 2 || i == 5 {
+                    format!("{c:<w$}")
+                } else {
+                    format!("{c:>w$}")
+                }
+            })
             .collect();
         let _ = writeln!(out, "{}", parts.join("  ").trim_end());
     };

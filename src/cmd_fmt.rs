@@ -61,7 +61,10 @@ pub fn diff(name: &str, old: &str, new: &str) -> String {
     similar::TextDiff::from_lines(old, new)
         .unified_diff()
         .context_radius(3)
-        .header(&format!("{name} (original)"), &format!("{name} (formatted)"))
+        .header(
+            &format!("{name} (original)"),
+            &format!("{name} (formatted)"),
+        )
         .to_string()
 }
 

@@ -35,7 +35,10 @@ pub fn render_plain(name: &str, source: &str, diags: &[Diag]) -> String {
     let mut out = String::new();
     for diag in diags {
         if let Err(e) = term::emit_to_string(&mut out, &config, &file, &diag.to_codespan(())) {
-            out.push_str(&format!("{}: {} (could not show the source: {e})\n", name, diag.message));
+            out.push_str(&format!(
+                "{}: {} (could not show the source: {e})\n",
+                name, diag.message
+            ));
         }
     }
     out
@@ -62,7 +65,10 @@ pub fn emit(name: &str, source: &str, diags: &[Diag]) {
 
 /// Counts errors and warnings.
 pub fn tally(diags: &[Diag]) -> (usize, usize) {
-    let errors = diags.iter().filter(|d| d.severity == Severity::Error).count();
+    let errors = diags
+        .iter()
+        .filter(|d| d.severity == Severity::Error)
+        .count();
     (errors, diags.len() - errors)
 }
 

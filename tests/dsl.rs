@@ -33,7 +33,11 @@ fn ok_inputs_check_without_diagnostics() {
         let source = read(&path);
         let diags = check_source(&source, Options::default());
         let name = relative(&path);
-        assert!(diags.is_empty(), "{name}:\n{}", render_plain(&name, &source, &diags));
+        assert!(
+            diags.is_empty(),
+            "{name}:\n{}",
+            render_plain(&name, &source, &diags)
+        );
     }
 }
 
@@ -62,7 +66,10 @@ fn err_inputs_give_errors_and_match_their_snapshots() {
             "{name} gave no error"
         );
         let rendered = render_plain(&name, &source, &diags);
-        let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+        let stem = path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
         insta::with_settings!({
             snapshot_path => "../snapshots/diagnostics",
             prepend_module_to_snapshot => false,
@@ -82,10 +89,27 @@ fn fmt_output_matches_snapshots_and_is_idempotent() {
         assert!(diags.is_empty(), "{}", relative(&path));
         let once = perfskel_grammar::print(&program);
         let (again, diags) = perfskel_grammar::parse(&once);
-        assert!(diags.is_empty(), "formatted {} does not parse", relative(&path));
-        assert_eq!(program, again, "formatting changed the meaning of {}", relative(&path));
-        assert_eq!(perfskel_grammar::print(&again), once, "fmt of {} is not idempotent", relative(&path));
-        let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+        assert!(
+            diags.is_empty(),
+            "formatted {} does not parse",
+            relative(&path)
+        );
+        assert_eq!(
+            program,
+            again,
+            "formatting changed the meaning of {}",
+            relative(&path)
+        );
+        assert_eq!(
+            perfskel_grammar::print(&again),
+            once,
+            "fmt of {} is not idempotent",
+            relative(&path)
+        );
+        let stem = path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
         insta::with_settings!({
             snapshot_path => "../snapshots/fmt",
             prepend_module_to_snapshot => false,
@@ -101,8 +125,15 @@ fn fmt_output_matches_snapshots_and_is_idempotent() {
 fn fuzz_regressions_neither_crash_nor_change_on_reformatting() {
     for path in files_in("tests/data/dsl/fuzz", "skel") {
         let bytes = std::fs::read(&path).unwrap_or_default();
-        let Ok(source) = String::from_utf8(bytes) else { continue };
-        let _ = check_source(&source, Options { simulation_budget: 200_000 });
+        let Ok(source) = String::from_utf8(bytes) else {
+            continue;
+        };
+        let _ = check_source(
+            &source,
+            Options {
+                simulation_budget: 200_000,
+            },
+        );
         let (program, diags) = perfskel_grammar::parse(&source);
         if diags.iter().any(perfskel_grammar::Diag::is_error) {
             continue;
@@ -116,15 +147,28 @@ fn fuzz_regressions_neither_crash_nor_change_on_reformatting() {
 #[test]
 fn check_exit_codes_follow_the_diagnostics() {
     let dir = root();
-    let clean = perfskel(&dir, &["check", "examples/skeletons/stencil2d.skel", "examples/skeletons/cg.skel"]);
+    let clean = perfskel(
+        &dir,
+        &[
+            "check",
+            "examples/skeletons/stencil2d.skel",
+            "examples/skeletons/cg.skel",
+        ],
+    );
     assert!(clean.status.success(), "{}", text(&clean.stderr));
     assert!(text(&clean.stderr).contains("checked 2 files: 0 errors, 0 warnings"));
 
-    let broken = perfskel(&dir, &["check", "tests/data/dsl/err/deadlock_send_send.skel"]);
+    let broken = perfskel(
+        &dir,
+        &["check", "tests/data/dsl/err/deadlock_send_send.skel"],
+    );
     assert_eq!(broken.status.code(), Some(1));
     let stderr = text(&broken.stderr);
     assert!(stderr.contains("error[deadlock]"), "{stderr}");
-    assert!(stderr.contains("tests/data/dsl/err/deadlock_send_send.skel:8:5"), "{stderr}");
+    assert!(
+        stderr.contains("tests/data/dsl/err/deadlock_send_send.skel:8:5"),
+        "{stderr}"
+    );
 
     let missing = perfskel(&dir, &["check", "no/such/file.skel"]);
     assert_eq!(missing.status.code(), Some(1));
@@ -164,8 +208,15 @@ fn fmt_rewrites_keeps_comments_and_check_shows_a_diff() {
     let checked = perfskel(tmp.path(), &["fmt", "--check", "m.skel"]);
     assert_eq!(checked.status.code(), Some(1));
     let diff = text(&checked.stdout);
-    assert!(diff.contains("--- m.skel (original)") && diff.contains("+++ m.skel (formatted)"), "{diff}");
-    assert_eq!(std::fs::read_to_string(&path).expect("read"), messy, "--check must not write");
+    assert!(
+        diff.contains("--- m.skel (original)") && diff.contains("+++ m.skel (formatted)"),
+        "{diff}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&path).expect("read"),
+        messy,
+        "--check must not write"
+    );
 
     let formatted = perfskel(tmp.path(), &["fmt", "m.skel"]);
     assert!(formatted.status.success(), "{}", text(&formatted.stderr));
@@ -174,7 +225,11 @@ fn fmt_rewrites_keeps_comments_and_check_shows_a_diff() {
         "skeleton m # name\nranks 2\ntopology chain\napp_time 1 s\n\n# before the loop\nloop 2 {\n    sendrecv to next 1 B from prev 1 B # swap\n}\n"
     );
     let again = perfskel(tmp.path(), &["fmt", "--check", "m.skel"]);
-    assert!(again.status.success(), "formatting is not idempotent: {}", text(&again.stdout));
+    assert!(
+        again.status.success(),
+        "formatting is not idempotent: {}",
+        text(&again.stdout)
+    );
 }
 
 #[test]
@@ -194,7 +249,15 @@ fn demo_checks_formats_and_summarizes_every_bundled_skeleton() {
     let out = perfskel(&root(), &["demo"]);
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
-    for name in ["stencil2d", "ring_pipeline", "cg", "master_worker", "transpose", "tree_reduce", "rowcol"] {
+    for name in [
+        "stencil2d",
+        "ring_pipeline",
+        "cg",
+        "master_worker",
+        "transpose",
+        "tree_reduce",
+        "rowcol",
+    ] {
         let row = stdout
             .lines()
             .find(|l| l.starts_with(name))
@@ -203,7 +266,10 @@ fn demo_checks_formats_and_summarizes_every_bundled_skeleton() {
     }
     // stencil2d: 500 iterations; the 4 corner ranks send 2 messages, the 8 edge ranks 3
     // and the 4 interior ranks 4: a mean of 3 per iteration.
-    let stencil = stdout.lines().find(|l| l.starts_with("stencil2d")).unwrap_or_default();
+    let stencil = stdout
+        .lines()
+        .find(|l| l.starts_with("stencil2d"))
+        .unwrap_or_default();
     assert!(stencil.contains("1500.0"), "{stencil}");
 }
 

@@ -9,12 +9,21 @@ use perfskel_grammar::ast::{BinOp, Direction, Expr, ExprKind, Pos, Topology, Una
 #[derive(Clone, Debug, PartialEq)]
 pub enum Shape {
     /// Ranks in a row-major grid, as MPI_Cart_create numbers them.
-    Grid { dims: Vec<u64>, periodic: Vec<bool> },
-    Hypercube { bits: u32 },
-    Tree { arity: u64 },
+    Grid {
+        dims: Vec<u64>,
+        periodic: Vec<bool>,
+    },
+    Hypercube {
+        bits: u32,
+    },
+    Tree {
+        arity: u64,
+    },
     Star,
     Complete,
-    Graph { neighbors: Vec<Vec<u64>> },
+    Graph {
+        neighbors: Vec<Vec<u64>>,
+    },
     /// A communicator from `split`: ranks can only be addressed explicitly.
     Unstructured,
 }
@@ -84,10 +93,7 @@ impl Shape {
 
     /// The rank at grid coordinates (no bounds check).
     fn rank_of(dims: &[u64], coords: &[u64]) -> u64 {
-        coords
-            .iter()
-            .zip(dims)
-            .fold(0, |acc, (&c, &d)| acc * d + c)
+        coords.iter().zip(dims).fold(0, |acc, (&c, &d)| acc * d + c)
     }
 
     /// The peer `dir` names from `rank` in a communicator of `size` ranks: `Some(peer)`,
@@ -133,7 +139,11 @@ impl Shape {
             (Shape::Grid { dims, periodic }, Direction::Next | Direction::Prev)
                 if dims.len() == 1 =>
             {
-                let step = if matches!(dir, Direction::Next) { 1 } else { -1 };
+                let step = if matches!(dir, Direction::Next) {
+                    1
+                } else {
+                    -1
+                };
                 Ok(grid_shift(dims, periodic, rank, &[step]))
             }
             (Shape::Hypercube { bits }, Direction::Bit(e)) => {
@@ -192,9 +202,7 @@ impl Shape {
     /// The directions this shape offers, in the spelling of a hint.
     pub fn directions_hint(&self) -> String {
         match self {
-            Shape::Grid { dims, .. } if dims.len() == 1 => {
-                "`next`, `prev` (or `+x`, `-x`)".into()
-            }
+            Shape::Grid { dims, .. } if dims.len() == 1 => "`next`, `prev` (or `+x`, `-x`)".into(),
             Shape::Grid { dims, .. } if dims.len() == 2 => {
                 "`east`, `west`, `north`, `south`, `+x`, `-y`, ... or `offset(dx, dy)`".into()
             }
@@ -243,11 +251,22 @@ pub struct Env {
 #[derive(Clone, Debug, PartialEq)]
 pub enum EvalError {
     /// `coord(i)` with i beyond the topology's dimensions.
-    NoCoord { dim: u32, dims: usize, pos: Pos },
-    DivByZero { pos: Pos },
-    Overflow { pos: Pos },
+    NoCoord {
+        dim: u32,
+        dims: usize,
+        pos: Pos,
+    },
+    DivByZero {
+        pos: Pos,
+    },
+    Overflow {
+        pos: Pos,
+    },
     /// An integer where a boolean is needed or the reverse.
-    Type { expected: &'static str, pos: Pos },
+    Type {
+        expected: &'static str,
+        pos: Pos,
+    },
 }
 
 impl EvalError {
@@ -421,7 +440,10 @@ mod tests {
         assert_eq!(star.peer(3, 4, &Direction::Hub, &env(3)), Ok(Some(0)));
         assert_eq!(star.peer(0, 4, &Direction::Hub, &env(0)), Ok(None));
         let cube = Shape::Hypercube { bits: 3 };
-        assert_eq!(cube.peer(5, 8, &Direction::Bit(Expr::int(1)), &env(5)), Ok(Some(7)));
+        assert_eq!(
+            cube.peer(5, 8, &Direction::Bit(Expr::int(1)), &env(5)),
+            Ok(Some(7))
+        );
         assert_eq!(
             cube.peer(5, 8, &Direction::Next, &env(5)),
             Err(PeerError::NotInTopology)
@@ -444,6 +466,9 @@ mod tests {
             coords: vec![1],
         };
         assert_eq!(eval_int(&count(0), &e), Ok(0));
-        assert!(matches!(eval_int(&count(1), &e), Err(EvalError::DivByZero { .. })));
+        assert!(matches!(
+            eval_int(&count(1), &e),
+            Err(EvalError::DivByZero { .. })
+        ));
     }
 }

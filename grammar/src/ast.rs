@@ -330,7 +330,7 @@ impl Size {
     /// fit in 64 bits.
     pub fn bytes(self) -> Option<u64> {
         let bytes = self.value * self.unit.bytes() as f64;
-        let in_range = bytes.is_finite() && bytes >= 0.0 && bytes < 18_446_744_073_709_551_616.0;
+        let in_range = (0.0..18_446_744_073_709_551_616.0).contains(&bytes);
         (in_range && bytes.fract() == 0.0).then_some(bytes as u64)
     }
 }

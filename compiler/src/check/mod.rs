@@ -185,7 +185,11 @@ pub(crate) fn ranks_phrase(ranks: &[u64]) -> String {
 /// "rank 3 blocks" or "ranks 0-3 block": the subject with its verb agreeing.
 pub(crate) fn ranks_verb(ranks: &[u64], verb: &str) -> String {
     if ranks.len() == 1 {
-        let ending = if verb.ends_with('h') || verb.ends_with('s') { "es" } else { "s" };
+        let ending = if verb.ends_with('h') || verb.ends_with('s') {
+            "es"
+        } else {
+            "s"
+        };
         format!("rank {} {verb}{ending}", ranks[0])
     } else {
         format!("ranks {} {verb}", rank_list(ranks))

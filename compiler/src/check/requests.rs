@@ -47,7 +47,9 @@ pub(super) fn check(program: &Program, diags: &mut Vec<Diag>) {
                 walk.report(
                     Diag::error("request-never-completed", message)
                         .at(*pos, "posted here")
-                        .with_note(format!("hint: complete it with `wait {name}` (or `waitall`)")),
+                        .with_note(format!(
+                            "hint: complete it with `wait {name}` (or `waitall`)"
+                        )),
                 );
             }
             State::Maybe(pos) => walk.report(
@@ -175,9 +177,19 @@ impl Walk<'_> {
                 self.report(
                     Diag::error(
                         "request-overwritten",
-                        format!("request `{}` is posted again while still pending", handle.name),
+                        format!(
+                            "request `{}` is posted again while still pending",
+                            handle.name
+                        ),
                     )
-                    .at(handle.pos, if again { "posted again in the next iteration" } else { "posted again here" })
+                    .at(
+                        handle.pos,
+                        if again {
+                            "posted again in the next iteration"
+                        } else {
+                            "posted again here"
+                        },
+                    )
                     .with_secondary(if again { Pos::Derived } else { prev }, "first posted here")
                     .with_note(format!(
                         "the earlier request is lost; complete it first with `wait {}`",
@@ -190,7 +202,10 @@ impl Walk<'_> {
                 self.report(
                     Diag::warning(
                         "request-overwritten",
-                        format!("request `{}` may still be pending when it is posted again", handle.name),
+                        format!(
+                            "request `{}` may still be pending when it is posted again",
+                            handle.name
+                        ),
                     )
                     .at(handle.pos, "posted again here")
                     .with_secondary(prev, "posted here"),
@@ -206,8 +221,11 @@ impl Walk<'_> {
         for handle in &wait.handles {
             if !seen.insert(handle.name.as_str()) {
                 self.report(
-                    Diag::error("request-twice", format!("request `{}` is listed twice", handle.name))
-                        .at(handle.pos, "again"),
+                    Diag::error(
+                        "request-twice",
+                        format!("request `{}` is listed twice", handle.name),
+                    )
+                    .at(handle.pos, "again"),
                 );
                 continue;
             }
@@ -240,7 +258,14 @@ impl Walk<'_> {
                             format!("request `{}` is completed twice", handle.name),
                         )
                         .at(handle.pos, "completed again here")
-                        .with_secondary(if done.span() == pos.span() { Pos::Derived } else { done }, "already completed here"),
+                        .with_secondary(
+                            if done.span() == pos.span() {
+                                Pos::Derived
+                            } else {
+                                done
+                            },
+                            "already completed here",
+                        ),
                     );
                 }
                 Some(State::Pending(posted) | State::Maybe(posted)) => match wait.op {
@@ -280,7 +305,9 @@ fn join(branches: &[States]) -> States {
             Some(State::AnyWaited(p)) => Some(*p),
             _ => None,
         });
-        let pending = states.iter().any(|s| matches!(s, Some(State::Pending(_) | State::Maybe(_))));
+        let pending = states
+            .iter()
+            .any(|s| matches!(s, Some(State::Pending(_) | State::Maybe(_))));
         let joined = match (all_same, states.first().copied().flatten(), posted) {
             (false, _, _) if any_waited.is_some() && !pending => {
                 State::AnyWaited(any_waited.unwrap_or_default())

@@ -69,10 +69,8 @@ pub(super) fn simulate(
     }
     let mut sim = Sim::new(program, statics, lines, options.simulation_budget, diags);
     let result = sim.create_comms().and_then(|()| sim.run());
-    let complete = match result {
-        Ok(complete) => complete,
-        Err(Abort) => true,
-    };
+    // An aborted run reported its problem; it is not an incomplete check.
+    let complete = result.unwrap_or(true);
     if !complete {
         sim.diags.push(
             Diag::warning(
@@ -95,12 +93,13 @@ pub(super) fn simulate(
 /// The mean time of one execution of `spec` on `rank`, in seconds.
 fn compute_seconds(spec: &TimeSpec, rank: u64) -> f64 {
     match spec {
-        TimeSpec::PerRank(values) => values
-            .get(rank as usize)
-            .map_or(0.0, |d| d.value.seconds()),
+        TimeSpec::PerRank(values) => values.get(rank as usize).map_or(0.0, |d| d.value.seconds()),
         other => other.mean_seconds(),
     }
 }
+
+/// A future member of a new communicator: (key, rank in the parent, world rank).
+type Member = (i64, u64, u64);
 
 /// A problem that makes further simulation meaningless (it was reported).
 struct Abort;
@@ -289,7 +288,8 @@ impl<'p, 'd> Sim<'p, 'd> {
             let Some(parent) = self.membership.get(&decl.def.parent().name).cloned() else {
                 return Err(Abort);
             };
-            let mut groups: BTreeMap<(usize, i64), Vec<(i64, u64, u64)>> = BTreeMap::new();
+            // (parent instance, color) → members as (key, rank in parent, world rank).
+            let mut groups: BTreeMap<(usize, i64), Vec<Member>> = BTreeMap::new();
             for rank in 0..self.n {
                 let Some((pinst, prank)) = parent[rank as usize] else {
                     continue;
@@ -320,7 +320,10 @@ impl<'p, 'd> Sim<'p, 'd> {
                     }
                 };
                 if color >= 0 {
-                    groups.entry((pinst, color)).or_default().push((key, prank, rank));
+                    groups
+                        .entry((pinst, color))
+                        .or_default()
+                        .push((key, prank, rank));
                 }
             }
             let shape_of = |sim: &Sim, pinst: usize| match &decl.def {
@@ -331,7 +334,10 @@ impl<'p, 'd> Sim<'p, 'd> {
                         let kept: BTreeSet<usize> = keep.iter().map(|k| k.value as usize).collect();
                         Shape::Grid {
                             dims: kept.iter().filter_map(|&k| dims.get(k).copied()).collect(),
-                            periodic: kept.iter().filter_map(|&k| periodic.get(k).copied()).collect(),
+                            periodic: kept
+                                .iter()
+                                .filter_map(|&k| periodic.get(k).copied())
+                                .collect(),
                         }
                     }
                     _ => Shape::Unstructured,
@@ -451,15 +457,20 @@ impl<'p, 'd> Sim<'p, 'd> {
                     if count < 0 {
                         let pos = l.count.pos;
                         self.report_once("bad-count", pos, || {
-                            Diag::error("bad-count", format!("the loop count is {count} on rank {rank}"))
-                                .at(pos, "negative")
+                            Diag::error(
+                                "bad-count",
+                                format!("the loop count is {count} on rank {rank}"),
+                            )
+                            .at(pos, "negative")
                         });
                         return Err(Abort);
                     }
                     if count > 0 && self.is_comm_free(&l.body) {
                         // Only computation inside: account for it without running it.
                         let env = self.ranks[r].env.clone();
-                        let once = self.compute_only(&l.body, &env).map_err(|e| self.eval_error(rank, e))?;
+                        let once = self
+                            .compute_only(&l.body, &env)
+                            .map_err(|e| self.eval_error(rank, e))?;
                         self.ranks[r].stats.compute_seconds += once * count as f64;
                     } else if count > 0 {
                         self.ranks[r].frames.push(Frame {
@@ -536,9 +547,15 @@ impl<'p, 'd> Sim<'p, 'd> {
                                 let pos = e.pos;
                                 let name = comm.to_string();
                                 self.report_once("bad-root", pos, || {
-                                    Diag::error("bad-root", format!("root {v} is out of range on rank {rank}"))
-                                        .at(pos, "root")
-                                        .with_note(format!("`{name}` has ranks 0 to {} there", size - 1))
+                                    Diag::error(
+                                        "bad-root",
+                                        format!("root {v} is out of range on rank {rank}"),
+                                    )
+                                    .at(pos, "root")
+                                    .with_note(format!(
+                                        "`{name}` has ranks 0 to {} there",
+                                        size - 1
+                                    ))
                                 });
                                 return Err(Abort);
                             }
@@ -567,7 +584,8 @@ impl<'p, 'd> Sim<'p, 'd> {
                 StmtKind::CommDecl(d) => {
                     self.ops += 1;
                     let (inst, _) = self.member(rank, &d.def.parent().name, stmt)?;
-                    let req = self.arrive(rank, inst, CollKey::CommCreate(d.name.name.clone()), stmt)?;
+                    let req =
+                        self.arrive(rank, inst, CollKey::CommCreate(d.name.name.clone()), stmt)?;
                     if !self.block_on(rank, vec![req], false, stmt) {
                         return Ok(());
                     }
@@ -653,9 +671,12 @@ impl<'p, 'd> Sim<'p, 'd> {
             None => {
                 let name = name.to_string();
                 self.report_once("not-member", stmt.pos, || {
-                    Diag::error("not-member", format!("rank {rank} is not a member of `{name}`"))
-                        .at(stmt.pos, "used here")
-                        .with_note("a negative split color leaves a rank out of the new communicator")
+                    Diag::error(
+                        "not-member",
+                        format!("rank {rank} is not a member of `{name}`"),
+                    )
+                    .at(stmt.pos, "used here")
+                    .with_note("a negative split color leaves a rank out of the new communicator")
                 });
                 Err(Abort)
             }
@@ -800,7 +821,13 @@ impl<'p, 'd> Sim<'p, 'd> {
         self.complete(recv);
     }
 
-    fn arrive(&mut self, rank: u64, inst: usize, key: CollKey, stmt: &'p Stmt) -> Result<ReqId, Abort> {
+    fn arrive(
+        &mut self,
+        rank: u64,
+        inst: usize,
+        key: CollKey,
+        stmt: &'p Stmt,
+    ) -> Result<ReqId, Abort> {
         let seq = {
             let counter = self.ranks[rank as usize].coll_seq.entry(inst).or_insert(0);
             *counter += 1;
@@ -875,10 +902,17 @@ impl<'p, 'd> Sim<'p, 'd> {
         for (rank, state) in self.ranks.iter().enumerate() {
             if let Some(b) = &state.blocked {
                 let key = b.stmt.pos.span().map_or(u32::MAX, |s| s.start);
-                groups.entry(key).or_insert_with(|| (Vec::new(), b.stmt)).0.push(rank as u64);
+                groups
+                    .entry(key)
+                    .or_insert_with(|| (Vec::new(), b.stmt))
+                    .0
+                    .push(rank as u64);
             }
         }
-        let blocked: Vec<u64> = groups.values().flat_map(|(r, _)| r.iter().copied()).collect();
+        let blocked: Vec<u64> = groups
+            .values()
+            .flat_map(|(r, _)| r.iter().copied())
+            .collect();
         let Some((_, (first_ranks, first_stmt))) = groups.iter().next() else {
             return;
         };
@@ -888,7 +922,11 @@ impl<'p, 'd> Sim<'p, 'd> {
             let b = self.ranks[ranks[0] as usize].blocked.as_ref();
             if let Some(ReqKind::Coll { inst }) = b.and_then(|b| self.waiting_for(b)) {
                 let members = &self.insts[inst].members;
-                let finished: Vec<u64> = members.iter().copied().filter(|&m| self.ranks[m as usize].done).collect();
+                let finished: Vec<u64> = members
+                    .iter()
+                    .copied()
+                    .filter(|&m| self.ranks[m as usize].done)
+                    .collect();
                 if !finished.is_empty() {
                     let comm = self.insts[inst].name.clone();
                     let diag = Diag::error(
@@ -910,11 +948,15 @@ impl<'p, 'd> Sim<'p, 'd> {
             "deadlock",
             format!("deadlock: {} forever", ranks_verb(&blocked, "wait")),
         )
-        .at(first_stmt.pos, format!("{} here", ranks_verb(first_ranks, "block")));
+        .at(
+            first_stmt.pos,
+            format!("{} here", ranks_verb(first_ranks, "block")),
+        );
         let mut unsafe_send = false;
         for (i, (ranks, stmt)) in groups.values().enumerate() {
             if i > 0 && i < 4 {
-                diag = diag.with_secondary(stmt.pos, format!("{} here", ranks_verb(ranks, "block")));
+                diag =
+                    diag.with_secondary(stmt.pos, format!("{} here", ranks_verb(ranks, "block")));
             }
             if i >= 4 {
                 continue;
@@ -929,11 +971,20 @@ impl<'p, 'd> Sim<'p, 'd> {
                     if matches!(&stmt.kind, StmtKind::P2p(p) if p.op == P2pOp::Send) {
                         unsafe_send = true;
                     }
-                    format!("waits for rank {world} to receive its message, but {}", self.state_of(world))
+                    format!(
+                        "waits for rank {world} to receive its message, but {}",
+                        self.state_of(world)
+                    )
                 }
-                Some(ReqKind::Recv { inst, from: Some(from) }) => {
+                Some(ReqKind::Recv {
+                    inst,
+                    from: Some(from),
+                }) => {
                     let world = self.insts[inst].members[from as usize];
-                    format!("waits for a message from rank {world}, but {}", self.state_of(world))
+                    format!(
+                        "waits for a message from rank {world}, but {}",
+                        self.state_of(world)
+                    )
                 }
                 Some(ReqKind::Recv { from: None, .. }) => {
                     "waits for a message from any rank, and none is coming".to_string()
@@ -943,7 +994,12 @@ impl<'p, 'd> Sim<'p, 'd> {
                         .members
                         .iter()
                         .copied()
-                        .filter(|&m| !self.colls.values().any(|e| e.arrived.contains(&m) && e.reqs.iter().any(|&q| b.reqs.contains(&q))))
+                        .filter(|&m| {
+                            !self.colls.values().any(|e| {
+                                e.arrived.contains(&m)
+                                    && e.reqs.iter().any(|&q| b.reqs.contains(&q))
+                            })
+                        })
                         .collect();
                     format!(
                         "waits in a collective on `{}` for {}",
@@ -991,7 +1047,11 @@ impl<'p, 'd> Sim<'p, 'd> {
                 .with_note("a message without a matching receive stays pending; add the receive on the other side")
             });
         }
-        let mut recvs: Vec<ReqId> = self.recvs.values().flat_map(|q| q.iter().map(|r| r.req)).collect();
+        let mut recvs: Vec<ReqId> = self
+            .recvs
+            .values()
+            .flat_map(|q| q.iter().map(|r| r.req))
+            .collect();
         recvs.sort_unstable();
         for req in recvs {
             let (stmt, owner) = (self.reqs[req].stmt, self.reqs[req].owner);
@@ -1013,7 +1073,11 @@ impl<'p, 'd> Sim<'p, 'd> {
                 self.report_once("collective-not-reached", stmt.pos, || {
                     Diag::error(
                         "collective-not-reached",
-                        format!("`{}` on `{comm}` is called only by {}", printer::stmt_head(stmt), ranks_phrase(&arrived)),
+                        format!(
+                            "`{}` on `{comm}` is called only by {}",
+                            printer::stmt_head(stmt),
+                            ranks_phrase(&arrived)
+                        ),
                     )
                     .at(stmt.pos, "called here")
                 });
@@ -1040,12 +1104,18 @@ mod tests {
 
     #[test]
     fn ring_shift_with_sendrecv_is_clean() {
-        assert!(codes(&format!("{HEAD}loop 3 {{ sendrecv to next 1 KiB from prev 1 KiB }}")).is_empty());
+        assert!(codes(&format!(
+            "{HEAD}loop 3 {{ sendrecv to next 1 KiB from prev 1 KiB }}"
+        ))
+        .is_empty());
     }
 
     #[test]
     fn everyone_sending_first_deadlocks() {
-        assert_eq!(codes(&format!("{HEAD}send next 1 KiB\nrecv prev 1 KiB")), vec!["deadlock"]);
+        assert_eq!(
+            codes(&format!("{HEAD}send next 1 KiB\nrecv prev 1 KiB")),
+            vec!["deadlock"]
+        );
     }
 
     #[test]
@@ -1063,7 +1133,9 @@ mod tests {
             vec!["collective-not-reached"]
         );
         assert_eq!(
-            codes(&format!("{HEAD}if rank == 0 {{ barrier }} else {{ allreduce 8 B }}")),
+            codes(&format!(
+                "{HEAD}if rank == 0 {{ barrier }} else {{ allreduce 8 B }}"
+            )),
             vec!["collective-mismatch"]
         );
     }

@@ -53,8 +53,11 @@ pub(super) fn check(program: &Program, diags: &mut Vec<Diag>) -> Statics {
     for (name, comm) in &pass.comms {
         if !comm.used {
             pass.diags.push(
-                Diag::warning("unused-communicator", format!("communicator `{name}` is never used"))
-                    .at(comm.pos, "declared here"),
+                Diag::warning(
+                    "unused-communicator",
+                    format!("communicator `{name}` is never used"),
+                )
+                .at(comm.pos, "declared here"),
             );
         }
     }
@@ -85,8 +88,10 @@ fn header(program: &Program, diags: &mut Vec<Diag>) {
     let time = program.app_time.value;
     if time.seconds() <= 0.0 {
         diags.push(
-            Diag::error("bad-app-time", "the application time must be positive")
-                .at(program.app_time.pos, "the skeleton stands for this much time"),
+            Diag::error("bad-app-time", "the application time must be positive").at(
+                program.app_time.pos,
+                "the skeleton stands for this much time",
+            ),
         );
     }
     let topo = &program.topology;
@@ -101,9 +106,7 @@ fn header(program: &Program, diags: &mut Vec<Diag>) {
     };
     match &topo.value {
         Topology::Grid { dims, periodic } => {
-            let product = dims
-                .iter()
-                .try_fold(1u64, |acc, &d| acc.checked_mul(d));
+            let product = dims.iter().try_fold(1u64, |acc, &d| acc.checked_mul(d));
             if dims.contains(&0) {
                 diags.push(bad("grid dimensions must be at least 1".into(), None));
             } else if product != Some(n) {
@@ -141,13 +144,25 @@ fn header(program: &Program, diags: &mut Vec<Diag>) {
             let mut seen = BTreeSet::new();
             for (rank, list) in neighbors {
                 if *rank >= n {
-                    diags.push(bad(format!("graph entry for rank {rank}, but ranks are 0 to {}", n.saturating_sub(1)), None));
+                    diags.push(bad(
+                        format!(
+                            "graph entry for rank {rank}, but ranks are 0 to {}",
+                            n.saturating_sub(1)
+                        ),
+                        None,
+                    ));
                 } else if !seen.insert(*rank) {
-                    diags.push(bad(format!("rank {rank} has two neighbour lists in the graph"), None));
+                    diags.push(bad(
+                        format!("rank {rank} has two neighbour lists in the graph"),
+                        None,
+                    ));
                 }
                 if let Some(bad_peer) = list.iter().find(|&&p| p >= n) {
                     diags.push(bad(
-                        format!("rank {rank} lists neighbour {bad_peer}, but ranks are 0 to {}", n.saturating_sub(1)),
+                        format!(
+                            "rank {rank} lists neighbour {bad_peer}, but ranks are 0 to {}",
+                            n.saturating_sub(1)
+                        ),
                         None,
                     ));
                 }
@@ -159,7 +174,8 @@ fn header(program: &Program, diags: &mut Vec<Diag>) {
 
 /// "grid(4, 4) would fit 16 ranks": a factorization of `n` into `dims` near-equal factors.
 fn factor_hint(n: u64, dims: usize) -> Option<String> {
-    if n == 0 || dims == 0 {
+    // Trial division over every divisor: only for rank counts people run.
+    if n == 0 || dims == 0 || n > 1 << 24 {
         return None;
     }
     let mut factors = Vec::new();
@@ -167,7 +183,7 @@ fn factor_hint(n: u64, dims: usize) -> Option<String> {
     for left in (1..=dims).rev() {
         let target = (rest as f64).powf(1.0 / left as f64).round().max(1.0) as u64;
         let f = (1..=rest)
-            .filter(|d| rest % d == 0)
+            .filter(|&d| rest.is_multiple_of(d))
             .min_by_key(|&d| d.abs_diff(target))
             .unwrap_or(1);
         factors.push(f);
@@ -251,11 +267,16 @@ impl Pass<'_> {
         if !depends_on_rank(count) {
             match eval_int(count, &env(0)) {
                 Ok(v) if v <= 0 => self.diags.push(
-                    Diag::error("bad-count", format!("a loop must run at least once, not {v} times"))
-                        .at(count.pos, "loop count"),
+                    Diag::error(
+                        "bad-count",
+                        format!("a loop must run at least once, not {v} times"),
+                    )
+                    .at(count.pos, "loop count"),
                 ),
                 Ok(_) => {}
-                Err(e) => self.diags.push(Diag::error("bad-expression", e.message()).at(e.pos(), "here")),
+                Err(e) => self
+                    .diags
+                    .push(Diag::error("bad-expression", e.message()).at(e.pos(), "here")),
             }
         }
     }
@@ -290,8 +311,7 @@ impl Pass<'_> {
         if let Some(ws) = &c.working_set {
             if ws.value.bytes() == Some(0) {
                 self.diags.push(
-                    Diag::error("bad-size", "a working set must have some size")
-                        .at(ws.pos, "zero"),
+                    Diag::error("bad-size", "a working set must have some size").at(ws.pos, "zero"),
                 );
             }
         }
@@ -302,7 +322,10 @@ impl Pass<'_> {
             self.diags.push(
                 Diag::error(
                     "bad-per-rank",
-                    format!("`per_rank` lists {len} {what} but the skeleton has {} ranks", self.n_ranks),
+                    format!(
+                        "`per_rank` lists {len} {what} but the skeleton has {} ranks",
+                        self.n_ranks
+                    ),
                 )
                 .at(pos.unwrap_or_default(), "the list starts here")
                 .with_secondary(self.program.ranks.pos, "rank count declared here"),
@@ -336,7 +359,9 @@ impl Pass<'_> {
         if let Some(best) = closest(&comm.name, &names) {
             diag = diag.with_note(format!("hint: did you mean `{best}`?"));
         } else {
-            diag = diag.with_note("hint: declare it first, e.g. `comm row = split(world, color = coord(0))`");
+            diag = diag.with_note(
+                "hint: declare it first, e.g. `comm row = split(world, color = coord(0))`",
+            );
         }
         self.diags.push(diag);
         None
@@ -353,9 +378,12 @@ impl Pass<'_> {
         if let Some(tag) = &p.tag {
             if tag.value > PORTABLE_TAG_MAX {
                 self.diags.push(
-                    Diag::warning("large-tag", format!("tag {} may exceed MPI_TAG_UB", tag.value))
-                        .at(tag.pos, "tag")
-                        .with_note(format!("MPI only guarantees tags up to {PORTABLE_TAG_MAX}")),
+                    Diag::warning(
+                        "large-tag",
+                        format!("tag {} may exceed MPI_TAG_UB", tag.value),
+                    )
+                    .at(tag.pos, "tag")
+                    .with_note(format!("MPI only guarantees tags up to {PORTABLE_TAG_MAX}")),
                 );
             }
         }
@@ -391,20 +419,31 @@ impl Pass<'_> {
                         };
                         let mut diag = Diag::error(
                             "unknown-direction",
-                            format!("`{}` is not a direction of this topology", printer::direction(dir)),
+                            format!(
+                                "`{}` is not a direction of this topology",
+                                printer::direction(dir)
+                            ),
                         )
                         .at(peer.pos, "no such neighbour")
-                        .with_note(format!("{topo}: its directions are {}", shape.directions_hint()));
+                        .with_note(format!(
+                            "{topo}: its directions are {}",
+                            shape.directions_hint()
+                        ));
                         if let Some(s) = suggest_direction(dir, shape) {
                             diag = diag.with_note(format!("hint: did you mean `{s}`?"));
                         }
                         self.diags.push(diag);
                     }
-                    Err(PeerError::BadArgument(why)) if arg_free || matches!(dir, Direction::Offset(_)) => {
+                    Err(PeerError::BadArgument(why))
+                        if arg_free || matches!(dir, Direction::Offset(_)) =>
+                    {
                         self.diags.push(
-                            Diag::error("unknown-direction", format!("`{}` cannot be used here", printer::direction(dir)))
-                                .at(peer.pos, "no such neighbour")
-                                .with_note(why),
+                            Diag::error(
+                                "unknown-direction",
+                                format!("`{}` cannot be used here", printer::direction(dir)),
+                            )
+                            .at(peer.pos, "no such neighbour")
+                            .with_note(why),
                         );
                     }
                     _ => {}
@@ -452,27 +491,42 @@ impl Pass<'_> {
                     for k in keep {
                         if k.value as usize >= dims.len() {
                             self.diags.push(
-                                Diag::error("bad-cart-sub", format!("dimension {} does not exist", k.value))
-                                    .at(k.pos, "kept dimension")
-                                    .with_note(format!("`{parent}` has {} dimension(s), numbered from 0", dims.len())),
+                                Diag::error(
+                                    "bad-cart-sub",
+                                    format!("dimension {} does not exist", k.value),
+                                )
+                                .at(k.pos, "kept dimension")
+                                .with_note(format!(
+                                    "`{parent}` has {} dimension(s), numbered from 0",
+                                    dims.len()
+                                )),
                             );
                         } else if !kept.insert(k.value as usize) {
                             self.diags.push(
-                                Diag::error("bad-cart-sub", format!("dimension {} is kept twice", k.value))
-                                    .at(k.pos, "again"),
+                                Diag::error(
+                                    "bad-cart-sub",
+                                    format!("dimension {} is kept twice", k.value),
+                                )
+                                .at(k.pos, "again"),
                             );
                         }
                     }
                     Shape::Grid {
                         dims: kept.iter().map(|&k| dims[k]).collect(),
-                        periodic: kept.iter().map(|&k| periodic.get(k).copied().unwrap_or(false)).collect(),
+                        periodic: kept
+                            .iter()
+                            .map(|&k| periodic.get(k).copied().unwrap_or(false))
+                            .collect(),
                     }
                 }
                 _ => {
                     self.diags.push(
-                        Diag::error("bad-cart-sub", format!("`{parent}` is not a cartesian grid"))
-                            .at(parent.pos, "not a grid")
-                            .with_note("`cart_sub` keeps dimensions of a grid or torus topology"),
+                        Diag::error(
+                            "bad-cart-sub",
+                            format!("`{parent}` is not a cartesian grid"),
+                        )
+                        .at(parent.pos, "not a grid")
+                        .with_note("`cart_sub` keeps dimensions of a grid or torus topology"),
                     );
                     Shape::Unstructured
                 }
@@ -480,16 +534,22 @@ impl Pass<'_> {
         };
         if d.name.name == "world" {
             self.diags.push(
-                Diag::error("duplicate-communicator", "`world` is the communicator of all ranks")
-                    .at(d.name.pos, "cannot be redeclared"),
+                Diag::error(
+                    "duplicate-communicator",
+                    "`world` is the communicator of all ranks",
+                )
+                .at(d.name.pos, "cannot be redeclared"),
             );
             return;
         }
         if let Some(previous) = self.comms.get(&d.name.name) {
             self.diags.push(
-                Diag::error("duplicate-communicator", format!("communicator `{}` is declared twice", d.name))
-                    .at(d.name.pos, "declared again")
-                    .with_secondary(previous.pos, "first declared here"),
+                Diag::error(
+                    "duplicate-communicator",
+                    format!("communicator `{}` is declared twice", d.name),
+                )
+                .at(d.name.pos, "declared again")
+                .with_secondary(previous.pos, "first declared here"),
             );
             return;
         }
@@ -565,7 +625,10 @@ impl Pass<'_> {
                     BinOp::Or | BinOp::And => {
                         for (t, side) in [(lt, l), (rt, r)] {
                             if t != Ty::Bool {
-                                return Err(mismatch(side.pos, &format!("a condition on each side of `{}`", op.symbol())));
+                                return Err(mismatch(
+                                    side.pos,
+                                    &format!("a condition on each side of `{}`", op.symbol()),
+                                ));
                             }
                         }
                         Ok(Ty::Bool)
@@ -579,10 +642,17 @@ impl Pass<'_> {
                     _ => {
                         for (t, side) in [(lt, l), (rt, r)] {
                             if t != Ty::Int {
-                                return Err(mismatch(side.pos, &format!("a number on each side of `{}`", op.symbol())));
+                                return Err(mismatch(
+                                    side.pos,
+                                    &format!("a number on each side of `{}`", op.symbol()),
+                                ));
                             }
                         }
-                        Ok(if op.is_comparison() { Ty::Bool } else { Ty::Int })
+                        Ok(if op.is_comparison() {
+                            Ty::Bool
+                        } else {
+                            Ty::Int
+                        })
                     }
                 }
             }

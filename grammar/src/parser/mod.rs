@@ -269,7 +269,7 @@ impl<'a> Parser<'a> {
         let file_start = Span::new(0, 0);
         let seen = std::mem::take(&mut self.header_seen);
         let mut missing = |what: &str, example: &str| {
-            if seen.iter().any(|&w| w == what) {
+            if seen.contains(&what) {
                 return;
             }
             self.diags.push(

@@ -565,8 +565,7 @@ struct Clauses {
 fn clauses(allowed: Allowed) -> impl Fn(Tokens) -> PResult<Clauses> {
     move |mut input| {
         let mut out = Clauses::default();
-        loop {
-            let Some(tok) = input.first() else { break };
+        while let Some(tok) = input.first() {
             let text = input.text(tok);
             let (is_allowed, already) = match text {
                 "tag" => (allowed.tag, out.tag.is_some()),
