@@ -91,11 +91,6 @@ impl Shape {
         }
     }
 
-    /// The rank at grid coordinates (no bounds check).
-    fn rank_of(dims: &[u64], coords: &[u64]) -> u64 {
-        coords.iter().zip(dims).fold(0, |acc, (&c, &d)| acc * d + c)
-    }
-
     /// The peer `dir` names from `rank` in a communicator of `size` ranks: `Some(peer)`,
     /// or `None` when there is no such neighbour (a grid border, a leaf's child, the
     /// root's parent), which makes the operation a no-op like MPI_PROC_NULL.
@@ -120,9 +115,14 @@ impl Shape {
                         if dims.len() == 1 { "" } else { "s" }
                     )));
                 }
-                let mut offsets = vec![0i64; dims.len()];
-                offsets[dim] = if axis.forward { 1 } else { -1 };
-                Ok(grid_shift(dims, periodic, rank, &offsets))
+                let step = if axis.forward { 1 } else { -1 };
+                Ok(grid_shift(dims, periodic, rank, |i| {
+                    if i == dim {
+                        step
+                    } else {
+                        0
+                    }
+                }))
             }
             (Shape::Grid { dims, periodic }, Direction::Offset(offsets)) => {
                 if offsets.len() != dims.len() {
@@ -134,7 +134,7 @@ impl Shape {
                         if dims.len() == 1 { "" } else { "s" }
                     )));
                 }
-                Ok(grid_shift(dims, periodic, rank, offsets))
+                Ok(grid_shift(dims, periodic, rank, |i| offsets[i]))
             }
             (Shape::Grid { dims, periodic }, Direction::Next | Direction::Prev)
                 if dims.len() == 1 =>
@@ -144,7 +144,7 @@ impl Shape {
                 } else {
                     -1
                 };
-                Ok(grid_shift(dims, periodic, rank, &[step]))
+                Ok(grid_shift(dims, periodic, rank, |_| step))
             }
             (Shape::Hypercube { bits }, Direction::Bit(e)) => {
                 let bit = index(e)?;
@@ -219,24 +219,35 @@ impl Shape {
     }
 }
 
-fn grid_shift(dims: &[u64], periodic: &[bool], rank: u64, offsets: &[i64]) -> Option<u64> {
-    let shape = Shape::Grid {
-        dims: dims.to_vec(),
-        periodic: periodic.to_vec(),
-    };
-    let mut coords = shape.coords(rank);
-    for (i, &offset) in offsets.iter().enumerate() {
-        let dim = i128::from(dims[i].max(1));
-        let moved = i128::from(coords[i]) + i128::from(offset);
-        coords[i] = if periodic.get(i).copied().unwrap_or(false) {
-            moved.rem_euclid(dim) as u64
-        } else if (0..dim).contains(&moved) {
+/// The rank reached from `rank` by moving `offset(dim)` along every dimension, or
+/// `None` off the edge of a non-periodic dimension. Works on the row-major numbering
+/// directly: this runs for every simulated message, so it allocates nothing.
+fn grid_shift(
+    dims: &[u64],
+    periodic: &[bool],
+    rank: u64,
+    offset: impl Fn(usize) -> i64,
+) -> Option<u64> {
+    let mut rest = rank;
+    let mut stride: u64 = 1;
+    let mut result: u64 = 0;
+    for i in (0..dims.len()).rev() {
+        let dim = dims[i].max(1);
+        let coord = rest % dim;
+        rest /= dim;
+        let moved = i128::from(coord) + i128::from(offset(i));
+        let dim_wide = i128::from(dim);
+        let new_coord = if periodic.get(i).copied().unwrap_or(false) {
+            moved.rem_euclid(dim_wide) as u64
+        } else if (0..dim_wide).contains(&moved) {
             moved as u64
         } else {
             return None;
         };
+        result = result.checked_add(new_coord.checked_mul(stride)?)?;
+        stride = stride.checked_mul(dim)?;
     }
-    Some(Shape::rank_of(dims, &coords))
+    Some(result)
 }
 
 /// What an expression can refer to on one rank.

@@ -9,6 +9,9 @@ pub mod lexer;
 mod parser;
 pub mod printer;
 
+#[cfg(test)]
+mod proptests;
+
 pub use diagnostic::{Diag, Severity};
 pub use parser::{collective_op, parse, KEYWORDS};
 pub use printer::print;

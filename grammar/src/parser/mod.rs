@@ -131,14 +131,15 @@ impl<'a> Parser<'a> {
             Some(tok) => tok.span,
             None => Span::new(self.src.len(), self.src.len()),
         });
+        let expected = e.expected_text();
         let message = e
             .message
             .clone()
-            .unwrap_or_else(|| format!("expected {}, found {}", e.expected, self.describe(found)));
+            .unwrap_or_else(|| format!("expected {expected}, found {}", self.describe(found)));
         let label = if e.message.is_some() {
             "here".to_string()
         } else {
-            format!("expected {}", e.expected)
+            format!("expected {expected}")
         };
         let mut diag = Diag::error("syntax", message).at_span(span, label);
         if let Some(hint) = e.hint {
@@ -453,7 +454,10 @@ impl<'a> Parser<'a> {
         let word = self.peek_word();
         let kind_and_site = match word {
             Some("loop") => self.loop_stmt(),
-            Some("if") => self.if_stmt().map(|i| (StmtKind::If(i), None)),
+            Some("if") => self.if_stmt().and_then(|i| {
+                let site = self.run(site_clause)?;
+                Some((StmtKind::If(i), site))
+            }),
             Some(w) if HEADER_WORDS.contains(&w) => {
                 self.diags.push(
                     Diag::error("syntax", format!("`{w}` belongs in the header"))

@@ -97,6 +97,8 @@ pub struct PErr {
     /// Where to point when not at token `at` (a value that parsed but is invalid).
     pub span: Option<Span>,
     pub hint: Option<String>,
+    /// Whether `expected` is a bare keyword.
+    pub is_keyword: bool,
 }
 
 impl PErr {
@@ -107,6 +109,7 @@ impl PErr {
             message: None,
             span: None,
             hint: None,
+            is_keyword: false,
         }
     }
 
@@ -116,6 +119,21 @@ impl PErr {
             span: Some(span),
             message: Some(message.into()),
             ..PErr::expected(input, "")
+        }
+    }
+
+    /// Marks `expected` as a keyword, quoted when the message is built.
+    fn keyword(mut self) -> PErr {
+        self.is_keyword = true;
+        self
+    }
+
+    /// What was expected, as a message fragment.
+    pub fn expected_text(&self) -> Cow<'static, str> {
+        if self.is_keyword {
+            format!("`{}`", self.expected).into()
+        } else {
+            self.expected.clone()
         }
     }
 
@@ -134,18 +152,16 @@ impl<'a> ParseError<Tokens<'a>> for PErr {
         other
     }
 
-    /// Of two alternatives that failed, report the one that got further; at the same
-    /// place, list what both expected.
+    /// Of two alternatives that failed, report the one that got further. At the same
+    /// place keep the one with a specific message, else the later one: callers that try
+    /// alternatives replace the message with a description of all of them, and building
+    /// "a or b" strings here would cost an allocation on every failed alternative.
     fn or(self, other: Self) -> Self {
         match self.at.cmp(&other.at) {
             std::cmp::Ordering::Greater => self,
             std::cmp::Ordering::Less => other,
             std::cmp::Ordering::Equal if self.message.is_some() => self,
-            std::cmp::Ordering::Equal if other.message.is_some() => other,
-            std::cmp::Ordering::Equal => PErr {
-                expected: format!("{} or {}", other.expected, self.expected).into(),
-                ..self
-            },
+            std::cmp::Ordering::Equal => other,
         }
     }
 }
@@ -251,7 +267,7 @@ pub fn kw(word: &'static str) -> impl Fn(Tokens) -> PResult<Span> {
         Some(tok) if tok.kind == TokKind::Word && input.text(tok) == word => {
             Ok((input.advance(1), tok.span))
         }
-        _ => error(PErr::expected(&input, format!("`{word}`"))),
+        _ => error(PErr::expected(&input, Cow::Borrowed(word)).keyword()),
     }
 }
 
