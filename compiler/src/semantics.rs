@@ -235,14 +235,19 @@ fn grid_shift(
         let dim = dims[i].max(1);
         let coord = rest % dim;
         rest /= dim;
-        let moved = i128::from(coord) + i128::from(offset(i));
-        let dim_wide = i128::from(dim);
-        let new_coord = if periodic.get(i).copied().unwrap_or(false) {
-            moved.rem_euclid(dim_wide) as u64
-        } else if (0..dim_wide).contains(&moved) {
-            moved as u64
+        let step = offset(i);
+        let new_coord = if step == 0 {
+            coord
         } else {
-            return None;
+            let dim_signed = i64::try_from(dim).ok()?;
+            let moved = i64::try_from(coord).ok()?.checked_add(step)?;
+            if periodic.get(i).copied().unwrap_or(false) {
+                moved.rem_euclid(dim_signed) as u64
+            } else if (0..dim_signed).contains(&moved) {
+                moved as u64
+            } else {
+                return None;
+            }
         };
         result = result.checked_add(new_coord.checked_mul(stride)?)?;
         stride = stride.checked_mul(dim)?;

@@ -23,7 +23,7 @@ enum State {
     AnyWaited(Pos),
 }
 
-type States = BTreeMap<String, State>;
+type States<'p> = BTreeMap<&'p str, State>;
 
 pub(super) fn check(program: &Program, diags: &mut Vec<Diag>) {
     let mut declared = BTreeSet::new();
@@ -39,7 +39,7 @@ pub(super) fn check(program: &Program, diags: &mut Vec<Diag>) {
     for (name, state) in &states {
         match state {
             State::Pending(pos) => {
-                let message = if walk.used.contains(name) {
+                let message = if walk.used.contains(*name) {
                     format!("request `{name}` is not completed by the end of the program")
                 } else {
                     format!("request `{name}` is never waited for")
@@ -117,13 +117,13 @@ impl Walk<'_> {
         }
     }
 
-    fn block(&mut self, block: &Block, states: &mut States) {
+    fn block<'p>(&mut self, block: &'p Block, states: &mut States<'p>) {
         for stmt in &block.stmts {
             self.stmt(stmt, states);
         }
     }
 
-    fn stmt(&mut self, stmt: &Stmt, states: &mut States) {
+    fn stmt<'p>(&mut self, stmt: &'p Stmt, states: &mut States<'p>) {
         match &stmt.kind {
             StmtKind::P2p(P2p {
                 request: Some(r), ..
@@ -169,8 +169,8 @@ impl Walk<'_> {
         }
     }
 
-    fn post(&mut self, handle: &Ident, pos: Pos, states: &mut States) {
-        match states.get(&handle.name) {
+    fn post<'p>(&mut self, handle: &'p Ident, pos: Pos, states: &mut States<'p>) {
+        match states.get(handle.name.as_str()) {
             Some(State::Pending(prev)) => {
                 let prev = *prev;
                 let again = prev.span() == pos.span();
@@ -213,10 +213,10 @@ impl Walk<'_> {
             }
             _ => {}
         }
-        states.insert(handle.name.clone(), State::Pending(pos));
+        states.insert(handle.name.as_str(), State::Pending(pos));
     }
 
-    fn wait(&mut self, wait: &Wait, pos: Pos, states: &mut States) {
+    fn wait<'p>(&mut self, wait: &'p Wait, pos: Pos, states: &mut States<'p>) {
         let mut seen = BTreeSet::new();
         for handle in &wait.handles {
             if !seen.insert(handle.name.as_str()) {
@@ -230,7 +230,7 @@ impl Walk<'_> {
                 continue;
             }
             self.used.insert(handle.name.clone());
-            let state = states.get(&handle.name).copied();
+            let state = states.get(handle.name.as_str()).copied();
             match state {
                 None if !self.declared.contains(&handle.name) => {
                     let names: Vec<&str> = self.declared.iter().map(String::as_str).collect();
@@ -270,16 +270,16 @@ impl Walk<'_> {
                 }
                 Some(State::Pending(posted) | State::Maybe(posted)) => match wait.op {
                     WaitOp::Wait | WaitOp::Waitall => {
-                        states.insert(handle.name.clone(), State::Done(pos));
+                        states.insert(handle.name.as_str(), State::Done(pos));
                     }
                     WaitOp::Waitany => {
-                        states.insert(handle.name.clone(), State::AnyWaited(posted));
+                        states.insert(handle.name.as_str(), State::AnyWaited(posted));
                     }
                     WaitOp::Test => {}
                 },
                 Some(State::AnyWaited(_)) => {
                     if wait.op != WaitOp::Test && wait.op != WaitOp::Waitany {
-                        states.insert(handle.name.clone(), State::Done(pos));
+                        states.insert(handle.name.as_str(), State::Done(pos));
                     }
                 }
                 Some(State::Done(_)) => {}
@@ -288,14 +288,14 @@ impl Walk<'_> {
     }
 }
 
-fn join(branches: &[States]) -> States {
+fn join<'p>(branches: &[States<'p>]) -> States<'p> {
     let mut names = BTreeSet::new();
     for b in branches {
-        names.extend(b.keys().cloned());
+        names.extend(b.keys().copied());
     }
     let mut out = States::new();
     for name in names {
-        let states: Vec<Option<State>> = branches.iter().map(|b| b.get(&name).copied()).collect();
+        let states: Vec<Option<State>> = branches.iter().map(|b| b.get(name).copied()).collect();
         let posted = states.iter().find_map(|s| match s {
             Some(State::Pending(p) | State::Maybe(p)) => Some(*p),
             _ => None,

@@ -14,7 +14,10 @@
 //! diagnostics are too. The run stops after a budget of operations; the checker then
 //! says it covered only a prefix.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use rustc_hash::FxHashMap as HashMap;
+use smallvec::SmallVec;
 
 use perfskel_grammar::ast::*;
 use perfskel_grammar::printer;
@@ -168,15 +171,19 @@ struct Frame<'p> {
     left: u64,
 }
 
+/// The requests one statement waits for; almost always one or two.
+type Reqs = SmallVec<[ReqId; 4]>;
+
 struct Blocked<'p> {
-    reqs: Vec<ReqId>,
+    reqs: Reqs,
     any: bool,
     stmt: &'p Stmt,
 }
 
 struct RankState<'p> {
     frames: Vec<Frame<'p>>,
-    handles: BTreeMap<&'p str, ReqId>,
+    /// Request of each handle name (indexed like `Sim::handle_index`), if pending.
+    handles: Vec<Option<ReqId>>,
     coll_seq: BTreeMap<usize, u64>,
     blocked: Option<Blocked<'p>>,
     done: bool,
@@ -193,7 +200,12 @@ struct Sim<'p, 'd> {
     ranks: Vec<RankState<'p>>,
     insts: Vec<CommInst>,
     /// Communicator name → per world rank: (instance, rank in it).
-    membership: BTreeMap<String, Vec<Option<(usize, u64)>>>,
+    membership: HashMap<&'p str, Vec<Option<(usize, u64)>>>,
+    /// Handle name → index into `RankState::handles`.
+    handle_index: HashMap<&'p str, usize>,
+    /// Requests completed and consumed, ready for reuse: a long run allocates only as
+    /// many requests as are in flight at once.
+    free_reqs: Vec<ReqId>,
     reqs: Vec<Req<'p>>,
     sends: HashMap<(usize, u64), VecDeque<PendingSend>>,
     recvs: HashMap<(usize, u64), VecDeque<PendingRecv>>,
@@ -222,7 +234,7 @@ impl<'p, 'd> Sim<'p, 'd> {
                     idx: 0,
                     left: 1,
                 }],
-                handles: BTreeMap::new(),
+                handles: vec![None; statics.request_names.len()],
                 coll_seq: BTreeMap::new(),
                 blocked: None,
                 done: false,
@@ -246,19 +258,23 @@ impl<'p, 'd> Sim<'p, 'd> {
                 members: (0..n).collect(),
                 shape: statics.world.clone(),
             }],
-            membership: BTreeMap::from([(
-                "world".to_string(),
-                (0..n).map(|r| Some((0, r))).collect(),
-            )]),
+            membership: HashMap::from_iter([("world", (0..n).map(|r| Some((0, r))).collect())]),
+            handle_index: statics
+                .request_names
+                .iter()
+                .enumerate()
+                .map(|(i, name)| (name.as_str(), i))
+                .collect(),
+            free_reqs: Vec::new(),
             reqs: Vec::new(),
-            sends: HashMap::new(),
-            recvs: HashMap::new(),
-            colls: HashMap::new(),
+            sends: HashMap::default(),
+            recvs: HashMap::default(),
+            colls: HashMap::default(),
             ready: (0..n).collect(),
             in_ready: vec![true; n as usize],
             ops: 0,
             reported: BTreeSet::new(),
-            comm_free: HashMap::new(),
+            comm_free: HashMap::default(),
         }
     }
 
@@ -285,7 +301,11 @@ impl<'p, 'd> Sim<'p, 'd> {
             let StmtKind::CommDecl(decl) = &stmt.kind else {
                 continue;
             };
-            let Some(parent) = self.membership.get(&decl.def.parent().name).cloned() else {
+            let Some(parent) = self
+                .membership
+                .get(decl.def.parent().name.as_str())
+                .cloned()
+            else {
                 return Err(Abort);
             };
             // (parent instance, color) → members as (key, rank in parent, world rank).
@@ -357,7 +377,7 @@ impl<'p, 'd> Sim<'p, 'd> {
                     shape,
                 });
             }
-            self.membership.insert(decl.name.name.clone(), member_of);
+            self.membership.insert(decl.name.name.as_str(), member_of);
         }
         Ok(())
     }
@@ -503,7 +523,7 @@ impl<'p, 'd> Sim<'p, 'd> {
                 }
                 StmtKind::P2p(p) => {
                     self.ops += 1;
-                    let mut reqs = Vec::new();
+                    let mut reqs = Reqs::new();
                     let recv_half = p.recv.as_ref().map(|(peer, size)| (peer, size));
                     let (send_peer, send_size, recv) = match p.op {
                         P2pOp::Recv | P2pOp::Irecv => (None, None, Some((&p.peer, &p.size))),
@@ -528,7 +548,7 @@ impl<'p, 'd> Sim<'p, 'd> {
                     }
                     if let Some(handle) = &p.request {
                         if let Some(&req) = reqs.first() {
-                            self.ranks[r].handles.insert(handle.name.as_str(), req);
+                            self.bind(rank, handle, req);
                         }
                     } else if !self.block_on(rank, reqs, false, stmt) {
                         return Ok(());
@@ -576,8 +596,8 @@ impl<'p, 'd> Sim<'p, 'd> {
                     };
                     let req = self.arrive(rank, inst, key, stmt)?;
                     if let Some(handle) = &c.request {
-                        self.ranks[r].handles.insert(handle.name.as_str(), req);
-                    } else if !self.block_on(rank, vec![req], false, stmt) {
+                        self.bind(rank, handle, req);
+                    } else if !self.block_on(rank, smallvec::smallvec![req], false, stmt) {
                         return Ok(());
                     }
                 }
@@ -586,7 +606,7 @@ impl<'p, 'd> Sim<'p, 'd> {
                     let (inst, _) = self.member(rank, &d.def.parent().name, stmt)?;
                     let req =
                         self.arrive(rank, inst, CollKey::CommCreate(d.name.name.clone()), stmt)?;
-                    if !self.block_on(rank, vec![req], false, stmt) {
+                    if !self.block_on(rank, smallvec::smallvec![req], false, stmt) {
                         return Ok(());
                     }
                 }
@@ -594,12 +614,17 @@ impl<'p, 'd> Sim<'p, 'd> {
                     if w.op == WaitOp::Test {
                         continue;
                     }
+                    // A handle whose request was completed is MPI_REQUEST_NULL: waiting
+                    // for it returns at once.
                     let handles = &self.ranks[r].handles;
-                    let reqs: Vec<ReqId> = w
+                    let reqs: Reqs = w
                         .handles
                         .iter()
-                        .filter_map(|h| handles.get(h.name.as_str()).copied())
-                        .filter(|&id| !self.reqs[id].consumed)
+                        .filter_map(|h| {
+                            self.handle_index
+                                .get(h.name.as_str())
+                                .and_then(|&i| handles[i])
+                        })
                         .collect();
                     if !self.block_on(rank, reqs, w.op == WaitOp::Waitany, stmt) {
                         return Ok(());
@@ -613,7 +638,7 @@ impl<'p, 'd> Sim<'p, 'd> {
     }
 
     /// Waits for `reqs`; returns whether the rank can go on now.
-    fn block_on(&mut self, rank: u64, reqs: Vec<ReqId>, any: bool, stmt: &'p Stmt) -> bool {
+    fn block_on(&mut self, rank: u64, reqs: Reqs, any: bool, stmt: &'p Stmt) -> bool {
         let blocked = Blocked { reqs, any, stmt };
         if self.try_complete(&blocked) {
             return true;
@@ -630,14 +655,14 @@ impl<'p, 'd> Sim<'p, 'd> {
         if blocked.any {
             match blocked.reqs.iter().find(|&&id| self.reqs[id].done) {
                 Some(&id) => {
-                    self.reqs[id].consumed = true;
+                    self.consume(id);
                     true
                 }
                 None => false,
             }
         } else if blocked.reqs.iter().all(|&id| self.reqs[id].done) {
             for &id in &blocked.reqs {
-                self.reqs[id].consumed = true;
+                self.consume(id);
             }
             true
         } else {
@@ -654,14 +679,45 @@ impl<'p, 'd> Sim<'p, 'd> {
     }
 
     fn new_req(&mut self, owner: u64, kind: ReqKind, stmt: &'p Stmt) -> ReqId {
-        self.reqs.push(Req {
+        let req = Req {
             owner,
             done: kind == ReqKind::Done,
             consumed: false,
             kind,
             stmt,
-        });
-        self.reqs.len() - 1
+        };
+        match self.free_reqs.pop() {
+            Some(id) => {
+                self.reqs[id] = req;
+                id
+            }
+            None => {
+                self.reqs.push(req);
+                self.reqs.len() - 1
+            }
+        }
+    }
+
+    fn bind(&mut self, rank: u64, handle: &Ident, req: ReqId) {
+        if let Some(&i) = self.handle_index.get(handle.name.as_str()) {
+            self.ranks[rank as usize].handles[i] = Some(req);
+        }
+    }
+
+    /// A completed request has been waited for: its handle becomes null and the slot
+    /// is reused. Nothing else refers to a completed request.
+    fn consume(&mut self, id: ReqId) {
+        if self.reqs[id].consumed {
+            return;
+        }
+        self.reqs[id].consumed = true;
+        let owner = self.reqs[id].owner as usize;
+        for slot in &mut self.ranks[owner].handles {
+            if *slot == Some(id) {
+                *slot = None;
+            }
+        }
+        self.free_reqs.push(id);
     }
 
     /// The instance of communicator `name` that `rank` belongs to, and its rank there.
