@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod cmd_analyze;
 mod cmd_check;
 mod cmd_demo;
 mod cmd_fmt;
@@ -32,6 +33,9 @@ enum Command {
     Fmt(cmd_fmt::Args),
     /// Run the main job on the bundled example skeletons.
     Demo(cmd_demo::Args),
+    /// Statistical scalability analysis: rank the communication call sites whose share of
+    /// communication time grows with the task count over profiles of many runs.
+    Analyze(cmd_analyze::Args),
 }
 
 fn main() -> ExitCode {
@@ -40,6 +44,7 @@ fn main() -> ExitCode {
         Command::Check(args) => cmd_check::run(args),
         Command::Fmt(args) => cmd_fmt::run(args),
         Command::Demo(args) => cmd_demo::run(args),
+        Command::Analyze(args) => cmd_analyze::run(args),
     };
     match result {
         Ok(code) => code,
