@@ -11,6 +11,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::ops::Range;
 
 use serde::Serialize;
@@ -376,7 +377,7 @@ fn correlation(rho: Option<f64>, p_value: f64, p_adjusted: f64, alpha: f64) -> C
 /// Reusable buffers for the per-site loop.
 #[derive(Default)]
 struct Scratch {
-    order: Vec<u32>,
+    order: Vec<(f64, u32)>,
     shares: Vec<f64>,
     ranks: Vec<f64>,
 }
@@ -422,43 +423,119 @@ fn task_groups(runs: &[&Experiment]) -> Vec<(u32, Range<usize>)> {
 /// Matches call sites across runs: the sorted distinct keys, and for each key its time
 /// summed over tasks in every run.
 fn site_time_matrix<'a>(runs: &[&'a Experiment]) -> (Vec<&'a CallSiteKey>, Vec<Vec<f64>>) {
-    let mut index: HashMap<&CallSiteKey, u32> = HashMap::new();
+    let mut index: HashMap<&CallSiteKey, u32, BuildHasherDefault<FxHasher>> = HashMap::default();
     let mut keys: Vec<&CallSiteKey> = Vec::new();
-    let mut ids_per_run: Vec<Vec<u32>> = Vec::with_capacity(runs.len());
+    // Each run's time per site (summed over tasks), indexed by first-seen id; computed in
+    // one pass over the profiles since they are scattered on the heap and every extra
+    // pass costs cache misses.
+    let mut rows: Vec<Vec<f64>> = Vec::with_capacity(runs.len());
+    // Profilers list the sites of one application in a stable order, so before hashing
+    // try the site at the same position in the previous run, then the site that followed
+    // the previous site there (which survives insertions and rotations).
+    let mut previous_ids: Vec<u32> = Vec::new();
+    let mut ids: Vec<u32> = Vec::new();
+    let mut successor: Vec<u32> = Vec::new();
     for run in runs {
-        // Profiles of one application usually list their sites in the same order, so the
-        // previous run's id at the same position is tried before hashing.
-        let previous = ids_per_run.last();
-        let mut ids = Vec::with_capacity(run.call_sites.len());
+        ids.clear();
+        let mut row = vec![0.0; keys.len()];
+        let mut last_id: Option<u32> = None;
         for (pos, profile) in run.call_sites.iter().enumerate() {
-            let guess = previous
-                .and_then(|p| p.get(pos))
+            let matches = |id: u32| keys[id as usize] == &profile.site;
+            let guess = previous_ids
+                .get(pos)
                 .copied()
-                .filter(|&id| keys[id as usize] == &profile.site);
+                .filter(|&id| matches(id))
+                .or_else(|| {
+                    last_id
+                        .and_then(|last| successor.get(last as usize).copied())
+                        .filter(|&id| id != u32::MAX && matches(id))
+                });
             let id = match guess {
                 Some(id) => id,
                 None => *index.entry(&profile.site).or_insert_with(|| {
                     keys.push(&profile.site);
+                    successor.push(u32::MAX);
                     (keys.len() - 1) as u32
                 }),
             };
+            if let Some(last) = last_id {
+                successor[last as usize] = id;
+            }
+            last_id = Some(id);
             ids.push(id);
+            if row.len() <= id as usize {
+                row.resize(id as usize + 1, 0.0);
+            }
+            row[id as usize] += profile.total_s();
         }
-        ids_per_run.push(ids);
+        std::mem::swap(&mut previous_ids, &mut ids);
+        rows.push(row);
     }
     // Renumber by key so every later loop runs in a deterministic order.
-    let mut order: Vec<u32> = (0..keys.len() as u32).collect();
+    let n_sites = keys.len();
+    let mut order: Vec<u32> = (0..n_sites as u32).collect();
     order.sort_by(|&a, &b| keys[a as usize].cmp(keys[b as usize]));
-    let mut new_id = vec![0u32; keys.len()];
-    for (new, &old) in order.iter().enumerate() {
-        new_id[old as usize] = new as u32;
-    }
     let sorted_keys: Vec<&CallSiteKey> = order.iter().map(|&old| keys[old as usize]).collect();
-    let mut times = vec![vec![0.0; runs.len()]; keys.len()];
-    for (run_idx, (run, ids)) in runs.iter().zip(&ids_per_run).enumerate() {
-        for (profile, &id) in run.call_sites.iter().zip(ids) {
-            times[new_id[id as usize] as usize][run_idx] += profile.total_s();
+
+    // A blocked transpose fills the per-site vectors a few cache lines at a time;
+    // scattering straight into per-site vectors would miss the cache on every write.
+    let mut times = vec![vec![0.0; runs.len()]; n_sites];
+    const BLOCK: usize = 64;
+    for block_start in (0..n_sites).step_by(BLOCK) {
+        let block_end = (block_start + BLOCK).min(n_sites);
+        for (run_idx, row) in rows.iter().enumerate() {
+            for (site_times, &old) in times[block_start..block_end]
+                .iter_mut()
+                .zip(&order[block_start..block_end])
+            {
+                site_times[run_idx] = row.get(old as usize).copied().unwrap_or(0.0);
+            }
         }
     }
     (sorted_keys, times)
+}
+
+/// The Fx hash (rustc's): a multiply-rotate over machine words. Keys are call-site
+/// strings from local profile files, so hash flooding is no concern, and SipHash made
+/// interning 10 million keys the slowest step of the analysis.
+#[derive(Default)]
+struct FxHasher(u64);
+
+impl FxHasher {
+    fn add(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+impl Hasher for FxHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for chunk in chunks.by_ref() {
+            let mut word = [0u8; 8];
+            word.copy_from_slice(chunk);
+            self.add(u64::from_le_bytes(word));
+        }
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            let mut word = [0u8; 8];
+            word[..rest.len()].copy_from_slice(rest);
+            self.add(u64::from_le_bytes(word));
+        }
+    }
+
+    fn write_u8(&mut self, value: u8) {
+        self.add(u64::from(value));
+    }
+
+    fn write_u32(&mut self, value: u32) {
+        self.add(u64::from(value));
+    }
+
+    fn write_usize(&mut self, value: usize) {
+        self.add(value as u64);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
 }

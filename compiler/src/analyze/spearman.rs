@@ -12,25 +12,26 @@
 use statrs::distribution::{ContinuousCDF, StudentsT};
 
 /// Writes into `ranks` the 1-based ranks of `values`, ties sharing their average rank.
-/// `order` is scratch space (reused across calls to avoid allocations in the hot loop).
-pub fn average_ranks(values: &[f64], order: &mut Vec<u32>, ranks: &mut Vec<f64>) {
+/// `sorted` is scratch space, reused across calls to avoid allocations in the hot loop;
+/// sorting (value, index) pairs keeps the comparisons in cache.
+pub fn average_ranks(values: &[f64], sorted: &mut Vec<(f64, u32)>, ranks: &mut Vec<f64>) {
     let n = values.len();
-    order.clear();
-    order.extend(0..n as u32);
+    sorted.clear();
+    sorted.extend(values.iter().enumerate().map(|(idx, &v)| (v, idx as u32)));
     // `total_cmp` orders every f64 (NaN included), so the sort never panics.
-    order.sort_unstable_by(|&a, &b| values[a as usize].total_cmp(&values[b as usize]));
+    sorted.sort_unstable_by(|a, b| a.0.total_cmp(&b.0));
     ranks.clear();
     ranks.resize(n, 0.0);
     let mut start = 0;
     while start < n {
-        let value = values[order[start] as usize];
+        let value = sorted[start].0;
         let mut end = start + 1;
-        while end < n && values[order[end] as usize] == value {
+        while end < n && sorted[end].0 == value {
             end += 1;
         }
         // Positions start..end (0-based) share ranks start+1..=end: their mean.
         let rank = (start + 1 + end) as f64 / 2.0;
-        for &idx in &order[start..end] {
+        for &(_, idx) in &sorted[start..end] {
             ranks[idx as usize] = rank;
         }
         start = end;
