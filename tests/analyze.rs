@@ -138,6 +138,29 @@ fn flat_study_reports_no_significant_call_site() {
 }
 
 #[test]
+fn four_unreplicated_runs_rank_but_cannot_be_significant() {
+    // A study like one run each at 1, 2, 4 and 8 ranks (here 4 to 32): the trend
+    // is found, but the exact test knows 4 points cannot rule out chance (p >= 1/12).
+    let csv: String = synthetic_csv("cg", Some(0), 1, 9)
+        .lines()
+        .filter(|l| !l.starts_with("cg-64-"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let analysis = run_analysis(&experiments(&csv));
+    let app = &analysis.applications[0];
+    assert_eq!(app.n_experiments, 4);
+    assert_eq!(app.p_value_method, analyze::PValueMethod::ExactPermutation);
+    assert_eq!(app.call_sites[0].site.operation, "Wait");
+    assert!(app.call_sites[0].correlation.p_value >= 2.0 / 24.0 - 1e-12);
+    assert!(app.call_sites.iter().all(|s| !s.correlation.grows));
+    let table = report::render_table(&analysis, 0);
+    assert!(
+        table.contains("note: 4 experiments give little power"),
+        "{table}"
+    );
+}
+
+#[test]
 fn json_input_gives_the_same_analysis_as_csv() {
     let from_csv = experiments(&synthetic_csv("cg", Some(3), 2, 5));
     let json = format!(

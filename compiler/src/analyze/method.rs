@@ -16,7 +16,7 @@ use std::ops::Range;
 
 use serde::Serialize;
 
-use super::spearman::{average_ranks, holm, p_value, pearson};
+use super::spearman::{average_ranks, holm, p_value, pearson, ExactTest, EXACT_MAX_N};
 use super::{CallSiteKey, Experiment};
 
 /// Settings of an analysis.
@@ -55,6 +55,8 @@ pub struct AppAnalysis {
     pub task_counts: Vec<u32>,
     /// Significance level used for `grows`.
     pub alpha: f64,
+    /// How the p-values were computed (depends on the number of experiments).
+    pub p_value_method: PValueMethod,
     /// The experiments, ordered by task count then name (the order of every per-experiment
     /// vector below).
     pub experiments: Vec<ExperimentSummary>,
@@ -62,6 +64,16 @@ pub struct AppAnalysis {
     pub call_sites: Vec<SiteResult>,
     /// The coarser view: MPI operations (all their call sites together), ranked alike.
     pub operations: Vec<OperationResult>,
+}
+
+/// How p-values are computed; see `spearman`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PValueMethod {
+    /// All orderings enumerated (up to `EXACT_MAX_N` experiments).
+    ExactPermutation,
+    /// Student's t approximation with `n - 2` degrees of freedom.
+    StudentsT,
 }
 
 /// The coarse view of one experiment: how much of its time is communication.
@@ -275,6 +287,14 @@ fn analyze_application(
     let mut scratch = Scratch::default();
     let mut x_ranks = Vec::new();
     average_ranks(&task_counts, &mut scratch.order, &mut x_ranks);
+    let (p_value_method, mut exact) = if n_runs <= EXACT_MAX_N {
+        (
+            PValueMethod::ExactPermutation,
+            Some(ExactTest::new(&x_ranks)),
+        )
+    } else {
+        (PValueMethod::StudentsT, None)
+    };
 
     // The operation view sums the call sites of each operation.
     let mut op_times: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
@@ -289,7 +309,16 @@ fn analyze_application(
 
     let site_stats: Vec<(Option<f64>, f64, Vec<f64>)> = site_times
         .iter()
-        .map(|times| correlate(times, &comm, &x_ranks, &groups, &mut scratch))
+        .map(|times| {
+            correlate(
+                times,
+                &comm,
+                &x_ranks,
+                &groups,
+                &mut scratch,
+                exact.as_mut(),
+            )
+        })
         .collect();
     let site_adjusted = holm(&site_stats.iter().map(|s| s.1).collect::<Vec<_>>());
     let mut call_sites: Vec<SiteResult> = keys
@@ -310,7 +339,16 @@ fn analyze_application(
 
     let op_stats: Vec<(Option<f64>, f64, Vec<f64>)> = op_times
         .values()
-        .map(|times| correlate(times, &comm, &x_ranks, &groups, &mut scratch))
+        .map(|times| {
+            correlate(
+                times,
+                &comm,
+                &x_ranks,
+                &groups,
+                &mut scratch,
+                exact.as_mut(),
+            )
+        })
         .collect();
     let op_adjusted = holm(&op_stats.iter().map(|s| s.1).collect::<Vec<_>>());
     let mut operations: Vec<OperationResult> = op_times
@@ -350,6 +388,7 @@ fn analyze_application(
         n_experiments: n_runs,
         task_counts: groups.iter().map(|g| g.0).collect(),
         alpha,
+        p_value_method,
         experiments,
         call_sites,
         operations,
@@ -390,6 +429,7 @@ fn correlate(
     x_ranks: &[f64],
     groups: &[(u32, Range<usize>)],
     scratch: &mut Scratch,
+    exact: Option<&mut ExactTest>,
 ) -> (Option<f64>, f64, Vec<f64>) {
     scratch.shares.clear();
     scratch
@@ -397,7 +437,11 @@ fn correlate(
         .extend(times.iter().zip(comm).map(|(t, c)| t / c));
     average_ranks(&scratch.shares, &mut scratch.order, &mut scratch.ranks);
     let rho = pearson(x_ranks, &scratch.ranks);
-    let p = rho.map_or(1.0, |r| p_value(r, times.len()));
+    let p = match (rho, exact) {
+        (None, _) => 1.0,
+        (Some(_), Some(test)) => test.p_value(&scratch.ranks),
+        (Some(r), None) => p_value(r, times.len()),
+    };
     let by_tasks = groups
         .iter()
         .map(|(_, range)| {

@@ -48,7 +48,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-pub use method::{analyze, Analysis, AnalyzeError, AppAnalysis, Options};
+pub use method::{analyze, Analysis, AnalyzeError, AppAnalysis, Options, PValueMethod};
 
 /// One run of an application: what every input reader produces.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use super::method::{Analysis, AppAnalysis, Correlation};
+use super::method::{Analysis, AppAnalysis, Correlation, PValueMethod};
 
 /// Text table for the terminal. `top` limits the call-site rows per application
 /// (0 shows all).
@@ -28,18 +28,25 @@ fn render_app(out: &mut String, app: &AppAnalysis, top: usize) {
         app.n_experiments,
         counts.join(", ")
     );
+    let p_method = match app.p_value_method {
+        PValueMethod::ExactPermutation => "an exact permutation test".to_owned(),
+        PValueMethod::StudentsT => format!(
+            "Student's t with {} degrees of freedom",
+            app.n_experiments.saturating_sub(2)
+        ),
+    };
     let _ = writeln!(
         out,
-        "method: Spearman rank correlation of each call site's share of communication time \
-         with the task count (ties by average rank); p two-sided from Student's t with {} df, \
-         Holm-adjusted; grows = rho > 0 and adjusted p < {}",
-        app.n_experiments.saturating_sub(2),
+        "method: Spearman rank correlation of each call site's share of communication time\n\
+         \x20       with the task count (ties by average rank); p two-sided from {p_method},\n\
+         \x20       Holm-adjusted over the call sites; grows = rho > 0 and adjusted p < {}",
         app.alpha
     );
     if app.n_experiments < 10 {
         let _ = writeln!(
             out,
-            "note: with fewer than 10 experiments the p-values are rough; replicate runs"
+            "note: {} experiments give little power; replicated runs at each task count help",
+            app.n_experiments
         );
     }
     let (lo, hi) = (

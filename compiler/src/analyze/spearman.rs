@@ -1,15 +1,27 @@
 //! Spearman rank correlation: takes paired samples, gives the correlation of their ranks
 //! (ties by average rank), a two-sided p-value and Holm's adjustment over many tests.
 //!
-//! The p-value uses the usual large-sample approximation: under independence
-//! `t = rho * sqrt((n - 2) / (1 - rho^2))` follows Student's t with `n - 2` degrees of
-//! freedom. It is a good approximation from about ten experiments on; for fewer it is
-//! rough (an exact permutation test would be better there, and is not implemented). A
-//! study tests every call site at once, so [`holm`] adjusts the p-values for multiple
+//! Two p-values, both two-sided:
+//!
+//! - up to [`EXACT_MAX_N`] experiments, an exact permutation test ([`ExactTest`]): the
+//!   share ranks are permuted in all `n!` ways against the task-count ranks. The
+//!   t approximation is badly wrong there — with 4 experiments it calls a perfect
+//!   monotone trend (rho = 1) certain, while 2 of the 24 orderings reach |rho| = 1 by
+//!   chance (p = 0.083);
+//! - above, the usual large-sample approximation ([`p_value`]): under independence
+//!   `t = rho * sqrt((n - 2) / (1 - rho^2))` follows Student's t with `n - 2` degrees
+//!   of freedom, good from about ten experiments on.
+//!
+//! A study tests every call site at once, so [`holm`] adjusts the p-values for multiple
 //! testing: without it a study with hundreds of flat call sites would report some as
 //! "significant" by chance.
 
+use std::collections::HashMap;
+
 use statrs::distribution::{ContinuousCDF, StudentsT};
+
+/// Largest number of experiments tested exactly (9! = 362,880 orderings).
+pub const EXACT_MAX_N: usize = 9;
 
 /// Writes into `ranks` the 1-based ranks of `values`, ties sharing their average rank.
 /// `sorted` is scratch space, reused across calls to avoid allocations in the hot loop;
@@ -84,6 +96,78 @@ pub fn p_value(rho: f64, n: usize) -> f64 {
     }
 }
 
+/// Exact permutation test of rank correlation for small `n`, with the null distribution
+/// cached per tie pattern of the second sample: with the task-count ranks fixed, the
+/// distribution depends only on the multiset of share ranks, which is the same for
+/// every call site whose shares have no ties.
+pub struct ExactTest {
+    x_ranks: Vec<f64>,
+    /// Sorted `|S - E[S]|` over all orderings, per sorted multiset of y ranks (as bits).
+    null: HashMap<Vec<u64>, Vec<f64>>,
+}
+
+impl ExactTest {
+    /// A test against fixed ranks `x_ranks` (at most [`EXACT_MAX_N`] of them).
+    pub fn new(x_ranks: &[f64]) -> Self {
+        ExactTest {
+            x_ranks: x_ranks.to_vec(),
+            null: HashMap::new(),
+        }
+    }
+
+    /// Two-sided p-value of the rank association of `y_ranks` with the fixed ranks:
+    /// the fraction of orderings of `y_ranks` at least as far from independence.
+    pub fn p_value(&mut self, y_ranks: &[f64]) -> f64 {
+        let n = self.x_ranks.len();
+        if n != y_ranks.len() || n > EXACT_MAX_N || n < 2 {
+            return 1.0;
+        }
+        let mean_y = y_ranks.iter().sum::<f64>() / n as f64;
+        let expected: f64 = self.x_ranks.iter().map(|x| x * mean_y).sum();
+        let observed: f64 = self.x_ranks.iter().zip(y_ranks).map(|(x, y)| x * y).sum();
+        let distance = (observed - expected).abs();
+        let mut pattern: Vec<f64> = y_ranks.to_vec();
+        pattern.sort_by(f64::total_cmp);
+        let key: Vec<u64> = pattern.iter().map(|v| v.to_bits()).collect();
+        let x_ranks = &self.x_ranks;
+        let null = self
+            .null
+            .entry(key)
+            .or_insert_with(|| null_distances(x_ranks, pattern, expected));
+        // Distances are sums of rank products (multiples of 1/4), so a small tolerance
+        // separates ties from rounding noise.
+        let at_least = null.len() - null.partition_point(|&d| d < distance - 1e-9);
+        at_least as f64 / null.len().max(1) as f64
+    }
+}
+
+/// `|S - E[S]|` for every ordering of `y` (Heap's algorithm), sorted.
+fn null_distances(x: &[f64], mut y: Vec<f64>, expected: f64) -> Vec<f64> {
+    let n = y.len();
+    let statistic = |y: &[f64]| -> f64 { x.iter().zip(y).map(|(a, b)| a * b).sum() };
+    let mut distances = Vec::with_capacity((1..=n).product());
+    distances.push((statistic(&y) - expected).abs());
+    let mut counters = vec![0usize; n];
+    let mut idx = 1;
+    while idx < n {
+        if counters[idx] < idx {
+            if idx % 2 == 0 {
+                y.swap(0, idx);
+            } else {
+                y.swap(counters[idx], idx);
+            }
+            distances.push((statistic(&y) - expected).abs());
+            counters[idx] += 1;
+            idx = 1;
+        } else {
+            counters[idx] = 0;
+            idx += 1;
+        }
+    }
+    distances.sort_by(f64::total_cmp);
+    distances
+}
+
 /// Holm's step-down adjustment: the adjusted p-values, in the input's order. Controls
 /// the family-wise error rate without assuming the tests are independent.
 pub fn holm(p_values: &[f64]) -> Vec<f64> {
@@ -132,6 +216,37 @@ mod tests {
     fn holm_is_monotone_and_bounded() {
         let adjusted = holm(&[0.01, 0.04, 0.03, 0.5]);
         assert_eq!(adjusted, vec![0.04, 0.09, 0.09, 0.5]);
+    }
+
+    #[test]
+    fn exact_test_small_samples() {
+        let x = [1.0, 2.0, 3.0, 4.0];
+        let mut test = ExactTest::new(&x);
+        // Perfect order: 2 of the 24 orderings reach |rho| = 1.
+        assert!((test.p_value(&[1.0, 2.0, 3.0, 4.0]) - 2.0 / 24.0).abs() < 1e-12);
+        assert!((test.p_value(&[4.0, 3.0, 2.0, 1.0]) - 2.0 / 24.0).abs() < 1e-12);
+        // Independence itself: every ordering is at least as extreme.
+        assert_eq!(test.p_value(&[2.5, 2.5, 2.5, 2.5]), 1.0);
+        // n = 9 perfect order: 2 / 9!.
+        let x: Vec<f64> = (1..=9).map(f64::from).collect();
+        let mut test = ExactTest::new(&x);
+        assert!((test.p_value(&x) - 2.0 / 362_880.0).abs() < 1e-15);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        #[test]
+        fn exact_and_t_agree_roughly_at_n8(
+            perm in Just((1..=8).map(f64::from).collect::<Vec<_>>()).prop_shuffle()
+        ) {
+            let x: Vec<f64> = (1..=8).map(f64::from).collect();
+            let mut test = ExactTest::new(&x);
+            let exact = test.p_value(&perm);
+            if let Some(rho) = pearson(&x, &perm) {
+                let approx = p_value(rho, 8);
+                prop_assert!((exact - approx).abs() < 0.1, "exact {exact} t {approx}");
+            }
+        }
     }
 
     proptest! {
