@@ -119,7 +119,7 @@ impl ExactTest {
     /// the fraction of orderings of `y_ranks` at least as far from independence.
     pub fn p_value(&mut self, y_ranks: &[f64]) -> f64 {
         let n = self.x_ranks.len();
-        if n != y_ranks.len() || n > EXACT_MAX_N || n < 2 {
+        if n != y_ranks.len() || !(2..=EXACT_MAX_N).contains(&n) {
             return 1.0;
         }
         let mean_y = y_ranks.iter().sum::<f64>() / n as f64;
