@@ -481,3 +481,40 @@ fn parse_num<T: std::str::FromStr>(
         )
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const REPORT: &str = include_str!("../../../tests/data/analyze/mpip/ok/amg-k2-threshold.mpiP");
+
+    #[test]
+    fn application_name_drops_path_and_arguments() {
+        assert_eq!(application_name("/g/g0/amg/test/amg -P 4 2 2"), "amg");
+        assert_eq!(application_name("./lulesh2.0 -s 30"), "lulesh2.0");
+        assert_eq!(application_name(""), "");
+    }
+
+    proptest! {
+        /// Any prefix of a report, and any report with bytes replaced, gives a value or
+        /// an error, never a panic; errors carry a line inside the input.
+        #[test]
+        fn damaged_reports_never_panic(
+            cut in 0usize..REPORT.len(),
+            edits in prop::collection::vec((0usize..REPORT.len(), prop::char::range(' ', '~')), 0..6)
+        ) {
+            let mut text: Vec<char> = REPORT.chars().collect();
+            for (pos, c) in edits {
+                if let Some(slot) = text.get_mut(pos) {
+                    *slot = c;
+                }
+            }
+            let damaged: String = text.into_iter().take(cut).collect();
+            if let Err(err) = parse("r.mpiP", &damaged) {
+                let n_lines = damaged.lines().count().max(1);
+                prop_assert!(err.line.map_or(true, |l| (1..=n_lines).contains(&l)), "{err}");
+            }
+        }
+    }
+}

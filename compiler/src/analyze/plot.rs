@@ -74,11 +74,31 @@ fn file_stem(application: &str) -> String {
         .collect()
 }
 
-fn x_range(app: &AppAnalysis) -> (f64, f64) {
-    let lo = app.task_counts.first().copied().unwrap_or(1).max(1);
-    let hi = app.task_counts.last().copied().unwrap_or(2).max(lo + 1);
-    // Margins on the log axis so the extreme points are not on the frame.
-    (f64::from(lo) / 1.2, f64::from(hi) * 1.2)
+/// The x axis is log2 of the task count (scaling studies double the tasks); labels
+/// appear at the powers of two.
+fn x_axis(app: &AppAnalysis) -> std::ops::Range<f64> {
+    let lo = app.task_counts.first().map_or(0.0, |&p| x_of(p));
+    let hi = app
+        .task_counts
+        .last()
+        .map_or(1.0, |&p| x_of(p))
+        .max(lo + 1.0);
+    // Margins so the extreme points are not on the frame.
+    let margin = 0.05 * (hi - lo);
+    lo - margin..hi + margin
+}
+
+fn x_of(n_tasks: u32) -> f64 {
+    f64::from(n_tasks.max(1)).log2()
+}
+
+/// Labels the linear log2 axis in tasks, only at whole powers of two.
+fn task_label(x: &f64) -> String {
+    if (x - x.round()).abs() < 1e-9 {
+        format!("{:.0}", x.exp2())
+    } else {
+        String::new()
+    }
 }
 
 /// Communication share of run time per experiment (points) and its mean per task count
@@ -87,7 +107,7 @@ fn comm_share(app: &AppAnalysis) -> Result<Option<String>, String> {
     let points: Vec<(f64, f64)> = app
         .experiments
         .iter()
-        .filter_map(|e| e.comm_share.map(|s| (f64::from(e.n_tasks), 100.0 * s)))
+        .filter_map(|e| e.comm_share.map(|s| (x_of(e.n_tasks), 100.0 * s)))
         .collect();
     if points.is_empty() {
         return Ok(None);
@@ -98,14 +118,14 @@ fn comm_share(app: &AppAnalysis) -> Result<Option<String>, String> {
         .filter_map(|&p| {
             let at_p: Vec<f64> = points
                 .iter()
-                .filter(|(x, _)| *x == f64::from(p))
+                .filter(|(x, _)| *x == x_of(p))
                 .map(|(_, y)| *y)
                 .collect();
-            (!at_p.is_empty()).then(|| (f64::from(p), at_p.iter().sum::<f64>() / at_p.len() as f64))
+            (!at_p.is_empty()).then(|| (x_of(p), at_p.iter().sum::<f64>() / at_p.len() as f64))
         })
         .collect();
     let y_max = points.iter().map(|p| p.1).fold(0.0, f64::max).max(1.0) * 1.1;
-    let (x_lo, x_hi) = x_range(app);
+    let x_range = x_axis(app);
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
@@ -118,11 +138,12 @@ fn comm_share(app: &AppAnalysis) -> Result<Option<String>, String> {
             .margin(10)
             .x_label_area_size(40)
             .y_label_area_size(50)
-            .build_cartesian_2d((x_lo..x_hi).log_scale(), 0.0..y_max)
+            .build_cartesian_2d(x_range, 0.0..y_max)
             .map_err(err)?;
         chart
             .configure_mesh()
-            .x_desc("tasks")
+            .x_desc("tasks (log scale)")
+            .x_label_formatter(&task_label)
             .y_desc("communication % (rest: computation)")
             .draw()
             .map_err(err)?;
@@ -152,8 +173,9 @@ fn share_curves(
         .flat_map(|(_, v)| v.iter().copied())
         .fold(0.0, f64::max)
         .max(0.01)
-        * 110.0;
-    let (x_lo, x_hi) = x_range(app);
+        // Headroom for the legend in the upper left corner.
+        * 130.0;
+    let x_range = x_axis(app);
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
@@ -163,11 +185,12 @@ fn share_curves(
             .margin(10)
             .x_label_area_size(40)
             .y_label_area_size(50)
-            .build_cartesian_2d((x_lo..x_hi).log_scale(), 0.0..y_max)
+            .build_cartesian_2d(x_range, 0.0..y_max)
             .map_err(err)?;
         chart
             .configure_mesh()
-            .x_desc("tasks")
+            .x_desc("tasks (log scale)")
+            .x_label_formatter(&task_label)
             .y_desc("% of communication time")
             .draw()
             .map_err(err)?;
@@ -177,7 +200,7 @@ fn share_curves(
                 .task_counts
                 .iter()
                 .zip(shares)
-                .map(|(&p, &s)| (f64::from(p), 100.0 * s))
+                .map(|(&p, &s)| (x_of(p), 100.0 * s))
                 .collect();
             chart
                 .draw_series(LineSeries::new(curve.clone(), color.stroke_width(2)))
