@@ -107,16 +107,30 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The file that marks a perfskel trace directory.
+const TRACE_MANIFEST: &str = "manifest.json";
+
 /// Reads every input: files as given, directories recursively (in sorted order, taking
 /// the files whose name or first line marks a known format).
 fn read_inputs(inputs: &[PathBuf]) -> Result<Vec<Experiment>, String> {
     let mut files = Vec::new();
+    let mut trace_dirs = Vec::new();
     for input in inputs {
         if input.is_dir() {
-            collect_dir(input, &mut files)?;
+            collect_dir(input, &mut files, &mut trace_dirs)?;
         } else {
             files.push((input.clone(), true));
         }
+    }
+    if let Some(dir) = trace_dirs.first() {
+        // The trace front end (issue 3) gives per-rank call-site statistics; the adapter
+        // to `Experiment` is the next reader of `analyze` (see compiler/src/analyze/mod.rs).
+        return Err(format!(
+            "{}: a perfskel trace directory ({} found); analyze cannot read traces yet: \
+             give mpiP reports or CSV/JSON profiles",
+            dir.display(),
+            trace_dirs.len()
+        ));
     }
     let mut experiments = Vec::new();
     let mut errors = Vec::new();
@@ -150,7 +164,17 @@ fn read_inputs(inputs: &[PathBuf]) -> Result<Vec<Experiment>, String> {
     Ok(experiments)
 }
 
-fn collect_dir(dir: &Path, files: &mut Vec<(PathBuf, bool)>) -> Result<(), String> {
+/// Collects the files under `dir`; directories holding a `manifest.json` are perfskel
+/// trace directories and go to `trace_dirs` instead.
+fn collect_dir(
+    dir: &Path,
+    files: &mut Vec<(PathBuf, bool)>,
+    trace_dirs: &mut Vec<PathBuf>,
+) -> Result<(), String> {
+    if dir.join(TRACE_MANIFEST).is_file() {
+        trace_dirs.push(dir.to_path_buf());
+        return Ok(());
+    }
     let mut entries: Vec<PathBuf> = fs::read_dir(dir)
         .map_err(|e| format!("{}: {e}", dir.display()))?
         .filter_map(|entry| entry.ok().map(|e| e.path()))
@@ -158,7 +182,7 @@ fn collect_dir(dir: &Path, files: &mut Vec<(PathBuf, bool)>) -> Result<(), Strin
     entries.sort();
     for path in entries {
         if path.is_dir() {
-            collect_dir(&path, files)?;
+            collect_dir(&path, files, trace_dirs)?;
         } else {
             files.push((path, false));
         }

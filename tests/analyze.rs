@@ -479,3 +479,20 @@ fn perfskel(args: &[&str]) -> std::process::Output {
 fn stderr(output: &std::process::Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
+
+#[test]
+fn trace_directories_are_named_not_misread() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let trace = dir.path().join("run-4");
+    std::fs::create_dir(&trace).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(trace.join("manifest.json"), "{\"format_version\": 1}")
+        .unwrap_or_else(|e| panic!("{e}"));
+    let output = perfskel(&["analyze", &dir.path().display().to_string()]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output)
+            .contains("a perfskel trace directory (1 found); analyze cannot read traces yet"),
+        "{}",
+        stderr(&output)
+    );
+}

@@ -287,13 +287,10 @@ fn analyze_application(
     let mut scratch = Scratch::default();
     let mut x_ranks = Vec::new();
     average_ranks(&task_counts, &mut scratch.order, &mut x_ranks);
-    let (p_value_method, mut exact) = if n_runs <= EXACT_MAX_N {
-        (
-            PValueMethod::ExactPermutation,
-            Some(ExactTest::new(&x_ranks)),
-        )
+    let p_value_method = if n_runs <= EXACT_MAX_N {
+        PValueMethod::ExactPermutation
     } else {
-        (PValueMethod::StudentsT, None)
+        PValueMethod::StudentsT
     };
 
     // The operation view sums the call sites of each operation.
@@ -307,19 +304,7 @@ fn analyze_application(
         }
     }
 
-    let site_stats: Vec<(Option<f64>, f64, Vec<f64>)> = site_times
-        .iter()
-        .map(|times| {
-            correlate(
-                times,
-                &comm,
-                &x_ranks,
-                &groups,
-                &mut scratch,
-                exact.as_mut(),
-            )
-        })
-        .collect();
+    let site_stats = correlate_all(&site_times, &comm, &x_ranks, &groups);
     let site_adjusted = holm(&site_stats.iter().map(|s| s.1).collect::<Vec<_>>());
     let mut call_sites: Vec<SiteResult> = keys
         .into_iter()
@@ -337,19 +322,8 @@ fn analyze_application(
         by_growth(&a.correlation, &b.correlation).then_with(|| a.site.cmp(&b.site))
     });
 
-    let op_stats: Vec<(Option<f64>, f64, Vec<f64>)> = op_times
-        .values()
-        .map(|times| {
-            correlate(
-                times,
-                &comm,
-                &x_ranks,
-                &groups,
-                &mut scratch,
-                exact.as_mut(),
-            )
-        })
-        .collect();
+    let op_series: Vec<&Vec<f64>> = op_times.values().collect();
+    let op_stats = correlate_all(&op_series, &comm, &x_ranks, &groups);
     let op_adjusted = holm(&op_stats.iter().map(|s| s.1).collect::<Vec<_>>());
     let mut operations: Vec<OperationResult> = op_times
         .into_iter()
@@ -419,6 +393,59 @@ struct Scratch {
     order: Vec<(f64, u32)>,
     shares: Vec<f64>,
     ranks: Vec<f64>,
+}
+
+/// Sites handled by one thread at least; below this, threads cost more than they save.
+const MIN_SITES_PER_THREAD: usize = 256;
+
+/// [`correlate`] over many series, on several threads for large studies. Each thread
+/// works on a contiguous chunk and the chunks are concatenated in order, so the result
+/// does not depend on the number of threads.
+fn correlate_all<S: AsRef<[f64]> + Sync>(
+    series: &[S],
+    comm: &[f64],
+    x_ranks: &[f64],
+    groups: &[(u32, Range<usize>)],
+) -> Vec<(Option<f64>, f64, Vec<f64>)> {
+    let run_chunk = |chunk: &[S]| {
+        let mut scratch = Scratch::default();
+        let mut exact = (comm.len() <= EXACT_MAX_N).then(|| ExactTest::new(x_ranks));
+        chunk
+            .iter()
+            .map(|times| {
+                correlate(
+                    times.as_ref(),
+                    comm,
+                    x_ranks,
+                    groups,
+                    &mut scratch,
+                    exact.as_mut(),
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    let n_threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(series.len() / MIN_SITES_PER_THREAD)
+        .max(1);
+    if n_threads == 1 {
+        return run_chunk(series);
+    }
+    let chunk_len = series.len().div_ceil(n_threads);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = series
+            .chunks(chunk_len)
+            .map(|chunk| scope.spawn(move || run_chunk(chunk)))
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|handle| match handle.join() {
+                Ok(results) => results,
+                // `correlate` does not panic; if it ever did, re-raise it here.
+                Err(payload) => std::panic::resume_unwind(payload),
+            })
+            .collect()
+    })
 }
 
 /// Shares of one site (or operation) per experiment, their correlation with the task
