@@ -220,6 +220,49 @@ fn mpip_report_with_stack_depth_and_threshold() {
 }
 
 #[test]
+fn concise_mpip_report_gives_per_site_totals() {
+    let text =
+        std::fs::read_to_string(data_dir().join("mpip/ok/amg-concise.mpiP")).unwrap_or_default();
+    let experiment = match mpip::parse("amg-concise.mpiP", &text) {
+        Ok(e) => e,
+        Err(err) => panic!("{err}"),
+    };
+    assert_eq!(
+        (experiment.application.as_str(), experiment.n_tasks),
+        ("amg", 2)
+    );
+    let totals: Vec<(String, f64)> = experiment
+        .call_sites
+        .iter()
+        .map(|s| (s.site.operation.clone(), s.total_s()))
+        .collect();
+    // Concise rows give the mean time per task: total = Tasks x Mean.
+    assert_eq!(
+        totals,
+        [("Allreduce".into(), 0.210), ("Testall".into(), 0.044)]
+    );
+}
+
+#[test]
+fn result_does_not_depend_on_input_order() {
+    let runs = experiments(&synthetic_csv("cg", Some(2), 2, 11));
+    let expected = report::render_csv(&run_analysis(&runs));
+    let mut rng = Rng(42);
+    for _ in 0..5 {
+        let mut shuffled = runs.clone();
+        for idx in (1..shuffled.len()).rev() {
+            shuffled.swap(idx, (rng.unit() * (idx + 1) as f64) as usize % (idx + 1));
+        }
+        for run in &mut shuffled {
+            let n = run.call_sites.len();
+            run.call_sites
+                .rotate_left((rng.unit() * n as f64) as usize % n.max(1));
+        }
+        assert_eq!(report::render_csv(&run_analysis(&shuffled)), expected);
+    }
+}
+
+#[test]
 fn malformed_mpip_reports_name_file_and_line() {
     let dir = data_dir().join("mpip/err");
     let mut names: Vec<String> = std::fs::read_dir(&dir)
