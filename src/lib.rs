@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 pub mod bundled;
+pub mod cmd_analyze;
 pub mod cmd_check;
 pub mod cmd_demo;
 pub mod cmd_fmt;
@@ -33,6 +34,9 @@ pub enum Command {
     Fmt(cmd_fmt::Args),
     /// Run the main job on the bundled example skeletons.
     Demo(cmd_demo::Args),
+    /// Statistical scalability analysis: rank the communication call sites whose share of
+    /// communication time grows with the task count over profiles of many runs.
+    Analyze(cmd_analyze::Args),
 }
 
 /// Parses the command line and runs the subcommand.
@@ -42,6 +46,7 @@ pub fn main() -> ExitCode {
         Command::Check(args) => cmd_check::run(args),
         Command::Fmt(args) => cmd_fmt::run(args),
         Command::Demo(args) => cmd_demo::run(args),
+        Command::Analyze(args) => cmd_analyze::run(args),
     };
     match result {
         Ok(code) => code,

@@ -2,5 +2,6 @@
 //! simulation) and the rank-level semantics of topologies and expressions shared with
 //! back ends. The library does no I/O.
 
+pub mod analyze;
 pub mod check;
 pub mod semantics;

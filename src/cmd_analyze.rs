@@ -1,0 +1,191 @@
+//! `perfskel analyze`: reads profile files and directories, runs the statistical
+//! scalability analysis of `perfskel_compiler::analyze`, prints the report and writes
+//! plots and exports. All file access of the analysis is here.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use perfskel_compiler::analyze::{
+    self, extrap, plot, report, Experiment, InputError, InputFormat, Options,
+};
+
+/// Report format on standard output.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum Format {
+    /// Aligned text tables.
+    Table,
+    /// The whole analysis as JSON.
+    Json,
+    /// One row per call site.
+    Csv,
+}
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Profiles of the experiments: mpiP reports, perfskel profile CSV or JSON files, or
+    /// directories searched recursively for them. Replicated runs are welcome.
+    #[arg(required = true, value_name = "PATH")]
+    pub inputs: Vec<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+    /// Write SVG plots (communication share, operations, top call sites) into DIR.
+    #[arg(long, value_name = "DIR")]
+    pub plot: Option<PathBuf>,
+    /// Number of call-site curves in the top call-sites plot.
+    #[arg(long, default_value_t = 5, value_name = "K")]
+    pub plot_top: usize,
+    /// Export the call-site data: `--export extrap FILE` writes Extra-P's text format.
+    #[arg(long, num_args = 2, value_names = ["KIND", "FILE"])]
+    pub export: Option<Vec<String>>,
+    /// Analyze only this application (the command name of the runs).
+    #[arg(long, value_name = "NAME")]
+    pub application: Option<String>,
+    /// Significance level for the Holm-adjusted p-values.
+    #[arg(long, default_value_t = 0.05)]
+    pub alpha: f64,
+    /// Call sites shown per application in the table (0: all).
+    #[arg(long, default_value_t = 20, value_name = "N")]
+    pub top: usize,
+}
+
+pub fn run(args: Args) -> Result<ExitCode, String> {
+    if !(args.alpha > 0.0 && args.alpha < 1.0) {
+        return Err(format!(
+            "--alpha must be between 0 and 1, got {}",
+            args.alpha
+        ));
+    }
+    let export = match args.export.as_deref() {
+        None => None,
+        Some([kind, file]) if kind == "extrap" => Some(PathBuf::from(file)),
+        Some([kind, _]) => {
+            return Err(format!(
+                "unknown export format `{kind}`; the supported one is `extrap`"
+            ))
+        }
+        Some(_) => return Err("--export takes a format and a file: --export extrap FILE".into()),
+    };
+
+    let experiments = read_inputs(&args.inputs)?;
+    let options = Options {
+        alpha: args.alpha,
+        application: args.application.clone(),
+    };
+    let analysis = analyze::analyze(&experiments, &options).map_err(|e| e.to_string())?;
+
+    let text = match args.format {
+        Format::Table => report::render_table(&analysis, args.top),
+        Format::Json => report::render_json(&analysis),
+        Format::Csv => report::render_csv(&analysis),
+    };
+    print!("{text}");
+
+    if let Some(dir) = &args.plot {
+        fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        for (name, svg) in plot::render(&analysis, args.plot_top)? {
+            let path = dir.join(name);
+            fs::write(&path, svg).map_err(|e| format!("{}: {e}", path.display()))?;
+        }
+    }
+    if let Some(path) = export {
+        let app = match analysis.applications.as_slice() {
+            [app] => app,
+            apps => {
+                let names: Vec<&str> = apps.iter().map(|a| a.application.as_str()).collect();
+                return Err(format!(
+                    "an Extra-P file holds one application but the input has {}: {}; \
+                     choose one with --application",
+                    apps.len(),
+                    names.join(", ")
+                ));
+            }
+        };
+        fs::write(&path, extrap::render(app)).map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The file that marks a perfskel trace directory.
+const TRACE_MANIFEST: &str = "manifest.json";
+
+/// Reads every input: files as given, directories recursively (in sorted order, taking
+/// the files whose name or first line marks a known format).
+fn read_inputs(inputs: &[PathBuf]) -> Result<Vec<Experiment>, String> {
+    let mut files = Vec::new();
+    let mut trace_dirs = Vec::new();
+    for input in inputs {
+        if input.is_dir() {
+            collect_dir(input, &mut files, &mut trace_dirs)?;
+        } else {
+            files.push((input.clone(), true));
+        }
+    }
+    if let Some(dir) = trace_dirs.first() {
+        // The trace front end (issue 3) gives per-rank call-site statistics; the adapter
+        // to `Experiment` is the next reader of `analyze` (see compiler/src/analyze/mod.rs).
+        return Err(format!(
+            "{}: a perfskel trace directory ({} found); analyze cannot read traces yet: \
+             give mpiP reports or CSV/JSON profiles",
+            dir.display(),
+            trace_dirs.len()
+        ));
+    }
+    let mut experiments = Vec::new();
+    let mut errors = Vec::new();
+    for (path, explicit) in files {
+        let name = path.display().to_string();
+        let bytes = fs::read(&path).map_err(|e| format!("{name}: {e}"))?;
+        let Ok(text) = String::from_utf8(bytes) else {
+            if explicit {
+                return Err(format!("{name}: not a text file"));
+            }
+            continue;
+        };
+        if !explicit && InputFormat::detect(&name, &text).is_none() {
+            continue;
+        }
+        match analyze::read_profile(&name, &text) {
+            Ok(found) => experiments.extend(found),
+            Err(err) => errors.push(err),
+        }
+    }
+    if !errors.is_empty() {
+        return Err(errors
+            .iter()
+            .map(InputError::to_string)
+            .collect::<Vec<_>>()
+            .join("\nerror: "));
+    }
+    if experiments.is_empty() {
+        return Err("no profiles found (mpiP reports, .csv or .json profiles)".into());
+    }
+    Ok(experiments)
+}
+
+/// Collects the files under `dir`; directories holding a `manifest.json` are perfskel
+/// trace directories and go to `trace_dirs` instead.
+fn collect_dir(
+    dir: &Path,
+    files: &mut Vec<(PathBuf, bool)>,
+    trace_dirs: &mut Vec<PathBuf>,
+) -> Result<(), String> {
+    if dir.join(TRACE_MANIFEST).is_file() {
+        trace_dirs.push(dir.to_path_buf());
+        return Ok(());
+    }
+    let mut entries: Vec<PathBuf> = fs::read_dir(dir)
+        .map_err(|e| format!("{}: {e}", dir.display()))?
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .collect();
+    entries.sort();
+    for path in entries {
+        if path.is_dir() {
+            collect_dir(&path, files, trace_dirs)?;
+        } else {
+            files.push((path, false));
+        }
+    }
+    Ok(())
+}
