@@ -10,16 +10,91 @@
 //! unary := "-" unary | atom
 //! atom  := INT | "true" | "false" | "rank" | "nranks" | "coord" "(" INT ")" | "(" expr ")"
 //! ```
+//!
+//! Two limits keep every input from overflowing the stack; beyond them an expression is
+//! a syntax error. Parentheses, `not` and `-` may nest at most [`MAX_EXPR_NESTING`]
+//! deep, which bounds the parser's recursion; and one expression may hold at most
+//! [`MAX_EXPR_COMPLEXITY`] operators and parentheses, which bounds the depth of the tree
+//! it builds (a chain `1 + 1 + ...` is as deep as it is long) that every later pass
+//! walks recursively. Both leave room within a 2 MiB thread stack in a debug build.
 
 use nom::branch::alt;
 use nom::combinator::{cut, map, opt, value};
+use std::cell::Cell;
+
 use nom::{Err, Parser};
 
 use super::tokens::{error, failure, kw, punct, small_uint, uint, PErr, PResult, Tokens};
 use crate::ast::{BinOp, Expr, ExprKind, Pos, Span, UnaryOp};
 use crate::lexer::TokKind;
 
+/// The most operators, `not`s, negations and parenthesis pairs one expression may hold.
+pub const MAX_EXPR_COMPLEXITY: u32 = 128;
+
+/// How deeply parentheses, `not` and `-` may nest in one expression.
+pub const MAX_EXPR_NESTING: u32 = 16;
+
+thread_local! {
+    /// What the expression being parsed may still spend of [`MAX_EXPR_COMPLEXITY`].
+    static BUDGET: Cell<u32> = const { Cell::new(MAX_EXPR_COMPLEXITY) };
+    /// How many parentheses, `not`s and `-`s enclose the current position.
+    static NESTING: Cell<u32> = const { Cell::new(0) };
+}
+
+/// A whole expression, with a fresh complexity budget.
 pub fn expr(input: Tokens) -> PResult<Expr> {
+    let outer = (BUDGET.replace(MAX_EXPR_COMPLEXITY), NESTING.replace(0));
+    let result = or_expr(input);
+    BUDGET.set(outer.0);
+    NESTING.set(outer.1);
+    result
+}
+
+/// Runs `inner` one nesting level deeper, for the parenthesis, `not` or `-` at `span`.
+fn nested<'a>(
+    input: &Tokens<'a>,
+    span: Span,
+    inner: impl FnOnce() -> PResult<'a, Expr>,
+) -> PResult<'a, Expr> {
+    let depth = NESTING.get();
+    if depth >= MAX_EXPR_NESTING {
+        return failure(
+            PErr::invalid(
+                input,
+                span,
+                format!(
+                    "this expression is nested too deeply (at most {MAX_EXPR_NESTING} levels of parentheses, `not` and `-`)"
+                ),
+            )
+            .with_hint("simplify the expression"),
+        );
+    }
+    NESTING.set(depth + 1);
+    let result = inner();
+    NESTING.set(depth);
+    result
+}
+
+/// Spends one unit of the budget for the operator or parenthesis at `span`.
+fn spend<'a>(input: &Tokens<'a>, span: Span) -> Result<(), Err<PErr>> {
+    let left = BUDGET.get();
+    if left == 0 {
+        return failure(
+            PErr::invalid(
+                input,
+                span,
+                format!(
+                    "this expression is too complex (more than {MAX_EXPR_COMPLEXITY} operators and parentheses)"
+                ),
+            )
+            .with_hint("split the computation, or use `per_rank(...)` lists for per-rank values"),
+        );
+    }
+    BUDGET.set(left - 1);
+    Ok(())
+}
+
+fn or_expr(input: Tokens) -> PResult<Expr> {
     left_assoc(input, and_expr, |i| value(BinOp::Or, kw("or")).parse(i))
 }
 
@@ -29,7 +104,8 @@ fn and_expr(input: Tokens) -> PResult<Expr> {
 
 fn not_expr(input: Tokens) -> PResult<Expr> {
     if let Ok((rest, start)) = kw("not")(input) {
-        let (rest, operand) = cut(not_expr).parse(rest)?;
+        spend(&input, start)?;
+        let (rest, operand) = nested(&input, start, || cut(not_expr).parse(rest))?;
         let pos = join(Pos::Source(start), operand.pos);
         return Ok((
             rest,
@@ -52,10 +128,14 @@ fn cmp_expr(input: Tokens) -> PResult<Expr> {
         value(BinOp::Ge, punct(TokKind::Ge)),
         value(BinOp::Gt, punct(TokKind::Gt)),
     ));
-    let (rest, tail) = opt((op, cut(sum_expr))).parse(rest)?;
-    let Some((op, rhs)) = tail else {
-        return Ok((rest, lhs));
+    let (rest, op) = match opt(op).parse(rest)? {
+        (after_op, Some(op)) => {
+            spend(&rest, op_span(&rest))?;
+            (after_op, op)
+        }
+        (rest, None) => return Ok((rest, lhs)),
     };
+    let (rest, rhs) = cut(sum_expr).parse(rest)?;
     // Comparisons do not chain: `a < b < c` is almost always a mistake.
     if let Some(tok) = rest.first() {
         if matches!(
@@ -94,7 +174,8 @@ fn term_expr(input: Tokens) -> PResult<Expr> {
 
 fn unary_expr(input: Tokens) -> PResult<Expr> {
     if let Ok((rest, start)) = punct(TokKind::Minus)(input) {
-        let (rest, operand) = cut(unary_expr).parse(rest)?;
+        spend(&input, start)?;
+        let (rest, operand) = nested(&input, start, || cut(unary_expr).parse(rest))?;
         let pos = join(Pos::Source(start), operand.pos);
         return Ok((
             rest,
@@ -137,7 +218,8 @@ fn atom(input: Tokens) -> PResult<Expr> {
     };
     let parens = |i| {
         let (rest, start) = punct(TokKind::LParen)(i)?;
-        let (rest, mut inner) = cut(expr).parse(rest)?;
+        spend(&i, start)?;
+        let (rest, mut inner) = nested(&i, start, || cut(or_expr).parse(rest))?;
         let (rest, end) = cut(punct(TokKind::RParen)).parse(rest)?;
         // Parentheses are not kept in the IR; the span grows to cover them.
         inner.pos = Pos::Source(start.to(end));
@@ -183,6 +265,7 @@ fn left_assoc<'a>(
     loop {
         match op(rest) {
             Ok((after_op, bin)) => {
+                spend(&rest, op_span(&rest))?;
                 let (after_rhs, rhs) = cut(operand).parse(after_op)?;
                 lhs = binary(bin, lhs, rhs);
                 rest = after_rhs;
@@ -191,6 +274,11 @@ fn left_assoc<'a>(
             Err(other) => return Err(other),
         }
     }
+}
+
+/// The span of the operator token that `input` starts with.
+fn op_span(input: &Tokens) -> Span {
+    input.first().map(|t| t.span).unwrap_or_default()
 }
 
 fn binary(op: BinOp, lhs: Expr, rhs: Expr) -> Expr {

@@ -20,8 +20,16 @@ use crate::lexer::{lex, Tok, TokKind};
 use stmt::{simple_stmt, site_clause, starts_statement, HEADER_WORDS, STATEMENT_WORDS};
 use tokens::{kw, name, punct, uint, PErr, PResult, Tokens};
 
+pub use expr::{MAX_EXPR_COMPLEXITY, MAX_EXPR_NESTING};
 pub use stmt::collective_op;
 pub use tokens::KEYWORDS;
+
+/// How deeply `loop` and `if` blocks may nest. Every pass over a program walks blocks
+/// recursively, so deeper nesting is a syntax error rather than a stack overflow.
+pub const MAX_BLOCK_DEPTH: usize = 32;
+
+/// How many `else if` branches one `if` may have (the chain is nested in the IR).
+pub const MAX_ELSE_IF: usize = 1024;
 
 /// Parses a whole skeleton file. The program is meaningful only when no diagnostic is an
 /// error.
@@ -38,6 +46,7 @@ pub fn parse(source: &str) -> (Program, Vec<Diag>) {
         header: Header::default(),
         header_seen: Vec::new(),
         error_at: None,
+        depth: 0,
     };
     let program = parser.program();
     let mut diags = parser.diags;
@@ -68,6 +77,8 @@ struct Parser<'a> {
     header_seen: Vec<&'static str>,
     /// Token index of the last syntax error, where recovery starts.
     error_at: Option<usize>,
+    /// How many blocks enclose the current position.
+    depth: usize,
 }
 
 impl<'a> Parser<'a> {
@@ -536,33 +547,70 @@ impl<'a> Parser<'a> {
         Some((StmtKind::Loop(Loop { count, body }), site))
     }
 
-    /// `if COND { ... } [else if ... | else { ... }]`
+    /// `if COND { ... } [else if ... | else { ... }]`. An `else if` chain is read in a
+    /// loop, not by recursion, so its length costs no stack.
     fn if_stmt(&mut self) -> Option<If> {
-        let cond = self.run(|i| {
-            let (rest, _) = kw("if")(i)?;
-            nom::Parser::parse(&mut nom::combinator::cut(expr::expr), rest)
-        })?;
-        let then_block = self.braced_block()?;
-        let else_branch = if self.peek_word() == Some("else") {
-            self.advance_to(self.pos + 1);
-            if self.peek_word() == Some("if") {
-                Some(Else::If(Box::new(self.if_stmt()?)))
-            } else {
-                Some(Else::Block(self.braced_block()?))
+        let mut links: Vec<(Expr, Block)> = Vec::new();
+        let last_else = loop {
+            let cond = self.run(|i| {
+                let (rest, _) = kw("if")(i)?;
+                nom::Parser::parse(&mut nom::combinator::cut(expr::expr), rest)
+            })?;
+            let then_block = self.braced_block()?;
+            links.push((cond, then_block));
+            if self.peek_word() != Some("else") {
+                break None;
             }
-        } else {
-            None
+            self.advance_to(self.pos + 1);
+            if self.peek_word() != Some("if") {
+                break Some(Else::Block(self.braced_block()?));
+            }
+            if links.len() > MAX_ELSE_IF {
+                let at = self.peek().map(|t| t.span).unwrap_or_default();
+                self.report(PErr::invalid(
+                    &self.input(),
+                    at,
+                    format!("this `if` has too many `else if` branches (at most {MAX_ELSE_IF})"),
+                ));
+                return None;
+            }
         };
-        Some(If {
-            cond,
-            then_block,
-            else_branch,
-        })
+        // Build the chain from its end: `if a {} else if b {} else {}` is
+        // `If(a, else: If(b, else: Block))`.
+        let mut else_branch = last_else;
+        while let Some((cond, then_block)) = links.pop() {
+            let link = If {
+                cond,
+                then_block,
+                else_branch,
+            };
+            if links.is_empty() {
+                return Some(link);
+            }
+            else_branch = Some(Else::If(Box::new(link)));
+        }
+        None
     }
 
     fn braced_block(&mut self) -> Option<Block> {
+        if self.depth >= MAX_BLOCK_DEPTH && self.at(TokKind::LBrace) {
+            let at = self.peek().map(|t| t.span).unwrap_or_default();
+            self.report(
+                PErr::invalid(
+                    &self.input(),
+                    at,
+                    format!("blocks are nested too deeply (at most {MAX_BLOCK_DEPTH} levels)"),
+                )
+                .with_hint(
+                    "merge nested loops: `loop a { loop b { ... } }` is `loop a * b { ... }`",
+                ),
+            );
+            return None;
+        }
         let open = self.run(|i| punct(TokKind::LBrace)(i))?;
+        self.depth += 1;
         let block = self.block(Some(open));
+        self.depth -= 1;
         if self.at(TokKind::RBrace) {
             self.advance_to(self.pos + 1);
         }
