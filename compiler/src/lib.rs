@@ -1,1 +1,2 @@
-pub fn x(){}
+pub fn x() {}
+pub mod logicalize;
