@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand};
 mod cmd_check;
 mod cmd_demo;
 mod cmd_fmt;
+mod cmd_topo;
 mod files;
 
 /// Performance skeletons of MPI applications.
@@ -32,6 +33,9 @@ enum Command {
     Fmt(cmd_fmt::Args),
     /// Run the main job on the bundled example skeletons.
     Demo(cmd_demo::Args),
+    /// Find the logical topology (grid, torus, tree, ...) of a communication matrix:
+    /// rank coordinates, message directions, rejected candidates, unexplained traffic.
+    Topo(cmd_topo::Args),
 }
 
 fn main() -> ExitCode {
@@ -40,6 +44,7 @@ fn main() -> ExitCode {
         Command::Check(args) => cmd_check::run(args),
         Command::Fmt(args) => cmd_fmt::run(args),
         Command::Demo(args) => cmd_demo::run(args),
+        Command::Topo(args) => cmd_topo::run(args),
     };
     match result {
         Ok(code) => code,

@@ -1,1 +1,43 @@
-fn main() {}
+//! Benchmarks logicalization of a 4096-rank 3-D torus, in canonical rank order and under
+//! a random permutation of the ranks (goal: under one second each).
+
+use criterion::{criterion_group, criterion_main, Criterion};
+use perfskel_compiler::logicalize::{logicalize, synthetic_matrix, Options, Topology, Traffic};
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+
+fn torus_4096(c: &mut Criterion) {
+    let torus = Topology::Grid {
+        dims: vec![16, 16, 16],
+        periodic: vec![true, true, true],
+    };
+    let traffic = Traffic {
+        messages: 100,
+        bytes: 409_600,
+        time_s: None,
+    };
+    let ordered = synthetic_matrix(&torus, 4096, None, traffic);
+    let mut perm: Vec<u32> = (0..4096).collect();
+    perm.shuffle(&mut rand::rngs::StdRng::seed_from_u64(42));
+    let permuted = synthetic_matrix(&torus, 4096, Some(&perm), traffic);
+    for (label, matrix) in [
+        ("torus_4096_ordered", &ordered),
+        ("torus_4096_permuted", &permuted),
+    ] {
+        let result = logicalize(matrix, &Options::default());
+        assert_eq!(
+            result.patterns.first().map(|p| p.name.as_str()),
+            Some("torus(16, 16, 16)")
+        );
+        c.bench_function(label, |b| {
+            b.iter(|| logicalize(matrix, &Options::default()))
+        });
+    }
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default().sample_size(10).warm_up_time(std::time::Duration::from_secs(1)).measurement_time(std::time::Duration::from_secs(5));
+    targets = torus_4096
+}
+criterion_main!(benches);

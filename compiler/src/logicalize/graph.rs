@@ -137,13 +137,13 @@ impl Graph {
                     return None;
                 }
             }
-            for k in 1..=max_k {
+            for (k, moment) in moments.iter_mut().enumerate().skip(1) {
                 let (a, b) = (k / 2, k - k / 2);
                 let mut sum: u128 = 0;
                 for &u in &touched[a] {
                     sum += u128::from(vals[a][u as usize]) * u128::from(vals[b][u as usize]);
                 }
-                moments[k] += sum;
+                *moment += sum;
             }
             for j in 0..=half {
                 for &u in &touched[j] {

@@ -321,7 +321,7 @@ fn parse_traffic(fields: &[&str], line: Option<usize>) -> Result<Traffic, Matrix
     let bytes = parse_u64(fields[1], "byte count", line)?;
     let time_s = match fields.get(2) {
         None => None,
-        Some(f) if f.is_empty() => None,
+        Some(&"") => None,
         Some(f) => {
             let t: f64 = f
                 .parse()

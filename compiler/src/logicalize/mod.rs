@@ -31,6 +31,7 @@ pub mod matching;
 pub mod matrix;
 pub mod patterns;
 mod report;
+mod split;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -39,8 +40,6 @@ use serde::Serialize;
 pub use matching::{MapMethod, Rejection, Stage};
 pub use matrix::{CommMatrix, MatrixError, Traffic};
 pub use patterns::{Relation, Topology};
-
-use graph::Graph;
 
 /// The default threshold: pairs below 1 % of the heaviest pair are set aside.
 pub const DEFAULT_THRESHOLD: f64 = 0.01;
@@ -160,9 +159,39 @@ pub struct Attempt {
     pub notes: Vec<String>,
 }
 
+/// A matrix in which every edge of `topology` over `n_ranks` ranks carries `traffic` both
+/// ways, rank `r` of the canonical numbering being `relabel[r]` (for tests, benchmarks and
+/// demos; `relabel` must be a permutation of `0..n_ranks`, otherwise edges are skipped).
+pub fn synthetic_matrix(
+    topology: &Topology,
+    n_ranks: u32,
+    relabel: Option<&[u32]>,
+    traffic: Traffic,
+) -> CommMatrix {
+    let mut matrix = CommMatrix {
+        n_ranks,
+        ..CommMatrix::default()
+    };
+    let name = |r: u32| match relabel {
+        Some(map) => map.get(r as usize).copied(),
+        None => Some(r),
+    };
+    for (a, b) in topology.graph(n_ranks).edges() {
+        if let (Some(a), Some(b)) = (name(a), name(b)) {
+            for key in [(a, b), (b, a)] {
+                if key.0 != key.1 && key.0 < n_ranks && key.1 < n_ranks {
+                    matrix.p2p.insert(key, traffic);
+                }
+            }
+        }
+    }
+    matrix
+}
+
 /// Runs the pass; never fails: an unusual matrix gives a report saying so.
 pub fn logicalize(matrix: &CommMatrix, options: &Options) -> Logicalization {
-    let total = matrix.p2p_total();
+    let mut total = matrix.p2p_total();
+    total.time_s = total.time_s.map(round_ns);
     let threshold = if options.threshold.is_finite() {
         options.threshold.clamp(0.0, 1.0)
     } else {
@@ -199,20 +228,20 @@ pub fn logicalize(matrix: &CommMatrix, options: &Options) -> Logicalization {
         .filter(|p| !kept.contains(p))
         .copied()
         .collect();
-    report.set_aside = share(matrix, &total, &set_aside);
+    report.set_aside = share(&matrix.p2p, &total, &set_aside);
 
     let mut remaining = kept.clone();
-    decompose(matrix, &mut remaining, &mut report);
+    let unexplained_traffic = split::decompose(matrix, &mut remaining, &mut report);
 
     let active: BTreeSet<u32> = kept.iter().flat_map(|(a, b)| [*a, *b]).collect();
     report.idle_ranks = (0..matrix.n_ranks)
         .filter(|r| !active.contains(r))
         .collect();
     let unexplained: Vec<(u32, u32)> = remaining.iter().copied().collect();
-    report.unexplained = share(matrix, &total, &unexplained);
+    report.unexplained = share(&unexplained_traffic, &total, &unexplained);
     for &(a, b) in &unexplained {
         for (src, dst) in [(a, b), (b, a)] {
-            if let Some(traffic) = matrix.p2p.get(&(src, dst)) {
+            if let Some(traffic) = unexplained_traffic.get(&(src, dst)) {
                 report.unexplained_edges.push(EdgeTraffic {
                     src,
                     dst,
@@ -224,7 +253,7 @@ pub fn logicalize(matrix: &CommMatrix, options: &Options) -> Logicalization {
     }
     report
         .patterns
-        .sort_by(|a, b| b.share.traffic.bytes.cmp(&a.share.traffic.bytes));
+        .sort_by_key(|p| std::cmp::Reverse(p.share.traffic.bytes));
     warn(&mut report);
     report
 }
@@ -274,20 +303,26 @@ fn pair_traffic(matrix: &CommMatrix) -> BTreeMap<(u32, u32), Traffic> {
 }
 
 /// The share of `total` carried by `pairs` (both directions).
-fn share(matrix: &CommMatrix, total: &Traffic, pairs: &[(u32, u32)]) -> Share {
+fn share(p2p: &BTreeMap<(u32, u32), Traffic>, total: &Traffic, pairs: &[(u32, u32)]) -> Share {
+    let edges = pairs
+        .iter()
+        .flat_map(|&(a, b)| [(a, b), (b, a)])
+        .filter_map(|key| p2p.get(&key));
+    share_of(edges, total)
+}
+
+/// The share of `total` carried by `edges`.
+fn share_of<'t>(edges: impl Iterator<Item = &'t Traffic>, total: &Traffic) -> Share {
     let mut traffic = Traffic {
         time_s: total.time_s.map(|_| 0.0),
         ..Traffic::default()
     };
-    let mut edges = 0;
-    for &(a, b) in pairs {
-        for key in [(a, b), (b, a)] {
-            if let Some(t) = matrix.p2p.get(&key) {
-                traffic.add(t);
-                edges += 1;
-            }
-        }
+    let mut n_edges = 0;
+    for t in edges {
+        traffic.add(t);
+        n_edges += 1;
     }
+    traffic.time_s = traffic.time_s.map(round_ns);
     let pct = |part: f64, whole: f64| {
         if whole > 0.0 {
             (part / whole * 1e4).round() / 1e2
@@ -296,7 +331,7 @@ fn share(matrix: &CommMatrix, total: &Traffic, pairs: &[(u32, u32)]) -> Share {
         }
     };
     Share {
-        edges,
+        edges: n_edges,
         traffic,
         messages_pct: pct(traffic.messages as f64, total.messages as f64),
         bytes_pct: pct(traffic.bytes as f64, total.bytes as f64),
@@ -307,251 +342,7 @@ fn share(matrix: &CommMatrix, total: &Traffic, pairs: &[(u32, u32)]) -> Share {
     }
 }
 
-/// Matches `remaining` as a whole, then its parts; explained pairs are removed from it.
-fn decompose(
-    matrix: &CommMatrix,
-    remaining: &mut BTreeSet<(u32, u32)>,
-    report: &mut Logicalization,
-) {
-    if remaining.is_empty() {
-        return;
-    }
-    if try_part(matrix, "all traffic above the threshold", remaining, report) {
-        return;
-    }
-    let pairs = pair_traffic(matrix);
-    let classes = size_classes(&pairs, remaining);
-    if classes.len() > 1 {
-        for (label, class) in classes {
-            let mut part = class.clone();
-            if try_part(matrix, &label, &mut part, report) {
-                remaining.retain(|p| !class.contains(p));
-            }
-        }
-    }
-    let components = pair_components(remaining);
-    if components.len() > 1 {
-        for (idx, component) in components.into_iter().enumerate() {
-            let mut part = component.clone();
-            let label = format!("connected component {}", idx + 1);
-            if try_part(matrix, &label, &mut part, report) {
-                remaining.retain(|p| !component.contains(p));
-            }
-        }
-    }
-    if !remaining.is_empty() {
-        peel(matrix, remaining, report);
-    }
-}
-
-/// Splits pairs by mean message size: sizes are sorted and cut where two neighbours differ
-/// by more than a factor of 8, so the x and y faces of one stencil stay together.
-fn size_classes(
-    pairs: &BTreeMap<(u32, u32), Traffic>,
-    remaining: &BTreeSet<(u32, u32)>,
-) -> Vec<(String, BTreeSet<(u32, u32)>)> {
-    let mut sized: Vec<(f64, (u32, u32))> = remaining
-        .iter()
-        .filter_map(|p| {
-            pairs
-                .get(p)
-                .map(|t| (t.bytes as f64 / t.messages.max(1) as f64, *p))
-        })
-        .collect();
-    sized.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-    let mut classes: Vec<(f64, f64, BTreeSet<(u32, u32)>)> = Vec::new();
-    for (size, pair) in sized {
-        match classes.last_mut() {
-            Some((_, hi, set)) if size <= 8.0 * hi.max(1.0) => {
-                *hi = size;
-                set.insert(pair);
-            }
-            _ => classes.push((size, size, BTreeSet::from([pair]))),
-        }
-    }
-    classes
-        .into_iter()
-        .map(|(lo, hi, set)| (format!("messages of {lo:.0}–{hi:.0} bytes"), set))
-        .collect()
-}
-
-/// Connected components of a pair set, ordered by their smallest rank.
-fn pair_components(pairs: &BTreeSet<(u32, u32)>) -> Vec<BTreeSet<(u32, u32)>> {
-    let (ranks, graph) = local_graph(pairs);
-    graph
-        .components()
-        .into_iter()
-        .filter(|c| c.len() > 1)
-        .map(|component| {
-            let members: BTreeSet<u32> = component.iter().map(|v| ranks[*v as usize]).collect();
-            pairs
-                .iter()
-                .filter(|(a, _)| members.contains(a))
-                .copied()
-                .collect()
-        })
-        .collect()
-}
-
-/// The graph of a pair set over its own ranks (vertex `i` is rank `ranks[i]`).
-fn local_graph(pairs: &BTreeSet<(u32, u32)>) -> (Vec<u32>, Graph) {
-    let ranks: Vec<u32> = pairs
-        .iter()
-        .flat_map(|(a, b)| [*a, *b])
-        .collect::<BTreeSet<_>>()
-        .into_iter()
-        .collect();
-    let index = |r: u32| ranks.binary_search(&r).map_or(u32::MAX, |i| i as u32);
-    let graph = Graph::from_edges(
-        ranks.len(),
-        pairs.iter().map(|(a, b)| (index(*a), index(*b))),
-    );
-    (ranks, graph)
-}
-
-/// Matches one part; on success records the pattern and empties `part`.
-fn try_part(
-    matrix: &CommMatrix,
-    label: &str,
-    part: &mut BTreeSet<(u32, u32)>,
-    report: &mut Logicalization,
-) -> bool {
-    let (ranks, graph) = local_graph(part);
-    let outcome = matching::match_graph(&graph);
-    report.attempts.push(Attempt {
-        part: label.to_string(),
-        n_ranks: ranks.len(),
-        n_edges: graph.n_edges(),
-        matched: outcome.found.as_ref().map(|f| f.topology.name()),
-        rejected: outcome.rejected,
-        notes: outcome.notes,
-    });
-    let Some(found) = outcome.found else {
-        return false;
-    };
-    let canonical: BTreeMap<u32, u32> = ranks
-        .iter()
-        .zip(&found.map)
-        .map(|(r, c)| (*r, *c))
-        .collect();
-    record(
-        matrix,
-        label,
-        &found.topology,
-        found.method,
-        &canonical,
-        part,
-        report,
-    );
-    part.clear();
-    true
-}
-
-/// Adds a matched pattern over `pairs` with rank → canonical-rank map `canonical`.
-fn record(
-    matrix: &CommMatrix,
-    label: &str,
-    topology: &Topology,
-    method: MapMethod,
-    canonical: &BTreeMap<u32, u32>,
-    pairs: &BTreeSet<(u32, u32)>,
-    report: &mut Logicalization,
-) {
-    let n = canonical.len() as u32;
-    let coords = canonical
-        .iter()
-        .map(|(r, c)| (*r, topology.coords(*c)))
-        .collect();
-    let mut edges = Vec::new();
-    for &(a, b) in pairs {
-        for (src, dst) in [(a, b), (b, a)] {
-            let (Some(traffic), Some(cs), Some(cd)) = (
-                matrix.p2p.get(&(src, dst)),
-                canonical.get(&src),
-                canonical.get(&dst),
-            ) else {
-                continue;
-            };
-            edges.push(LogicalEdge {
-                src,
-                dst,
-                relation: topology.relation(n, *cs, *cd),
-                traffic: *traffic,
-            });
-        }
-    }
-    let pair_list: Vec<(u32, u32)> = pairs.iter().copied().collect();
-    report.patterns.push(PatternMatch {
-        topology: topology.clone(),
-        name: topology.name(),
-        flow: flow(&edges, pairs.len()),
-        map_method: method,
-        part: label.to_string(),
-        coords,
-        edges,
-        share: share(matrix, &report.total, &pair_list),
-    });
-}
-
-fn flow(edges: &[LogicalEdge], n_pairs: usize) -> Flow {
-    if edges.len() == 2 * n_pairs {
-        return Flow::Both;
-    }
-    let directions: BTreeSet<Option<bool>> =
-        edges.iter().map(|e| e.relation.is_forward()).collect();
-    match directions.into_iter().collect::<Vec<_>>().as_slice() {
-        [Some(true)] => Flow::Forward,
-        [Some(false)] => Flow::Backward,
-        _ => Flow::Mixed,
-    }
-}
-
-/// Peels library patterns in canonical numbering off `remaining`: the candidate over all
-/// ranks whose every edge is present and that carries the most bytes is recorded, and the
-/// rest is matched again as a whole. Stops when nothing fits.
-fn peel(matrix: &CommMatrix, remaining: &mut BTreeSet<(u32, u32)>, report: &mut Logicalization) {
-    const MAX_PEELS: usize = 3;
-    const MAX_ORDERINGS: usize = 24;
-    let pairs = pair_traffic(matrix);
-    let n = matrix.n_ranks;
-    for _ in 0..MAX_PEELS {
-        let mut best: Option<(u64, Topology, BTreeSet<(u32, u32)>)> = None;
-        for topology in patterns::candidates(n)
-            .iter()
-            .flat_map(|t| t.orderings().into_iter().take(MAX_ORDERINGS))
-        {
-            if topology.n_edges(n) as usize > remaining.len() {
-                continue;
-            }
-            let covered: BTreeSet<(u32, u32)> = topology.graph(n).edges().collect();
-            if !covered.is_subset(remaining) {
-                continue;
-            }
-            let bytes: u64 = covered
-                .iter()
-                .filter_map(|p| pairs.get(p))
-                .map(|t| t.bytes.max(t.messages))
-                .sum();
-            if best.as_ref().map_or(true, |(b, _, _)| bytes > *b) {
-                best = Some((bytes, topology, covered));
-            }
-        }
-        let Some((_, topology, covered)) = best else {
-            return;
-        };
-        let identity: BTreeMap<u32, u32> = (0..n).map(|r| (r, r)).collect();
-        record(
-            matrix,
-            "largest pattern in rank order",
-            &topology,
-            MapMethod::Identity,
-            &identity,
-            &covered,
-            report,
-        );
-        remaining.retain(|p| !covered.contains(p));
-        if remaining.is_empty() || try_part(matrix, "traffic left after it", remaining, report) {
-            return;
-        }
-    }
+/// Seconds rounded to nanoseconds, so that sums print the same on every machine.
+fn round_ns(seconds: f64) -> f64 {
+    (seconds * 1e9).round() / 1e9
 }

@@ -306,9 +306,11 @@ pub trait Generator: Sync {
 
 /// The pattern library, in preference order: when several candidates fit equally well
 /// (isomorphic graphs, none in canonical numbering), the earlier one is reported.
+/// Hypercubes come first: `hypercube(d)` is also a torus of 4s and 2s, and the shorter
+/// name reads better when the ranks are not in canonical order.
 pub static LIBRARY: &[&dyn Generator] = &[
-    &GridGenerator,
     &HypercubeGenerator,
+    &GridGenerator,
     &TreeGenerator,
     &BinomialTreeGenerator,
     &StarGenerator,
@@ -399,7 +401,7 @@ fn periodicities(dims: &[u32]) -> Vec<Vec<bool>> {
     out
 }
 
-/// Hypercubes of dimension ≥ 2 (dimension 1 is a chain of 2).
+/// Hypercubes of dimension ≥ 3 (dimension 1 is a chain of 2, dimension 2 a ring of 4).
 pub struct HypercubeGenerator;
 
 impl Generator for HypercubeGenerator {
@@ -408,7 +410,7 @@ impl Generator for HypercubeGenerator {
     }
 
     fn generate(&self, n_ranks: u32) -> Vec<Topology> {
-        if n_ranks >= 4 && n_ranks.is_power_of_two() {
+        if n_ranks >= 8 && n_ranks.is_power_of_two() {
             vec![Topology::Hypercube {
                 dim: n_ranks.trailing_zeros(),
             }]
