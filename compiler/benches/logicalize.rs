@@ -33,6 +33,17 @@ fn torus_4096(c: &mut Criterion) {
             b.iter(|| logicalize(matrix, &Options::default()))
         });
     }
+    // The worst case: three heavy extra edges make the whole-graph match fail, so the
+    // pass tries every split before reporting the traffic it cannot explain.
+    let mut noisy = permuted.clone();
+    for (a, b) in [(0, 2000), (5, 3000), (77, 4000)] {
+        noisy.p2p.insert((perm[a], perm[b]), traffic);
+    }
+    let result = logicalize(&noisy, &Options::default());
+    assert!(result.unexplained.edges > 0);
+    c.bench_function("torus_4096_permuted_unmatched", |b| {
+        b.iter(|| logicalize(&noisy, &Options::default()))
+    });
 }
 
 criterion_group! {

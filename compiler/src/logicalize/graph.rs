@@ -107,6 +107,24 @@ impl Graph {
     /// the radius-`j` ball around `v`. Returns `None` when the work would exceed `budget`
     /// adjacency visits (dense graphs), so callers fall back to other invariants.
     pub fn walk_moments(&self, max_k: usize, budget: u64) -> Option<Vec<u128>> {
+        self.closed_walks(0..self.n_vertices() as u32, max_k, budget)
+    }
+
+    /// The moments of a vertex-transitive graph (every vertex sees the same closed
+    /// walks): `n` times the counts at vertex 0, at `1/n` of the cost.
+    pub fn walk_moments_transitive(&self, max_k: usize, budget: u64) -> Option<Vec<u128>> {
+        let n = self.n_vertices() as u128;
+        let at_zero = self.closed_walks(0..1.min(n as u32), max_k, budget)?;
+        Some(at_zero.into_iter().map(|m| m * n).collect())
+    }
+
+    /// `Σ_v (A^k)_vv` over `vertices`, for `k = 1..=max_k`.
+    fn closed_walks(
+        &self,
+        vertices: impl Iterator<Item = u32>,
+        max_k: usize,
+        budget: u64,
+    ) -> Option<Vec<u128>> {
         let n = self.n_vertices();
         let half = max_k.div_ceil(2);
         let mut moments = vec![0u128; max_k + 1];
@@ -115,9 +133,12 @@ impl Graph {
         let mut vals: Vec<Vec<u64>> = vec![vec![0; n]; half + 1];
         let mut touched: Vec<Vec<u32>> = vec![Vec::new(); half + 1];
         let mut work: u64 = 0;
-        for v in 0..n {
-            vals[0][v] = 1;
-            touched[0].push(v as u32);
+        for v in vertices {
+            let Some(slot) = vals[0].get_mut(v as usize) else {
+                continue;
+            };
+            *slot = 1;
+            touched[0].push(v);
             for j in 1..=half {
                 let (lower, upper) = vals.split_at_mut(j);
                 let (prev, next) = (&lower[j - 1], &mut upper[0]);
@@ -254,6 +275,7 @@ mod tests {
             );
         }
         assert_eq!(moments[1], 14);
+        assert_eq!(g.walk_moments_transitive(6, u64::MAX), Some(moments));
     }
 
     #[test]

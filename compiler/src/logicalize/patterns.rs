@@ -126,44 +126,43 @@ impl Topology {
 
     /// The graph over `n_ranks` ranks in canonical numbering.
     pub fn graph(&self, n_ranks: u32) -> Graph {
-        let n = n_ranks as usize;
-        let mut edges: Vec<(u32, u32)> = Vec::new();
+        Graph::from_edges(n_ranks as usize, self.edges(n_ranks))
+    }
+
+    /// The undirected edges `(low, high)` over `n_ranks` ranks in canonical numbering,
+    /// generated lazily so that a containment test can stop at the first missing edge.
+    pub fn edges(&self, n_ranks: u32) -> Box<dyn Iterator<Item = (u32, u32)> + '_> {
         match self {
-            Topology::Grid { dims, periodic } => {
-                for r in 0..n_ranks {
-                    let coords = grid_coords(dims, r);
-                    let mut stride = 1u32;
-                    for i in (0..dims.len()).rev() {
-                        let d = dims[i];
-                        if coords[i] + 1 < d {
-                            edges.push((r, r + stride));
-                        } else if periodic[i] && d >= 3 {
-                            edges.push((r, r - (d - 1) * stride));
-                        }
-                        stride = stride.saturating_mul(d);
+            Topology::Grid { dims, periodic } => Box::new((0..n_ranks).flat_map(move |r| {
+                let coords = grid_coords(dims, r);
+                let mut stride = 1u32;
+                let mut out = Vec::with_capacity(dims.len());
+                for i in (0..dims.len()).rev() {
+                    let d = dims[i];
+                    if coords[i] + 1 < d {
+                        out.push((r, r + stride));
+                    } else if periodic.get(i).copied().unwrap_or(false) && d >= 3 {
+                        out.push((r - (d - 1) * stride, r));
                     }
+                    stride = stride.saturating_mul(d);
                 }
-            }
-            Topology::Hypercube { dim } => {
-                for r in 0..n_ranks {
-                    for bit in 0..*dim {
-                        let peer = r ^ (1 << bit);
-                        if peer > r {
-                            edges.push((r, peer));
-                        }
-                    }
-                }
-            }
+                out
+            })),
+            Topology::Hypercube { dim } => Box::new((0..n_ranks).flat_map(move |r| {
+                (0..*dim)
+                    .map(move |bit| (r, r ^ (1 << bit)))
+                    .filter(|(r, peer)| peer > r)
+            })),
             Topology::Tree { arity } => {
-                edges.extend((1..n_ranks).map(|r| ((r - 1) / arity.max(&1), r)));
+                let arity = (*arity).max(1);
+                Box::new((1..n_ranks).map(move |r| ((r - 1) / arity, r)))
             }
-            Topology::BinomialTree => edges.extend((1..n_ranks).map(|r| (r & (r - 1), r))),
-            Topology::Star => edges.extend((1..n_ranks).map(|r| (0, r))),
+            Topology::BinomialTree => Box::new((1..n_ranks).map(|r| (r & (r - 1), r))),
+            Topology::Star => Box::new((1..n_ranks).map(|r| (0, r))),
             Topology::Complete => {
-                edges.extend((0..n_ranks).flat_map(|a| (a + 1..n_ranks).map(move |b| (a, b))));
+                Box::new((0..n_ranks).flat_map(move |a| (a + 1..n_ranks).map(move |b| (a, b))))
             }
         }
-        Graph::from_edges(n, edges)
     }
 
     /// The coordinates of canonical rank `r`: grid and hypercube coordinates, otherwise the
