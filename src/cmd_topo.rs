@@ -23,7 +23,8 @@ pub struct Args {
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
-    /// Rank pairs carrying less than this fraction of the heaviest pair are set aside.
+    /// Rank pairs carrying less than this fraction of the heaviest pair, in messages,
+    /// bytes and time alike, are set aside (reported, not matched).
     #[arg(long, default_value_t = DEFAULT_THRESHOLD)]
     pub threshold: f64,
     /// Draw the matrix (bytes per rank pair, log scale) as an SVG heat map.

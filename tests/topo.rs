@@ -234,7 +234,7 @@ fn grid_exchange_plus_reduction_tree_is_split_by_message_size() {
         bytes: 400,
         time_s: None,
     };
-    let tree = synthetic_matrix(&Topology::BinomialTree, n, None, small);
+    let tree = synthetic_matrix(&Topology::BinomialTree, n, Some(&permutation(n, 22)), small);
     for (key, traffic) in &tree.p2p {
         let entry = matrix.p2p.entry(*key).or_default();
         entry.messages += traffic.messages;
@@ -332,6 +332,25 @@ fn bad_input_gives_a_report_not_a_crash() {
     assert!(report.warnings[0].contains("no pattern of the library"));
     let text = report.to_text(false);
     assert!(text.contains("rejected by"), "{text}");
+
+    // Extreme counts saturate instead of overflowing.
+    let huge = Traffic {
+        messages: u64::MAX,
+        bytes: u64::MAX,
+        time_s: Some(f64::MAX),
+    };
+    let mut matrix = synthetic_matrix(&Topology::Star, 40, None, huge);
+    matrix.add_p2p(3, 7, huge).expect("in range");
+    let report = logicalize(&matrix, &Options::default());
+    let _ = report.to_text(true);
+    let _ = serde_json::to_string(&report).expect("json");
+
+    // A declared rank count far above the active ranks: the ring is found, the rest idle.
+    let mut sparse = synthetic_matrix(&grid(&[6], &[true]), 6, None, HALO);
+    sparse.n_ranks = 1 << 20;
+    let report = logicalize(&sparse, &Options::default());
+    assert_eq!(report.patterns[0].name, "ring");
+    assert_eq!(report.idle_ranks.len(), (1 << 20) - 6);
 
     // Zero-byte messages are weighed by count; NaN thresholds fall back to the default.
     let zero = Traffic {

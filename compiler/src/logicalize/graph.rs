@@ -115,7 +115,7 @@ impl Graph {
     pub fn walk_moments_transitive(&self, max_k: usize, budget: u64) -> Option<Vec<u128>> {
         let n = self.n_vertices() as u128;
         let at_zero = self.closed_walks(0..1.min(n as u32), max_k, budget)?;
-        Some(at_zero.into_iter().map(|m| m * n).collect())
+        Some(at_zero.into_iter().map(|m| m.saturating_mul(n)).collect())
     }
 
     /// `Σ_v (A^k)_vv` over `vertices`, for `k = 1..=max_k`.
@@ -162,9 +162,11 @@ impl Graph {
                 let (a, b) = (k / 2, k - k / 2);
                 let mut sum: u128 = 0;
                 for &u in &touched[a] {
-                    sum += u128::from(vals[a][u as usize]) * u128::from(vals[b][u as usize]);
+                    let walks = u128::from(vals[a][u as usize])
+                        .saturating_mul(u128::from(vals[b][u as usize]));
+                    sum = sum.saturating_add(walks);
                 }
-                *moment += sum;
+                *moment = moment.saturating_add(sum);
             }
             for j in 0..=half {
                 for &u in &touched[j] {

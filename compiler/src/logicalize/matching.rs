@@ -14,8 +14,10 @@
 //!    the first [`N_MOMENTS`] spectral moments `tr(A^k) = Σ λ^k` are compared instead:
 //!    they are closed-walk counts, computed exactly from sparse walks;
 //! 3. the exact test, which also yields the map. The canonical numbering is tried first
-//!    (the identity map, in every dimension order of a grid): when it fits, the ranks are
-//!    already numbered as `MPI_Cart_create` numbers them and that map is kept. Otherwise,
+//!    (the identity map, in every dimension order of a grid), right after the degree
+//!    test since it is an O(E) proof: when it fits, the ranks are already numbered as
+//!    `MPI_Cart_create` numbers them and that map is kept, and later candidates are only
+//!    listed. Otherwise,
 //!    for `n ≤` [`VF2_MAX_N`] petgraph's VF2 finds a map; for larger graphs VF2 is slow on
 //!    big symmetric graphs, so a guided search assigns coordinates in breadth-first order
 //!    (each next rank is the one with the most placed neighbours, its image must be a
@@ -145,6 +147,28 @@ pub fn match_graph(observed: &Graph) -> MatchOutcome {
             reject(&mut outcome, &topology, Stage::Degrees, reason);
             continue;
         }
+        // The canonical numbering is an O(E) proof of isomorphism: check it before the
+        // spectrum, and once it has matched only name the later candidates.
+        if let Some(found) = &outcome.found {
+            let reason = format!(
+                "not tried: {} fits the rank numbering",
+                found.topology.name()
+            );
+            reject(&mut outcome, &topology, Stage::Isomorphism, reason);
+            continue;
+        }
+        let canonical = topology
+            .orderings()
+            .into_iter()
+            .find(|o| o.edges(n_ranks).all(|(a, b)| observed.has_edge(a, b)));
+        if let Some(ordering) = canonical {
+            outcome.found = Some(Found {
+                topology: ordering,
+                map: (0..n_ranks).collect(),
+                method: MapMethod::Identity,
+            });
+            continue;
+        }
         let observed_sig = observed_signature.get_or_insert_with(|| signature(observed));
         match (
             observed_sig.as_ref(),
@@ -166,24 +190,8 @@ pub fn match_graph(observed: &Graph) -> MatchOutcome {
         survivors.push((topology, graph));
     }
 
-    // Stage 3, first pass: the canonical numbering in every dimension order.
-    for (topology, _) in &survivors {
-        for ordering in topology.orderings() {
-            let graph = ordering.graph(n_ranks);
-            if observed.edges().all(|(a, b)| graph.has_edge(a, b)) {
-                outcome.found = Some(Found {
-                    topology: ordering,
-                    map: (0..n_ranks).collect(),
-                    method: MapMethod::Identity,
-                });
-                break;
-            }
-        }
-        if outcome.found.is_some() {
-            break;
-        }
-    }
-    // Stage 3, second pass: an exact search, in library order.
+    // Stage 3 for the survivors: an exact search, in library order, unless the canonical
+    // numbering matched (it is preferred, as MPI_Cart_create's order).
     for (topology, graph) in &survivors {
         if let Some(found) = &outcome.found {
             if found.topology != *topology && !topology.orderings().contains(&found.topology) {

@@ -9,9 +9,10 @@
 //! The steps:
 //!
 //! 1. **Thresholding.** Point-to-point traffic is summed per unordered rank pair. Pairs
-//!    carrying less than `threshold` × the heaviest pair's bytes (messages when no byte
-//!    was sent) are set aside: they are usually setup or load-balancing exchanges outside
-//!    the main pattern. What was set aside is reported (messages, bytes, time, and their
+//!    below `threshold` × the heaviest pair in messages, in bytes *and* in time (when
+//!    measured) are set aside: they are usually setup or load-balancing exchanges outside
+//!    the main pattern. Messages count on their own because a tree of small messages is
+//!    latency-bound: negligible in bytes, not in time. What was set aside is reported (messages, bytes, time, and their
 //!    share), since it costs the skeleton accuracy.
 //! 2. **Matching** the remaining graph against the pattern library ([`patterns`]) with the
 //!    seed's filter-then-verify method ([`matching`]). Ranks without remaining traffic
@@ -41,13 +42,15 @@ pub use matching::{MapMethod, Rejection, Stage};
 pub use matrix::{CommMatrix, MatrixError, Traffic};
 pub use patterns::{Relation, Topology};
 
-/// The default threshold: pairs below 1 % of the heaviest pair are set aside.
+/// The default threshold: pairs below 1 % of the heaviest pair (in messages, bytes and
+/// time) are set aside.
 pub const DEFAULT_THRESHOLD: f64 = 0.01;
 
 /// Knobs of the pass.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct Options {
-    /// Pairs carrying less than this fraction of the heaviest pair are set aside.
+    /// Pairs carrying less than this fraction of the heaviest pair in messages, bytes and
+    /// time are set aside.
     pub threshold: f64,
 }
 
@@ -198,13 +201,21 @@ pub fn logicalize(matrix: &CommMatrix, options: &Options) -> Logicalization {
         DEFAULT_THRESHOLD
     };
     let pairs = pair_traffic(matrix);
-    let use_bytes = pairs.values().any(|t| t.bytes > 0);
-    let weight = |t: &Traffic| if use_bytes { t.bytes } else { t.messages };
-    let heaviest = pairs.values().map(weight).max().unwrap_or(0);
-    let cut = threshold * heaviest as f64;
+    let heaviest = |metric: fn(&Traffic) -> f64| pairs.values().map(metric).fold(0.0, f64::max);
+    let metrics: [fn(&Traffic) -> f64; 3] = [
+        |t| t.messages as f64,
+        |t| t.bytes as f64,
+        |t| t.time_s.unwrap_or(0.0),
+    ];
+    let cuts: Vec<f64> = metrics.iter().map(|m| threshold * heaviest(*m)).collect();
     let kept: BTreeSet<(u32, u32)> = pairs
         .iter()
-        .filter(|(_, t)| weight(t) as f64 >= cut && weight(t) > 0)
+        .filter(|(_, t)| {
+            metrics
+                .iter()
+                .zip(&cuts)
+                .any(|(metric, cut)| metric(t) > 0.0 && metric(t) >= *cut)
+        })
         .map(|(p, _)| *p)
         .collect();
 

@@ -40,8 +40,8 @@ impl Logicalization {
                     .entry(&edge.relation)
                     .or_insert((0, Traffic::default()));
                 entry.0 += 1;
-                entry.1.messages += edge.traffic.messages;
-                entry.1.bytes += edge.traffic.bytes;
+                entry.1.messages = entry.1.messages.saturating_add(edge.traffic.messages);
+                entry.1.bytes = entry.1.bytes.saturating_add(edge.traffic.bytes);
             }
             let _ = writeln!(out, "  edges by relation:");
             for (relation, (count, traffic)) in &by_relation {

@@ -33,7 +33,6 @@ pub(super) fn decompose(
 ) -> BTreeMap<Pair, Traffic> {
     let mut splitter = Splitter {
         effective: matrix.p2p.clone(),
-        n_ranks: matrix.n_ranks,
         tried: BTreeSet::new(),
         report,
     };
@@ -44,7 +43,6 @@ pub(super) fn decompose(
 struct Splitter<'r> {
     /// Directed traffic not yet explained by a recorded pattern.
     effective: BTreeMap<Pair, Traffic>,
-    n_ranks: u32,
     /// Pair sets already given to the matcher, so retries are not reported twice.
     tried: BTreeSet<Vec<Pair>>,
     report: &'r mut Logicalization,
@@ -66,8 +64,10 @@ impl Splitter<'_> {
         // Message-size classes, largest traffic first; after each match the classes are
         // recomputed, since residual traffic may have moved pairs between them.
         while self.report.patterns.len() < MAX_PATTERNS {
+            // A single class is tried too: after a match it is the traffic left over (the
+            // whole graph, already tried, is skipped by `try_part`).
             let mut classes = size_classes(&self.effective, remaining);
-            if classes.len() < 2 {
+            if classes.is_empty() {
                 break;
             }
             classes.sort_by(|a, b| b.2.cmp(&a.2).then(a.0.cmp(&b.0)));
@@ -220,7 +220,13 @@ impl Splitter<'_> {
     /// recorded, and the rest is matched again as a whole. Stops when nothing fits.
     fn peel(&mut self, remaining: &mut BTreeSet<Pair>) {
         const MAX_ORDERINGS: usize = 24;
-        let n = self.n_ranks;
+        // Canonical numbering over ranks 0..=the highest rank still to explain (trailing
+        // idle ranks do not prevent a match).
+        let n = remaining
+            .iter()
+            .map(|&(_, high)| high.saturating_add(1))
+            .max()
+            .unwrap_or(0);
         while self.report.patterns.len() < MAX_PATTERNS {
             let mut best: Option<(u64, Topology, BTreeSet<Pair>)> = None;
             let orderings = patterns::candidates(n)
@@ -239,7 +245,7 @@ impl Splitter<'_> {
                     .flat_map(|&(a, b)| [(a, b), (b, a)])
                     .filter_map(|k| self.effective.get(&k))
                     .map(|t| t.bytes.max(t.messages))
-                    .sum();
+                    .fold(0u64, u64::saturating_add);
                 if best.as_ref().map_or(true, |(w, _, _)| weight > *w) {
                     best = Some((weight, topology, covered));
                 }
@@ -285,8 +291,8 @@ fn size_classes(
             let mut t = Traffic::default();
             for key in [(a, b), (b, a)] {
                 if let Some(e) = effective.get(&key) {
-                    t.messages += e.messages;
-                    t.bytes += e.bytes;
+                    t.messages = t.messages.saturating_add(e.messages);
+                    t.bytes = t.bytes.saturating_add(e.bytes);
                 }
             }
             (t.bytes as f64 / t.messages.max(1) as f64, (a, b), t.bytes)
@@ -299,7 +305,7 @@ fn size_classes(
             Some((_, hi, set, total)) if size <= 8.0 * hi.max(1.0) => {
                 *hi = size;
                 set.insert(pair);
-                *total += bytes;
+                *total = total.saturating_add(bytes);
             }
             _ => classes.push((size, size, BTreeSet::from([pair]), bytes)),
         }
