@@ -379,6 +379,21 @@ fn directed_forms_are_reported_as_flow() {
     assert_eq!(report.patterns[0].name, "chain");
     assert_eq!(report.patterns[0].flow, Flow::Forward);
 
+    let mut shift = CommMatrix::new(6).expect("6 ranks");
+    for r in 0..6 {
+        shift.add_p2p(r, (r + 1) % 6, HALO).expect("in range");
+    }
+    let report = logicalize(&shift, &Options::default());
+    assert_eq!(report.patterns[0].name, "ring");
+    assert_eq!(report.patterns[0].flow, Flow::Forward);
+    assert!(
+        report.patterns[0]
+            .edges
+            .iter()
+            .all(|e| e.relation
+                == perfskel_compiler::logicalize::Relation::Offset { offset: vec![1] })
+    );
+
     let mut reduce = CommMatrix::new(15).expect("15 ranks");
     for r in 1..15 {
         reduce.add_p2p(r, (r - 1) / 2, HALO).expect("in range");

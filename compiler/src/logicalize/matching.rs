@@ -578,6 +578,45 @@ mod tests {
     }
 
     #[test]
+    fn guided_search_stops_at_its_budget() {
+        let torus = Topology::Grid {
+            dims: vec![8, 8, 4],
+            periodic: vec![true, true, true],
+        }
+        .graph(256);
+        let (observed, _) = permuted(&torus, 3);
+        assert!(matches!(
+            guided_search(&observed, &torus, 10),
+            Search::Budget
+        ));
+    }
+
+    #[test]
+    fn rejections_name_their_stage() {
+        // A 6 × 6 torus: the ring fails on edges, the 9 × 4 torus on the spectrum or
+        // degrees, and the 6 × 6 torus matches in canonical numbering.
+        let torus = Topology::Grid {
+            dims: vec![6, 6],
+            periodic: vec![true, true],
+        }
+        .graph(36);
+        let outcome = match_graph(&torus);
+        assert_eq!(
+            outcome.found.map(|f| f.topology.name()),
+            Some("torus(6, 6)".to_string())
+        );
+        let stage_of = |name: &str| {
+            outcome
+                .rejected
+                .iter()
+                .find(|r| r.candidate == name)
+                .map(|r| r.stage)
+        };
+        assert_eq!(stage_of("ring"), Some(Stage::Counts));
+        assert_eq!(stage_of("torus(12, 3)"), Some(Stage::Spectrum));
+    }
+
+    #[test]
     fn identity_preferred_among_isomorphic_candidates() {
         // torus(4, 4) and hypercube(4) are the same graph; canonical numbering decides.
         let cube = Topology::Hypercube { dim: 4 }.graph(16);

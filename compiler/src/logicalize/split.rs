@@ -363,3 +363,44 @@ fn flow(edges: &[LogicalEdge], n_pairs: usize) -> Flow {
         _ => Flow::Mixed,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn traffic(messages: u64, bytes: u64) -> Traffic {
+        Traffic {
+            messages,
+            bytes,
+            time_s: None,
+        }
+    }
+
+    #[test]
+    fn size_classes_cut_at_a_factor_of_eight() {
+        let mut effective = BTreeMap::new();
+        effective.insert((0, 1), traffic(10, 40_960));
+        effective.insert((1, 2), traffic(10, 20_480));
+        effective.insert((2, 3), traffic(10, 80));
+        effective.insert((3, 2), traffic(10, 80));
+        let remaining: BTreeSet<Pair> = [(0, 1), (1, 2), (2, 3)].into_iter().collect();
+        let classes = size_classes(&effective, &remaining);
+        let sets: Vec<Vec<Pair>> = classes
+            .iter()
+            .map(|c| c.1.iter().copied().collect())
+            .collect();
+        assert_eq!(sets, [vec![(2, 3)], vec![(0, 1), (1, 2)]]);
+        assert_eq!(classes[0].0, "messages of 8 to 8 bytes");
+        assert_eq!(classes[1].2, 61_440);
+    }
+
+    #[test]
+    fn small_components_are_not_matched_alone() {
+        let pairs: BTreeSet<Pair> = [(0, 1), (1, 2), (2, 3), (10, 11), (11, 12)]
+            .into_iter()
+            .collect();
+        let components = pair_components(&pairs);
+        assert_eq!(components.len(), 1);
+        assert!(components[0].contains(&(0, 1)));
+    }
+}
