@@ -101,6 +101,31 @@ impl Graph {
         components
     }
 
+    /// How many vertices lie at each distance from `source` (breadth-first layers);
+    /// `None` when some vertex is unreachable.
+    pub fn distance_profile(&self, source: u32) -> Option<Vec<u32>> {
+        let n = self.n_vertices();
+        let mut dist = vec![u32::MAX; n];
+        let start = dist.get_mut(source as usize)?;
+        *start = 0;
+        let mut queue = std::collections::VecDeque::from([source]);
+        let mut profile = vec![0u32];
+        while let Some(v) = queue.pop_front() {
+            let d = dist[v as usize];
+            profile[d as usize] += 1;
+            for &w in self.neighbors(v) {
+                if dist[w as usize] == u32::MAX {
+                    dist[w as usize] = d + 1;
+                    if profile.len() <= (d + 1) as usize {
+                        profile.push(0);
+                    }
+                    queue.push_back(w);
+                }
+            }
+        }
+        (profile.iter().map(|c| *c as usize).sum::<usize>() == n).then_some(profile)
+    }
+
     /// Closed-walk counts `tr(A^k)` for `k = 1..=max_k`, i.e. the first spectral moments
     /// `Σ λ^k`, computed without forming `A^k`: `(A^k)_vv` is `|A^j e_v|²` for `k = 2j`
     /// and `⟨A^j e_v, A^(j+1) e_v⟩` for `k = 2j + 1`, and `A^j e_v` is a sparse vector over
@@ -160,6 +185,7 @@ impl Graph {
             }
             for (k, moment) in moments.iter_mut().enumerate().skip(1) {
                 let (a, b) = (k / 2, k - k / 2);
+                work += touched[a].len() as u64;
                 let mut sum: u128 = 0;
                 for &u in &touched[a] {
                     let walks = u128::from(vals[a][u as usize])
@@ -278,6 +304,25 @@ mod tests {
         }
         assert_eq!(moments[1], 14);
         assert_eq!(g.walk_moments_transitive(6, u64::MAX), Some(moments));
+    }
+
+    #[test]
+    fn distance_profiles_tell_tori_apart() {
+        let torus = |a: u32, b: u32| {
+            Graph::from_edges(
+                (a * b) as usize,
+                (0..a * b).flat_map(|r| {
+                    let (i, j) = (r / b, r % b);
+                    [(r, i * b + (j + 1) % b), (r, ((i + 1) % a) * b + j)]
+                }),
+            )
+        };
+        // Both 4-regular with 200 edges and no short cycles that tell them apart.
+        let (square, long) = (torus(10, 10), torus(20, 5));
+        assert_eq!(square.distance_profile(0).map(|p| p.len()), Some(11));
+        assert_ne!(square.distance_profile(0), long.distance_profile(0));
+        let two = Graph::from_edges(4, [(0, 1), (2, 3)]);
+        assert_eq!(two.distance_profile(0), None);
     }
 
     #[test]

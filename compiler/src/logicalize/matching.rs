@@ -13,6 +13,9 @@
 //!    with a tolerance; above it a dense O(n³) decomposition is too slow (4096 ranks), so
 //!    the first [`N_MOMENTS`] spectral moments `tr(A^k) = Σ λ^k` are compared instead:
 //!    they are closed-walk counts, computed exactly from sparse walks;
+//!    For tori, hypercubes and complete graphs (the same from every rank) the
+//!    breadth-first layer sizes from one rank are compared too: moments only see short
+//!    cycles, so `torus(64, 64)` and `torus(128, 32)` agree on them, not on distances;
 //! 3. the exact test, which also yields the map. The canonical numbering is tried first
 //!    (the identity map, in every dimension order of a grid), right after the degree
 //!    test since it is an O(E) proof: when it fits, the ranks are already numbered as
@@ -38,7 +41,7 @@ pub const N_MOMENTS: usize = 8;
 /// Up to this many ranks petgraph's VF2 is the exact test.
 pub const VF2_MAX_N: usize = 64;
 /// Adjacency visits allowed for computing the moments of one graph.
-const MOMENT_BUDGET: u64 = 200_000_000;
+const MOMENT_BUDGET: u64 = 10_000_000;
 /// Relative tolerance on eigenvalues.
 const SPECTRUM_TOLERANCE: f64 = 1e-6;
 
@@ -49,6 +52,7 @@ pub enum Stage {
     Counts,
     Degrees,
     Spectrum,
+    Distances,
     Isomorphism,
 }
 
@@ -58,6 +62,7 @@ impl Stage {
             Stage::Counts => "node/edge counts",
             Stage::Degrees => "degree sequence",
             Stage::Spectrum => "spectrum",
+            Stage::Distances => "distance profile",
             Stage::Isomorphism => "isomorphism",
         }
     }
@@ -115,6 +120,7 @@ pub fn match_graph(observed: &Graph) -> MatchOutcome {
     let n_components = observed.components().len();
     let degrees = observed.degree_histogram();
     let mut observed_signature: Option<Option<Signature>> = None;
+    let mut observed_profile: Option<Option<Vec<u32>>> = None;
     let mut survivors: Vec<(Topology, Graph)> = Vec::new();
     let reject = |outcome: &mut MatchOutcome, t: &Topology, stage, reason: String| {
         outcome.rejected.push(Rejection {
@@ -187,6 +193,26 @@ pub fn match_graph(observed: &Graph) -> MatchOutcome {
                 }
             }
         }
+        // Closed walks only see cycles up to their length: torus(64, 64) and
+        // torus(128, 32) agree on them. A vertex-transitive candidate has the same
+        // breadth-first layers from every rank, so the observed layers from one rank must
+        // match them; this global invariant costs O(E).
+        if is_vertex_transitive(&topology) {
+            let observed_layers =
+                observed_profile.get_or_insert_with(|| observed.distance_profile(0));
+            let layers = graph.distance_profile(0);
+            if *observed_layers != layers {
+                let count =
+                    |p: &Option<Vec<u32>>| p.as_ref().map_or(0, |p| p.len().saturating_sub(1));
+                let reason = format!(
+                    "eccentricity {}, observed {} from rank 0 (or other layer sizes)",
+                    count(&layers),
+                    count(observed_layers)
+                );
+                reject(&mut outcome, &topology, Stage::Distances, reason);
+                continue;
+            }
+        }
         survivors.push((topology, graph));
     }
 
@@ -248,17 +274,22 @@ enum Signature {
 /// A candidate's signature; tori, hypercubes and complete graphs look the same from every
 /// rank, so their closed walks are counted at one rank and multiplied.
 fn candidate_signature(topology: &Topology, graph: &Graph) -> Option<Signature> {
-    let transitive = match topology {
-        Topology::Grid { dims, periodic } => dims.iter().zip(periodic).all(|(d, p)| *p || *d <= 2),
-        Topology::Hypercube { .. } | Topology::Complete => true,
-        _ => false,
-    };
-    if transitive && graph.n_vertices() > DENSE_SPECTRUM_MAX_N {
+    if is_vertex_transitive(topology) && graph.n_vertices() > DENSE_SPECTRUM_MAX_N {
         graph
             .walk_moments_transitive(N_MOMENTS, MOMENT_BUDGET)
             .map(Signature::Moments)
     } else {
         signature(graph)
+    }
+}
+
+/// Tori (every dimension periodic or of size 2), hypercubes and complete graphs look the
+/// same from every rank.
+fn is_vertex_transitive(topology: &Topology) -> bool {
+    match topology {
+        Topology::Grid { dims, periodic } => dims.iter().zip(periodic).all(|(d, p)| *p || *d <= 2),
+        Topology::Hypercube { .. } | Topology::Complete => true,
+        _ => false,
     }
 }
 
@@ -403,8 +434,10 @@ fn guided_search(observed: &Graph, candidate: &Graph, budget: u64) -> Search {
                 !used[w_idx]
                     && colors_c[w_idx] == color
                     && placed[w_idx] as usize == earlier.len()
+                    // The pool is the anchor's neighbourhood: skip the anchor itself.
                     && earlier
                         .iter()
+                        .skip(1)
                         .all(|q| candidate.has_edge(map[*q as usize], *w))
             })
             .collect()

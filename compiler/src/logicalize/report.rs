@@ -128,6 +128,7 @@ impl Logicalization {
                 Stage::Counts,
                 Stage::Degrees,
                 Stage::Spectrum,
+                Stage::Distances,
                 Stage::Isomorphism,
             ] {
                 let rejected: Vec<_> = attempt
