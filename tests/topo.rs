@@ -475,3 +475,41 @@ fn cli_prints_json_and_draws_svg() {
     assert!(String::from_utf8_lossy(&output.stderr).contains("line 1"));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The text and JSON reports as reviewers see them (`snapshots/topo/`).
+#[test]
+fn report_snapshots() {
+    let timed = |messages, bytes, time_s| Traffic {
+        messages,
+        bytes,
+        time_s: Some(time_s),
+    };
+    let mut matrix = synthetic_matrix(
+        &grid(&[4, 3], &[false; 2]),
+        12,
+        None,
+        timed(100, 409_600, 0.25),
+    );
+    for (key, _) in synthetic_matrix(&Topology::BinomialTree, 12, None, HALO).p2p {
+        if key.0 > key.1 {
+            let entry = matrix.p2p.entry(key).or_insert(timed(0, 0, 0.0));
+            entry.messages += 50;
+            entry.bytes += 400;
+            entry.time_s = entry.time_s.map(|t| t + 0.001);
+        }
+    }
+    matrix
+        .add_p2p(2, 9, timed(1, 16, 0.000_01))
+        .expect("in range");
+    matrix.add_collective("allreduce", timed(50, 400, 0.002));
+    let report = logicalize(&matrix, &Options::default());
+    insta::with_settings!({snapshot_path => "../snapshots/topo", prepend_module_to_snapshot => false}, {
+        insta::assert_snapshot!("grid_plus_reduction_tree", report.to_text(true));
+    });
+
+    let ring = synthetic_matrix(&grid(&[4], &[true]), 4, Some(&[0, 2, 1, 3]), HALO);
+    let json = serde_json::to_string_pretty(&logicalize(&ring, &Options::default())).expect("json");
+    insta::with_settings!({snapshot_path => "../snapshots/topo", prepend_module_to_snapshot => false}, {
+        insta::assert_snapshot!("permuted_ring_json", json);
+    });
+}

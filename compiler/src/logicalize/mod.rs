@@ -67,8 +67,9 @@ impl Default for Options {
 pub struct Logicalization {
     pub n_ranks: u32,
     pub threshold: f64,
-    /// All point-to-point traffic between distinct ranks.
+    /// All point-to-point traffic between distinct ranks, and its number of directed edges.
     pub total: Traffic,
+    pub n_edges: usize,
     /// Matched patterns, the one explaining most bytes first.
     pub patterns: Vec<PatternMatch>,
     /// Traffic below the threshold.
@@ -223,6 +224,7 @@ pub fn logicalize(matrix: &CommMatrix, options: &Options) -> Logicalization {
         n_ranks: matrix.n_ranks,
         threshold,
         total,
+        n_edges: matrix.p2p.len(),
         patterns: Vec::new(),
         set_aside: Share::default(),
         unexplained: Share::default(),
@@ -356,4 +358,60 @@ fn share_of<'t>(edges: impl Iterator<Item = &'t Traffic>, total: &Traffic) -> Sh
 /// Seconds rounded to nanoseconds, so that sums print the same on every machine.
 fn round_ns(seconds: f64) -> f64 {
     (seconds * 1e9).round() / 1e9
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn traffic(messages: u64, bytes: u64) -> Traffic {
+        Traffic {
+            messages,
+            bytes,
+            time_s: None,
+        }
+    }
+
+    #[test]
+    fn threshold_keeps_pairs_heavy_in_messages_or_bytes() {
+        let mut matrix = CommMatrix::new(4).expect("4 ranks");
+        for (a, b) in [(0, 1), (1, 2), (2, 3), (3, 0)] {
+            matrix
+                .add_p2p(a, b, traffic(100, 1_000_000))
+                .expect("in range");
+            matrix
+                .add_p2p(b, a, traffic(100, 1_000_000))
+                .expect("in range");
+        }
+        // Latency-bound: few bytes, many messages; kept.
+        matrix.add_p2p(0, 2, traffic(50, 50)).expect("in range");
+        // Light in everything: set aside.
+        matrix.add_p2p(1, 3, traffic(1, 8)).expect("in range");
+        let report = logicalize(&matrix, &Options::default());
+        assert_eq!(report.set_aside.edges, 1);
+        assert_eq!(report.set_aside.traffic.bytes, 8);
+        assert_eq!(
+            report.unexplained.edges + report.patterns.iter().map(|p| p.edges.len()).sum::<usize>(),
+            9
+        );
+        let all = logicalize(&matrix, &Options { threshold: 0.0 });
+        assert_eq!(all.set_aside.edges, 0);
+    }
+
+    #[test]
+    fn shares_are_rounded_percentages() {
+        let matrix = synthetic_matrix(
+            &Topology::Grid {
+                dims: vec![3],
+                periodic: vec![true],
+            },
+            3,
+            None,
+            traffic(1, 1),
+        );
+        let report = logicalize(&matrix, &Options::default());
+        assert_eq!(report.patterns[0].share.bytes_pct, 100.0);
+        let third = share(&matrix.p2p, &report.total, &[(0, 1)]);
+        assert_eq!(third.bytes_pct, 33.33);
+    }
 }

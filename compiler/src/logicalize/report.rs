@@ -19,7 +19,7 @@ impl Logicalization {
             out,
             "{} ranks, {} point-to-point edges, {}; threshold {:.2} % of the heaviest pair",
             self.n_ranks,
-            self.p2p_edge_count(),
+            self.n_edges,
             traffic_text(&self.total),
             self.threshold * 100.0
         );
@@ -155,12 +155,6 @@ impl Logicalization {
             let _ = writeln!(out, "warning: {warning}");
         }
         out
-    }
-
-    fn p2p_edge_count(&self) -> usize {
-        self.set_aside.edges
-            + self.unexplained.edges
-            + self.patterns.iter().map(|p| p.edges.len()).sum::<usize>()
     }
 }
 
