@@ -90,6 +90,25 @@ pub struct Logicalization {
     pub warnings: Vec<String>,
 }
 
+impl Logicalization {
+    /// Every explained directed edge `(src, dst)` with the index of its pattern in
+    /// [`Logicalization::patterns`] and its relation there: what the skeletonizer looks up
+    /// to write "send east" instead of "send to rank 6". Unexplained edges are absent (see
+    /// [`Logicalization::explicit_peers`]); a pair shared by two patterns maps to the
+    /// first.
+    pub fn edge_index(&self) -> BTreeMap<(u32, u32), (usize, &Relation)> {
+        let mut index = BTreeMap::new();
+        for (idx, pattern) in self.patterns.iter().enumerate() {
+            for edge in &pattern.edges {
+                index
+                    .entry((edge.src, edge.dst))
+                    .or_insert((idx, &edge.relation));
+            }
+        }
+        index
+    }
+}
+
 /// A share of the point-to-point traffic; percentages are of [`Logicalization::total`],
 /// rounded to 0.01 %.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
@@ -396,6 +415,22 @@ mod tests {
         );
         let all = logicalize(&matrix, &Options { threshold: 0.0 });
         assert_eq!(all.set_aside.edges, 0);
+    }
+
+    #[test]
+    fn edge_index_gives_the_relation_of_each_message() {
+        let ring = Topology::Grid {
+            dims: vec![5],
+            periodic: vec![true],
+        };
+        let report = logicalize(
+            &synthetic_matrix(&ring, 5, None, traffic(1, 8)),
+            &Options::default(),
+        );
+        let index = report.edge_index();
+        assert_eq!(index.len(), 10);
+        assert_eq!(index[&(4, 0)], (0, &Relation::Offset { offset: vec![1] }));
+        assert_eq!(index[&(0, 4)], (0, &Relation::Offset { offset: vec![-1] }));
     }
 
     #[test]

@@ -34,11 +34,14 @@ impl Logicalization {
             let _ = writeln!(out, "  flow: {}", flow_text(pattern.flow));
             let _ = writeln!(out, "  rank map: {method}");
             let _ = writeln!(out, "  explains: {}", share_text(&pattern.share));
-            let mut by_relation: BTreeMap<&Relation, (usize, Traffic)> = BTreeMap::new();
+            // Grouped by relation, a tree's children on one line.
+            let mut by_relation: BTreeMap<Relation, (usize, Traffic)> = BTreeMap::new();
             for edge in &pattern.edges {
-                let entry = by_relation
-                    .entry(&edge.relation)
-                    .or_insert((0, Traffic::default()));
+                let key = match &edge.relation {
+                    Relation::Down { .. } => Relation::Down { child: 0 },
+                    other => other.clone(),
+                };
+                let entry = by_relation.entry(key).or_insert((0, Traffic::default()));
                 entry.0 += 1;
                 entry.1.messages = entry.1.messages.saturating_add(edge.traffic.messages);
                 entry.1.bytes = entry.1.bytes.saturating_add(edge.traffic.bytes);
@@ -192,7 +195,7 @@ fn relation_text(relation: &Relation) -> String {
             format!("offset ({})", list.join(", "))
         }
         Relation::Up => "up (to parent)".to_string(),
-        Relation::Down { child } => format!("down (child {child})"),
+        Relation::Down { .. } => "down (to a child)".to_string(),
         Relation::Shift { shift } => format!("shift +{shift}"),
     }
 }

@@ -268,7 +268,7 @@ impl Splitter<'_> {
                 return;
             }
             if self
-                .try_part("traffic left after it", remaining, false)
+                .try_part("traffic left after the largest pattern", remaining, false)
                 .is_some()
             {
                 remaining.clear();
