@@ -426,6 +426,20 @@ proptest! {
     }
 
     #[test]
+    fn light_noise_never_changes_the_match(n in 8u32..40, pick in 0usize..1000, seed in 0u64..1_000_000, noise in 1usize..12) {
+        let candidates = patterns::candidates(n);
+        let topology = &candidates[pick % candidates.len()];
+        let mut matrix = synthetic_matrix(topology, n, Some(&permutation(n, seed)), HALO);
+        let light = Traffic { messages: 1, bytes: 100, time_s: None };
+        let max_noise = (n as usize * (n as usize - 1) / 2).saturating_sub(matrix.p2p.len() / 2);
+        let added = add_noise(&mut matrix, noise.min(max_noise), light, seed);
+        let report = logicalize(&matrix, &Options::default());
+        prop_assert_eq!(report.patterns.len(), 1);
+        prop_assert_eq!(report.set_aside.edges, added);
+        prop_assert_eq!(report.unexplained.edges, 0);
+    }
+
+    #[test]
     fn arbitrary_matrices_never_crash(edges in proptest::collection::vec((0u32..20, 0u32..20, 0u64..5, 0u64..100_000), 0..80)) {
         let mut matrix = CommMatrix::new(0).expect("empty");
         for (a, b, messages, bytes) in edges {
@@ -464,6 +478,36 @@ fn cli_prints_json_and_draws_svg() {
     assert_eq!(json["collectives"]["barrier"]["messages"], 3);
     let drawing = std::fs::read_to_string(&svg).expect("svg written");
     assert!(drawing.contains("<svg") && drawing.contains("<rect"));
+
+    let json_input = dir.join("tree.json");
+    let edges: Vec<String> = (1..7)
+        .map(|r| {
+            format!(
+                r#"{{"src": {r}, "dst": {}, "messages": 4, "bytes": 32}}"#,
+                (r - 1) / 2
+            )
+        })
+        .collect();
+    std::fs::write(
+        &json_input,
+        format!(r#"{{"ranks": 7, "p2p": [{}]}}"#, edges.join(", ")),
+    )
+    .expect("write json");
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_perfskel"))
+        .arg("topo")
+        .arg(&json_input)
+        .output()
+        .expect("run perfskel");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        text.contains("topology: tree(2)") && text.contains("backward only"),
+        "{text}"
+    );
 
     std::fs::write(&csv, "0,1,oops,3\n").expect("write csv");
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_perfskel"))
