@@ -140,9 +140,13 @@ impl Topology {
                 for i in (0..dims.len()).rev() {
                     let d = dims[i];
                     if coords[i] + 1 < d {
-                        out.push((r, r + stride));
+                        if let Some(peer) = r.checked_add(stride) {
+                            out.push((r, peer));
+                        }
                     } else if periodic.get(i).copied().unwrap_or(false) && d >= 3 {
-                        out.push((r - (d - 1) * stride, r));
+                        if let Some(peer) = r.checked_sub((d - 1).saturating_mul(stride)) {
+                            out.push((peer, r));
+                        }
                     }
                     stride = stride.saturating_mul(d);
                 }
@@ -150,7 +154,7 @@ impl Topology {
             })),
             Topology::Hypercube { dim } => Box::new((0..n_ranks).flat_map(move |r| {
                 (0..*dim)
-                    .map(move |bit| (r, r ^ (1 << bit)))
+                    .map(move |bit| (r, r ^ 1u32.checked_shl(bit).unwrap_or(0)))
                     .filter(|(r, peer)| peer > r)
             })),
             Topology::Tree { arity } => {
@@ -170,7 +174,10 @@ impl Topology {
     pub fn coords(&self, r: u32) -> Vec<u32> {
         match self {
             Topology::Grid { dims, .. } => grid_coords(dims, r),
-            Topology::Hypercube { dim } => (0..*dim).rev().map(|bit| (r >> bit) & 1).collect(),
+            Topology::Hypercube { dim } => (0..*dim)
+                .rev()
+                .map(|bit| r.checked_shr(bit).unwrap_or(0) & 1)
+                .collect(),
             _ => vec![r],
         }
     }
@@ -224,7 +231,10 @@ impl Topology {
                 }
             }
             Topology::Complete => Relation::Shift {
-                shift: (dst + n_ranks - src % n_ranks.max(1)) % n_ranks.max(1),
+                shift: {
+                    let n = u64::from(n_ranks.max(1));
+                    ((u64::from(dst) + n - u64::from(src) % n) % n) as u32
+                },
             },
         }
     }
