@@ -1,5 +1,9 @@
 //! Benchmarks logicalization of a 4096-rank 3-D torus, in canonical rank order and under
 //! a random permutation of the ranks (goal: under one second each).
+//!
+//! Run with `cargo bench -p perfskel-compiler --bench logicalize`. Measured on the shared
+//! 2-core development machine under load (median): ordered 75 ms, permuted 112 ms,
+//! permuted with three heavy extra edges (nothing matches as a whole) 34 ms.
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use perfskel_compiler::logicalize::{logicalize, synthetic_matrix, Options, Topology, Traffic};
