@@ -11,6 +11,7 @@ pub mod cmd_analyze;
 pub mod cmd_check;
 pub mod cmd_demo;
 pub mod cmd_fmt;
+pub mod cmd_topo;
 pub mod files;
 
 /// Performance skeletons of MPI applications.
@@ -37,6 +38,9 @@ pub enum Command {
     /// Statistical scalability analysis: rank the communication call sites whose share of
     /// communication time grows with the task count over profiles of many runs.
     Analyze(cmd_analyze::Args),
+    /// Find the logical topology of a communication matrix: the matched pattern, rank
+    /// coordinates, rejected candidates and unexplained traffic; `--plot` draws it.
+    Topo(cmd_topo::Args),
 }
 
 /// Parses the command line and runs the subcommand.
@@ -47,6 +51,7 @@ pub fn main() -> ExitCode {
         Command::Fmt(args) => cmd_fmt::run(args),
         Command::Demo(args) => cmd_demo::run(args),
         Command::Analyze(args) => cmd_analyze::run(args),
+        Command::Topo(args) => cmd_topo::run(args),
     };
     match result {
         Ok(code) => code,

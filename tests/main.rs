@@ -3,3 +3,4 @@
 mod analyze;
 mod common;
 mod dsl;
+mod topo;

@@ -1,7 +1,9 @@
-//! perfskel's passes over the skeleton IR: the checker (semantic checks and the deadlock
-//! simulation) and the rank-level semantics of topologies and expressions shared with
-//! back ends. The library does no I/O.
+//! perfskel's passes over the skeleton IR and its inputs: the checker (semantic checks
+//! and the deadlock simulation), the rank-level semantics of topologies and expressions
+//! shared with back ends, logicalization of communication matrices, and the statistical
+//! scalability analysis. The library does no I/O.
 
 pub mod analyze;
 pub mod check;
+pub mod logicalize;
 pub mod semantics;

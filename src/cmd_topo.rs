@@ -1,0 +1,169 @@
+//! `perfskel topo`: reads a communication matrix file (CSV or JSON, formats documented in
+//! `perfskel_compiler::logicalize::matrix`), runs logicalization, prints the report as
+//! text or JSON and optionally draws the matrix as an SVG heat map.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use perfskel_compiler::logicalize::{
+    logicalize, CommMatrix, Logicalization, Options, DEFAULT_THRESHOLD,
+};
+use plotters::prelude::*;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Text,
+    Json,
+}
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// The communication matrix: `.csv` (lines `src,dst,messages,bytes[,time_s]`) or
+    /// `.json`; any other extension is read as JSON when it starts with `{`.
+    pub matrix: PathBuf,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+    /// Rank pairs carrying less than this fraction of the heaviest pair, in messages,
+    /// bytes and time alike, are set aside (reported, not matched).
+    #[arg(long, default_value_t = DEFAULT_THRESHOLD)]
+    pub threshold: f64,
+    /// Draw the matrix (bytes per rank pair, log scale) as an SVG heat map.
+    #[arg(long, value_name = "FILE.svg")]
+    pub plot: Option<PathBuf>,
+    /// Print every coordinate and every rejected candidate.
+    #[arg(long)]
+    pub verbose: bool,
+}
+
+pub fn run(args: Args) -> Result<ExitCode, String> {
+    if !(0.0..=1.0).contains(&args.threshold) {
+        return Err(format!(
+            "--threshold {} is not between 0 and 1",
+            args.threshold
+        ));
+    }
+    let text = std::fs::read_to_string(&args.matrix)
+        .map_err(|e| format!("cannot read {}: {e}", args.matrix.display()))?;
+    let matrix =
+        parse(&args.matrix, &text).map_err(|e| format!("{}: {e}", args.matrix.display()))?;
+    let report = logicalize(
+        &matrix,
+        &Options {
+            threshold: args.threshold,
+        },
+    );
+    match args.format {
+        Format::Text => print!("{}", report.to_text(args.verbose)),
+        Format::Json => {
+            let json = serde_json::to_string_pretty(&report)
+                .map_err(|e| format!("cannot write JSON: {e}"))?;
+            println!("{json}");
+        }
+    }
+    if let Some(path) = &args.plot {
+        plot_heat_map(&matrix, &logical_order(&report), path)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn parse(path: &Path, text: &str) -> Result<CommMatrix, String> {
+    let ext = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    let json = ext == "json" || (ext != "csv" && text.trim_start().starts_with('{'));
+    let result = if json {
+        CommMatrix::from_json(text)
+    } else {
+        CommMatrix::from_csv(text)
+    };
+    result.map_err(|e| e.to_string())
+}
+
+/// Axis order of the heat map: ranks of the dominant pattern sorted by coordinates (its
+/// canonical numbering), then the others, so that a permuted stencil shows as bands.
+struct AxisOrder {
+    label: String,
+    position: Vec<u32>,
+}
+
+fn logical_order(report: &Logicalization) -> AxisOrder {
+    let n = report.n_ranks;
+    let Some(pattern) = report.patterns.first() else {
+        return AxisOrder {
+            label: "rank".to_string(),
+            position: (0..n).collect(),
+        };
+    };
+    let mut by_coords: Vec<(&Vec<u32>, u32)> =
+        pattern.coords.iter().map(|(r, c)| (c, *r)).collect();
+    by_coords.sort();
+    let mut order: Vec<u32> = by_coords.into_iter().map(|(_, r)| r).collect();
+    order.extend((0..n).filter(|r| !pattern.coords.contains_key(r)));
+    let mut position = vec![0; n as usize];
+    for (idx, rank) in order.iter().enumerate() {
+        if let Some(slot) = position.get_mut(*rank as usize) {
+            *slot = idx as u32;
+        }
+    }
+    AxisOrder {
+        label: format!("rank in {} order", pattern.name),
+        position,
+    }
+}
+
+/// At most this many cells per side: bigger matrices are drawn in blocks of ranks.
+const MAX_CELLS: u32 = 256;
+
+/// Draws bytes per (sender, receiver) on a log colour scale; only non-empty cells are
+/// drawn, so a sparse 4096-rank matrix stays a small file.
+fn plot_heat_map(matrix: &CommMatrix, order: &AxisOrder, path: &Path) -> Result<(), String> {
+    let n = matrix.n_ranks.max(1);
+    let block = n.div_ceil(MAX_CELLS).max(1);
+    let cells = n.div_ceil(block);
+    let mut sums: BTreeMap<(u32, u32), u64> = BTreeMap::new();
+    for (&(src, dst), traffic) in &matrix.p2p {
+        let at = |r: u32| order.position.get(r as usize).copied().unwrap_or(r) / block;
+        let cell = sums.entry((at(src), at(dst))).or_insert(0);
+        *cell = cell.saturating_add(traffic.bytes.max(traffic.messages));
+    }
+    let max = sums.values().copied().max().unwrap_or(1).max(1) as f64;
+    let draw = || -> Result<(), Box<dyn std::error::Error>> {
+        let root = SVGBackend::new(path, (720, 720)).into_drawing_area();
+        root.fill(&WHITE)?;
+        let caption = if block > 1 {
+            format!("bytes sent, {n} ranks in blocks of {block}, log scale")
+        } else {
+            format!("bytes sent, {n} ranks, log scale")
+        };
+        let unit = if block > 1 { " (blocks)" } else { "" };
+        let mut chart = ChartBuilder::on(&root)
+            .caption(caption, ("sans-serif", 18))
+            .margin(10)
+            .x_label_area_size(40)
+            .y_label_area_size(50)
+            .build_cartesian_2d(0u32..cells, cells..0u32)?;
+        chart
+            .configure_mesh()
+            .disable_mesh()
+            .x_desc(format!("receiver {}{unit}", order.label))
+            .y_desc(format!("sender {}{unit}", order.label))
+            .draw()?;
+        chart.draw_series(sums.iter().map(|(&(src, dst), &bytes)| {
+            // Log scale: one byte is pale, the heaviest cell is full red.
+            let level = ((bytes as f64).ln_1p() / max.ln_1p()).clamp(0.0, 1.0);
+            let color = RGBColor(
+                255,
+                (230.0 * (1.0 - level)) as u8,
+                (200.0 * (1.0 - level)) as u8,
+            );
+            Rectangle::new([(dst, src), (dst + 1, src + 1)], color.filled())
+        }))?;
+        root.present()?;
+        Ok(())
+    };
+    draw().map_err(|e| format!("cannot draw {}: {e}", path.display()))
+}
