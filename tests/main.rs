@@ -1,3 +1,5 @@
-//! The integration test binary: one module per area.
+//! The integration test binary: one executable, one module per area.
 
 mod analyze;
+mod common;
+mod dsl;

@@ -1,1 +1,17 @@
-pub fn x(){}
+//! The perfskel skeleton DSL: the skeleton IR ([`ast`]), its text form ([`parse`],
+//! [`print`]) and diagnostics as data ([`diagnostic`]).
+//!
+//! This crate does no I/O: it takes source text and returns values and diagnostics.
+
+pub mod ast;
+pub mod diagnostic;
+pub mod lexer;
+mod parser;
+pub mod printer;
+
+#[cfg(test)]
+mod proptests;
+
+pub use diagnostic::{Diag, Severity};
+pub use parser::{collective_op, parse, KEYWORDS};
+pub use printer::print;

@@ -390,7 +390,7 @@ fn correlation(rho: Option<f64>, p_value: f64, p_adjusted: f64, alpha: f64) -> C
 /// Reusable buffers for the per-site loop.
 #[derive(Default)]
 struct Scratch {
-    order: Vec<(f64, u32)>,
+    order: Vec<(i64, u32)>,
     shares: Vec<f64>,
     ranks: Vec<f64>,
 }

@@ -513,7 +513,7 @@ mod tests {
             let damaged: String = text.into_iter().take(cut).collect();
             if let Err(err) = parse("r.mpiP", &damaged) {
                 let n_lines = damaged.lines().count().max(1);
-                prop_assert!(err.line.map_or(true, |l| (1..=n_lines).contains(&l)), "{err}");
+                prop_assert!(err.line.is_none_or(|l| (1..=n_lines).contains(&l)), "{err}");
             }
         }
     }

@@ -1,0 +1,1161 @@
+//! The deadlock and matching check: runs every rank of the program abstractly and
+//! matches messages and collectives as MPI does.
+//!
+//! Semantics are the strict ones of the MPI standard, so that a program that passes runs
+//! on any MPI library: a blocking `send` completes only when the receiver has posted a
+//! matching receive (as MPI_Ssend; a program that relies on the library buffering the
+//! message is reported as a deadlock), messages between two ranks on one communicator
+//! and tag arrive in order, `any` takes the earliest sent message, a send or receive
+//! towards a missing neighbour does nothing (MPI_PROC_NULL), and the k-th collective a
+//! rank calls on a communicator must be the same operation (and root and size) as every
+//! other member's k-th. Communicator creation is collective over its parent.
+//!
+//! Ranks run one at a time until they block; the scheduler is deterministic, so
+//! diagnostics are too. The run stops after a budget of operations; the checker then
+//! says it covered only a prefix.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+
+use perfskel_grammar::ast::*;
+use perfskel_grammar::printer;
+use perfskel_grammar::Diag;
+
+use super::statics::Statics;
+use super::{ranks_phrase, ranks_verb, Lines, Options};
+use crate::semantics::{eval_bool, eval_int, Env, EvalError, PeerError, Shape};
+
+/// The largest rank count the simulation handles; beyond it the checker skips it.
+const MAX_SIMULATED_RANKS: u64 = 1 << 16;
+
+pub(super) struct Outcome {
+    pub ops: u64,
+    pub complete: bool,
+    pub ranks: Vec<RankStats>,
+}
+
+/// What one rank did during the simulation.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RankStats {
+    /// Mean compute time, in seconds.
+    pub compute_seconds: f64,
+    /// Point-to-point messages sent to an existing peer, and their bytes.
+    pub messages_sent: u64,
+    pub bytes_sent: u64,
+    /// Collective calls (including communicator creation).
+    pub collectives: u64,
+}
+
+pub(super) fn simulate(
+    program: &Program,
+    statics: &Statics,
+    lines: &Lines,
+    options: Options,
+    diags: &mut Vec<Diag>,
+) -> Outcome {
+    let n = statics.n_ranks;
+    if n == 0 || n > MAX_SIMULATED_RANKS {
+        diags.push(
+            Diag::warning(
+                "not-simulated",
+                format!("the deadlock check was skipped: it handles at most {MAX_SIMULATED_RANKS} ranks"),
+            )
+            .at(program.ranks.pos, "rank count"),
+        );
+        return Outcome {
+            ops: 0,
+            complete: false,
+            ranks: Vec::new(),
+        };
+    }
+    let mut sim = Sim::new(program, statics, lines, options.simulation_budget, diags);
+    let result = sim.create_comms().and_then(|()| sim.run());
+    // An aborted run reported its problem; it is not an incomplete check.
+    let complete = result.unwrap_or(true);
+    if !complete {
+        sim.diags.push(
+            Diag::warning(
+                "simulation-budget",
+                format!(
+                    "the deadlock check stopped after {} operations; it found no problem in that part of the run",
+                    sim.ops
+                ),
+            )
+            .with_note("the rest of the run was not checked; `perfskel check --budget N` raises the limit"),
+        );
+    }
+    Outcome {
+        ops: sim.ops,
+        complete,
+        ranks: sim.ranks.iter().map(|r| r.stats.clone()).collect(),
+    }
+}
+
+/// The mean time of one execution of `spec` on `rank`, in seconds.
+fn compute_seconds(spec: &TimeSpec, rank: u64) -> f64 {
+    match spec {
+        TimeSpec::PerRank(values) => values.get(rank as usize).map_or(0.0, |d| d.value.seconds()),
+        other => other.mean_seconds(),
+    }
+}
+
+/// A future member of a new communicator: (key, rank in the parent, world rank).
+type Member = (i64, u64, u64);
+
+/// A problem that makes further simulation meaningless (it was reported).
+struct Abort;
+
+type ReqId = usize;
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum ReqKind {
+    Send { inst: usize, to: u64 },
+    Recv { inst: usize, from: Option<u64> },
+    Coll { inst: usize },
+    Done,
+}
+
+struct Req<'p> {
+    owner: u64,
+    done: bool,
+    consumed: bool,
+    kind: ReqKind,
+    stmt: &'p Stmt,
+}
+
+struct PendingSend {
+    src: u64,
+    tag: u32,
+    bytes: u64,
+    req: ReqId,
+}
+
+struct PendingRecv {
+    src: Option<u64>,
+    tag: u32,
+    bytes: u64,
+    req: ReqId,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+enum CollKey {
+    Op {
+        op: CollOp,
+        nonblocking: bool,
+        root: Option<u64>,
+        bytes: Option<u64>,
+    },
+    CommCreate(String),
+}
+
+struct CollEntry<'p> {
+    key: CollKey,
+    first_rank: u64,
+    first_stmt: &'p Stmt,
+    reqs: Vec<ReqId>,
+    arrived: Vec<u64>,
+}
+
+struct CommInst {
+    name: String,
+    members: Vec<u64>,
+    shape: Shape,
+}
+
+struct Frame<'p> {
+    stmts: &'p [Stmt],
+    idx: usize,
+    /// Iterations left, including the current one.
+    left: u64,
+}
+
+struct Blocked<'p> {
+    reqs: Vec<ReqId>,
+    any: bool,
+    stmt: &'p Stmt,
+}
+
+struct RankState<'p> {
+    frames: Vec<Frame<'p>>,
+    handles: BTreeMap<&'p str, ReqId>,
+    coll_seq: BTreeMap<usize, u64>,
+    blocked: Option<Blocked<'p>>,
+    done: bool,
+    env: Env,
+    stats: RankStats,
+}
+
+struct Sim<'p, 'd> {
+    program: &'p Program,
+    lines: &'p Lines,
+    budget: u64,
+    diags: &'d mut Vec<Diag>,
+    n: u64,
+    ranks: Vec<RankState<'p>>,
+    insts: Vec<CommInst>,
+    /// Communicator name → per world rank: (instance, rank in it).
+    membership: BTreeMap<String, Vec<Option<(usize, u64)>>>,
+    reqs: Vec<Req<'p>>,
+    sends: HashMap<(usize, u64), VecDeque<PendingSend>>,
+    recvs: HashMap<(usize, u64), VecDeque<PendingRecv>>,
+    colls: HashMap<(usize, u64), CollEntry<'p>>,
+    ready: VecDeque<u64>,
+    in_ready: Vec<bool>,
+    ops: u64,
+    /// Statements already reported, so a problem is reported once, not once per rank.
+    reported: BTreeSet<(&'static str, u32)>,
+    comm_free: HashMap<*const Block, bool>,
+}
+
+impl<'p, 'd> Sim<'p, 'd> {
+    fn new(
+        program: &'p Program,
+        statics: &'p Statics,
+        lines: &'p Lines,
+        budget: u64,
+        diags: &'d mut Vec<Diag>,
+    ) -> Sim<'p, 'd> {
+        let n = statics.n_ranks;
+        let ranks = (0..n)
+            .map(|rank| RankState {
+                frames: vec![Frame {
+                    stmts: &program.body.stmts,
+                    idx: 0,
+                    left: 1,
+                }],
+                handles: BTreeMap::new(),
+                coll_seq: BTreeMap::new(),
+                blocked: None,
+                done: false,
+                env: Env {
+                    rank,
+                    n_ranks: n,
+                    coords: statics.world.coords(rank),
+                },
+                stats: RankStats::default(),
+            })
+            .collect();
+        Sim {
+            program,
+            lines,
+            budget,
+            diags,
+            n,
+            ranks,
+            insts: vec![CommInst {
+                name: "world".into(),
+                members: (0..n).collect(),
+                shape: statics.world.clone(),
+            }],
+            membership: BTreeMap::from([(
+                "world".to_string(),
+                (0..n).map(|r| Some((0, r))).collect(),
+            )]),
+            reqs: Vec::new(),
+            sends: HashMap::new(),
+            recvs: HashMap::new(),
+            colls: HashMap::new(),
+            ready: (0..n).collect(),
+            in_ready: vec![true; n as usize],
+            ops: 0,
+            reported: BTreeSet::new(),
+            comm_free: HashMap::new(),
+        }
+    }
+
+    fn report_once(&mut self, code: &'static str, pos: Pos, diag: impl FnOnce() -> Diag) {
+        let key = (code, pos.span().map_or(u32::MAX, |s| s.start));
+        if self.reported.insert(key) {
+            self.diags.push(diag());
+        }
+    }
+
+    fn eval_error(&mut self, rank: u64, e: EvalError) -> Abort {
+        let message = format!("{} on rank {rank}", e.message());
+        self.report_once("bad-expression", e.pos(), || {
+            Diag::error("bad-expression", message).at(e.pos(), "evaluated here")
+        });
+        Abort
+    }
+
+    /// Communicators are declared at the top level only (the static pass makes sure), so
+    /// their groups can be computed before the run; the run still treats each
+    /// declaration as a collective over its parent.
+    fn create_comms(&mut self) -> Result<(), Abort> {
+        for stmt in &self.program.body.stmts {
+            let StmtKind::CommDecl(decl) = &stmt.kind else {
+                continue;
+            };
+            let Some(parent) = self.membership.get(&decl.def.parent().name).cloned() else {
+                return Err(Abort);
+            };
+            // (parent instance, color) → members as (key, rank in parent, world rank).
+            let mut groups: BTreeMap<(usize, i64), Vec<Member>> = BTreeMap::new();
+            for rank in 0..self.n {
+                let Some((pinst, prank)) = parent[rank as usize] else {
+                    continue;
+                };
+                let env = self.ranks[rank as usize].env.clone();
+                let (color, key) = match &decl.def {
+                    CommDef::Split { color, key, .. } => {
+                        let color = eval_int(color, &env).map_err(|e| self.eval_error(rank, e))?;
+                        let key = match key {
+                            Some(k) => eval_int(k, &env).map_err(|e| self.eval_error(rank, e))?,
+                            None => i64::try_from(prank).unwrap_or(i64::MAX),
+                        };
+                        (color, key)
+                    }
+                    CommDef::Dup { .. } => (0, i64::try_from(prank).unwrap_or(i64::MAX)),
+                    CommDef::CartSub { keep, .. } => {
+                        // Ranks sharing every dropped coordinate form one sub-grid.
+                        let coords = self.insts[pinst].shape.coords(prank);
+                        let kept: BTreeSet<usize> = keep.iter().map(|k| k.value as usize).collect();
+                        let color = coords
+                            .iter()
+                            .enumerate()
+                            .filter(|(i, _)| !kept.contains(i))
+                            .fold(0i64, |acc, (_, &c)| {
+                                acc.saturating_mul(1 << 20).saturating_add(c as i64)
+                            });
+                        (color, i64::try_from(prank).unwrap_or(i64::MAX))
+                    }
+                };
+                if color >= 0 {
+                    groups
+                        .entry((pinst, color))
+                        .or_default()
+                        .push((key, prank, rank));
+                }
+            }
+            let shape_of = |sim: &Sim, pinst: usize| match &decl.def {
+                CommDef::Split { .. } => Shape::Unstructured,
+                CommDef::Dup { .. } => sim.insts[pinst].shape.clone(),
+                CommDef::CartSub { keep, .. } => match &sim.insts[pinst].shape {
+                    Shape::Grid { dims, periodic } => {
+                        let kept: BTreeSet<usize> = keep.iter().map(|k| k.value as usize).collect();
+                        Shape::Grid {
+                            dims: kept.iter().filter_map(|&k| dims.get(k).copied()).collect(),
+                            periodic: kept
+                                .iter()
+                                .filter_map(|&k| periodic.get(k).copied())
+                                .collect(),
+                        }
+                    }
+                    _ => Shape::Unstructured,
+                },
+            };
+            let mut member_of = vec![None; self.n as usize];
+            for ((pinst, _), mut members) in groups {
+                members.sort_unstable();
+                let inst = self.insts.len();
+                let shape = shape_of(self, pinst);
+                for (i, &(_, _, world)) in members.iter().enumerate() {
+                    member_of[world as usize] = Some((inst, i as u64));
+                }
+                self.insts.push(CommInst {
+                    name: decl.name.name.clone(),
+                    members: members.iter().map(|&(_, _, w)| w).collect(),
+                    shape,
+                });
+            }
+            self.membership.insert(decl.name.name.clone(), member_of);
+        }
+        Ok(())
+    }
+
+    /// Runs until every rank is done or blocked. `Ok(false)` when the budget ran out.
+    fn run(&mut self) -> Result<bool, Abort> {
+        while let Some(rank) = self.ready.pop_front() {
+            self.in_ready[rank as usize] = false;
+            self.run_rank(rank)?;
+            if self.ops > self.budget {
+                return Ok(false);
+            }
+        }
+        if self.ranks.iter().any(|r| !r.done) {
+            self.report_deadlock();
+            return Err(Abort);
+        }
+        self.report_leftovers();
+        Ok(true)
+    }
+
+    fn wake(&mut self, rank: u64) {
+        if !self.in_ready[rank as usize] {
+            self.in_ready[rank as usize] = true;
+            self.ready.push_back(rank);
+        }
+    }
+
+    fn next_stmt(&mut self, rank: u64) -> Option<&'p Stmt> {
+        let frames = &mut self.ranks[rank as usize].frames;
+        loop {
+            let top = frames.last_mut()?;
+            if let Some(stmt) = top.stmts.get(top.idx) {
+                top.idx += 1;
+                return Some(stmt);
+            }
+            if top.left > 1 {
+                top.left -= 1;
+                top.idx = 0;
+            } else {
+                frames.pop();
+            }
+        }
+    }
+
+    fn is_comm_free(&mut self, block: &'p Block) -> bool {
+        let key = block as *const Block;
+        if let Some(&v) = self.comm_free.get(&key) {
+            return v;
+        }
+        let free = block.stmts.iter().all(|s| match &s.kind {
+            StmtKind::Compute(_) => true,
+            StmtKind::Loop(l) => self.is_comm_free(&l.body),
+            _ => false,
+        });
+        self.comm_free.insert(key, free);
+        free
+    }
+
+    /// The compute time of one execution of a block that holds only computation.
+    fn compute_only(&self, block: &Block, env: &Env) -> Result<f64, EvalError> {
+        let mut total = 0.0;
+        for stmt in &block.stmts {
+            match &stmt.kind {
+                StmtKind::Compute(c) => total += compute_seconds(&c.time, env.rank),
+                StmtKind::Loop(l) => {
+                    let count = eval_int(&l.count, env)?.max(0) as f64;
+                    total += count * self.compute_only(&l.body, env)?;
+                }
+                _ => {}
+            }
+        }
+        Ok(total)
+    }
+
+    fn run_rank(&mut self, rank: u64) -> Result<(), Abort> {
+        let r = rank as usize;
+        // Resume: a rank woken from a wait consumes its completed requests first.
+        if let Some(blocked) = self.ranks[r].blocked.take() {
+            if !self.try_complete(&blocked) {
+                self.ranks[r].blocked = Some(blocked);
+                return Ok(());
+            }
+        }
+        while self.ops <= self.budget {
+            let Some(stmt) = self.next_stmt(rank) else {
+                self.ranks[r].done = true;
+                return Ok(());
+            };
+            let env = &self.ranks[r].env;
+            match &stmt.kind {
+                StmtKind::Compute(c) => {
+                    self.ranks[r].stats.compute_seconds += compute_seconds(&c.time, rank);
+                }
+                StmtKind::Loop(l) => {
+                    let count = eval_int(&l.count, env).map_err(|e| self.eval_error(rank, e))?;
+                    if count < 0 {
+                        let pos = l.count.pos;
+                        self.report_once("bad-count", pos, || {
+                            Diag::error(
+                                "bad-count",
+                                format!("the loop count is {count} on rank {rank}"),
+                            )
+                            .at(pos, "negative")
+                        });
+                        return Err(Abort);
+                    }
+                    if count > 0 && self.is_comm_free(&l.body) {
+                        // Only computation inside: account for it without running it.
+                        let env = self.ranks[r].env.clone();
+                        let once = self
+                            .compute_only(&l.body, &env)
+                            .map_err(|e| self.eval_error(rank, e))?;
+                        self.ranks[r].stats.compute_seconds += once * count as f64;
+                    } else if count > 0 {
+                        self.ranks[r].frames.push(Frame {
+                            stmts: &l.body.stmts,
+                            idx: 0,
+                            left: count as u64,
+                        });
+                    }
+                }
+                StmtKind::If(i) => {
+                    let mut current = i;
+                    let chosen = loop {
+                        let env = &self.ranks[r].env;
+                        if eval_bool(&current.cond, env).map_err(|e| self.eval_error(rank, e))? {
+                            break Some(&current.then_block);
+                        }
+                        match &current.else_branch {
+                            None => break None,
+                            Some(Else::Block(b)) => break Some(b),
+                            Some(Else::If(next)) => current = next,
+                        }
+                    };
+                    if let Some(block) = chosen {
+                        self.ranks[r].frames.push(Frame {
+                            stmts: &block.stmts,
+                            idx: 0,
+                            left: 1,
+                        });
+                    }
+                }
+                StmtKind::P2p(p) => {
+                    self.ops += 1;
+                    let mut reqs = Vec::new();
+                    let recv_half = p.recv.as_ref().map(|(peer, size)| (peer, size));
+                    let (send_peer, send_size, recv) = match p.op {
+                        P2pOp::Recv | P2pOp::Irecv => (None, None, Some((&p.peer, &p.size))),
+                        P2pOp::Sendrecv => (Some(&p.peer), Some(&p.size), recv_half),
+                        P2pOp::Send | P2pOp::Isend => (Some(&p.peer), Some(&p.size), None),
+                    };
+                    let tag = p.tag.map_or(0, |t| t.value);
+                    let comm = p.comm.as_ref().map_or("world", |c| c.name.as_str());
+                    let (inst, me) = self.member(rank, comm, stmt)?;
+                    if let (Some(peer), Some(size)) = (send_peer, send_size) {
+                        let to = self.resolve(rank, inst, me, peer)?;
+                        let bytes = size.value.bytes().unwrap_or(0);
+                        reqs.push(self.post_send(rank, inst, me, to, tag, bytes, stmt));
+                    }
+                    if let Some((peer, size)) = recv {
+                        let from = match &peer.value {
+                            Peer::Any => Some(None),
+                            _ => self.resolve(rank, inst, me, peer)?.map(Some),
+                        };
+                        let bytes = size.value.bytes().unwrap_or(0);
+                        reqs.push(self.post_recv(rank, inst, me, from, tag, bytes, stmt));
+                    }
+                    if let Some(handle) = &p.request {
+                        if let Some(&req) = reqs.first() {
+                            self.ranks[r].handles.insert(handle.name.as_str(), req);
+                        }
+                    } else if !self.block_on(rank, reqs, false, stmt) {
+                        return Ok(());
+                    }
+                }
+                StmtKind::Collective(c) => {
+                    self.ops += 1;
+                    let comm = c.comm.as_ref().map_or("world", |c| c.name.as_str());
+                    let (inst, _) = self.member(rank, comm, stmt)?;
+                    let size = self.insts[inst].members.len() as u64;
+                    let root = match (&c.root, c.op.has_root()) {
+                        (Some(e), _) => {
+                            let env = &self.ranks[r].env;
+                            let v = eval_int(e, env).map_err(|err| self.eval_error(rank, err))?;
+                            if v < 0 || v as u64 >= size {
+                                let pos = e.pos;
+                                let name = comm.to_string();
+                                self.report_once("bad-root", pos, || {
+                                    Diag::error(
+                                        "bad-root",
+                                        format!("root {v} is out of range on rank {rank}"),
+                                    )
+                                    .at(pos, "root")
+                                    .with_note(format!(
+                                        "`{name}` has ranks 0 to {} there",
+                                        size - 1
+                                    ))
+                                });
+                                return Err(Abort);
+                            }
+                            Some(v as u64)
+                        }
+                        (None, true) => Some(0),
+                        (None, false) => None,
+                    };
+                    let bytes = match &c.size {
+                        Some(SizeSpec::Fixed(s)) if !c.op.is_vector() => s.value.bytes(),
+                        _ => None,
+                    };
+                    let key = CollKey::Op {
+                        op: c.op,
+                        nonblocking: c.nonblocking,
+                        root,
+                        bytes,
+                    };
+                    let req = self.arrive(rank, inst, key, stmt)?;
+                    if let Some(handle) = &c.request {
+                        self.ranks[r].handles.insert(handle.name.as_str(), req);
+                    } else if !self.block_on(rank, vec![req], false, stmt) {
+                        return Ok(());
+                    }
+                }
+                StmtKind::CommDecl(d) => {
+                    self.ops += 1;
+                    let (inst, _) = self.member(rank, &d.def.parent().name, stmt)?;
+                    let req =
+                        self.arrive(rank, inst, CollKey::CommCreate(d.name.name.clone()), stmt)?;
+                    if !self.block_on(rank, vec![req], false, stmt) {
+                        return Ok(());
+                    }
+                }
+                StmtKind::Wait(w) => {
+                    if w.op == WaitOp::Test {
+                        continue;
+                    }
+                    let handles = &self.ranks[r].handles;
+                    let reqs: Vec<ReqId> = w
+                        .handles
+                        .iter()
+                        .filter_map(|h| handles.get(h.name.as_str()).copied())
+                        .filter(|&id| !self.reqs[id].consumed)
+                        .collect();
+                    if !self.block_on(rank, reqs, w.op == WaitOp::Waitany, stmt) {
+                        return Ok(());
+                    }
+                }
+            }
+        }
+        // Out of budget: leave the rank runnable.
+        self.wake(rank);
+        Ok(())
+    }
+
+    /// Waits for `reqs`; returns whether the rank can go on now.
+    fn block_on(&mut self, rank: u64, reqs: Vec<ReqId>, any: bool, stmt: &'p Stmt) -> bool {
+        let blocked = Blocked { reqs, any, stmt };
+        if self.try_complete(&blocked) {
+            return true;
+        }
+        self.ranks[rank as usize].blocked = Some(blocked);
+        false
+    }
+
+    /// Completes the wait if its requests allow; consumes what it completes.
+    fn try_complete(&mut self, blocked: &Blocked) -> bool {
+        if blocked.reqs.is_empty() {
+            return true;
+        }
+        if blocked.any {
+            match blocked.reqs.iter().find(|&&id| self.reqs[id].done) {
+                Some(&id) => {
+                    self.reqs[id].consumed = true;
+                    true
+                }
+                None => false,
+            }
+        } else if blocked.reqs.iter().all(|&id| self.reqs[id].done) {
+            for &id in &blocked.reqs {
+                self.reqs[id].consumed = true;
+            }
+            true
+        } else {
+            false
+        }
+    }
+
+    fn complete(&mut self, id: ReqId) {
+        self.reqs[id].done = true;
+        let owner = self.reqs[id].owner;
+        if self.ranks[owner as usize].blocked.is_some() {
+            self.wake(owner);
+        }
+    }
+
+    fn new_req(&mut self, owner: u64, kind: ReqKind, stmt: &'p Stmt) -> ReqId {
+        self.reqs.push(Req {
+            owner,
+            done: kind == ReqKind::Done,
+            consumed: false,
+            kind,
+            stmt,
+        });
+        self.reqs.len() - 1
+    }
+
+    /// The instance of communicator `name` that `rank` belongs to, and its rank there.
+    fn member(&mut self, rank: u64, name: &str, stmt: &'p Stmt) -> Result<(usize, u64), Abort> {
+        match self.membership.get(name).and_then(|m| m[rank as usize]) {
+            Some(found) => Ok(found),
+            None => {
+                let name = name.to_string();
+                self.report_once("not-member", stmt.pos, || {
+                    Diag::error(
+                        "not-member",
+                        format!("rank {rank} is not a member of `{name}`"),
+                    )
+                    .at(stmt.pos, "used here")
+                    .with_note("a negative split color leaves a rank out of the new communicator")
+                });
+                Err(Abort)
+            }
+        }
+    }
+
+    /// The peer's rank in the communicator, or `None` for a missing neighbour.
+    fn resolve(
+        &mut self,
+        rank: u64,
+        inst: usize,
+        me: u64,
+        peer: &Spanned<Peer>,
+    ) -> Result<Option<u64>, Abort> {
+        let size = self.insts[inst].members.len() as u64;
+        let env = &self.ranks[rank as usize].env;
+        let result = match &peer.value {
+            Peer::Any => Ok(None),
+            Peer::Rank(e) => match eval_int(e, env) {
+                Ok(v) if v >= 0 && (v as u64) < size => Ok(Some(v as u64)),
+                Ok(v) => Err(format!(
+                    "`{}` is {v} on rank {rank}, but the communicator has ranks 0 to {}",
+                    printer::peer(&peer.value),
+                    size - 1
+                )),
+                Err(e) => return Err(self.eval_error(rank, e)),
+            },
+            Peer::Dir(dir) => match self.insts[inst].shape.peer(me, size, dir, env) {
+                Ok(p) => Ok(p),
+                Err(PeerError::Eval(e)) => return Err(self.eval_error(rank, e)),
+                Err(PeerError::BadArgument(why)) => Err(format!("{why} (on rank {rank})")),
+                Err(PeerError::NotInTopology) => Err(format!(
+                    "`{}` is not a direction of this communicator",
+                    printer::peer(&peer.value)
+                )),
+            },
+        };
+        match result {
+            Ok(p) => Ok(p),
+            Err(message) => {
+                self.report_once("bad-peer", peer.pos, || {
+                    Diag::error("bad-peer", message).at(peer.pos, "peer")
+                });
+                Err(Abort)
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn post_send(
+        &mut self,
+        rank: u64,
+        inst: usize,
+        me: u64,
+        to: Option<u64>,
+        tag: u32,
+        bytes: u64,
+        stmt: &'p Stmt,
+    ) -> ReqId {
+        let Some(to) = to else {
+            return self.new_req(rank, ReqKind::Done, stmt);
+        };
+        let stats = &mut self.ranks[rank as usize].stats;
+        stats.messages_sent += 1;
+        stats.bytes_sent += bytes;
+        let req = self.new_req(rank, ReqKind::Send { inst, to }, stmt);
+        let queue = self.recvs.entry((inst, to)).or_default();
+        let matched = queue
+            .iter()
+            .position(|r| r.tag == tag && r.src.is_none_or(|s| s == me));
+        match matched.and_then(|i| queue.remove(i)) {
+            Some(recv) => self.matched(req, bytes, recv.req, recv.bytes),
+            None => self
+                .sends
+                .entry((inst, to))
+                .or_default()
+                .push_back(PendingSend {
+                    src: me,
+                    tag,
+                    bytes,
+                    req,
+                }),
+        }
+        req
+    }
+
+    /// `from`: `None` for a missing neighbour, `Some(None)` for `any`.
+    #[allow(clippy::too_many_arguments)]
+    fn post_recv(
+        &mut self,
+        rank: u64,
+        inst: usize,
+        me: u64,
+        from: Option<Option<u64>>,
+        tag: u32,
+        bytes: u64,
+        stmt: &'p Stmt,
+    ) -> ReqId {
+        let Some(from) = from else {
+            return self.new_req(rank, ReqKind::Done, stmt);
+        };
+        let req = self.new_req(rank, ReqKind::Recv { inst, from }, stmt);
+        let queue = self.sends.entry((inst, me)).or_default();
+        let matched = queue
+            .iter()
+            .position(|s| s.tag == tag && from.is_none_or(|f| f == s.src));
+        match matched.and_then(|i| queue.remove(i)) {
+            Some(send) => self.matched(send.req, send.bytes, req, bytes),
+            None => self
+                .recvs
+                .entry((inst, me))
+                .or_default()
+                .push_back(PendingRecv {
+                    src: from,
+                    tag,
+                    bytes,
+                    req,
+                }),
+        }
+        req
+    }
+
+    fn matched(&mut self, send: ReqId, send_bytes: u64, recv: ReqId, recv_bytes: u64) {
+        if send_bytes > recv_bytes {
+            let (s, r) = (&self.reqs[send], &self.reqs[recv]);
+            let (sstmt, rstmt) = (s.stmt, r.stmt);
+            let (sender, receiver) = (s.owner, r.owner);
+            let line = self.lines.describe(sstmt.pos);
+            self.report_once("truncation", rstmt.pos, || {
+                Diag::error(
+                    "truncation",
+                    format!(
+                        "rank {receiver} receives at most {recv_bytes} B but rank {sender} sends {send_bytes} B"
+                    ),
+                )
+                .at(rstmt.pos, "receive too small")
+                .with_secondary(sstmt.pos, "the message is sent here")
+                .with_note(format!("MPI fails with MPI_ERR_TRUNCATE; the send is at {line}"))
+            });
+        }
+        self.complete(send);
+        self.complete(recv);
+    }
+
+    fn arrive(
+        &mut self,
+        rank: u64,
+        inst: usize,
+        key: CollKey,
+        stmt: &'p Stmt,
+    ) -> Result<ReqId, Abort> {
+        let seq = {
+            let counter = self.ranks[rank as usize].coll_seq.entry(inst).or_insert(0);
+            *counter += 1;
+            *counter - 1
+        };
+        self.ranks[rank as usize].stats.collectives += 1;
+        let req = self.new_req(rank, ReqKind::Coll { inst }, stmt);
+        let entry = self.colls.entry((inst, seq)).or_insert_with(|| CollEntry {
+            key: key.clone(),
+            first_rank: rank,
+            first_stmt: stmt,
+            reqs: Vec::new(),
+            arrived: Vec::new(),
+        });
+        if entry.key != key {
+            let (first_rank, first_stmt) = (entry.first_rank, entry.first_stmt);
+            let comm = self.insts[inst].name.clone();
+            let line = self.lines.describe(first_stmt.pos);
+            let mine = printer::stmt_head(stmt);
+            let theirs = printer::stmt_head(first_stmt);
+            self.report_once("collective-mismatch", stmt.pos, || {
+                Diag::error(
+                    "collective-mismatch",
+                    format!("collectives on `{comm}` do not match: rank {rank} calls `{mine}` where rank {first_rank} calls `{theirs}`"),
+                )
+                .at(stmt.pos, format!("rank {rank}'s collective number {}", seq + 1))
+                .with_secondary(first_stmt.pos, format!("rank {first_rank}'s"))
+                .with_note(format!(
+                    "all ranks of a communicator must call the same collectives (operation, root and size) in the same order; rank {first_rank}'s is at {line}"
+                ))
+            });
+            return Err(Abort);
+        }
+        entry.reqs.push(req);
+        entry.arrived.push(rank);
+        if entry.arrived.len() == self.insts[inst].members.len() {
+            if let Some(entry) = self.colls.remove(&(inst, seq)) {
+                for id in entry.reqs {
+                    self.complete(id);
+                }
+            }
+        }
+        Ok(req)
+    }
+
+    /// What the first unfinished request of a blocked rank waits for.
+    fn waiting_for(&self, blocked: &Blocked) -> Option<ReqKind> {
+        blocked
+            .reqs
+            .iter()
+            .map(|&id| &self.reqs[id])
+            .find(|req| !req.done)
+            .map(|req| req.kind)
+    }
+
+    fn state_of(&self, world_rank: u64) -> String {
+        let state = &self.ranks[world_rank as usize];
+        match &state.blocked {
+            _ if state.done => format!("rank {world_rank} has finished"),
+            Some(b) => format!(
+                "rank {world_rank} is blocked in `{}` at {}",
+                printer::stmt_head(b.stmt),
+                self.lines.describe(b.stmt.pos)
+            ),
+            None => format!("rank {world_rank} is running"),
+        }
+    }
+
+    fn report_deadlock(&mut self) {
+        // Group blocked ranks by the statement they are stuck in.
+        let mut groups: BTreeMap<u32, (Vec<u64>, &'p Stmt)> = BTreeMap::new();
+        for (rank, state) in self.ranks.iter().enumerate() {
+            if let Some(b) = &state.blocked {
+                let key = b.stmt.pos.span().map_or(u32::MAX, |s| s.start);
+                groups
+                    .entry(key)
+                    .or_insert_with(|| (Vec::new(), b.stmt))
+                    .0
+                    .push(rank as u64);
+            }
+        }
+        let blocked: Vec<u64> = groups
+            .values()
+            .flat_map(|(r, _)| r.iter().copied())
+            .collect();
+        let Some((_, (first_ranks, first_stmt))) = groups.iter().next() else {
+            return;
+        };
+        let first_stmt: &Stmt = first_stmt;
+        // A collective that finished ranks never reach is the clearer story.
+        for (ranks, stmt) in groups.values() {
+            let b = self.ranks[ranks[0] as usize].blocked.as_ref();
+            if let Some(ReqKind::Coll { inst }) = b.and_then(|b| self.waiting_for(b)) {
+                let members = &self.insts[inst].members;
+                let finished: Vec<u64> = members
+                    .iter()
+                    .copied()
+                    .filter(|&m| self.ranks[m as usize].done)
+                    .collect();
+                if !finished.is_empty() {
+                    let comm = self.insts[inst].name.clone();
+                    let diag = Diag::error(
+                        "collective-not-reached",
+                        format!(
+                            "`{}` on `{comm}` is not reached by every rank: {} without calling it",
+                            printer::stmt_head(stmt),
+                            ranks_verb(&finished, "finish")
+                        ),
+                    )
+                    .at(stmt.pos, format!("{} here forever", ranks_verb(ranks, "wait")))
+                    .with_note("every rank of a communicator must call each of its collectives; is it inside an `if` that not all ranks take?");
+                    self.diags.push(diag);
+                    return;
+                }
+            }
+        }
+        let mut diag = Diag::error(
+            "deadlock",
+            format!("deadlock: {} forever", ranks_verb(&blocked, "wait")),
+        )
+        .at(
+            first_stmt.pos,
+            format!("{} here", ranks_verb(first_ranks, "block")),
+        );
+        let mut unsafe_send = false;
+        for (i, (ranks, stmt)) in groups.values().enumerate() {
+            if i > 0 && i < 4 {
+                diag =
+                    diag.with_secondary(stmt.pos, format!("{} here", ranks_verb(ranks, "block")));
+            }
+            if i >= 4 {
+                continue;
+            }
+            let example = ranks[0];
+            let Some(b) = self.ranks[example as usize].blocked.as_ref() else {
+                continue;
+            };
+            let what = match self.waiting_for(b) {
+                Some(ReqKind::Send { inst, to }) => {
+                    let world = self.insts[inst].members[to as usize];
+                    if matches!(&stmt.kind, StmtKind::P2p(p) if p.op == P2pOp::Send) {
+                        unsafe_send = true;
+                    }
+                    format!(
+                        "waits for rank {world} to receive its message, but {}",
+                        self.state_of(world)
+                    )
+                }
+                Some(ReqKind::Recv {
+                    inst,
+                    from: Some(from),
+                }) => {
+                    let world = self.insts[inst].members[from as usize];
+                    format!(
+                        "waits for a message from rank {world}, but {}",
+                        self.state_of(world)
+                    )
+                }
+                Some(ReqKind::Recv { from: None, .. }) => {
+                    "waits for a message from any rank, and none is coming".to_string()
+                }
+                Some(ReqKind::Coll { inst }) => {
+                    let missing: Vec<u64> = self.insts[inst]
+                        .members
+                        .iter()
+                        .copied()
+                        .filter(|&m| {
+                            !self.colls.values().any(|e| {
+                                e.arrived.contains(&m)
+                                    && e.reqs.iter().any(|&q| b.reqs.contains(&q))
+                            })
+                        })
+                        .collect();
+                    format!(
+                        "waits in a collective on `{}` for {}",
+                        self.insts[inst].name,
+                        ranks_phrase(&missing)
+                    )
+                }
+                Some(ReqKind::Done) | None => "waits".to_string(),
+            };
+            diag = diag.with_note(format!(
+                "{} in `{}` at {}: rank {example} {what}",
+                ranks_phrase(ranks),
+                printer::stmt_head(stmt),
+                self.lines.describe(stmt.pos)
+            ));
+        }
+        if groups.len() > 4 {
+            diag = diag.with_note(format!("... and {} more places", groups.len() - 4));
+        }
+        if unsafe_send {
+            diag = diag.with_note(
+                "hint: a blocking `send` may wait until the receiver posts its receive; MPI libraries buffer small messages, so this can seem to work, but it is unsafe. Let one side receive first, or use `sendrecv` or `isend`/`irecv`",
+            );
+        }
+        self.diags.push(diag);
+    }
+
+    /// After every rank finished: messages nobody received and the like.
+    fn report_leftovers(&mut self) {
+        let mut sends: Vec<(usize, u64, ReqId)> = self
+            .sends
+            .iter()
+            .flat_map(|(&(inst, dst), q)| q.iter().map(move |s| (inst, dst, s.req)))
+            .collect();
+        sends.sort_unstable_by_key(|&(_, _, req)| req);
+        for (inst, dst, req) in sends {
+            let (stmt, owner) = (self.reqs[req].stmt, self.reqs[req].owner);
+            let to = self.insts[inst].members[dst as usize];
+            self.report_once("unmatched-message", stmt.pos, || {
+                Diag::error(
+                    "unmatched-message",
+                    format!("rank {owner} sends a message to rank {to} that is never received"),
+                )
+                .at(stmt.pos, "sent here")
+                .with_note("a message without a matching receive stays pending; add the receive on the other side")
+            });
+        }
+        let mut recvs: Vec<ReqId> = self
+            .recvs
+            .values()
+            .flat_map(|q| q.iter().map(|r| r.req))
+            .collect();
+        recvs.sort_unstable();
+        for req in recvs {
+            let (stmt, owner) = (self.reqs[req].stmt, self.reqs[req].owner);
+            self.report_once("unmatched-message", stmt.pos, || {
+                Diag::error(
+                    "unmatched-message",
+                    format!("rank {owner} posts a receive that no message matches"),
+                )
+                .at(stmt.pos, "receive posted here")
+            });
+        }
+        let mut pending: Vec<(usize, u64)> = self.colls.keys().copied().collect();
+        pending.sort_unstable();
+        for key in pending {
+            if let Some(entry) = self.colls.get(&key) {
+                let stmt = entry.first_stmt;
+                let arrived = entry.arrived.clone();
+                let comm = self.insts[key.0].name.clone();
+                self.report_once("collective-not-reached", stmt.pos, || {
+                    Diag::error(
+                        "collective-not-reached",
+                        format!(
+                            "`{}` on `{comm}` is called only by {}",
+                            printer::stmt_head(stmt),
+                            ranks_phrase(&arrived)
+                        ),
+                    )
+                    .at(stmt.pos, "called here")
+                });
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::check::{check, Options};
+
+    fn codes(source: &str) -> Vec<&'static str> {
+        let (program, diags) = perfskel_grammar::parse(source);
+        assert!(diags.is_empty(), "{diags:#?}");
+        check(&program, source, Options::default())
+            .diags
+            .iter()
+            .map(|d| d.code)
+            .collect()
+    }
+
+    const HEAD: &str = "skeleton t\nranks 4\ntopology ring\napp_time 1 s\n";
+
+    #[test]
+    fn ring_shift_with_sendrecv_is_clean() {
+        assert!(codes(&format!(
+            "{HEAD}loop 3 {{ sendrecv to next 1 KiB from prev 1 KiB }}"
+        ))
+        .is_empty());
+    }
+
+    #[test]
+    fn everyone_sending_first_deadlocks() {
+        assert_eq!(
+            codes(&format!("{HEAD}send next 1 KiB\nrecv prev 1 KiB")),
+            vec!["deadlock"]
+        );
+    }
+
+    #[test]
+    fn odd_even_ordering_is_safe() {
+        let src = format!(
+            "{HEAD}if rank % 2 == 0 {{ send next 1 KiB\nrecv prev 1 KiB }} else {{ recv prev 1 KiB\nsend next 1 KiB }}"
+        );
+        assert!(codes(&src).is_empty());
+    }
+
+    #[test]
+    fn collectives_inside_rank_conditions_are_not_reached() {
+        assert_eq!(
+            codes(&format!("{HEAD}if rank == 0 {{ barrier }}")),
+            vec!["collective-not-reached"]
+        );
+        assert_eq!(
+            codes(&format!(
+                "{HEAD}if rank == 0 {{ barrier }} else {{ allreduce 8 B }}"
+            )),
+            vec!["collective-mismatch"]
+        );
+    }
+
+    #[test]
+    fn master_worker_with_any_source() {
+        let src = "skeleton mw\nranks 4\ntopology star\napp_time 1 s\n\
+                   if rank == 0 { loop 3 * (nranks - 1) { recv any 1 KiB } } else { loop 3 { send hub 1 KiB } }";
+        assert!(codes(src).is_empty());
+    }
+
+    #[test]
+    fn truncation_and_unreceived_messages() {
+        assert_eq!(
+            codes(&format!("{HEAD}sendrecv to next 2 KiB from prev 1 KiB")),
+            vec!["truncation"]
+        );
+        assert_eq!(
+            codes(&format!("{HEAD}req a = isend next 1 KiB\nwait a")),
+            vec!["deadlock"]
+        );
+    }
+}

@@ -1,0 +1,698 @@
+//! The static pass: header consistency, communicator names, directions against the
+//! topology, expression types, counts, sizes and per-rank lists.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use perfskel_grammar::ast::*;
+use perfskel_grammar::printer;
+use perfskel_grammar::Diag;
+
+use crate::semantics::{depends_on_rank, eval_int, Env, PeerError, Shape};
+
+/// The largest tag every MPI library must accept (MPI_TAG_UB is at least this).
+const PORTABLE_TAG_MAX: u32 = 32_767;
+
+pub(super) struct Statics {
+    pub n_ranks: u64,
+    pub world: Shape,
+    pub comms: BTreeMap<String, CommEntry>,
+    pub request_names: BTreeSet<String>,
+}
+
+pub(super) struct CommEntry {
+    /// Declaration order; `world` is 0.
+    pub order: usize,
+    pub shape: Shape,
+    pub pos: Pos,
+    pub used: bool,
+}
+
+pub(super) fn check(program: &Program, diags: &mut Vec<Diag>) -> Statics {
+    let n_ranks = program.ranks.value;
+    header(program, diags);
+    let world = Shape::of_topology(&program.topology.value, n_ranks);
+    let mut comms = BTreeMap::new();
+    comms.insert(
+        "world".to_string(),
+        CommEntry {
+            order: 0,
+            shape: world.clone(),
+            pos: Pos::Derived,
+            used: true,
+        },
+    );
+    let mut pass = Pass {
+        program,
+        n_ranks,
+        world_dims: world_dims(&world),
+        comms,
+        request_names: BTreeSet::new(),
+        diags,
+    };
+    pass.block(&program.body, 0);
+    for (name, comm) in &pass.comms {
+        if !comm.used {
+            pass.diags.push(
+                Diag::warning(
+                    "unused-communicator",
+                    format!("communicator `{name}` is never used"),
+                )
+                .at(comm.pos, "declared here"),
+            );
+        }
+    }
+    Statics {
+        n_ranks,
+        world,
+        comms: pass.comms,
+        request_names: pass.request_names,
+    }
+}
+
+fn world_dims(world: &Shape) -> usize {
+    match world {
+        Shape::Grid { dims, .. } => dims.len(),
+        Shape::Hypercube { bits } => *bits as usize,
+        _ => 0,
+    }
+}
+
+fn header(program: &Program, diags: &mut Vec<Diag>) {
+    let n = program.ranks.value;
+    if n == 0 {
+        diags.push(
+            Diag::error("bad-ranks", "a skeleton needs at least one rank")
+                .at(program.ranks.pos, "zero ranks"),
+        );
+    }
+    let time = program.app_time.value;
+    if time.seconds() <= 0.0 {
+        diags.push(
+            Diag::error("bad-app-time", "the application time must be positive").at(
+                program.app_time.pos,
+                "the skeleton stands for this much time",
+            ),
+        );
+    }
+    let topo = &program.topology;
+    let bad = |message: String, hint: Option<String>| {
+        let mut d = Diag::error("bad-topology", message)
+            .at(topo.pos, "declared here")
+            .with_secondary(program.ranks.pos, format!("{n} ranks"));
+        if let Some(hint) = hint {
+            d = d.with_note(format!("hint: {hint}"));
+        }
+        d
+    };
+    match &topo.value {
+        Topology::Grid { dims, periodic } => {
+            let product = dims.iter().try_fold(1u64, |acc, &d| acc.checked_mul(d));
+            if dims.contains(&0) {
+                diags.push(bad("grid dimensions must be at least 1".into(), None));
+            } else if product != Some(n) {
+                let shown = printer::topology(&topo.value);
+                let hint = factor_hint(n, dims.len());
+                diags.push(bad(
+                    format!(
+                        "`{shown}` has {} ranks but the skeleton declares {n}",
+                        product.map_or_else(|| "too many".into(), |p| p.to_string())
+                    ),
+                    hint,
+                ));
+            }
+            if periodic.len() != dims.len() {
+                diags.push(bad(
+                    format!(
+                        "the grid has {} dimensions but {} periodicity flags",
+                        dims.len(),
+                        periodic.len()
+                    ),
+                    None,
+                ));
+            }
+        }
+        Topology::Hypercube if !n.is_power_of_two() => {
+            diags.push(bad(
+                format!("a hypercube needs a power-of-two rank count, not {n}"),
+                None,
+            ));
+        }
+        Topology::Tree { arity: 0 } => {
+            diags.push(bad("a tree needs an arity of at least 1".into(), None));
+        }
+        Topology::Graph { neighbors } => {
+            let mut seen = BTreeSet::new();
+            for (rank, list) in neighbors {
+                if *rank >= n {
+                    diags.push(bad(
+                        format!(
+                            "graph entry for rank {rank}, but ranks are 0 to {}",
+                            n.saturating_sub(1)
+                        ),
+                        None,
+                    ));
+                } else if !seen.insert(*rank) {
+                    diags.push(bad(
+                        format!("rank {rank} has two neighbour lists in the graph"),
+                        None,
+                    ));
+                }
+                if let Some(bad_peer) = list.iter().find(|&&p| p >= n) {
+                    diags.push(bad(
+                        format!(
+                            "rank {rank} lists neighbour {bad_peer}, but ranks are 0 to {}",
+                            n.saturating_sub(1)
+                        ),
+                        None,
+                    ));
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// "grid(4, 4) would fit 16 ranks": a factorization of `n` into `dims` near-equal factors.
+fn factor_hint(n: u64, dims: usize) -> Option<String> {
+    // Trial division over every divisor: only for rank counts people run.
+    if n == 0 || dims == 0 || n > 1 << 24 {
+        return None;
+    }
+    let mut factors = Vec::new();
+    let mut rest = n;
+    for left in (1..=dims).rev() {
+        let target = (rest as f64).powf(1.0 / left as f64).round().max(1.0) as u64;
+        let f = (1..=rest)
+            .filter(|&d| rest.is_multiple_of(d))
+            .min_by_key(|&d| d.abs_diff(target))
+            .unwrap_or(1);
+        factors.push(f);
+        rest /= f;
+    }
+    factors.sort_unstable_by(|a, b| b.cmp(a));
+    let list: Vec<String> = factors.iter().map(u64::to_string).collect();
+    Some(format!("`grid({})` has {n} ranks", list.join(", ")))
+}
+
+struct Pass<'a> {
+    program: &'a Program,
+    n_ranks: u64,
+    world_dims: usize,
+    comms: BTreeMap<String, CommEntry>,
+    request_names: BTreeSet<String>,
+    diags: &'a mut Vec<Diag>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Ty {
+    Int,
+    Bool,
+}
+
+impl Pass<'_> {
+    fn block(&mut self, block: &Block, depth: usize) {
+        for stmt in &block.stmts {
+            self.stmt(stmt, depth);
+        }
+    }
+
+    fn stmt(&mut self, stmt: &Stmt, depth: usize) {
+        match &stmt.kind {
+            StmtKind::Compute(c) => self.compute(c),
+            StmtKind::P2p(p) => self.p2p(p),
+            StmtKind::Collective(c) => self.collective(c),
+            StmtKind::Wait(_) => {}
+            StmtKind::CommDecl(d) => self.comm_decl(d, stmt, depth),
+            StmtKind::Loop(l) => {
+                if self.expr(&l.count, Ty::Int, "a loop count") {
+                    self.count(&l.count);
+                }
+                self.block(&l.body, depth + 1);
+            }
+            StmtKind::If(i) => {
+                let mut current = i;
+                loop {
+                    self.expr(&current.cond, Ty::Bool, "`if`");
+                    self.block(&current.then_block, depth + 1);
+                    match &current.else_branch {
+                        None => break,
+                        Some(Else::Block(b)) => {
+                            self.block(b, depth + 1);
+                            break;
+                        }
+                        Some(Else::If(next)) => current = next,
+                    }
+                }
+            }
+        }
+        if let StmtKind::P2p(P2p {
+            request: Some(r), ..
+        })
+        | StmtKind::Collective(Collective {
+            request: Some(r), ..
+        }) = &stmt.kind
+        {
+            self.request_names.insert(r.name.clone());
+        }
+    }
+
+    /// Loop counts: a constant must be positive; a rank-dependent one must not be
+    /// negative on any rank (zero is how a rank skips a loop).
+    fn count(&mut self, count: &Expr) {
+        let env = |rank| Env {
+            rank,
+            n_ranks: self.n_ranks,
+            coords: Vec::new(),
+        };
+        if !depends_on_rank(count) {
+            match eval_int(count, &env(0)) {
+                Ok(v) if v <= 0 => self.diags.push(
+                    Diag::error(
+                        "bad-count",
+                        format!("a loop must run at least once, not {v} times"),
+                    )
+                    .at(count.pos, "loop count"),
+                ),
+                Ok(_) => {}
+                Err(e) => self
+                    .diags
+                    .push(Diag::error("bad-expression", e.message()).at(e.pos(), "here")),
+            }
+        }
+    }
+
+    fn compute(&mut self, c: &Compute) {
+        let positive = |d: &Spanned<Duration>, diags: &mut Vec<Diag>| {
+            if d.value.value <= 0.0 {
+                diags.push(
+                    Diag::error("bad-time", "a compute span must take some time")
+                        .at(d.pos, "zero")
+                        .with_note("hint: delete the statement if the computation is gone"),
+                );
+            }
+        };
+        match &c.time {
+            TimeSpec::Fixed(d) => positive(d, self.diags),
+            TimeSpec::PerRank(values) => {
+                self.per_rank_len(values.len(), values.first().map(|v| v.pos), "times");
+            }
+            TimeSpec::Normal { mean, .. } => positive(mean, self.diags),
+            TimeSpec::Uniform { low, high } => {
+                if low.value.seconds() > high.value.seconds() {
+                    self.diags.push(
+                        Diag::error("bad-time", "the low end of `uniform` is above the high end")
+                            .at(low.pos, "low")
+                            .with_secondary(high.pos, "high"),
+                    );
+                }
+                positive(high, self.diags);
+            }
+        }
+        if let Some(ws) = &c.working_set {
+            if ws.value.bytes() == Some(0) {
+                self.diags.push(
+                    Diag::error("bad-size", "a working set must have some size").at(ws.pos, "zero"),
+                );
+            }
+        }
+    }
+
+    fn per_rank_len(&mut self, len: usize, pos: Option<Pos>, what: &str) {
+        if len as u64 != self.n_ranks {
+            self.diags.push(
+                Diag::error(
+                    "bad-per-rank",
+                    format!(
+                        "`per_rank` lists {len} {what} but the skeleton has {} ranks",
+                        self.n_ranks
+                    ),
+                )
+                .at(pos.unwrap_or_default(), "the list starts here")
+                .with_secondary(self.program.ranks.pos, "rank count declared here"),
+            );
+        }
+    }
+
+    fn size(&mut self, size: &Spanned<Size>) {
+        if size.value.bytes() == Some(0) {
+            self.diags.push(
+                Diag::warning("zero-size", "a zero-byte message only synchronizes")
+                    .at(size.pos, "zero bytes"),
+            );
+        }
+    }
+
+    fn comm(&mut self, comm: Option<&Ident>) -> Option<Shape> {
+        let Some(comm) = comm else {
+            return self.comms.get("world").map(|c| c.shape.clone());
+        };
+        if let Some(entry) = self.comms.get_mut(&comm.name) {
+            entry.used = true;
+            return Some(entry.shape.clone());
+        }
+        let mut diag = Diag::error(
+            "undefined-communicator",
+            format!("communicator `{}` is not declared", comm.name),
+        )
+        .at(comm.pos, "not declared before this use");
+        let names: Vec<&str> = self.comms.keys().map(String::as_str).collect();
+        if let Some(best) = closest(&comm.name, &names) {
+            diag = diag.with_note(format!("hint: did you mean `{best}`?"));
+        } else {
+            diag = diag.with_note(
+                "hint: declare it first, e.g. `comm row = split(world, color = coord(0))`",
+            );
+        }
+        self.diags.push(diag);
+        None
+    }
+
+    fn p2p(&mut self, p: &P2p) {
+        let shape = self.comm(p.comm.as_ref());
+        self.peer(&p.peer, shape.as_ref());
+        self.size(&p.size);
+        if let Some((peer, size)) = &p.recv {
+            self.peer(peer, shape.as_ref());
+            self.size(size);
+        }
+        if let Some(tag) = &p.tag {
+            if tag.value > PORTABLE_TAG_MAX {
+                self.diags.push(
+                    Diag::warning(
+                        "large-tag",
+                        format!("tag {} may exceed MPI_TAG_UB", tag.value),
+                    )
+                    .at(tag.pos, "tag")
+                    .with_note(format!("MPI only guarantees tags up to {PORTABLE_TAG_MAX}")),
+                );
+            }
+        }
+    }
+
+    fn peer(&mut self, peer: &Spanned<Peer>, shape: Option<&Shape>) {
+        match &peer.value {
+            Peer::Any => {}
+            Peer::Rank(e) => {
+                self.expr(e, Ty::Int, "a rank");
+            }
+            Peer::Dir(dir) => {
+                for e in direction_args(dir) {
+                    self.expr(e, Ty::Int, "an index");
+                }
+                let Some(shape) = shape else { return };
+                // Check the direction's kind against the topology with rank 0's view;
+                // index arguments are checked per rank by the simulation.
+                let env = Env {
+                    rank: 0,
+                    n_ranks: self.n_ranks,
+                    coords: shape.coords(0),
+                };
+                let arg_free = direction_args(dir).is_empty();
+                match shape.peer(0, self.n_ranks.max(1), dir, &env) {
+                    Err(PeerError::NotInTopology) => {
+                        let topo = match shape {
+                            Shape::Unstructured => "this communicator has no topology".to_string(),
+                            _ => format!(
+                                "the topology is `{}`",
+                                printer::topology(&self.program.topology.value)
+                            ),
+                        };
+                        let mut diag = Diag::error(
+                            "unknown-direction",
+                            format!(
+                                "`{}` is not a direction of this topology",
+                                printer::direction(dir)
+                            ),
+                        )
+                        .at(peer.pos, "no such neighbour")
+                        .with_note(format!(
+                            "{topo}: its directions are {}",
+                            shape.directions_hint()
+                        ));
+                        if let Some(s) = suggest_direction(dir, shape) {
+                            diag = diag.with_note(format!("hint: did you mean `{s}`?"));
+                        }
+                        self.diags.push(diag);
+                    }
+                    Err(PeerError::BadArgument(why))
+                        if arg_free || matches!(dir, Direction::Offset(_)) =>
+                    {
+                        self.diags.push(
+                            Diag::error(
+                                "unknown-direction",
+                                format!("`{}` cannot be used here", printer::direction(dir)),
+                            )
+                            .at(peer.pos, "no such neighbour")
+                            .with_note(why),
+                        );
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+
+    fn collective(&mut self, c: &Collective) {
+        let _ = self.comm(c.comm.as_ref());
+        match &c.size {
+            Some(SizeSpec::Fixed(s)) => self.size(s),
+            Some(SizeSpec::PerRank(list)) => {
+                self.per_rank_len(list.len(), list.first().map(|s| s.pos), "sizes");
+            }
+            None => {}
+        }
+        if let Some(root) = &c.root {
+            self.expr(root, Ty::Int, "a root rank");
+        }
+    }
+
+    fn comm_decl(&mut self, d: &CommDecl, stmt: &Stmt, depth: usize) {
+        if depth > 0 {
+            self.diags.push(
+                Diag::error("nested-communicator", "communicators are declared at the top level")
+                    .at(stmt.pos, "inside a loop or `if`")
+                    .with_note("hint: creating a communicator in a loop creates a new one on every iteration; declare it once before the loop"),
+            );
+        }
+        let parent = self.comm(Some(d.def.parent()));
+        let shape = match (&d.def, parent) {
+            (_, None) => Shape::Unstructured,
+            (CommDef::Split { color, key, .. }, Some(_)) => {
+                self.expr(color, Ty::Int, "a color");
+                if let Some(key) = key {
+                    self.expr(key, Ty::Int, "a key");
+                }
+                Shape::Unstructured
+            }
+            (CommDef::Dup { .. }, Some(shape)) => shape,
+            (CommDef::CartSub { keep, parent }, Some(shape)) => match shape {
+                Shape::Grid { dims, periodic } => {
+                    let mut kept = BTreeSet::new();
+                    for k in keep {
+                        if k.value as usize >= dims.len() {
+                            self.diags.push(
+                                Diag::error(
+                                    "bad-cart-sub",
+                                    format!("dimension {} does not exist", k.value),
+                                )
+                                .at(k.pos, "kept dimension")
+                                .with_note(format!(
+                                    "`{parent}` has {} dimension(s), numbered from 0",
+                                    dims.len()
+                                )),
+                            );
+                        } else if !kept.insert(k.value as usize) {
+                            self.diags.push(
+                                Diag::error(
+                                    "bad-cart-sub",
+                                    format!("dimension {} is kept twice", k.value),
+                                )
+                                .at(k.pos, "again"),
+                            );
+                        }
+                    }
+                    Shape::Grid {
+                        dims: kept.iter().map(|&k| dims[k]).collect(),
+                        periodic: kept
+                            .iter()
+                            .map(|&k| periodic.get(k).copied().unwrap_or(false))
+                            .collect(),
+                    }
+                }
+                _ => {
+                    self.diags.push(
+                        Diag::error(
+                            "bad-cart-sub",
+                            format!("`{parent}` is not a cartesian grid"),
+                        )
+                        .at(parent.pos, "not a grid")
+                        .with_note("`cart_sub` keeps dimensions of a grid or torus topology"),
+                    );
+                    Shape::Unstructured
+                }
+            },
+        };
+        if d.name.name == "world" {
+            self.diags.push(
+                Diag::error(
+                    "duplicate-communicator",
+                    "`world` is the communicator of all ranks",
+                )
+                .at(d.name.pos, "cannot be redeclared"),
+            );
+            return;
+        }
+        if let Some(previous) = self.comms.get(&d.name.name) {
+            self.diags.push(
+                Diag::error(
+                    "duplicate-communicator",
+                    format!("communicator `{}` is declared twice", d.name),
+                )
+                .at(d.name.pos, "declared again")
+                .with_secondary(previous.pos, "first declared here"),
+            );
+            return;
+        }
+        let order = self.comms.len();
+        self.comms.insert(
+            d.name.name.clone(),
+            CommEntry {
+                order,
+                shape,
+                pos: d.name.pos,
+                used: false,
+            },
+        );
+    }
+
+    /// Type-checks `e`; returns whether it is well-typed.
+    fn expr(&mut self, e: &Expr, expected: Ty, what: &str) -> bool {
+        match self.type_of(e) {
+            Ok(ty) if ty == expected => true,
+            Ok(_) => {
+                let (want, found) = match expected {
+                    Ty::Int => ("a number", "a condition"),
+                    Ty::Bool => ("a condition (a comparison, `true` or `false`)", "a number"),
+                };
+                self.diags.push(
+                    Diag::error("type", format!("{what} needs {want}, but this is {found}"))
+                        .at(e.pos, format!("`{}`", printer::expr(e))),
+                );
+                false
+            }
+            Err(diag) => {
+                self.diags.push(*diag);
+                false
+            }
+        }
+    }
+
+    fn type_of(&self, e: &Expr) -> Result<Ty, Box<Diag>> {
+        let mismatch = |pos: Pos, want: &str| {
+            Box::new(Diag::error("type", format!("expected {want}")).at(pos, "here"))
+        };
+        match &e.kind {
+            ExprKind::Int(_) | ExprKind::Rank | ExprKind::NRanks => Ok(Ty::Int),
+            ExprKind::Bool(_) => Ok(Ty::Bool),
+            ExprKind::Coord(dim) => {
+                if (*dim as usize) < self.world_dims {
+                    Ok(Ty::Int)
+                } else {
+                    let topo = printer::topology(&self.program.topology.value);
+                    Err(Box::new(
+                        Diag::error("bad-coord", format!("`coord({dim})` does not exist"))
+                            .at(e.pos, "no such coordinate")
+                            .with_secondary(self.program.topology.pos, format!("the topology is `{topo}`"))
+                            .with_note(match self.world_dims {
+                                0 => "coordinates exist for grids, tori, rings, chains and hypercubes".to_string(),
+                                1 => "the only coordinate is `coord(0)`".to_string(),
+                                n => format!("coordinates are `coord(0)` to `coord({})`", n - 1),
+                            }),
+                    ))
+                }
+            }
+            ExprKind::Unary(UnaryOp::Neg, x) => match self.type_of(x)? {
+                Ty::Int => Ok(Ty::Int),
+                Ty::Bool => Err(mismatch(x.pos, "a number after `-`")),
+            },
+            ExprKind::Unary(UnaryOp::Not, x) => match self.type_of(x)? {
+                Ty::Bool => Ok(Ty::Bool),
+                Ty::Int => Err(mismatch(x.pos, "a condition after `not`")),
+            },
+            ExprKind::Binary(op, l, r) => {
+                let (lt, rt) = (self.type_of(l)?, self.type_of(r)?);
+                match op {
+                    BinOp::Or | BinOp::And => {
+                        for (t, side) in [(lt, l), (rt, r)] {
+                            if t != Ty::Bool {
+                                return Err(mismatch(
+                                    side.pos,
+                                    &format!("a condition on each side of `{}`", op.symbol()),
+                                ));
+                            }
+                        }
+                        Ok(Ty::Bool)
+                    }
+                    BinOp::Eq | BinOp::Ne => {
+                        if lt != rt {
+                            return Err(mismatch(e.pos, "two numbers or two conditions"));
+                        }
+                        Ok(Ty::Bool)
+                    }
+                    _ => {
+                        for (t, side) in [(lt, l), (rt, r)] {
+                            if t != Ty::Int {
+                                return Err(mismatch(
+                                    side.pos,
+                                    &format!("a number on each side of `{}`", op.symbol()),
+                                ));
+                            }
+                        }
+                        Ok(if op.is_comparison() {
+                            Ty::Bool
+                        } else {
+                            Ty::Int
+                        })
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn direction_args(dir: &Direction) -> Vec<&Expr> {
+    match dir {
+        Direction::Child(e) | Direction::Leaf(e) | Direction::Bit(e) | Direction::Neighbor(e) => {
+            vec![e]
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// A direction of `shape` that plays the role `dir` plays elsewhere.
+fn suggest_direction(dir: &Direction, shape: &Shape) -> Option<&'static str> {
+    let forward = match dir {
+        Direction::Axis(a) => a.forward,
+        Direction::Next | Direction::Child(_) | Direction::Leaf(_) => true,
+        _ => false,
+    };
+    match shape {
+        Shape::Grid { dims, .. } if dims.len() == 1 => Some(if forward { "next" } else { "prev" }),
+        Shape::Grid { .. } => Some(if forward { "east" } else { "west" }),
+        Shape::Tree { .. } => Some(if forward { "child(0)" } else { "parent" }),
+        Shape::Star => Some(if forward { "leaf(0)" } else { "hub" }),
+        Shape::Hypercube { .. } => Some("bit(0)"),
+        Shape::Graph { .. } => Some("neighbor(0)"),
+        Shape::Complete | Shape::Unstructured => None,
+    }
+}
+
+/// The name closest to `word` by edit distance, if close enough to be a typo.
+pub(super) fn closest<'n>(word: &str, names: &[&'n str]) -> Option<&'n str> {
+    names
+        .iter()
+        .map(|&n| (strsim::levenshtein(word, n), n))
+        .filter(|&(d, n)| d > 0 && d <= 2 && d < n.len())
+        .min()
+        .map(|(_, n)| n)
+}

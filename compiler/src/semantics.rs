@@ -1,0 +1,485 @@
+//! What the IR means for one rank: evaluation of [`Expr`]essions and the neighbours a
+//! topology [`Direction`] names. Used by the checker and by back ends, so that both agree
+//! on every peer.
+
+use perfskel_grammar::ast::{BinOp, Direction, Expr, ExprKind, Pos, Topology, UnaryOp};
+
+/// A rank-level view of a topology: the topology of the world communicator, or of a
+/// sub-communicator (a cartesian sub-grid, or none for a `split`).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Shape {
+    /// Ranks in a row-major grid, as MPI_Cart_create numbers them.
+    Grid {
+        dims: Vec<u64>,
+        periodic: Vec<bool>,
+    },
+    Hypercube {
+        bits: u32,
+    },
+    Tree {
+        arity: u64,
+    },
+    Star,
+    Complete,
+    Graph {
+        neighbors: Vec<Vec<u64>>,
+    },
+    /// A communicator from `split`: ranks can only be addressed explicitly.
+    Unstructured,
+}
+
+/// Why a direction cannot be used.
+#[derive(Clone, Debug, PartialEq)]
+pub enum PeerError {
+    /// The direction does not exist in this kind of topology.
+    NotInTopology,
+    /// An index argument (`child(i)`, `bit(i)`, ...) or an offset length is out of range;
+    /// the string says how.
+    BadArgument(String),
+    Eval(EvalError),
+}
+
+impl Shape {
+    /// The shape of the world communicator for `topology` over `n_ranks` ranks.
+    pub fn of_topology(topology: &Topology, n_ranks: u64) -> Shape {
+        match topology {
+            Topology::Ring => Shape::Grid {
+                dims: vec![n_ranks],
+                periodic: vec![true],
+            },
+            Topology::Chain => Shape::Grid {
+                dims: vec![n_ranks],
+                periodic: vec![false],
+            },
+            Topology::Grid { dims, periodic } => Shape::Grid {
+                dims: dims.clone(),
+                periodic: periodic.clone(),
+            },
+            Topology::Hypercube => Shape::Hypercube {
+                bits: n_ranks.max(1).ilog2(),
+            },
+            Topology::Tree { arity } => Shape::Tree { arity: *arity },
+            Topology::Star => Shape::Star,
+            Topology::Complete => Shape::Complete,
+            Topology::Graph { neighbors } => {
+                let mut lists = vec![Vec::new(); n_ranks as usize];
+                for (rank, list) in neighbors {
+                    if let Some(slot) = lists.get_mut(*rank as usize) {
+                        slot.extend(list.iter().copied());
+                    }
+                }
+                Shape::Graph { neighbors: lists }
+            }
+        }
+    }
+
+    /// The coordinates of `rank` (grids: row-major; hypercube: its bits).
+    pub fn coords(&self, rank: u64) -> Vec<u64> {
+        match self {
+            Shape::Grid { dims, .. } => {
+                let mut coords = vec![0; dims.len()];
+                let mut rest = rank;
+                for (slot, &dim) in coords.iter_mut().zip(dims).rev() {
+                    let dim = dim.max(1);
+                    *slot = rest % dim;
+                    rest /= dim;
+                }
+                coords
+            }
+            Shape::Hypercube { bits } => (0..*bits).map(|b| (rank >> b) & 1).collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// The peer `dir` names from `rank` in a communicator of `size` ranks: `Some(peer)`,
+    /// or `None` when there is no such neighbour (a grid border, a leaf's child, the
+    /// root's parent), which makes the operation a no-op like MPI_PROC_NULL.
+    pub fn peer(
+        &self,
+        rank: u64,
+        size: u64,
+        dir: &Direction,
+        env: &Env,
+    ) -> Result<Option<u64>, PeerError> {
+        let index = |e: &Expr| -> Result<u64, PeerError> {
+            let v = eval_int(e, env).map_err(PeerError::Eval)?;
+            u64::try_from(v).map_err(|_| PeerError::BadArgument(format!("index {v} is negative")))
+        };
+        match (self, dir) {
+            (Shape::Grid { dims, periodic }, Direction::Axis(axis)) => {
+                let dim = axis.dim as usize;
+                if dim >= dims.len() {
+                    return Err(PeerError::BadArgument(format!(
+                        "the grid has {} dimension{}; this direction moves along dimension {dim}",
+                        dims.len(),
+                        if dims.len() == 1 { "" } else { "s" }
+                    )));
+                }
+                let step = if axis.forward { 1 } else { -1 };
+                Ok(grid_shift(dims, periodic, rank, |i| {
+                    if i == dim {
+                        step
+                    } else {
+                        0
+                    }
+                }))
+            }
+            (Shape::Grid { dims, periodic }, Direction::Offset(offsets)) => {
+                if offsets.len() != dims.len() {
+                    return Err(PeerError::BadArgument(format!(
+                        "the offset has {} component{}, the grid {} dimension{}",
+                        offsets.len(),
+                        if offsets.len() == 1 { "" } else { "s" },
+                        dims.len(),
+                        if dims.len() == 1 { "" } else { "s" }
+                    )));
+                }
+                Ok(grid_shift(dims, periodic, rank, |i| offsets[i]))
+            }
+            (Shape::Grid { dims, periodic }, Direction::Next | Direction::Prev)
+                if dims.len() == 1 =>
+            {
+                let step = if matches!(dir, Direction::Next) {
+                    1
+                } else {
+                    -1
+                };
+                Ok(grid_shift(dims, periodic, rank, |_| step))
+            }
+            (Shape::Hypercube { bits }, Direction::Bit(e)) => {
+                let bit = index(e)?;
+                if bit >= u64::from(*bits) {
+                    return Err(PeerError::BadArgument(format!(
+                        "bit {bit} is out of range: the hypercube has {bits} dimensions"
+                    )));
+                }
+                Ok(Some(rank ^ (1 << bit)))
+            }
+            (Shape::Tree { .. }, Direction::Parent) => {
+                Ok((rank > 0).then(|| (rank - 1) / self.arity()))
+            }
+            (Shape::Tree { arity }, Direction::Child(e)) => {
+                let i = index(e)?;
+                if i >= *arity {
+                    return Err(PeerError::BadArgument(format!(
+                        "child({i}) is out of range: tree({arity}) has children 0 to {}",
+                        arity - 1
+                    )));
+                }
+                let child = rank
+                    .checked_mul(*arity)
+                    .and_then(|r| r.checked_add(i + 1))
+                    .filter(|&c| c < size);
+                Ok(child)
+            }
+            (Shape::Star, Direction::Hub) => Ok((rank != 0).then_some(0)),
+            (Shape::Star, Direction::Leaf(e)) => {
+                let i = index(e)?;
+                if i + 1 >= size {
+                    return Err(PeerError::BadArgument(format!(
+                        "leaf({i}) is out of range: the star has {} leaves",
+                        size.saturating_sub(1)
+                    )));
+                }
+                Ok(Some(i + 1))
+            }
+            (Shape::Graph { neighbors }, Direction::Neighbor(e)) => {
+                let i = index(e)?;
+                let list = neighbors.get(rank as usize).map_or(&[][..], Vec::as_slice);
+                Ok(list.get(i as usize).copied())
+            }
+            _ => Err(PeerError::NotInTopology),
+        }
+    }
+
+    fn arity(&self) -> u64 {
+        match self {
+            Shape::Tree { arity } => (*arity).max(1),
+            _ => 1,
+        }
+    }
+
+    /// The directions this shape offers, in the spelling of a hint.
+    pub fn directions_hint(&self) -> String {
+        match self {
+            Shape::Grid { dims, .. } if dims.len() == 1 => "`next`, `prev` (or `+x`, `-x`)".into(),
+            Shape::Grid { dims, .. } if dims.len() == 2 => {
+                "`east`, `west`, `north`, `south`, `+x`, `-y`, ... or `offset(dx, dy)`".into()
+            }
+            Shape::Grid { .. } => {
+                "`+x`, `-x`, `+y`, `-y`, `+z`, `-z`, `+dN`, `-dN` or `offset(...)`".into()
+            }
+            Shape::Hypercube { .. } => "`bit(i)`".into(),
+            Shape::Tree { .. } => "`parent` and `child(i)`".into(),
+            Shape::Star => "`hub` and `leaf(i)`".into(),
+            Shape::Complete => "none: address peers with `rank(EXPR)`".into(),
+            Shape::Graph { .. } => "`neighbor(i)`".into(),
+            Shape::Unstructured => "none: address peers with `rank(EXPR)`".into(),
+        }
+    }
+}
+
+/// The rank reached from `rank` by moving `offset(dim)` along every dimension, or
+/// `None` off the edge of a non-periodic dimension. Works on the row-major numbering
+/// directly: this runs for every simulated message, so it allocates nothing.
+fn grid_shift(
+    dims: &[u64],
+    periodic: &[bool],
+    rank: u64,
+    offset: impl Fn(usize) -> i64,
+) -> Option<u64> {
+    let mut rest = rank;
+    let mut stride: u64 = 1;
+    let mut result: u64 = 0;
+    for i in (0..dims.len()).rev() {
+        let dim = dims[i].max(1);
+        let coord = rest % dim;
+        rest /= dim;
+        let moved = i128::from(coord) + i128::from(offset(i));
+        let dim_wide = i128::from(dim);
+        let new_coord = if periodic.get(i).copied().unwrap_or(false) {
+            moved.rem_euclid(dim_wide) as u64
+        } else if (0..dim_wide).contains(&moved) {
+            moved as u64
+        } else {
+            return None;
+        };
+        result = result.checked_add(new_coord.checked_mul(stride)?)?;
+        stride = stride.checked_mul(dim)?;
+    }
+    Some(result)
+}
+
+/// What an expression can refer to on one rank.
+#[derive(Clone, Debug)]
+pub struct Env {
+    pub rank: u64,
+    pub n_ranks: u64,
+    /// The rank's coordinates in the world topology (empty when it has none).
+    pub coords: Vec<u64>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum EvalError {
+    /// `coord(i)` with i beyond the topology's dimensions.
+    NoCoord {
+        dim: u32,
+        dims: usize,
+        pos: Pos,
+    },
+    DivByZero {
+        pos: Pos,
+    },
+    Overflow {
+        pos: Pos,
+    },
+    /// An integer where a boolean is needed or the reverse.
+    Type {
+        expected: &'static str,
+        pos: Pos,
+    },
+}
+
+impl EvalError {
+    pub fn pos(&self) -> Pos {
+        match self {
+            EvalError::NoCoord { pos, .. }
+            | EvalError::DivByZero { pos }
+            | EvalError::Overflow { pos }
+            | EvalError::Type { pos, .. } => *pos,
+        }
+    }
+
+    pub fn message(&self) -> String {
+        match self {
+            EvalError::NoCoord { dim, dims: 0, .. } => {
+                format!("`coord({dim})` needs a grid or hypercube topology")
+            }
+            EvalError::NoCoord { dim, dims, .. } => {
+                format!("`coord({dim})` is out of range: the topology has {dims} dimension(s)")
+            }
+            EvalError::DivByZero { .. } => "division by zero".into(),
+            EvalError::Overflow { .. } => "arithmetic overflow".into(),
+            EvalError::Type { expected, .. } => format!("expected {expected} here"),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Value {
+    Int(i64),
+    Bool(bool),
+}
+
+pub fn eval_int(e: &Expr, env: &Env) -> Result<i64, EvalError> {
+    match eval(e, env)? {
+        Value::Int(v) => Ok(v),
+        Value::Bool(_) => Err(EvalError::Type {
+            expected: "a number",
+            pos: e.pos,
+        }),
+    }
+}
+
+pub fn eval_bool(e: &Expr, env: &Env) -> Result<bool, EvalError> {
+    match eval(e, env)? {
+        Value::Bool(v) => Ok(v),
+        Value::Int(_) => Err(EvalError::Type {
+            expected: "a condition (a comparison, `true` or `false`)",
+            pos: e.pos,
+        }),
+    }
+}
+
+fn eval(e: &Expr, env: &Env) -> Result<Value, EvalError> {
+    let overflow = || EvalError::Overflow { pos: e.pos };
+    Ok(match &e.kind {
+        ExprKind::Int(v) => Value::Int(*v),
+        ExprKind::Bool(b) => Value::Bool(*b),
+        ExprKind::Rank => Value::Int(i64::try_from(env.rank).map_err(|_| overflow())?),
+        ExprKind::NRanks => Value::Int(i64::try_from(env.n_ranks).map_err(|_| overflow())?),
+        ExprKind::Coord(dim) => match env.coords.get(*dim as usize) {
+            Some(&c) => Value::Int(i64::try_from(c).map_err(|_| overflow())?),
+            None => {
+                return Err(EvalError::NoCoord {
+                    dim: *dim,
+                    dims: env.coords.len(),
+                    pos: e.pos,
+                })
+            }
+        },
+        ExprKind::Unary(UnaryOp::Neg, x) => {
+            Value::Int(eval_int(x, env)?.checked_neg().ok_or_else(overflow)?)
+        }
+        ExprKind::Unary(UnaryOp::Not, x) => Value::Bool(!eval_bool(x, env)?),
+        ExprKind::Binary(op, l, r) => match op {
+            BinOp::Or => Value::Bool(eval_bool(l, env)? || eval_bool(r, env)?),
+            BinOp::And => Value::Bool(eval_bool(l, env)? && eval_bool(r, env)?),
+            BinOp::Eq | BinOp::Ne => {
+                let (a, b) = (eval(l, env)?, eval(r, env)?);
+                if std::mem::discriminant(&a) != std::mem::discriminant(&b) {
+                    return Err(EvalError::Type {
+                        expected: "operands of the same kind",
+                        pos: e.pos,
+                    });
+                }
+                Value::Bool((a == b) == (*op == BinOp::Eq))
+            }
+            _ => {
+                let (a, b) = (eval_int(l, env)?, eval_int(r, env)?);
+                let div_zero = || EvalError::DivByZero { pos: r.pos };
+                match op {
+                    BinOp::Lt => Value::Bool(a < b),
+                    BinOp::Le => Value::Bool(a <= b),
+                    BinOp::Gt => Value::Bool(a > b),
+                    BinOp::Ge => Value::Bool(a >= b),
+                    BinOp::Add => Value::Int(a.checked_add(b).ok_or_else(overflow)?),
+                    BinOp::Sub => Value::Int(a.checked_sub(b).ok_or_else(overflow)?),
+                    BinOp::Mul => Value::Int(a.checked_mul(b).ok_or_else(overflow)?),
+                    BinOp::Div if b == 0 => return Err(div_zero()),
+                    BinOp::Rem if b == 0 => return Err(div_zero()),
+                    BinOp::Div => Value::Int(a.checked_div_euclid(b).ok_or_else(overflow)?),
+                    _ => Value::Int(a.checked_rem_euclid(b).ok_or_else(overflow)?),
+                }
+            }
+        },
+    })
+}
+
+/// Whether the value of `e` can differ between ranks.
+pub fn depends_on_rank(e: &Expr) -> bool {
+    match &e.kind {
+        ExprKind::Rank | ExprKind::Coord(_) => true,
+        ExprKind::Int(_) | ExprKind::Bool(_) | ExprKind::NRanks => false,
+        ExprKind::Unary(_, x) => depends_on_rank(x),
+        ExprKind::Binary(_, l, r) => depends_on_rank(l) || depends_on_rank(r),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use perfskel_grammar::ast::{AxisDir, AxisSpelling};
+
+    fn axis(dim: u32, forward: bool) -> Direction {
+        Direction::Axis(AxisDir {
+            dim,
+            forward,
+            spelling: AxisSpelling::Letter,
+        })
+    }
+
+    fn env(rank: u64) -> Env {
+        Env {
+            rank,
+            n_ranks: 16,
+            coords: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn grid_peers_follow_mpi_cart_shift() {
+        // grid(4, 4): rank = 4 * c0 + c1, like MPI_Cart_create.
+        let shape = Shape::Grid {
+            dims: vec![4, 4],
+            periodic: vec![false, true],
+        };
+        assert_eq!(shape.coords(6), vec![1, 2]);
+        assert_eq!(shape.peer(6, 16, &axis(0, true), &env(6)), Ok(Some(10)));
+        assert_eq!(shape.peer(12, 16, &axis(0, true), &env(12)), Ok(None));
+        // Dimension 1 is periodic: the east edge wraps.
+        assert_eq!(shape.peer(7, 16, &axis(1, true), &env(7)), Ok(Some(4)));
+        assert_eq!(
+            shape.peer(5, 16, &Direction::Offset(vec![-1, -1]), &env(5)),
+            Ok(Some(0))
+        );
+        assert!(matches!(
+            shape.peer(5, 16, &axis(2, true), &env(5)),
+            Err(PeerError::BadArgument(_))
+        ));
+    }
+
+    #[test]
+    fn tree_star_and_hypercube_peers() {
+        let tree = Shape::Tree { arity: 2 };
+        assert_eq!(tree.peer(0, 7, &Direction::Parent, &env(0)), Ok(None));
+        assert_eq!(tree.peer(5, 7, &Direction::Parent, &env(5)), Ok(Some(2)));
+        let child1 = Direction::Child(Expr::int(1));
+        assert_eq!(tree.peer(2, 7, &child1, &env(2)), Ok(Some(6)));
+        assert_eq!(tree.peer(3, 7, &child1, &env(3)), Ok(None));
+        let star = Shape::Star;
+        assert_eq!(star.peer(3, 4, &Direction::Hub, &env(3)), Ok(Some(0)));
+        assert_eq!(star.peer(0, 4, &Direction::Hub, &env(0)), Ok(None));
+        let cube = Shape::Hypercube { bits: 3 };
+        assert_eq!(
+            cube.peer(5, 8, &Direction::Bit(Expr::int(1)), &env(5)),
+            Ok(Some(7))
+        );
+        assert_eq!(
+            cube.peer(5, 8, &Direction::Next, &env(5)),
+            Err(PeerError::NotInTopology)
+        );
+    }
+
+    #[test]
+    fn expressions_use_euclidean_division_and_report_errors() {
+        let (program, diags) = perfskel_grammar::parse(
+            "skeleton t ranks 4 topology ring app_time 1 s\nloop (rank - 5) % 4 {}\nloop 1 / (rank - rank) {}",
+        );
+        assert!(diags.is_empty(), "{diags:?}");
+        let count = |i: usize| match &program.body.stmts[i].kind {
+            perfskel_grammar::ast::StmtKind::Loop(l) => l.count.clone(),
+            _ => Expr::int(0),
+        };
+        let e = Env {
+            rank: 1,
+            n_ranks: 4,
+            coords: vec![1],
+        };
+        assert_eq!(eval_int(&count(0), &e), Ok(0));
+        assert!(matches!(
+            eval_int(&count(1), &e),
+            Err(EvalError::DivByZero { .. })
+        ));
+    }
+}

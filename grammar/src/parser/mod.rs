@@ -1,0 +1,599 @@
+//! Parser: source text → [`Program`] plus diagnostics. It never gives up: after an error
+//! it skips to the next statement and goes on, so one run reports every independent
+//! mistake, and it always returns a program (with placeholders where the text was
+//! unusable) so that tools can still show what they understood.
+//!
+//! Leaf syntax (expressions, peers, sizes, clauses, simple statements, topologies) is
+//! written with nom combinators over the token stream (`tokens.rs`, `expr.rs`,
+//! `stmt.rs`); blocks, header lines, error recovery and the attachment of comments to
+//! statements are driven by hand here, because they need state nom does not carry.
+
+mod expr;
+mod stmt;
+mod tokens;
+
+use nom::Err;
+
+use crate::ast::*;
+use crate::diagnostic::Diag;
+use crate::lexer::{lex, Tok, TokKind};
+use stmt::{simple_stmt, site_clause, starts_statement, HEADER_WORDS, STATEMENT_WORDS};
+use tokens::{kw, name, punct, uint, PErr, PResult, Tokens};
+
+pub use stmt::collective_op;
+pub use tokens::KEYWORDS;
+
+/// Parses a whole skeleton file. The program is meaningful only when no diagnostic is an
+/// error.
+pub fn parse(source: &str) -> (Program, Vec<Diag>) {
+    let lexed = lex(source);
+    let mut parser = Parser {
+        src: source,
+        toks: lexed.tokens,
+        comments: lexed.comments,
+        next_comment: 0,
+        pos: 0,
+        last_end: 0,
+        diags: Vec::new(),
+        header: Header::default(),
+        header_seen: Vec::new(),
+        error_at: None,
+    };
+    let program = parser.program();
+    let mut diags = parser.diags;
+    crate::diagnostic::sort(&mut diags);
+    (program, diags)
+}
+
+#[derive(Default)]
+struct Header {
+    name: Option<Decl<Ident>>,
+    ranks: Option<Decl<u64>>,
+    topology: Option<Decl<Topology>>,
+    app_time: Option<Decl<Duration>>,
+}
+
+struct Parser<'a> {
+    src: &'a str,
+    toks: Vec<Tok>,
+    comments: Vec<Span>,
+    next_comment: usize,
+    /// Index of the next token.
+    pos: usize,
+    /// End of the last token or comment consumed, for blank-line detection.
+    last_end: u32,
+    diags: Vec<Diag>,
+    header: Header,
+    /// Header keywords seen, parsed or not, so a broken line is not also "missing".
+    header_seen: Vec<&'static str>,
+    /// Token index of the last syntax error, where recovery starts.
+    error_at: Option<usize>,
+}
+
+impl<'a> Parser<'a> {
+    fn input(&self) -> Tokens<'_> {
+        Tokens {
+            toks: self.toks.get(self.pos..).unwrap_or(&[]),
+            src: self.src,
+            offset: self.pos,
+        }
+    }
+
+    fn peek(&self) -> Option<Tok> {
+        self.toks.get(self.pos).copied()
+    }
+
+    fn peek_word(&self) -> Option<&'a str> {
+        let src = self.src;
+        self.peek()
+            .filter(|t| t.kind == TokKind::Word)
+            .and_then(|t| src.get(t.span.range()))
+    }
+
+    fn at(&self, kind: TokKind) -> bool {
+        self.peek().is_some_and(|t| t.kind == kind)
+    }
+
+    /// Runs a nom parser at the current token; on success moves past what it consumed,
+    /// on failure records a diagnostic.
+    fn run<T>(&mut self, parser: impl FnOnce(Tokens) -> PResult<T>) -> Option<T> {
+        let result = parser(self.input()).map(|(rest, value)| (rest.offset, value));
+        match result {
+            Ok((next, value)) => {
+                self.advance_to(next);
+                Some(value)
+            }
+            Err(Err::Error(e) | Err::Failure(e)) => {
+                self.report(e);
+                None
+            }
+            Err(Err::Incomplete(_)) => {
+                let e = PErr::expected(&self.input(), "more input");
+                self.report(e);
+                None
+            }
+        }
+    }
+
+    fn advance_to(&mut self, next: usize) {
+        if next > self.pos {
+            if let Some(last) = self.toks.get(next - 1) {
+                self.last_end = self.last_end.max(last.span.end);
+            }
+            self.pos = next;
+        }
+    }
+
+    fn report(&mut self, e: PErr) {
+        self.error_at = Some(e.at);
+        let found = self.toks.get(e.at).copied();
+        let span = e.span.unwrap_or_else(|| match found {
+            Some(tok) => tok.span,
+            None => Span::new(self.src.len(), self.src.len()),
+        });
+        let expected = e.expected_text();
+        let message = e
+            .message
+            .clone()
+            .unwrap_or_else(|| format!("expected {expected}, found {}", self.describe(found)));
+        let label = if e.message.is_some() {
+            "here".to_string()
+        } else {
+            format!("expected {expected}")
+        };
+        let mut diag = Diag::error("syntax", message).at_span(span, label);
+        if let Some(hint) = e.hint {
+            diag = diag.with_note(format!("hint: {hint}"));
+        }
+        self.diags.push(diag);
+    }
+
+    fn describe(&self, tok: Option<Tok>) -> String {
+        match tok {
+            None => "the end of the file".into(),
+            Some(t) if matches!(t.kind, TokKind::Word | TokKind::Number | TokKind::Error) => {
+                format!("`{}`", self.src.get(t.span.range()).unwrap_or(""))
+            }
+            Some(t) => t.kind.describe().into(),
+        }
+    }
+
+    /// Skips the rest of a broken statement: at least one token, then up to the next
+    /// statement keyword or a closing brace of the current block. Braced groups
+    /// opened while skipping are skipped whole.
+    fn recover(&mut self) {
+        // Resume where the error was found, unless that is a statement on a line of its
+        // own: then the broken statement simply ended early.
+        if let Some(at) = self.error_at.take() {
+            if at > self.pos {
+                let starts_line = self.toks.get(at).is_some_and(|t| {
+                    let before = self.toks.get(at - 1).map_or(0, |p| p.span.end);
+                    self.src
+                        .get(before as usize..t.span.start as usize)
+                        .is_some_and(|gap| gap.contains('\n'))
+                });
+                let is_statement = self.toks.get(at).is_some_and(|t| {
+                    t.kind == TokKind::RBrace
+                        || (t.kind == TokKind::Word
+                            && self.src.get(t.span.range()).is_some_and(starts_statement))
+                });
+                if starts_line && is_statement {
+                    self.advance_to(at);
+                    return;
+                }
+                self.advance_to(at);
+            }
+        }
+        let mut depth = 0usize;
+        let mut first = true;
+        while let Some(tok) = self.peek() {
+            if !first && depth == 0 {
+                if tok.kind == TokKind::RBrace {
+                    break;
+                }
+                if self.peek_word().is_some_and(starts_statement) {
+                    break;
+                }
+            }
+            match tok.kind {
+                TokKind::LBrace => depth += 1,
+                TokKind::RBrace if depth > 0 => depth -= 1,
+                TokKind::RBrace if first => {}
+                _ => {}
+            }
+            first = false;
+            self.advance_to(self.pos + 1);
+        }
+    }
+
+    /// Takes the comments that end before `before`, with blank lines between them kept
+    /// as empty strings (at most one in a row).
+    fn leading_trivia(&mut self, before: u32) -> Vec<String> {
+        let mut lines = Vec::new();
+        while let Some(&comment) = self.comments.get(self.next_comment) {
+            if comment.end > before {
+                break;
+            }
+            if self.blank_between(self.last_end, comment.start) && self.last_end > 0 {
+                lines.push(String::new());
+            }
+            lines.push(self.comment_text(comment));
+            self.last_end = comment.end;
+            self.next_comment += 1;
+        }
+        if self.blank_between(self.last_end, before) && self.last_end > 0 {
+            lines.push(String::new());
+        }
+        lines
+    }
+
+    /// Takes a comment that starts on the line `after` ends on.
+    fn trailing_comment(&mut self, after: u32) -> Option<String> {
+        let comment = *self.comments.get(self.next_comment)?;
+        let between = self.src.get(after as usize..comment.start as usize)?;
+        if comment.start < after || between.contains('\n') {
+            return None;
+        }
+        self.next_comment += 1;
+        self.last_end = comment.end;
+        Some(self.comment_text(comment))
+    }
+
+    fn comment_text(&self, span: Span) -> String {
+        self.src
+            .get(span.range())
+            .unwrap_or("#")
+            .trim_end()
+            .to_string()
+    }
+
+    fn blank_between(&self, from: u32, to: u32) -> bool {
+        self.src
+            .get(from as usize..to as usize)
+            .is_some_and(|gap| gap.matches('\n').count() >= 2)
+    }
+
+    fn next_start(&self) -> u32 {
+        self.peek().map_or(self.src.len() as u32, |t| t.span.start)
+    }
+
+    fn program(&mut self) -> Program {
+        // Header lines come first, in any order.
+        while let Some(word) = self.peek_word() {
+            if !HEADER_WORDS.contains(&word) {
+                break;
+            }
+            self.header_line(word);
+        }
+        let body = self.block(None);
+        let header = std::mem::take(&mut self.header);
+        let file_start = Span::new(0, 0);
+        let seen = std::mem::take(&mut self.header_seen);
+        let mut missing = |what: &str, example: &str| {
+            if seen.contains(&what) {
+                return;
+            }
+            self.diags.push(
+                Diag::error(
+                    "missing-header",
+                    format!("the skeleton has no `{what}` line"),
+                )
+                .at_span(file_start, format!("`{what}` is missing"))
+                .with_note(format!(
+                    "hint: skeletons start with a header such as `{example}`"
+                )),
+            );
+        };
+        let name = header.name.unwrap_or_else(|| {
+            missing("skeleton", "skeleton my_app");
+            Decl::new(Ident::new("unnamed"))
+        });
+        let ranks = header.ranks.unwrap_or_else(|| {
+            missing("ranks", "ranks 16");
+            Decl::new(1)
+        });
+        let topology = header.topology.unwrap_or_else(|| {
+            missing("topology", "topology grid(4, 4)");
+            Decl::new(Topology::Complete)
+        });
+        let app_time = header.app_time.unwrap_or_else(|| {
+            missing("app_time", "app_time 120 s");
+            Decl::new(Duration::new(0.0, TimeUnit::S))
+        });
+        Program {
+            name,
+            ranks,
+            topology,
+            app_time,
+            body,
+        }
+    }
+
+    fn header_line(&mut self, word: &str) {
+        if let Some(&w) = HEADER_WORDS.iter().find(|&&w| w == word) {
+            self.header_seen.push(w);
+        }
+        let start = self.next_start();
+        let mut leading = self.leading_trivia(start);
+        if self.header.name.is_none()
+            && self.header.ranks.is_none()
+            && self.header.topology.is_none()
+            && self.header.app_time.is_none()
+            && leading.first().is_some_and(String::is_empty)
+        {
+            leading.remove(0);
+        }
+        let first_span = self.peek().map(|t| t.span).unwrap_or_default();
+        let parsed: Option<HeaderValue> = match word {
+            "skeleton" => self.run(|i| {
+                header_value(i, |r| {
+                    name("the skeleton")(r).map(|(r, n)| (r, HeaderValue::Name(n)))
+                })
+            }),
+            "ranks" => self.run(|i| {
+                header_value(i, |r| {
+                    uint(r).map(|(r, n)| (r, HeaderValue::Ranks(n.value)))
+                })
+            }),
+            "topology" => self.run(|i| {
+                header_value(i, |r| {
+                    stmt::topology(r).map(|(r, t)| (r, HeaderValue::Topology(t)))
+                })
+            }),
+            _ => self.run(|i| {
+                header_value(i, |r| {
+                    tokens::duration(r).map(|(r, d)| (r, HeaderValue::AppTime(d.value)))
+                })
+            }),
+        };
+        let end = self.last_end;
+        let Some(value) = parsed else {
+            self.recover();
+            return;
+        };
+        let trivia = Trivia {
+            leading,
+            trailing: self.trailing_comment(end),
+        };
+        let pos = Pos::Source(first_span.to(Span { start: end, end }));
+        let duplicate = |previous: Pos| {
+            Diag::error("duplicate-header", format!("`{word}` is declared twice"))
+                .at(pos, "declared again here")
+                .with_secondary(previous, "first declared here")
+        };
+        match value {
+            HeaderValue::Name(v) => match &self.header.name {
+                Some(prev) => self.diags.push(duplicate(prev.pos)),
+                None => {
+                    self.header.name = Some(Decl {
+                        value: v,
+                        pos,
+                        trivia,
+                    })
+                }
+            },
+            HeaderValue::Ranks(v) => match &self.header.ranks {
+                Some(prev) => self.diags.push(duplicate(prev.pos)),
+                None => {
+                    self.header.ranks = Some(Decl {
+                        value: v,
+                        pos,
+                        trivia,
+                    })
+                }
+            },
+            HeaderValue::Topology(v) => match &self.header.topology {
+                Some(prev) => self.diags.push(duplicate(prev.pos)),
+                None => {
+                    self.header.topology = Some(Decl {
+                        value: v,
+                        pos,
+                        trivia,
+                    })
+                }
+            },
+            HeaderValue::AppTime(v) => match &self.header.app_time {
+                Some(prev) => self.diags.push(duplicate(prev.pos)),
+                None => {
+                    self.header.app_time = Some(Decl {
+                        value: v,
+                        pos,
+                        trivia,
+                    })
+                }
+            },
+        }
+    }
+
+    /// Parses statements up to the closing brace (not consumed) or the end of the file.
+    /// `open` is the span of the opening brace, `None` at the top level.
+    fn block(&mut self, open: Option<Span>) -> Block {
+        let mut block = Block::default();
+        loop {
+            let Some(tok) = self.peek() else {
+                if let Some(open) = open {
+                    self.diags.push(
+                        Diag::error("syntax", "this `{` is never closed")
+                            .at_span(open, "opened here")
+                            .with_note("hint: add a `}` at the end of the block"),
+                    );
+                }
+                break;
+            };
+            if tok.kind == TokKind::RBrace {
+                if open.is_some() {
+                    break;
+                }
+                self.diags.push(
+                    Diag::error("syntax", "unmatched `}`").at_span(tok.span, "no block to close"),
+                );
+                self.advance_to(self.pos + 1);
+                continue;
+            }
+            if let Some(stmt) = self.statement(block.stmts.is_empty() && open.is_some()) {
+                block.stmts.push(stmt);
+            }
+        }
+        let mut end = self.leading_trivia(self.next_start());
+        if block.stmts.is_empty() && end.first().is_some_and(String::is_empty) {
+            end.remove(0);
+        }
+        if end.last().is_some_and(String::is_empty) {
+            end.pop();
+        }
+        block.end_comments = end;
+        block
+    }
+
+    fn statement(&mut self, first_in_block: bool) -> Option<Stmt> {
+        let start_tok = self.peek()?;
+        let mut leading = self.leading_trivia(start_tok.span.start);
+        if first_in_block && leading.first().is_some_and(String::is_empty) {
+            leading.remove(0);
+        }
+        let word = self.peek_word();
+        let kind_and_site = match word {
+            Some("loop") => self.loop_stmt(),
+            Some("if") => self.if_stmt().and_then(|i| {
+                let site = self.run(site_clause)?;
+                Some((StmtKind::If(i), site))
+            }),
+            Some(w) if HEADER_WORDS.contains(&w) => {
+                self.diags.push(
+                    Diag::error("syntax", format!("`{w}` belongs in the header"))
+                        .at_span(start_tok.span, "after the first statement")
+                        .with_note("hint: header lines (`skeleton`, `ranks`, `topology`, `app_time`) come before all statements"),
+                );
+                self.header_line(w);
+                return None;
+            }
+            Some(w) if starts_statement(w) => self.run(simple_stmt).map(|s| (s.kind, s.site)),
+            _ => {
+                self.unknown_statement(start_tok);
+                None
+            }
+        };
+        let Some((kind, site)) = kind_and_site else {
+            self.recover();
+            return None;
+        };
+        let end = self.last_end;
+        let trailing = self.trailing_comment(end);
+        // Anything left on the statement's line is a mistake in the statement.
+        if let Some(tok) = self.peek() {
+            let same_line = self
+                .src
+                .get(end as usize..tok.span.start as usize)
+                .is_some_and(|gap| !gap.contains('\n'));
+            let continues = matches!(tok.kind, TokKind::RBrace)
+                || self.peek_word().is_some_and(starts_statement);
+            if same_line && trailing.is_none() && !continues {
+                let found = self.describe(Some(tok));
+                self.diags.push(
+                    Diag::error("syntax", format!("unexpected {found} after the statement"))
+                        .at_span(tok.span, "not part of the statement")
+                        .with_note("hint: statements end with optional clauses `tag N`, `root EXPR`, `on COMM` and `@ \"site\"`"),
+                );
+                self.recover();
+            }
+        }
+        Some(Stmt {
+            kind,
+            site,
+            pos: Pos::Source(Span {
+                start: start_tok.span.start,
+                end,
+            }),
+            trivia: Trivia { leading, trailing },
+        })
+    }
+
+    fn unknown_statement(&mut self, tok: Tok) {
+        let found = self.describe(Some(tok));
+        let mut diag = Diag::error("syntax", format!("expected a statement, found {found}"))
+            .at_span(tok.span, "not a statement");
+        if let Some(word) = self.peek_word() {
+            let candidates = STATEMENT_WORDS
+                .iter()
+                .chain(HEADER_WORDS)
+                .copied()
+                .chain(crate::ast::CollOp::ALL.iter().map(|op| op.keyword()));
+            if let Some(best) = closest(word, candidates) {
+                diag = diag.with_note(format!("hint: did you mean `{best}`?"));
+            }
+        }
+        self.diags.push(diag);
+    }
+
+    /// `loop COUNT { ... } [@ "site"]`
+    fn loop_stmt(&mut self) -> Option<(StmtKind, Option<Site>)> {
+        let count = self.run(|i| {
+            let (rest, _) = kw("loop")(i)?;
+            nom::Parser::parse(&mut nom::combinator::cut(expr::expr), rest)
+        })?;
+        let body = self.braced_block()?;
+        let site = self.run(site_clause)?;
+        Some((StmtKind::Loop(Loop { count, body }), site))
+    }
+
+    /// `if COND { ... } [else if ... | else { ... }]`
+    fn if_stmt(&mut self) -> Option<If> {
+        let cond = self.run(|i| {
+            let (rest, _) = kw("if")(i)?;
+            nom::Parser::parse(&mut nom::combinator::cut(expr::expr), rest)
+        })?;
+        let then_block = self.braced_block()?;
+        let else_branch = if self.peek_word() == Some("else") {
+            self.advance_to(self.pos + 1);
+            if self.peek_word() == Some("if") {
+                Some(Else::If(Box::new(self.if_stmt()?)))
+            } else {
+                Some(Else::Block(self.braced_block()?))
+            }
+        } else {
+            None
+        };
+        Some(If {
+            cond,
+            then_block,
+            else_branch,
+        })
+    }
+
+    fn braced_block(&mut self) -> Option<Block> {
+        let open = self.run(|i| punct(TokKind::LBrace)(i))?;
+        let block = self.block(Some(open));
+        if self.at(TokKind::RBrace) {
+            self.advance_to(self.pos + 1);
+        }
+        Some(block)
+    }
+}
+
+enum HeaderValue {
+    Name(Ident),
+    Ranks(u64),
+    Topology(Topology),
+    AppTime(Duration),
+}
+
+/// Skips the header keyword, then parses its value.
+fn header_value<'t>(
+    input: Tokens<'t>,
+    value: impl FnOnce(Tokens<'t>) -> PResult<'t, HeaderValue>,
+) -> PResult<'t, HeaderValue> {
+    let rest = nom::Input::take_from(&input, 1);
+    value(rest).map_err(|e| match e {
+        Err::Error(e) => Err::Failure(e),
+        other => other,
+    })
+}
+
+/// The candidate closest to `word` by edit distance, if close enough to be a typo.
+fn closest<'c>(word: &str, candidates: impl Iterator<Item = &'c str>) -> Option<&'c str> {
+    candidates
+        .map(|c| (strsim::levenshtein(word, c), c))
+        .filter(|&(d, c)| d > 0 && d <= 2 && d < c.len())
+        .min()
+        .map(|(_, c)| c)
+}

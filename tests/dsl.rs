@@ -1,0 +1,283 @@
+//! The skeleton DSL: data-driven parser and checker tests, diagnostics snapshots, the
+//! formatter, and the `check`/`fmt`/`demo` commands run as a user runs them.
+//!
+//! - `tests/data/dsl/ok/*.skel`, `examples/skeletons/*.skel` and
+//!   `grammar/every_construct.skel` must check without any diagnostic;
+//! - `tests/data/dsl/err/*.skel` must give at least one error; the rendered diagnostics
+//!   are snapshots in `snapshots/diagnostics/`;
+//! - `tests/data/dsl/fuzz/*.skel` are inputs fuzzing once crashed on: they must give
+//!   diagnostics or success, and format idempotently.
+
+use perfskel::cmd_check::check_source;
+use perfskel::files::render_plain;
+use perfskel_compiler::check::Options;
+
+use crate::common::{files_in, perfskel, relative, root, text};
+
+fn read(path: &std::path::Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+fn clean_inputs() -> Vec<std::path::PathBuf> {
+    let mut files = files_in("tests/data/dsl/ok", "skel");
+    files.extend(files_in("examples/skeletons", "skel"));
+    files.push(root().join("grammar/every_construct.skel"));
+    files
+}
+
+#[test]
+fn ok_inputs_check_without_diagnostics() {
+    let files = clean_inputs();
+    assert!(files.len() >= 12, "test inputs are missing: {files:?}");
+    for path in files {
+        let source = read(&path);
+        let diags = check_source(&source, Options::default());
+        let name = relative(&path);
+        assert!(
+            diags.is_empty(),
+            "{name}:\n{}",
+            render_plain(&name, &source, &diags)
+        );
+    }
+}
+
+#[test]
+fn shipped_skeletons_are_in_canonical_form() {
+    let mut files = files_in("examples/skeletons", "skel");
+    files.push(root().join("grammar/every_construct.skel"));
+    for path in files {
+        let source = read(&path);
+        let (program, _) = perfskel_grammar::parse(&source);
+        let printed = perfskel_grammar::print(&program);
+        assert_eq!(printed, source, "{} is not canonical", relative(&path));
+    }
+}
+
+#[test]
+fn err_inputs_give_errors_and_match_their_snapshots() {
+    let files = files_in("tests/data/dsl/err", "skel");
+    assert!(files.len() >= 15, "test inputs are missing: {files:?}");
+    for path in files {
+        let source = read(&path);
+        let name = relative(&path);
+        let diags = check_source(&source, Options::default());
+        assert!(
+            diags.iter().any(perfskel_grammar::Diag::is_error),
+            "{name} gave no error"
+        );
+        let rendered = render_plain(&name, &source, &diags);
+        let stem = path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        insta::with_settings!({
+            snapshot_path => "../snapshots/diagnostics",
+            prepend_module_to_snapshot => false,
+            omit_expression => true,
+            description => name.clone(),
+        }, {
+            insta::assert_snapshot!(stem, format!("SOURCE\n{source}\nDIAGNOSTICS\n{rendered}"));
+        });
+    }
+}
+
+#[test]
+fn fmt_output_matches_snapshots_and_is_idempotent() {
+    for path in files_in("tests/data/dsl/ok", "skel") {
+        let source = read(&path);
+        let (program, diags) = perfskel_grammar::parse(&source);
+        assert!(diags.is_empty(), "{}", relative(&path));
+        let once = perfskel_grammar::print(&program);
+        let (again, diags) = perfskel_grammar::parse(&once);
+        assert!(
+            diags.is_empty(),
+            "formatted {} does not parse",
+            relative(&path)
+        );
+        assert_eq!(
+            program,
+            again,
+            "formatting changed the meaning of {}",
+            relative(&path)
+        );
+        assert_eq!(
+            perfskel_grammar::print(&again),
+            once,
+            "fmt of {} is not idempotent",
+            relative(&path)
+        );
+        let stem = path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        insta::with_settings!({
+            snapshot_path => "../snapshots/fmt",
+            prepend_module_to_snapshot => false,
+            omit_expression => true,
+            description => relative(&path),
+        }, {
+            insta::assert_snapshot!(stem, format!("SOURCE\n{source}\nFORMATTED\n{once}"));
+        });
+    }
+}
+
+#[test]
+fn fuzz_regressions_neither_crash_nor_change_on_reformatting() {
+    for path in files_in("tests/data/dsl/fuzz", "skel") {
+        let bytes = std::fs::read(&path).unwrap_or_default();
+        let Ok(source) = String::from_utf8(bytes) else {
+            continue;
+        };
+        let _ = check_source(
+            &source,
+            Options {
+                simulation_budget: 200_000,
+            },
+        );
+        let (program, diags) = perfskel_grammar::parse(&source);
+        if diags.iter().any(perfskel_grammar::Diag::is_error) {
+            continue;
+        }
+        let once = perfskel_grammar::print(&program);
+        let (again, _) = perfskel_grammar::parse(&once);
+        assert_eq!(perfskel_grammar::print(&again), once, "{}", relative(&path));
+    }
+}
+
+#[test]
+fn check_exit_codes_follow_the_diagnostics() {
+    let dir = root();
+    let clean = perfskel(
+        &dir,
+        &[
+            "check",
+            "examples/skeletons/stencil2d.skel",
+            "examples/skeletons/cg.skel",
+        ],
+    );
+    assert!(clean.status.success(), "{}", text(&clean.stderr));
+    assert!(text(&clean.stderr).contains("checked 2 files: 0 errors, 0 warnings"));
+
+    let broken = perfskel(
+        &dir,
+        &["check", "tests/data/dsl/err/deadlock_send_send.skel"],
+    );
+    assert_eq!(broken.status.code(), Some(1));
+    let stderr = text(&broken.stderr);
+    assert!(stderr.contains("error[deadlock]"), "{stderr}");
+    assert!(
+        stderr.contains("tests/data/dsl/err/deadlock_send_send.skel:8:5"),
+        "{stderr}"
+    );
+
+    let missing = perfskel(&dir, &["check", "no/such/file.skel"]);
+    assert_eq!(missing.status.code(), Some(1));
+    assert!(text(&missing.stderr).contains("cannot read no/such/file.skel"));
+}
+
+#[test]
+fn check_refuses_bytes_that_are_not_utf8_with_their_offset() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    std::fs::write(tmp.path().join("bin.skel"), b"skeleton x\nranks \xff\xfe 4").expect("write");
+    let out = perfskel(tmp.path(), &["check", "bin.skel"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("bin.skel: not UTF-8 text (invalid byte at offset 17)"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn warnings_fail_only_when_denied() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let source = "skeleton w\nranks 2\ntopology chain\napp_time 1 s\nallreduce 0 B\n";
+    std::fs::write(tmp.path().join("w.skel"), source).expect("write");
+    assert!(perfskel(tmp.path(), &["check", "w.skel"]).status.success());
+    let denied = perfskel(tmp.path(), &["check", "--deny-warnings", "w.skel"]);
+    assert_eq!(denied.status.code(), Some(1));
+}
+
+#[test]
+fn fmt_rewrites_keeps_comments_and_check_shows_a_diff() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let messy = "skeleton m  # name\nranks 2 topology chain app_time 1 s\n\n\n# before the loop\nloop 2 { sendrecv to next 1 B from prev 1 B   # swap\n}\n";
+    let path = tmp.path().join("m.skel");
+    std::fs::write(&path, messy).expect("write");
+
+    let checked = perfskel(tmp.path(), &["fmt", "--check", "m.skel"]);
+    assert_eq!(checked.status.code(), Some(1));
+    let diff = text(&checked.stdout);
+    assert!(
+        diff.contains("--- m.skel (original)") && diff.contains("+++ m.skel (formatted)"),
+        "{diff}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&path).expect("read"),
+        messy,
+        "--check must not write"
+    );
+
+    let formatted = perfskel(tmp.path(), &["fmt", "m.skel"]);
+    assert!(formatted.status.success(), "{}", text(&formatted.stderr));
+    assert_eq!(
+        std::fs::read_to_string(&path).expect("read"),
+        "skeleton m # name\nranks 2\ntopology chain\napp_time 1 s\n\n# before the loop\nloop 2 {\n    sendrecv to next 1 B from prev 1 B # swap\n}\n"
+    );
+    let again = perfskel(tmp.path(), &["fmt", "--check", "m.skel"]);
+    assert!(
+        again.status.success(),
+        "formatting is not idempotent: {}",
+        text(&again.stdout)
+    );
+}
+
+#[test]
+fn fmt_leaves_files_with_syntax_errors_untouched() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let broken = "skeleton b\nranks 2\ntopology chain\napp_time 1 s\nsend next\n# keep me\n";
+    let path = tmp.path().join("b.skel");
+    std::fs::write(&path, broken).expect("write");
+    let out = perfskel(tmp.path(), &["fmt", "b.skel"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("b.skel was not formatted because it has syntax errors"));
+    assert_eq!(std::fs::read_to_string(&path).expect("read"), broken);
+}
+
+#[test]
+fn demo_checks_formats_and_summarizes_every_bundled_skeleton() {
+    let out = perfskel(&root(), &["demo"]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+    for name in [
+        "stencil2d",
+        "ring_pipeline",
+        "cg",
+        "master_worker",
+        "transpose",
+        "tree_reduce",
+        "rowcol",
+    ] {
+        let row = stdout
+            .lines()
+            .find(|l| l.starts_with(name))
+            .unwrap_or_else(|| panic!("no row for {name}:\n{stdout}"));
+        assert!(row.contains(" ok "), "{row}");
+    }
+    // stencil2d: 500 iterations; the 4 corner ranks send 2 messages, the 8 edge ranks 3
+    // and the 4 interior ranks 4: a mean of 3 per iteration.
+    let stencil = stdout
+        .lines()
+        .find(|l| l.starts_with("stencil2d"))
+        .unwrap_or_default();
+    assert!(stencil.contains("1500.0"), "{stencil}");
+}
+
+#[test]
+fn every_subcommand_has_help() {
+    for sub in ["check", "fmt", "demo"] {
+        let out = perfskel(&root(), &[sub, "--help"]);
+        assert!(out.status.success());
+        assert!(text(&out.stdout).contains("Usage: perfskel"), "{sub}");
+    }
+}
