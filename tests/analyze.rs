@@ -279,7 +279,11 @@ fn malformed_mpip_reports_name_file_and_line() {
             Err(err) => messages.push_str(&format!("{err}\n")),
         }
     }
-    insta::with_settings!({snapshot_path => "../snapshots/analyze", prepend_module_to_snapshot => false}, {
+    insta::with_settings!({
+        snapshot_path => "../snapshots/analyze",
+        prepend_module_to_snapshot => false,
+        description => "mpip::parse over each report in tests/data/analyze/mpip/err/",
+    }, {
         insta::assert_snapshot!("mpip_errors", messages);
     });
 }
@@ -289,7 +293,11 @@ fn cli_table_over_mpip_reports() {
     let output = perfskel(&["analyze", "tests/data/analyze/mpip/jacobi"]);
     assert!(output.status.success(), "{}", stderr(&output));
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    insta::with_settings!({snapshot_path => "../snapshots/analyze", prepend_module_to_snapshot => false}, {
+    insta::with_settings!({
+        snapshot_path => "../snapshots/analyze",
+        prepend_module_to_snapshot => false,
+        description => "perfskel analyze tests/data/analyze/mpip/jacobi",
+    }, {
         insta::assert_snapshot!("jacobi_table", stdout);
     });
 }
@@ -331,7 +339,11 @@ fn cli_csv_json_plots_and_extrap_export() {
         );
     }
     let extrap_text = std::fs::read_to_string(&extrap_file).unwrap_or_default();
-    insta::with_settings!({snapshot_path => "../snapshots/analyze", prepend_module_to_snapshot => false}, {
+    insta::with_settings!({
+        snapshot_path => "../snapshots/analyze",
+        prepend_module_to_snapshot => false,
+        description => "perfskel analyze tests/data/analyze/mpip/jacobi --export extrap FILE",
+    }, {
         insta::assert_snapshot!("jacobi_extrap", extrap_text);
     });
 
