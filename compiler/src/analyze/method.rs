@@ -610,3 +610,71 @@ impl Hasher for FxHasher {
         self.0
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analyze::{CallSiteProfile, TaskStats};
+    use proptest::prelude::*;
+
+    fn experiment(idx: usize, n_tasks: u32, times: &[f64]) -> Experiment {
+        Experiment {
+            name: format!("run{idx}"),
+            application: "app".into(),
+            n_tasks,
+            task_times_s: Vec::new(),
+            call_sites: times
+                .iter()
+                .enumerate()
+                .map(|(site, &total_s)| CallSiteProfile {
+                    site: CallSiteKey {
+                        file: "a.c".into(),
+                        line: site as u32,
+                        function: "f".into(),
+                        operation: ["Wait", "Send"][site % 2].into(),
+                    },
+                    tasks: vec![TaskStats {
+                        task: None,
+                        count: 1,
+                        total_s,
+                        min_s: 0.0,
+                        max_s: 0.0,
+                        bytes: 0.0,
+                    }],
+                })
+                .collect(),
+        }
+    }
+
+    proptest! {
+        // Studies of up to 9 runs enumerate all orderings: fewer cases keep this quick.
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        /// Any study gives a result or an error, and every result is within bounds.
+        #[test]
+        fn results_are_bounded(
+            runs in prop::collection::vec(
+                (1u32..6, prop::collection::vec(0.0f64..10.0, 0..5)),
+                0..14,
+            )
+        ) {
+            let experiments: Vec<Experiment> = runs
+                .iter()
+                .enumerate()
+                .map(|(idx, (tasks, times))| experiment(idx, 1 << tasks, times))
+                .collect();
+            if let Ok(analysis) = analyze(&experiments, &Options::default()) {
+                for app in &analysis.applications {
+                    for site in &app.call_sites {
+                        let c = site.correlation;
+                        prop_assert!(c.rho.is_none_or(|r| (-1.0..=1.0).contains(&r)));
+                        prop_assert!((0.0..=1.0).contains(&c.p_value));
+                        prop_assert!(c.p_adjusted >= c.p_value && c.p_adjusted <= 1.0);
+                        prop_assert!(site.share_by_tasks.iter().all(|s| (0.0..=1.0 + 1e-12).contains(s)));
+                    }
+                    let total: f64 = app.call_sites.iter().map(|s| s.share_at_max()).sum();
+                    prop_assert!((total - 1.0).abs() < 1e-9, "shares sum to {total}");
+                }
+            }
+        }
+    }
+}
