@@ -647,7 +647,7 @@ mod tests {
     }
 
     proptest! {
-        // Studies of up to 9 runs enumerate all orderings: fewer cases keep this quick.
+        // Studies of up to 8 runs enumerate all orderings: fewer cases keep this quick.
         #![proptest_config(ProptestConfig::with_cases(64))]
         /// Any study gives a result or an error, and every result is within bounds.
         #[test]
