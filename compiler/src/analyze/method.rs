@@ -16,7 +16,7 @@ use std::ops::Range;
 
 use serde::Serialize;
 
-use super::spearman::{average_ranks, holm, p_value, pearson, ExactTest, EXACT_MAX_N};
+use super::spearman::{average_ranks, holm, p_value, pearson, ExactTest, RankScratch, EXACT_MAX_N};
 use super::{CallSiteKey, Experiment};
 
 /// Settings of an analysis.
@@ -390,7 +390,7 @@ fn correlation(rho: Option<f64>, p_value: f64, p_adjusted: f64, alpha: f64) -> C
 /// Reusable buffers for the per-site loop.
 #[derive(Default)]
 struct Scratch {
-    order: Vec<(i64, u32)>,
+    order: RankScratch,
     shares: Vec<f64>,
     ranks: Vec<f64>,
 }
