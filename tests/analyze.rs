@@ -2,9 +2,9 @@
 //! readers, the mpiP fixtures under `tests/data/analyze/mpip/` through the CLI, and the
 //! bad inputs the analysis must reject with a clear message.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::PathBuf;
 
+use crate::common::{files_in, root, text};
 use perfskel_compiler::analyze::{
     self, extrap, mpip, report, tabular, AnalyzeError, Experiment, Options,
 };
@@ -264,16 +264,12 @@ fn result_does_not_depend_on_input_order() {
 
 #[test]
 fn malformed_mpip_reports_name_file_and_line() {
+    let files = files_in("tests/data/analyze/mpip/err", "mpiP");
+    let names: Vec<String> = files
+        .iter()
+        .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .collect();
     let dir = data_dir().join("mpip/err");
-    let mut names: Vec<String> = std::fs::read_dir(&dir)
-        .map(|entries| {
-            entries
-                .filter_map(|e| e.ok())
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .collect()
-        })
-        .unwrap_or_default();
-    names.sort();
     assert!(names.len() >= 6);
     let mut messages = String::new();
     for name in names {
@@ -283,7 +279,11 @@ fn malformed_mpip_reports_name_file_and_line() {
             Err(err) => messages.push_str(&format!("{err}\n")),
         }
     }
-    insta::with_settings!({snapshot_path => "../snapshots/analyze", prepend_module_to_snapshot => false}, {
+    insta::with_settings!({
+        snapshot_path => "../snapshots/analyze",
+        prepend_module_to_snapshot => false,
+        description => "mpip::parse over each report in tests/data/analyze/mpip/err/",
+    }, {
         insta::assert_snapshot!("mpip_errors", messages);
     });
 }
@@ -293,7 +293,11 @@ fn cli_table_over_mpip_reports() {
     let output = perfskel(&["analyze", "tests/data/analyze/mpip/jacobi"]);
     assert!(output.status.success(), "{}", stderr(&output));
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    insta::with_settings!({snapshot_path => "../snapshots/analyze", prepend_module_to_snapshot => false}, {
+    insta::with_settings!({
+        snapshot_path => "../snapshots/analyze",
+        prepend_module_to_snapshot => false,
+        description => "perfskel analyze tests/data/analyze/mpip/jacobi",
+    }, {
         insta::assert_snapshot!("jacobi_table", stdout);
     });
 }
@@ -335,7 +339,11 @@ fn cli_csv_json_plots_and_extrap_export() {
         );
     }
     let extrap_text = std::fs::read_to_string(&extrap_file).unwrap_or_default();
-    insta::with_settings!({snapshot_path => "../snapshots/analyze", prepend_module_to_snapshot => false}, {
+    insta::with_settings!({
+        snapshot_path => "../snapshots/analyze",
+        prepend_module_to_snapshot => false,
+        description => "perfskel analyze tests/data/analyze/mpip/jacobi --export extrap FILE",
+    }, {
         insta::assert_snapshot!("jacobi_extrap", extrap_text);
     });
 
@@ -507,22 +515,6 @@ fn extrap_export_of_mixed_applications_asks_for_one() {
     assert!(stderr(&output).contains("the input has 2: bt, cg; choose one with --application"));
 }
 
-fn data_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/analyze")
-}
-
-fn perfskel(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_perfskel"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run perfskel: {e}"))
-}
-
-fn stderr(output: &std::process::Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
-}
-
 #[test]
 fn trace_directories_are_named_not_misread() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
@@ -538,4 +530,16 @@ fn trace_directories_are_named_not_misread() {
         "{}",
         stderr(&output)
     );
+}
+
+fn data_dir() -> PathBuf {
+    root().join("tests/data/analyze")
+}
+
+fn perfskel(args: &[&str]) -> std::process::Output {
+    crate::common::perfskel(&root(), args)
+}
+
+fn stderr(output: &std::process::Output) -> String {
+    text(&output.stderr)
 }

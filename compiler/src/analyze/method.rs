@@ -9,14 +9,14 @@
 //! share 0 there. Replicated runs at a task count are separate experiments (ties in the
 //! task-count ranking), so their noise enters the test instead of being averaged away.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::fmt;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::ops::Range;
 
 use serde::Serialize;
 
-use super::spearman::{average_ranks, holm, p_value, pearson, ExactTest, EXACT_MAX_N};
+use super::matching::site_time_matrix;
+use super::spearman::{average_ranks, holm, p_value, pearson, ExactTest, RankScratch, EXACT_MAX_N};
 use super::{CallSiteKey, Experiment};
 
 /// Settings of an analysis.
@@ -390,7 +390,7 @@ fn correlation(rho: Option<f64>, p_value: f64, p_adjusted: f64, alpha: f64) -> C
 /// Reusable buffers for the per-site loop.
 #[derive(Default)]
 struct Scratch {
-    order: Vec<(f64, u32)>,
+    order: RankScratch,
     shares: Vec<f64>,
     ranks: Vec<f64>,
 }
@@ -491,122 +491,70 @@ fn task_groups(runs: &[&Experiment]) -> Vec<(u32, Range<usize>)> {
     groups
 }
 
-/// Matches call sites across runs: the sorted distinct keys, and for each key its time
-/// summed over tasks in every run.
-fn site_time_matrix<'a>(runs: &[&'a Experiment]) -> (Vec<&'a CallSiteKey>, Vec<Vec<f64>>) {
-    let mut index: HashMap<&CallSiteKey, u32, BuildHasherDefault<FxHasher>> = HashMap::default();
-    let mut keys: Vec<&CallSiteKey> = Vec::new();
-    // Each run's time per site (summed over tasks), indexed by first-seen id; computed in
-    // one pass over the profiles since they are scattered on the heap and every extra
-    // pass costs cache misses.
-    let mut rows: Vec<Vec<f64>> = Vec::with_capacity(runs.len());
-    // Profilers list the sites of one application in a stable order, so before hashing
-    // try the site at the same position in the previous run, then the site that followed
-    // the previous site there (which survives insertions and rotations).
-    let mut previous_ids: Vec<u32> = Vec::new();
-    let mut ids: Vec<u32> = Vec::new();
-    let mut successor: Vec<u32> = Vec::new();
-    for run in runs {
-        ids.clear();
-        let mut row = vec![0.0; keys.len()];
-        let mut last_id: Option<u32> = None;
-        for (pos, profile) in run.call_sites.iter().enumerate() {
-            let matches = |id: u32| keys[id as usize] == &profile.site;
-            let guess = previous_ids
-                .get(pos)
-                .copied()
-                .filter(|&id| matches(id))
-                .or_else(|| {
-                    last_id
-                        .and_then(|last| successor.get(last as usize).copied())
-                        .filter(|&id| id != u32::MAX && matches(id))
-                });
-            let id = match guess {
-                Some(id) => id,
-                None => *index.entry(&profile.site).or_insert_with(|| {
-                    keys.push(&profile.site);
-                    successor.push(u32::MAX);
-                    (keys.len() - 1) as u32
-                }),
-            };
-            if let Some(last) = last_id {
-                successor[last as usize] = id;
-            }
-            last_id = Some(id);
-            ids.push(id);
-            if row.len() <= id as usize {
-                row.resize(id as usize + 1, 0.0);
-            }
-            row[id as usize] += profile.total_s();
-        }
-        std::mem::swap(&mut previous_ids, &mut ids);
-        rows.push(row);
-    }
-    // Renumber by key so every later loop runs in a deterministic order.
-    let n_sites = keys.len();
-    let mut order: Vec<u32> = (0..n_sites as u32).collect();
-    order.sort_by(|&a, &b| keys[a as usize].cmp(keys[b as usize]));
-    let sorted_keys: Vec<&CallSiteKey> = order.iter().map(|&old| keys[old as usize]).collect();
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analyze::{CallSiteProfile, TaskStats};
+    use proptest::prelude::*;
 
-    // A blocked transpose fills the per-site vectors a few cache lines at a time;
-    // scattering straight into per-site vectors would miss the cache on every write.
-    let mut times = vec![vec![0.0; runs.len()]; n_sites];
-    const BLOCK: usize = 64;
-    for block_start in (0..n_sites).step_by(BLOCK) {
-        let block_end = (block_start + BLOCK).min(n_sites);
-        for (run_idx, row) in rows.iter().enumerate() {
-            for (site_times, &old) in times[block_start..block_end]
-                .iter_mut()
-                .zip(&order[block_start..block_end])
-            {
-                site_times[run_idx] = row.get(old as usize).copied().unwrap_or(0.0);
+    fn experiment(idx: usize, n_tasks: u32, times: &[f64]) -> Experiment {
+        Experiment {
+            name: format!("run{idx}"),
+            application: "app".into(),
+            n_tasks,
+            task_times_s: Vec::new(),
+            call_sites: times
+                .iter()
+                .enumerate()
+                .map(|(site, &total_s)| CallSiteProfile {
+                    site: CallSiteKey {
+                        file: "a.c".into(),
+                        line: site as u32,
+                        function: "f".into(),
+                        operation: ["Wait", "Send"][site % 2].into(),
+                    },
+                    tasks: vec![TaskStats {
+                        task: None,
+                        count: 1,
+                        total_s,
+                        min_s: 0.0,
+                        max_s: 0.0,
+                        bytes: 0.0,
+                    }],
+                })
+                .collect(),
+        }
+    }
+
+    proptest! {
+        // Studies of up to 8 runs enumerate all orderings: fewer cases keep this quick.
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        /// Any study gives a result or an error, and every result is within bounds.
+        #[test]
+        fn results_are_bounded(
+            runs in prop::collection::vec(
+                (1u32..6, prop::collection::vec(0.0f64..10.0, 0..5)),
+                0..14,
+            )
+        ) {
+            let experiments: Vec<Experiment> = runs
+                .iter()
+                .enumerate()
+                .map(|(idx, (tasks, times))| experiment(idx, 1 << tasks, times))
+                .collect();
+            if let Ok(analysis) = analyze(&experiments, &Options::default()) {
+                for app in &analysis.applications {
+                    for site in &app.call_sites {
+                        let c = site.correlation;
+                        prop_assert!(c.rho.is_none_or(|r| (-1.0..=1.0).contains(&r)));
+                        prop_assert!((0.0..=1.0).contains(&c.p_value));
+                        prop_assert!(c.p_adjusted >= c.p_value && c.p_adjusted <= 1.0);
+                        prop_assert!(site.share_by_tasks.iter().all(|s| (0.0..=1.0 + 1e-12).contains(s)));
+                    }
+                    let total: f64 = app.call_sites.iter().map(|s| s.share_at_max()).sum();
+                    prop_assert!((total - 1.0).abs() < 1e-9, "shares sum to {total}");
+                }
             }
         }
-    }
-    (sorted_keys, times)
-}
-
-/// The Fx hash (rustc's): a multiply-rotate over machine words. Keys are call-site
-/// strings from local profile files, so hash flooding is no concern, and SipHash made
-/// interning 10 million keys the slowest step of the analysis.
-#[derive(Default)]
-struct FxHasher(u64);
-
-impl FxHasher {
-    fn add(&mut self, word: u64) {
-        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-}
-
-impl Hasher for FxHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        let mut chunks = bytes.chunks_exact(8);
-        for chunk in chunks.by_ref() {
-            let mut word = [0u8; 8];
-            word.copy_from_slice(chunk);
-            self.add(u64::from_le_bytes(word));
-        }
-        let rest = chunks.remainder();
-        if !rest.is_empty() {
-            let mut word = [0u8; 8];
-            word[..rest.len()].copy_from_slice(rest);
-            self.add(u64::from_le_bytes(word));
-        }
-    }
-
-    fn write_u8(&mut self, value: u8) {
-        self.add(u64::from(value));
-    }
-
-    fn write_u32(&mut self, value: u32) {
-        self.add(u64::from(value));
-    }
-
-    fn write_usize(&mut self, value: usize) {
-        self.add(value as u64);
-    }
-
-    fn finish(&self) -> u64 {
-        self.0
     }
 }

@@ -37,6 +37,7 @@
 //! significance test.
 
 pub mod extrap;
+mod matching;
 pub mod method;
 pub mod mpip;
 pub mod plot;

@@ -55,7 +55,7 @@ pub fn parse(name: &str, text: &str) -> Result<Experiment, InputError> {
     let mut stats: BTreeMap<u32, SiteStats> = BTreeMap::new();
     let mut bytes: BTreeMap<(u32, u32), f64> = BTreeMap::new();
     let mut saw_time_stats = false;
-    let mut concise: Vec<(usize, &Section)> = Vec::new();
+    let mut concise: Option<&Section> = None;
     for section in &report.sections {
         let title = section.title;
         if title == "MPI Time (seconds)" {
@@ -66,14 +66,14 @@ pub fn parse(name: &str, text: &str) -> Result<Experiment, InputError> {
             saw_time_stats = true;
             read_time_stats(name, section, &sites, &mut stats)?;
         } else if title.starts_with("Callsite Time statistics (all callsites, milliseconds)") {
-            concise.push((section.heading_line, section));
+            concise = concise.or(Some(section));
         } else if title.starts_with("Callsite Message Sent statistics (all, sent bytes)") {
             read_sent_stats(name, section, &sites, &mut bytes)?;
         }
     }
     if !saw_time_stats {
-        match concise.first() {
-            Some((_, section)) => read_concise_time_stats(name, section, &sites, &mut stats)?,
+        match concise {
+            Some(section) => read_concise_time_stats(name, section, &sites, &mut stats)?,
             None => {
                 return Err(InputError::whole(
                     name,

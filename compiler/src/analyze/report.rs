@@ -54,28 +54,48 @@ fn render_app(out: &mut String, app: &AppAnalysis, top: usize) {
         app.task_counts.last().copied().unwrap_or(0),
     );
 
-    let _ = writeln!(out, "\nexperiments (communication vs computation)");
+    // One row per task count (replicates averaged) keeps the table short for studies of
+    // hundreds of runs; `--format json` lists every experiment.
+    let _ = writeln!(
+        out,
+        "\ncommunication vs computation (mean over the runs at each task count)"
+    );
     let mut rows = vec![row(&[
-        "tasks",
-        "comm (s)",
-        "app (s)",
-        "comm %",
-        "comp %",
-        "experiment",
+        "tasks", "runs", "comm (s)", "app (s)", "comm %", "comp %",
     ])];
-    for e in &app.experiments {
+    for &n_tasks in &app.task_counts {
+        let runs: Vec<_> = app
+            .experiments
+            .iter()
+            .filter(|e| e.n_tasks == n_tasks)
+            .collect();
+        let n = runs.len().max(1) as f64;
+        let comm = runs.iter().map(|e| e.comm_time_s).sum::<f64>() / n;
+        let known = runs.iter().all(|e| e.comm_share.is_some());
+        let app_time = runs.iter().filter_map(|e| e.app_time_s).sum::<f64>() / n;
+        let share = runs.iter().filter_map(|e| e.comm_share).sum::<f64>() / n;
         rows.push(vec![
-            e.n_tasks.to_string(),
-            format!("{:.3}", e.comm_time_s),
-            e.app_time_s.map_or("-".into(), |t| format!("{t:.3}")),
-            e.comm_share
-                .map_or("-".into(), |s| format!("{:.1}", 100.0 * s)),
-            e.comm_share
-                .map_or("-".into(), |s| format!("{:.1}", 100.0 * (1.0 - s))),
-            e.name.clone(),
+            n_tasks.to_string(),
+            runs.len().to_string(),
+            format!("{comm:.3}"),
+            if known {
+                format!("{app_time:.3}")
+            } else {
+                "-".into()
+            },
+            if known {
+                format!("{:.1}", 100.0 * share)
+            } else {
+                "-".into()
+            },
+            if known {
+                format!("{:.1}", 100.0 * (1.0 - share))
+            } else {
+                "-".into()
+            },
         ]);
     }
-    table(out, &rows, &[true, true, true, true, true, false]);
+    table(out, &rows, &[true; 6]);
 
     let _ = writeln!(out, "\noperations, ranked");
     let share_lo = format!("share@{lo}");

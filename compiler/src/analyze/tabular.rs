@@ -213,3 +213,48 @@ fn csv_error(name: &str, err: &csv::Error) -> InputError {
         message: format!("invalid profile CSV: {err}"),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const HEADER: &str = "experiment,application,tasks,task,task_time_s,file,line,function,operation,count,total_s,min_s,max_s,bytes\n";
+
+    #[test]
+    fn task_time_only_rows_and_aggregate_rows() {
+        let csv = format!(
+            "{HEADER}r1,app,2,0,10.0,,,,,,,,,\nr1,app,2,1,11.0,,,,,,,,,\n\
+             r1,app,2,,,a.c,3,main,Barrier,4,0.5,0.1,0.2,0\n"
+        );
+        let runs = parse_csv("p.csv", &csv).unwrap_or_default();
+        assert_eq!(runs.len(), 1);
+        assert_eq!(runs[0].name, "p.csv:r1");
+        assert_eq!(runs[0].task_times_s, vec![10.0, 11.0]);
+        assert_eq!(runs[0].call_sites[0].tasks[0].task, None);
+        assert_eq!(runs[0].comm_time_s(), 0.5);
+    }
+
+    #[test]
+    fn inconsistent_task_count_names_both_lines() {
+        let csv = format!(
+            "{HEADER}r1,app,2,0,,a.c,3,main,Barrier,4,0.5,,,\nr1,app,4,1,,a.c,3,main,Barrier,4,0.5,,,\n"
+        );
+        let err = parse_csv("p.csv", &csv).err().map(|e| e.to_string());
+        assert_eq!(
+            err.as_deref(),
+            Some("p.csv:3: experiment `r1` was `app` with 2 tasks at line 2, here `app` with 4")
+        );
+    }
+
+    proptest! {
+        /// Arbitrary text never panics either reader.
+        #[test]
+        fn arbitrary_text_never_panics(body in "[ -~\n]{0,400}") {
+            let _ = parse_csv("p.csv", &format!("{HEADER}{body}"));
+            let _ = parse_csv("p.csv", &body);
+            let _ = parse_json("p.json", &body);
+            let _ = parse_json("p.json", &format!("{{\"experiments\": [{body}]}}"));
+        }
+    }
+}
