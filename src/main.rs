@@ -9,6 +9,8 @@ use clap::{Parser, Subcommand};
 mod cmd_check;
 mod cmd_demo;
 mod cmd_fmt;
+mod cmd_record;
+mod cmd_trace;
 mod files;
 
 /// Performance skeletons of MPI applications.
@@ -32,6 +34,10 @@ enum Command {
     Fmt(cmd_fmt::Args),
     /// Run the main job on the bundled example skeletons.
     Demo(cmd_demo::Args),
+    /// Trace an MPI run: `perfskel record [-o DIR] -- mpirun -np 4 ./app args`.
+    Record(cmd_record::Args),
+    /// Read a trace directory: `show` its events or print `stats`.
+    Trace(cmd_trace::Args),
 }
 
 fn main() -> ExitCode {
@@ -40,6 +46,8 @@ fn main() -> ExitCode {
         Command::Check(args) => cmd_check::run(args),
         Command::Fmt(args) => cmd_fmt::run(args),
         Command::Demo(args) => cmd_demo::run(args),
+        Command::Record(args) => cmd_record::run(args),
+        Command::Trace(args) => cmd_trace::run(args),
     };
     match result {
         Ok(code) => code,
