@@ -1,1 +1,3 @@
+//! The integration test binary: one module per area.
 
+mod tracer;

@@ -165,14 +165,6 @@ static uint64_t ht_get(const htab_t *h, uint64_t key) {
     return ht_find(h, key, &i) ? h->vals[i] : 0;
 }
 
-/* Removes the key and returns its value (0 when absent). */
-static uint64_t ht_take(htab_t *h, uint64_t key) {
-    size_t i;
-    if (!ht_find(h, key, &i)) return 0;
-    h->keys[i] = HT_TOMB;
-    return h->vals[i];
-}
-
 #define HANDLE_KEY(h) handle_key(&(h), sizeof(h))
 static inline uint64_t handle_key(const void *p, size_t n) {
     uint64_t k = 0;
@@ -334,19 +326,57 @@ static inline uint64_t type_bytes(MPI_Datatype dt, int64_t count) {
     return sz > 0 ? (uint64_t)sz * (uint64_t)count : 0;
 }
 
-/* ---- requests ---------------------------------------------------------------------- */
+/* ---- requests ----------------------------------------------------------------------
+ * Handle -> stack of live request ids. Both MPIs hand out one shared handle for requests
+ * that complete at once (sends to MPI_PROC_NULL, eager sends), so several live ids may
+ * sit under one handle; completing a handle pops one of them. */
 
-static htab_t g_reqs;
+typedef struct {
+    uint64_t id;
+    uint32_t next; /* node index + 1, 0 = end */
+} rnode_t;
+static htab_t g_reqs; /* handle -> top node index + 1 */
+static rnode_t *g_rnodes;
+static uint32_t g_rn_len, g_rn_cap, g_rn_free;
+
+static uint32_t rnode_alloc(void) {
+    if (g_rn_free) {
+        uint32_t n = g_rn_free;
+        g_rn_free = g_rnodes[n - 1].next;
+        return n;
+    }
+    if (g_rn_len == g_rn_cap) {
+        g_rn_cap = g_rn_cap ? g_rn_cap * 2 : 1024;
+        g_rnodes = realloc(g_rnodes, sizeof *g_rnodes * g_rn_cap);
+        if (!g_rnodes) abort();
+    }
+    return ++g_rn_len;
+}
 
 static inline uint64_t req_new(MPI_Request r) {
     uint64_t id = ++g_next_req;
-    ht_put(&g_reqs, HANDLE_KEY(r), id);
+    uint64_t key = HANDLE_KEY(r);
+    uint32_t n = rnode_alloc();
+    g_rnodes[n - 1].id = id;
+    g_rnodes[n - 1].next = (uint32_t)ht_get(&g_reqs, key);
+    ht_put(&g_reqs, key, n);
     return id;
 }
 
-static inline uint64_t req_lookup(MPI_Request r) {
+/* Takes the id of the request that `r` (the handle before completion) stood for. */
+static inline uint64_t req_pop(MPI_Request r) {
     if (r == MPI_REQUEST_NULL) return 0;
-    return ht_get(&g_reqs, HANDLE_KEY(r));
+    size_t slot;
+    if (!ht_find(&g_reqs, HANDLE_KEY(r), &slot)) return 0;
+    uint32_t n = (uint32_t)g_reqs.vals[slot];
+    rnode_t node = g_rnodes[n - 1];
+    if (node.next)
+        g_reqs.vals[slot] = node.next;
+    else
+        g_reqs.keys[slot] = HT_TOMB;
+    g_rnodes[n - 1].next = g_rn_free;
+    g_rn_free = n;
+    return node.id;
 }
 
 /* ---- events ------------------------------------------------------------------------ */

@@ -203,24 +203,18 @@ int MPI_Iprobe(int source, int tag, MPI_Comm comm, int *flag, MPI_Status *status
 
 /* ---- completion ---- */
 
-/* Looks up the ids of `n` requests before a wait/test call changes the handles. */
-#define REQ_IDS(ids, reqs, n)                                                        \
-    uint64_t ids##_small[64];                                                        \
-    uint64_t *ids = (n) <= 64 ? ids##_small : malloc(sizeof(uint64_t) * (size_t)(n)); \
-    for (int i_ = 0; i_ < (n); i_++) ids[i_] = req_lookup((reqs)[i_])
-#define REQ_FREE(ids) if (ids != ids##_small) free(ids)
-
-/* Keeps only the ids at the given positions (or all when idx is NULL), drops them from
- * the live table, and sets the event's request list. */
-static void complete_reqs(ev_t *e, uint64_t *ids, const MPI_Request *keys_before, int n,
+/* Pops the ids of the requests completed at the given positions of `before` (the
+ * handles as they were before the call; all positions when idx is NULL) into `ids`, and
+ * sets the event's request list. */
+static void complete_reqs(ev_t *e, uint64_t *ids, const MPI_Request *before, int n,
                           const int *idx, int n_idx) {
     int k = 0;
     int m = idx ? n_idx : n;
     for (int j = 0; j < m; j++) {
         int i = idx ? idx[j] : j;
-        if (i < 0 || i >= n || !ids[i]) continue;
-        ht_take(&g_reqs, HANDLE_KEY(keys_before[i]));
-        ids[k++] = ids[i];
+        if (i < 0 || i >= n) continue;
+        uint64_t id = req_pop(before[i]);
+        if (id) ids[k++] = id;
     }
     e->mask |= F_REQS;
     e->reqs = ids;
@@ -229,7 +223,7 @@ static void complete_reqs(ev_t *e, uint64_t *ids, const MPI_Request *keys_before
 
 int MPI_Wait(MPI_Request *req, MPI_Status *status) {
     MPI_Request before = *req;
-    uint64_t id = TRACED ? req_lookup(before) : 0;
+    uint64_t id = 0;
     BEGIN(PMPI_Wait(req, status));
     complete_reqs(&e_, &id, &before, 1, NULL, 0);
     END(OP_WAIT);
@@ -237,7 +231,7 @@ int MPI_Wait(MPI_Request *req, MPI_Status *status) {
 
 int MPI_Test(MPI_Request *req, int *flag, MPI_Status *status) {
     MPI_Request before = *req;
-    uint64_t id = TRACED ? req_lookup(before) : 0;
+    uint64_t id = 0;
     BEGIN(PMPI_Test(req, flag, status));
     complete_reqs(&e_, &id, &before, *flag ? 1 : 0, NULL, 0);
     e_.mask |= F_FLAG;
@@ -248,7 +242,8 @@ int MPI_Test(MPI_Request *req, int *flag, MPI_Status *status) {
 #define WAIT_MANY(NAME, OPC, CALL, DONE, IDX, NIDX, FLAG)                            \
     if (!TRACED) return CALL;                                                        \
     int n_ = count > 0 ? count : 0;                                                  \
-    REQ_IDS(ids, reqs, n_);                                                          \
+    uint64_t ids_small[64];                                                          \
+    uint64_t *ids = n_ <= 64 ? ids_small : malloc(sizeof(uint64_t) * (size_t)n_);    \
     MPI_Request before_small[64];                                                    \
     MPI_Request *before = n_ <= 64 ? before_small : malloc(sizeof(MPI_Request) * (size_t)n_); \
     if (n_) memcpy(before, reqs, sizeof(MPI_Request) * (size_t)n_);                   \
@@ -267,7 +262,7 @@ int MPI_Test(MPI_Request *req, int *flag, MPI_Status *status) {
     e_.op = OPC;                                                                     \
     emit(&e_, t0_, t1_, ra_);                                                        \
     g_depth--;                                                                       \
-    REQ_FREE(ids);                                                                   \
+    if (ids != ids_small) free(ids);                                                 \
     if (before != before_small) free(before);                                        \
     return rc_
 
@@ -295,6 +290,11 @@ int MPI_Testsome(int count, MPI_Request reqs[], int *outcount, int indices[],
                  MPI_Status statuses[]) {
     WAIT_MANY(Testsome, OP_TESTSOME, PMPI_Testsome(count, reqs, outcount, indices, statuses),
               *outcount != MPI_UNDEFINED && *outcount > 0, indices, *outcount, 1);
+}
+
+int MPI_Request_free(MPI_Request *req) {
+    if (g_on) req_pop(*req);
+    return PMPI_Request_free(req);
 }
 
 /* ---- collectives ---- */

@@ -152,7 +152,7 @@ typedef void (*f_wait_t)(F *, F *, F *);
 void mpi_wait_(F *req, F *status, F *ierr) {
     FREAL(mpi_wait_, f_wait_t);
     MPI_Request before = MPI_Request_f2c(*req);
-    uint64_t id = TRACED ? req_lookup(before) : 0;
+    uint64_t id = 0;
     FBEGIN(real_(req, status, ierr));
     complete_reqs(&e_, &id, &before, 1, NULL, 0);
     FEND(OP_WAIT);
@@ -174,7 +174,6 @@ void mpi_waitall_(F *count, F *reqs, F *statuses, F *ierr) {
     if (!before || !ids) abort();
     for (int i = 0; i < n; i++) {
         before[i] = MPI_Request_f2c(reqs[i]);
-        ids[i] = req_lookup(before[i]);
     }
     FBEGIN(real_(count, reqs, statuses, ierr));
     complete_reqs(&e_, ids, before, n, NULL, 0);

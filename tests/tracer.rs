@@ -1,0 +1,617 @@
+//! Tracer tests: build the example MPI applications with OpenMPI's and MPICH's compiler
+//! wrappers, trace them at 4 ranks with `perfskel record` under the real `mpirun`, and
+//! check the events against what each program does (operations per rank, peers, tags,
+//! bytes, communicators, matched requests, call sites resolving to the source line).
+//! Reader error tests feed hand-made rank files: truncated, corrupt, wrong version,
+//! missing rank.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::{Mutex, OnceLock};
+
+use perfskel_compiler::trace::format::{self, PEER_ANY_SOURCE, PEER_PROC_NULL};
+use perfskel_compiler::trace::symbolize::Symbolizer;
+use perfskel_compiler::trace::{
+    Completion, Event, Manifest, Op, RankReader, RankStatus, TraceErrorKind,
+};
+
+const N_RANKS: usize = 4;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Mpi {
+    OpenMpi,
+    Mpich,
+}
+
+impl Mpi {
+    fn name(self) -> &'static str {
+        match self {
+            Mpi::OpenMpi => "openmpi",
+            Mpi::Mpich => "mpich",
+        }
+    }
+}
+
+/// MPI runs share two cores: one at a time.
+static MPI_LOCK: Mutex<()> = Mutex::new(());
+
+fn apps_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/apps")
+}
+
+fn work_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("tracer-tests")
+}
+
+/// Compiles one example (`name.c`, or `ring.f90` for `ring_f`) with `mpi`'s wrapper.
+fn build_app(mpi: Mpi, app: &str) -> PathBuf {
+    let out_dir = work_dir().join(format!("apps-{}", mpi.name()));
+    std::fs::create_dir_all(&out_dir).expect("create build dir");
+    let exe = out_dir.join(app);
+    let (compiler, src, flags): (String, PathBuf, &[&str]) = if app == "ring_f" {
+        (
+            format!("mpif90.{}", mpi.name()),
+            apps_dir().join("ring.f90"),
+            &["-O2", "-g", "-Wall"],
+        )
+    } else {
+        (
+            format!("mpicc.{}", mpi.name()),
+            apps_dir().join(format!("{app}.c")),
+            &["-O2", "-g", "-Wall", "-Wextra", "-Werror"],
+        )
+    };
+    let out = Command::new(&compiler)
+        .args(flags)
+        .arg("-o")
+        .arg(&exe)
+        .arg(&src)
+        .current_dir(&out_dir)
+        .output()
+        .expect("run the MPI compiler wrapper");
+    assert!(
+        out.status.success(),
+        "{compiler} {}: {}",
+        src.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    exe
+}
+
+fn perfskel(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_perfskel"))
+        .args(args)
+        .env("PERFSKEL_CACHE_DIR", work_dir().join("cache"))
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .env("OMPI_MCA_rmaps_base_oversubscribe", "1")
+        .output()
+        .expect("run perfskel")
+}
+
+/// Everything read from one rank file.
+struct RankTrace {
+    events: Vec<Event>,
+    /// Call-site id -> (object path, object-relative return address).
+    sites: BTreeMap<u64, (String, u64)>,
+    comms: BTreeMap<u64, Vec<i64>>,
+    completion: Option<Completion>,
+}
+
+struct Trace {
+    dir: tempfile::TempDir,
+    ranks: Vec<RankTrace>,
+}
+
+fn read_rank(dir: &Path, rank: u32) -> RankTrace {
+    let path = dir.join(format::rank_file_name(rank));
+    let file = std::fs::File::open(&path).expect("rank file exists");
+    let mut reader = RankReader::new(file, Some(rank)).expect("header reads");
+    assert_eq!(reader.header().n_ranks as usize, N_RANKS);
+    let mut events = Vec::new();
+    let mut ev = Event::default();
+    while reader.next_event(&mut ev).expect("events read") {
+        events.push(ev.clone());
+    }
+    let mut sites = BTreeMap::new();
+    for (i, site) in reader.sites().iter().enumerate() {
+        let obj = reader
+            .object(site.object)
+            .expect("site's object is defined");
+        sites.insert(i as u64 + 1, (obj.path.clone(), site.addr - obj.bias));
+    }
+    let comms = reader
+        .comms()
+        .iter()
+        .map(|(id, c)| (*id, c.world_ranks.clone()))
+        .collect();
+    RankTrace {
+        events,
+        sites,
+        comms,
+        completion: reader.completion(),
+    }
+}
+
+/// Traces `app args` at 4 ranks under `mpi` and reads every rank back.
+fn trace(mpi: Mpi, app: &str, args: &[&str]) -> Trace {
+    let exe = build_app(mpi, app);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out_dir = dir.path().join("trace");
+    let launcher = format!("mpirun.{}", mpi.name());
+    let np = N_RANKS.to_string();
+    let mut cmd: Vec<&str> = vec!["record", "-o", out_dir.to_str().expect("utf-8 path"), "--"];
+    cmd.extend([launcher.as_str(), "-np", np.as_str()]);
+    cmd.push(exe.to_str().expect("utf-8 path"));
+    cmd.extend(args);
+    let out = {
+        let _guard = MPI_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        perfskel(&cmd)
+    };
+    assert!(
+        out.status.success(),
+        "perfskel record failed: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let manifest_text =
+        std::fs::read_to_string(out_dir.join(format::MANIFEST_FILE)).expect("manifest written");
+    let manifest = Manifest::from_json(&manifest_text).expect("manifest parses");
+    assert_eq!(manifest.n_ranks as usize, N_RANKS);
+    assert_eq!(manifest.mpi, mpi.name());
+    assert_eq!(manifest.exit_code, Some(0));
+    assert!(manifest
+        .ranks
+        .iter()
+        .all(|r| r.status == RankStatus::Complete));
+    let ranks = (0..N_RANKS as u32)
+        .map(|r| read_rank(&out_dir, r))
+        .collect::<Vec<_>>();
+    for (rank, rt) in ranks.iter().enumerate() {
+        assert!(
+            matches!(rt.completion, Some(Completion::Complete { n_events, .. }) if n_events as usize == rt.events.len()),
+            "rank {rank} complete"
+        );
+        assert_eq!(
+            rt.events.first().map(Event::op),
+            Some(Op::Init),
+            "rank {rank} starts with init"
+        );
+        assert_eq!(
+            rt.events.last().map(Event::op),
+            Some(Op::Finalize),
+            "rank {rank} ends with finalize"
+        );
+        for w in rt.events.windows(2) {
+            assert!(w[0].end_ns <= w[1].start_ns, "events are ordered in time");
+        }
+        assert_eq!(
+            rt.comms.get(&0),
+            Some(&(0..N_RANKS as i64).collect::<Vec<_>>())
+        );
+    }
+    check_requests(&ranks);
+    check_sites(&ranks, app);
+    Trace { dir, ranks }
+}
+
+/// Every request is created once and completed once, by a later wait or test.
+fn check_requests(ranks: &[RankTrace]) {
+    for (rank, rt) in ranks.iter().enumerate() {
+        let mut live = BTreeSet::new();
+        for ev in &rt.events {
+            if let Some(r) = ev.req {
+                assert!(live.insert(r), "rank {rank}: request {r} created twice");
+            }
+            for r in &ev.reqs {
+                assert!(
+                    live.remove(r),
+                    "rank {rank}: request {r} completed but not live"
+                );
+            }
+        }
+        assert!(
+            live.is_empty(),
+            "rank {rank}: requests never completed: {live:?}"
+        );
+    }
+}
+
+/// Every call site resolves to the example's source, on a line (or the one or two before,
+/// for calls spread over lines) that names the MPI routine.
+fn check_sites(ranks: &[RankTrace], app: &str) {
+    let src_name = if app == "ring_f" {
+        "ring.f90".to_owned()
+    } else {
+        format!("{app}.c")
+    };
+    let source = std::fs::read_to_string(apps_dir().join(&src_name)).expect("example source");
+    let lines: Vec<&str> = source.lines().collect();
+    let mut symbolizers: BTreeMap<String, Symbolizer> = BTreeMap::new();
+    for (rank, rt) in ranks.iter().enumerate() {
+        for ev in &rt.events {
+            // gfortran's line table gives the argument set-up of the first call in a
+            // program to the last statement that shares the argument (MPI_FINALIZE).
+            if app == "ring_f" && ev.op() == Op::Init {
+                continue;
+            }
+            let (object, offset) = rt.sites.get(&ev.site).expect("event's site is defined");
+            let sym = symbolizers.entry(object.clone()).or_insert_with(|| {
+                Symbolizer::new(&std::fs::read(object).expect("traced object readable"))
+                    .expect("object parses")
+            });
+            let loc = sym.locate_return_address(*offset);
+            let file = loc.file.clone().unwrap_or_default();
+            assert!(
+                file.ends_with(&src_name),
+                "rank {rank} {} at {loc:?}",
+                ev.op()
+            );
+            let line = loc.line.expect("line known") as usize;
+            let name = ev.op().mpi_name().to_ascii_lowercase();
+            let window = lines[line.saturating_sub(3)..line]
+                .join("\n")
+                .to_ascii_lowercase();
+            assert!(
+                window.contains(&format!("{name}(")),
+                "rank {rank}: {} resolved to {src_name}:{line}: {:?}",
+                ev.op(),
+                lines.get(line - 1)
+            );
+        }
+    }
+}
+
+/// Number of events of each operation.
+fn op_counts(rt: &RankTrace) -> BTreeMap<Op, usize> {
+    let mut m = BTreeMap::new();
+    for ev in &rt.events {
+        *m.entry(ev.op()).or_default() += 1;
+    }
+    m
+}
+
+fn counts(pairs: &[(Op, usize)]) -> BTreeMap<Op, usize> {
+    pairs.iter().copied().filter(|(_, n)| *n > 0).collect()
+}
+
+fn events_of(rt: &RankTrace, op: Op) -> Vec<&Event> {
+    rt.events.iter().filter(|e| e.op() == op).collect()
+}
+
+fn check_stencil(mpi: Mpi) {
+    let (n, iters) = (16usize, 3usize);
+    let t = trace(mpi, "stencil", &["16", "3"]);
+    for (r, rt) in t.ranks.iter().enumerate() {
+        let r = r as i64;
+        assert_eq!(
+            op_counts(rt),
+            counts(&[
+                (Op::Init, 1),
+                (Op::CartCreate, 1),
+                (Op::Sendrecv, 4 * iters),
+                (Op::Allreduce, iters),
+                (Op::CommFree, 1),
+                (Op::Finalize, 1),
+            ])
+        );
+        let cart = events_of(rt, Op::CartCreate)[0]
+            .newcomm
+            .expect("cart comm created");
+        assert_eq!(rt.comms.get(&cart), Some(&vec![0, 1, 2, 3]));
+        // 2 x 2 grid, row-major, no wrap-around.
+        let north = if r >= 2 { r - 2 } else { PEER_PROC_NULL };
+        let south = if r < 2 { r + 2 } else { PEER_PROC_NULL };
+        let west = if r % 2 == 1 { r - 1 } else { PEER_PROC_NULL };
+        let east = if r % 2 == 0 { r + 1 } else { PEER_PROC_NULL };
+        let expected = [(north, south), (south, north), (west, east), (east, west)];
+        let bytes = |p: i64| {
+            if p == PEER_PROC_NULL {
+                0
+            } else {
+                (n * 8) as u64
+            }
+        };
+        for (i, ev) in events_of(rt, Op::Sendrecv).iter().enumerate() {
+            let (dest, src) = expected[i % 4];
+            assert_eq!(
+                (ev.peer, ev.src),
+                (Some(dest), Some(src)),
+                "rank {r} sendrecv {i}"
+            );
+            assert_eq!((ev.bytes, ev.rbytes), (Some(bytes(dest)), Some(bytes(src))));
+            assert_eq!((ev.tag, ev.comm), (Some((i % 4) as i64), Some(cart)));
+        }
+        for ev in events_of(rt, Op::Allreduce) {
+            assert_eq!((ev.bytes, ev.comm), (Some(8), Some(cart)));
+        }
+        assert_eq!(events_of(rt, Op::CommFree)[0].comm, Some(cart));
+    }
+    drop(t.dir);
+}
+
+fn check_ring(mpi: Mpi, app: &str) {
+    let (n, iters) = (256u64, 4usize);
+    let t = trace(mpi, app, &["256", "4"]);
+    let last = N_RANKS - 1;
+    for (r, rt) in t.ranks.iter().enumerate() {
+        let recvs = if r > 0 { iters } else { 0 };
+        let sends = if r < last { iters } else { 0 };
+        let final_op = if app == "ring_f" {
+            Op::Allreduce
+        } else {
+            Op::Reduce
+        };
+        assert_eq!(
+            op_counts(rt),
+            counts(&[
+                (Op::Init, 1),
+                (Op::Recv, recvs),
+                (Op::Send, sends),
+                (final_op, 1),
+                (Op::Finalize, 1)
+            ]),
+            "rank {r}"
+        );
+        let first_tag = if app == "ring_f" { 1 } else { 0 };
+        for (i, ev) in events_of(rt, Op::Recv).iter().enumerate() {
+            assert_eq!(
+                (ev.peer, ev.tag, ev.bytes),
+                (Some(r as i64 - 1), Some(first_tag + i as i64), Some(n * 8))
+            );
+        }
+        for (i, ev) in events_of(rt, Op::Send).iter().enumerate() {
+            assert_eq!(
+                (ev.peer, ev.tag, ev.bytes),
+                (Some(r as i64 + 1), Some(first_tag + i as i64), Some(n * 8))
+            );
+        }
+        if app != "ring_f" {
+            assert_eq!(events_of(rt, Op::Reduce)[0].root, Some(0));
+        }
+    }
+}
+
+fn check_cg(mpi: Mpi) {
+    let iters = 3usize;
+    let t = trace(mpi, "cg", &["64", "3"]);
+    for (r, rt) in t.ranks.iter().enumerate() {
+        assert_eq!(
+            op_counts(rt),
+            counts(&[
+                (Op::Init, 1),
+                (Op::Allreduce, 1 + 2 * iters),
+                (Op::Irecv, 2 * iters),
+                (Op::Isend, 2 * iters),
+                (Op::Waitall, iters),
+                (Op::Finalize, 1),
+            ])
+        );
+        let left = if r > 0 { r as i64 - 1 } else { PEER_PROC_NULL };
+        let right = if r < N_RANKS - 1 {
+            r as i64 + 1
+        } else {
+            PEER_PROC_NULL
+        };
+        // Each Waitall completes exactly the four requests posted just before it.
+        let mut posted = Vec::new();
+        for ev in &rt.events {
+            match ev.op() {
+                Op::Irecv | Op::Isend => posted.push(ev.clone()),
+                Op::Waitall => {
+                    let peers: Vec<_> = posted
+                        .iter()
+                        .map(|e| (e.op(), e.peer.unwrap_or(-9)))
+                        .collect();
+                    assert_eq!(
+                        peers,
+                        vec![
+                            (Op::Irecv, left),
+                            (Op::Irecv, right),
+                            (Op::Isend, left),
+                            (Op::Isend, right)
+                        ]
+                    );
+                    let mut created: Vec<u64> = posted.iter().filter_map(|e| e.req).collect();
+                    let mut done = ev.reqs.clone();
+                    created.sort();
+                    done.sort();
+                    assert_eq!(
+                        created, done,
+                        "rank {r}: waitall completes the iteration's requests"
+                    );
+                    posted.clear();
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+fn check_master_worker(mpi: Mpi) {
+    let tasks = 6usize;
+    let t = trace(mpi, "master_worker", &["2000", "6"]);
+    let master = &t.ranks[0];
+    assert_eq!(
+        op_counts(master),
+        counts(&[
+            (Op::Init, 1),
+            (Op::Send, tasks + N_RANKS - 1),
+            (Op::Recv, tasks),
+            (Op::Finalize, 1)
+        ])
+    );
+    // Results arrive from MPI_ANY_SOURCE; the trace holds the actual sender.
+    for ev in events_of(master, Op::Recv) {
+        let peer = ev.peer.expect("peer");
+        assert!(peer != PEER_ANY_SOURCE && (1..N_RANKS as i64).contains(&peer));
+        assert_eq!((ev.tag, ev.bytes), (Some(3), Some(8)));
+    }
+    let (mut worker_recvs, mut worker_sends) = (0, 0);
+    for rt in &t.ranks[1..] {
+        for ev in events_of(rt, Op::Recv) {
+            assert_eq!((ev.peer, ev.bytes), (Some(0), Some(16)));
+            worker_recvs += 1;
+        }
+        for ev in events_of(rt, Op::Send) {
+            assert_eq!((ev.peer, ev.tag), (Some(0), Some(3)));
+            worker_sends += 1;
+        }
+    }
+    assert_eq!((worker_recvs, worker_sends), (tasks + N_RANKS - 1, tasks));
+}
+
+fn check_transpose(mpi: Mpi) {
+    let (b, iters) = (8u64, 3usize);
+    let t = trace(mpi, "transpose", &["8", "3"]);
+    for rt in &t.ranks {
+        assert_eq!(
+            op_counts(rt),
+            counts(&[
+                (Op::Init, 1),
+                (Op::Alltoall, iters),
+                (Op::Reduce, 1),
+                (Op::Finalize, 1)
+            ])
+        );
+        for ev in events_of(rt, Op::Alltoall) {
+            let total = b * b * 8 * N_RANKS as u64;
+            assert_eq!(
+                (ev.bytes, ev.rbytes, ev.comm),
+                (Some(total), Some(total), Some(0))
+            );
+        }
+    }
+}
+
+fn check_tree_reduce(mpi: Mpi) {
+    let iters = 3usize;
+    let t = trace(mpi, "tree_reduce", &["1000", "3"]);
+    for (r, rt) in t.ranks.iter().enumerate() {
+        let children: Vec<i64> = [2 * r + 1, 2 * r + 2]
+            .into_iter()
+            .filter(|c| *c < N_RANKS)
+            .map(|c| c as i64)
+            .collect();
+        let sends = if r > 0 { iters } else { 0 };
+        assert_eq!(
+            op_counts(rt),
+            counts(&[
+                (Op::Init, 1),
+                (Op::Recv, children.len() * iters),
+                (Op::Send, sends),
+                (Op::Bcast, iters),
+                (Op::Finalize, 1)
+            ])
+        );
+        let recv_peers: Vec<i64> = events_of(rt, Op::Recv)
+            .iter()
+            .filter_map(|e| e.peer)
+            .collect();
+        assert_eq!(recv_peers, children.repeat(iters));
+        for ev in events_of(rt, Op::Send) {
+            assert_eq!((ev.peer, ev.bytes), (Some((r as i64 - 1) / 2), Some(8)));
+        }
+        for ev in events_of(rt, Op::Bcast) {
+            assert_eq!(ev.root, Some(0));
+        }
+    }
+}
+
+fn check_rowcol(mpi: Mpi) {
+    let (n, iters) = (64u64, 3usize);
+    let t = trace(mpi, "rowcol", &["64", "3"]);
+    for (r, rt) in t.ranks.iter().enumerate() {
+        let r = r as i64;
+        assert_eq!(
+            op_counts(rt),
+            counts(&[
+                (Op::Init, 1),
+                (Op::CommSplit, 2),
+                (Op::Allreduce, iters),
+                (Op::Bcast, iters),
+                (Op::CommFree, 2),
+                (Op::Finalize, 1)
+            ])
+        );
+        let splits = events_of(rt, Op::CommSplit);
+        let (row, col) = (
+            splits[0].newcomm.expect("row comm"),
+            splits[1].newcomm.expect("col comm"),
+        );
+        assert_eq!(rt.comms.get(&row), Some(&vec![r / 2 * 2, r / 2 * 2 + 1]));
+        assert_eq!(rt.comms.get(&col), Some(&vec![r % 2, r % 2 + 2]));
+        for ev in events_of(rt, Op::Allreduce) {
+            assert_eq!((ev.comm, ev.bytes), (Some(row), Some(n * 8)));
+        }
+        for ev in events_of(rt, Op::Bcast) {
+            assert_eq!((ev.comm, ev.root), (Some(col), Some(r % 2)));
+        }
+    }
+}
+
+#[test]
+fn stencil_openmpi() {
+    check_stencil(Mpi::OpenMpi);
+}
+#[test]
+fn stencil_mpich() {
+    check_stencil(Mpi::Mpich);
+}
+#[test]
+fn ring_openmpi() {
+    check_ring(Mpi::OpenMpi, "ring");
+}
+#[test]
+fn ring_mpich() {
+    check_ring(Mpi::Mpich, "ring");
+}
+#[test]
+fn ring_fortran_openmpi() {
+    check_ring(Mpi::OpenMpi, "ring_f");
+}
+#[test]
+fn ring_fortran_mpich() {
+    check_ring(Mpi::Mpich, "ring_f");
+}
+#[test]
+fn cg_openmpi() {
+    check_cg(Mpi::OpenMpi);
+}
+#[test]
+fn cg_mpich() {
+    check_cg(Mpi::Mpich);
+}
+#[test]
+fn master_worker_openmpi() {
+    check_master_worker(Mpi::OpenMpi);
+}
+#[test]
+fn master_worker_mpich() {
+    check_master_worker(Mpi::Mpich);
+}
+#[test]
+fn transpose_openmpi() {
+    check_transpose(Mpi::OpenMpi);
+}
+#[test]
+fn transpose_mpich() {
+    check_transpose(Mpi::Mpich);
+}
+#[test]
+fn tree_reduce_openmpi() {
+    check_tree_reduce(Mpi::OpenMpi);
+}
+#[test]
+fn tree_reduce_mpich() {
+    check_tree_reduce(Mpi::Mpich);
+}
+#[test]
+fn rowcol_openmpi() {
+    check_rowcol(Mpi::OpenMpi);
+}
+#[test]
+fn rowcol_mpich() {
+    check_rowcol(Mpi::Mpich);
+}
