@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::{Mutex, OnceLock};
+use std::sync::Mutex;
 
 use perfskel_compiler::trace::format::{self, PEER_ANY_SOURCE, PEER_PROC_NULL};
 use perfskel_compiler::trace::symbolize::Symbolizer;
@@ -614,4 +614,320 @@ fn rowcol_openmpi() {
 #[test]
 fn rowcol_mpich() {
     check_rowcol(Mpi::Mpich);
+}
+
+/// A rank that dies leaves a file read up to its last flushed event, marked incomplete.
+fn check_crash(mpi: Mpi) {
+    let crash_iter = 2usize;
+    let exe = build_app(mpi, "ring");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out_dir = dir.path().join("trace");
+    let out_text = out_dir.to_str().expect("utf-8 path");
+    let launcher = format!("mpirun.{}", mpi.name());
+    let exe_text = exe.to_str().expect("utf-8 path");
+    let out = {
+        let _guard = MPI_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        perfskel(&[
+            "record", "-o", out_text, "--", &launcher, "-np", "4", exe_text, "64", "5", "2",
+        ])
+    };
+    assert!(
+        !out.status.success(),
+        "the crashed run's exit code is passed on"
+    );
+    let manifest = Manifest::from_json(
+        &std::fs::read_to_string(out_dir.join(format::MANIFEST_FILE)).expect("manifest written"),
+    )
+    .expect("manifest parses");
+    assert_eq!(manifest.ranks[1].status, RankStatus::Incomplete);
+    let rank1 = read_rank(&out_dir, 1);
+    assert!(matches!(
+        rank1.completion,
+        Some(Completion::Incomplete { .. })
+    ));
+    let ops: Vec<Op> = rank1.events.iter().map(Event::op).collect();
+    let mut expected = vec![Op::Init];
+    for _ in 0..crash_iter {
+        expected.extend([Op::Recv, Op::Send]);
+    }
+    assert_eq!(ops, expected, "rank 1's events up to the crash");
+
+    let stats = perfskel(&["trace", "stats", out_text, "--format", "json"]);
+    let json: serde_json::Value = serde_json::from_slice(&stats.stdout).expect("stats prints JSON");
+    let incomplete = json["incomplete_ranks"]
+        .as_array()
+        .expect("incomplete_ranks");
+    assert!(incomplete.contains(&serde_json::Value::from(1)), "{json}");
+    assert!(String::from_utf8_lossy(&stats.stderr).contains("rank 1: trace is incomplete"));
+}
+
+#[test]
+fn crash_openmpi() {
+    check_crash(Mpi::OpenMpi);
+}
+#[test]
+fn crash_mpich() {
+    check_crash(Mpi::Mpich);
+}
+
+/// Writes rank files by hand, byte by byte as FORMAT.md describes them.
+struct RankFile {
+    bytes: Vec<u8>,
+    /// Offset where each record starts.
+    record_starts: Vec<usize>,
+    n_events: u64,
+}
+
+fn varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+impl RankFile {
+    fn new(rank: u32, n_ranks: u32, version: u16) -> RankFile {
+        let mut b = Vec::new();
+        b.extend_from_slice(format::MAGIC);
+        b.extend_from_slice(&version.to_le_bytes());
+        b.extend_from_slice(&0u16.to_le_bytes());
+        b.extend_from_slice(&rank.to_le_bytes());
+        b.extend_from_slice(&n_ranks.to_le_bytes());
+        b.extend_from_slice(&1234u32.to_le_bytes());
+        b.extend_from_slice(&1_700_000_000_000_000_000u64.to_le_bytes());
+        for s in ["host", "Test MPI 1.0"] {
+            b.extend_from_slice(&(s.len() as u16).to_le_bytes());
+            b.extend_from_slice(s.as_bytes());
+        }
+        let len = (b.len() as u16).to_le_bytes();
+        b[10..12].copy_from_slice(&len);
+        let mut f = RankFile {
+            bytes: b,
+            record_starts: Vec::new(),
+            n_events: 0,
+        };
+        f.record(|b| {
+            b.push(format::R_OBJECT);
+            varint(b, 1);
+            varint(b, 0x1000);
+            varint(b, 4);
+            b.extend_from_slice(b"/app");
+        });
+        f.record(|b| {
+            b.push(format::R_SITE);
+            varint(b, 1);
+            varint(b, 1);
+            varint(b, 0x1234);
+        });
+        f.event(Op::Init, 0, &[]);
+        f
+    }
+    fn record(&mut self, write: impl FnOnce(&mut Vec<u8>)) {
+        self.record_starts.push(self.bytes.len());
+        write(&mut self.bytes);
+    }
+    /// An event with the given (field bit, raw varint value) pairs.
+    fn event(&mut self, op: Op, dur: u64, fields: &[(u64, u64)]) {
+        let mask = fields.iter().fold(0, |m, (bit, _)| m | bit);
+        self.record(|b| {
+            b.push(op.code());
+            varint(b, mask);
+            varint(b, 100);
+            varint(b, dur);
+            varint(b, 1);
+            for (_, v) in fields {
+                varint(b, *v);
+            }
+        });
+        self.n_events += 1;
+    }
+    fn send(&mut self, peer: u64, bytes: u64) {
+        use format::field;
+        self.event(
+            Op::Send,
+            500,
+            &[
+                (field::PEER, peer * 2),
+                (field::TAG, 0),
+                (field::BYTES, bytes),
+                (field::COMM, 0),
+            ],
+        );
+    }
+    fn finish(mut self) -> Vec<u8> {
+        self.event(Op::Finalize, 10, &[]);
+        let n = self.n_events;
+        self.record(|b| {
+            b.push(format::R_END);
+            varint(b, 99_999);
+            varint(b, n);
+        });
+        self.bytes
+    }
+}
+
+fn read_all(
+    bytes: &[u8],
+    rank: u32,
+) -> Result<(Vec<Event>, Option<Completion>), perfskel_compiler::trace::TraceError> {
+    let mut reader = RankReader::new(bytes, Some(rank))?;
+    let mut events = Vec::new();
+    for ev in reader.by_ref() {
+        events.push(ev?);
+    }
+    Ok((events, reader.completion()))
+}
+
+#[test]
+fn reader_reads_a_whole_file() {
+    let mut f = RankFile::new(2, 4, format::VERSION);
+    f.send(3, 4096);
+    let bytes = f.finish();
+    let (events, completion) = read_all(&bytes, 2).expect("reads");
+    let ops: Vec<Op> = events.iter().map(Event::op).collect();
+    assert_eq!(ops, vec![Op::Init, Op::Send, Op::Finalize]);
+    assert_eq!(
+        (events[1].peer, events[1].bytes, events[1].comm),
+        (Some(3), Some(4096), Some(0))
+    );
+    assert_eq!((events[1].start_ns, events[1].end_ns), (200, 700));
+    assert_eq!(
+        completion,
+        Some(Completion::Complete {
+            end_ns: 99_999,
+            n_events: 3
+        })
+    );
+}
+
+#[test]
+fn reader_reports_truncated_file_as_incomplete() {
+    let mut f = RankFile::new(1, 4, format::VERSION);
+    for _ in 0..5 {
+        f.send(0, 1 << 20);
+    }
+    let cut_record = f.record_starts[f.record_starts.len() - 1];
+    let bytes = f.finish();
+    // Cut inside the fifth send: four sends and init survive.
+    let cut = cut_record + 3;
+    let (events, completion) = read_all(&bytes[..cut], 1).expect("a truncated file still reads");
+    assert_eq!(events.len(), 5);
+    assert_eq!(
+        completion,
+        Some(Completion::Incomplete {
+            valid_bytes: cut_record as u64,
+            trailing_bytes: 3
+        })
+    );
+    // Cut exactly between records: nothing trails.
+    let (_, completion) = read_all(&bytes[..cut_record], 1).expect("reads");
+    assert_eq!(
+        completion,
+        Some(Completion::Incomplete {
+            valid_bytes: cut_record as u64,
+            trailing_bytes: 0
+        })
+    );
+}
+
+#[test]
+fn reader_reports_corrupt_record_with_rank_and_offset() {
+    let mut f = RankFile::new(2, 4, format::VERSION);
+    f.send(1, 8);
+    let at = f.record_starts[f.record_starts.len() - 1];
+    let mut bytes = f.finish();
+    bytes[at] = 0x7e;
+    let err = read_all(&bytes, 2).expect_err("corrupt record");
+    assert_eq!(
+        (err.rank, err.offset, err.kind.clone()),
+        (Some(2), at as u64, TraceErrorKind::UnknownRecord(0x7e))
+    );
+    assert!(
+        err.to_string()
+            .starts_with(&format!("rank 2, byte offset {at}: corrupt record")),
+        "{err}"
+    );
+
+    let mut bytes = RankFile::new(0, 1, format::VERSION).finish();
+    let end = bytes.len() - 1;
+    bytes[end] = 7; // the end record's event count
+    let err = read_all(&bytes, 0).expect_err("count mismatch");
+    assert_eq!(
+        err.kind,
+        TraceErrorKind::EventCountMismatch {
+            recorded: 7,
+            read: 2
+        }
+    );
+
+    let mut bytes = RankFile::new(0, 1, format::VERSION).finish();
+    bytes.push(0);
+    let err = read_all(&bytes, 0).expect_err("data after end");
+    assert_eq!(
+        (err.kind, err.offset),
+        (TraceErrorKind::DataAfterEnd, bytes.len() as u64 - 1)
+    );
+}
+
+#[test]
+fn reader_rejects_other_versions_and_other_files() {
+    let bytes = RankFile::new(0, 1, format::VERSION + 1).finish();
+    let err = RankReader::new(&bytes[..], Some(0))
+        .err()
+        .expect("version mismatch");
+    assert_eq!(
+        (err.offset, err.kind.clone()),
+        (
+            8,
+            TraceErrorKind::UnsupportedVersion {
+                found: format::VERSION + 1
+            }
+        )
+    );
+    assert!(
+        err.to_string().contains("version 2 is not supported"),
+        "{err}"
+    );
+
+    let err = RankReader::new(&b"\x7fELF not a trace"[..], Some(3))
+        .err()
+        .expect("bad magic");
+    assert_eq!((err.rank, err.kind), (Some(3), TraceErrorKind::BadMagic));
+
+    let bytes = RankFile::new(0, 1, format::VERSION).finish();
+    let err = RankReader::new(&bytes[..20], Some(0))
+        .err()
+        .expect("short header");
+    assert_eq!(err.kind, TraceErrorKind::TruncatedHeader);
+
+    let err = RankReader::new(&bytes[..], Some(5))
+        .err()
+        .expect("rank differs from file name");
+    assert!(matches!(err.kind, TraceErrorKind::BadHeader(_)));
+}
+
+#[test]
+fn stats_and_show_report_a_missing_rank() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for rank in [0u32, 2] {
+        let mut f = RankFile::new(rank, 3, format::VERSION);
+        f.send(1, 64);
+        std::fs::write(dir.path().join(format::rank_file_name(rank)), f.finish()).expect("write");
+    }
+    let path = dir.path().to_str().expect("utf-8 path");
+    let stats = perfskel(&["trace", "stats", path, "--format", "json"]);
+    assert_eq!(stats.status.code(), Some(1));
+    let json: serde_json::Value = serde_json::from_slice(&stats.stdout).expect("JSON");
+    assert_eq!(json["missing_ranks"], serde_json::json!([1]));
+    assert_eq!(json["n_ranks"], serde_json::json!(3));
+    assert_eq!(json["ops"].as_array().map(Vec::len), Some(3));
+    let show = perfskel(&["trace", "show", path]);
+    assert_eq!(show.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&show.stdout);
+    assert!(
+        text.contains("rank 1: MISSING: rank-00001.pst not found"),
+        "{text}"
+    );
+    assert!(text.contains("MPI_Send"), "{text}");
 }

@@ -65,7 +65,11 @@ static int g_fd = -1;
 static volatile sig_atomic_t g_flushing;
 static int g_on;
 static __thread int g_depth;
-static uint64_t g_t0, g_prev_end, g_n_events, g_next_req, g_next_site;
+static uint64_t g_t0, g_prev_end, g_n_events, g_next_req, g_next_site, g_last_flush;
+
+/* Buffered events are written at least this often, so a rank killed with SIGKILL (which
+ * no handler sees) loses at most this much of its trace. */
+#define FLUSH_INTERVAL_NS 1000000000ull
 static int g_rank;
 
 static inline uint64_t now_ns(void) {
@@ -410,6 +414,10 @@ static void emit(const ev_t *e, uint64_t t0, uint64_t t1, void *ra) {
     g_len += (size_t)(p - start);
     g_prev_end = t1;
     g_n_events++;
+    if (t1 - g_last_flush > FLUSH_INTERVAL_NS) {
+        flush_buf();
+        g_last_flush = t1;
+    }
 }
 
 static inline void ev_p2p(ev_t *e, MPI_Comm comm, int peer, int tag, int count,
@@ -536,6 +544,10 @@ static void tracer_start(uint64_t t_start) {
         sigaction(g_signals[i], &sa, &g_old_actions[i]);
     }
     atexit(on_exit_flush);
+    /* The header goes out at once: even a rank killed before its first flush leaves a
+     * file that reads as incomplete rather than as garbage. */
+    flush_buf();
+    g_last_flush = now_ns();
     g_on = 1;
 }
 
