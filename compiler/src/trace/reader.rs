@@ -202,8 +202,19 @@ impl Cursor<'_> {
         self.at += 1;
         Ok(b)
     }
-    #[inline]
+    /// Most fields fit in one byte: that case stays inline, longer ones take the loop.
+    #[inline(always)]
     fn varint(&mut self) -> DResult<u64> {
+        if let Some(&b) = self.bytes.get(self.at) {
+            if b < 0x80 {
+                self.at += 1;
+                return Ok(u64::from(b));
+            }
+        }
+        self.varint_long()
+    }
+    #[inline(never)]
+    fn varint_long(&mut self) -> DResult<u64> {
         let start = self.at;
         let mut value = 0u64;
         let mut shift = 0u32;
@@ -425,6 +436,7 @@ impl<R: Read> RankReader<R> {
 
     /// Parses one record at `pos`. An event fills `ev` and returns the bytes it used; a
     /// definition record is applied, consumed and gives `Ok(None)`.
+    #[inline]
     fn parse_record(&mut self, ev: &mut Event) -> DResult<Option<usize>> {
         let mut c = Cursor {
             bytes: &self.buf[self.pos..self.len],
