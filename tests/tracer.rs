@@ -44,21 +44,25 @@ fn work_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("tracer-tests")
 }
 
-/// Compiles one example (`name.c`, or `ring.f90` for `ring_f`) with `mpi`'s wrapper.
+/// The source file of an example: `name.c`, or `base.f90` for a Fortran `base_f`.
+fn source_name(app: &str) -> String {
+    match app.strip_suffix("_f") {
+        Some(base) => format!("{base}.f90"),
+        None => format!("{app}.c"),
+    }
+}
+
+/// Compiles one example with `mpi`'s compiler wrapper.
 fn build_app(mpi: Mpi, app: &str) -> PathBuf {
     let out_dir = work_dir().join(format!("apps-{}", mpi.name()));
     std::fs::create_dir_all(&out_dir).expect("create build dir");
     let exe = out_dir.join(app);
-    let (compiler, src, flags): (String, PathBuf, &[&str]) = if app == "ring_f" {
-        (
-            format!("mpif90.{}", mpi.name()),
-            apps_dir().join("ring.f90"),
-            &["-O2", "-g", "-Wall"],
-        )
+    let src = apps_dir().join(source_name(app));
+    let (compiler, flags): (String, &[&str]) = if app.ends_with("_f") {
+        (format!("mpif90.{}", mpi.name()), &["-O2", "-g", "-Wall"])
     } else {
         (
             format!("mpicc.{}", mpi.name()),
-            apps_dir().join(format!("{app}.c")),
             &["-O2", "-g", "-Wall", "-Wextra", "-Werror"],
         )
     };
@@ -221,11 +225,7 @@ fn check_requests(ranks: &[RankTrace]) {
 /// Every call site resolves to the example's source, on a line (or the one or two before,
 /// for calls spread over lines) that names the MPI routine.
 fn check_sites(ranks: &[RankTrace], app: &str) {
-    let src_name = if app == "ring_f" {
-        "ring.f90".to_owned()
-    } else {
-        format!("{app}.c")
-    };
+    let src_name = source_name(app);
     let source = std::fs::read_to_string(apps_dir().join(&src_name)).expect("example source");
     let lines: Vec<&str> = source.lines().collect();
     let mut symbolizers: BTreeMap<String, Symbolizer> = BTreeMap::new();
@@ -233,7 +233,7 @@ fn check_sites(ranks: &[RankTrace], app: &str) {
         for ev in &rt.events {
             // gfortran's line table gives the argument set-up of the first call in a
             // program to the last statement that shares the argument (MPI_FINALIZE).
-            if app == "ring_f" && ev.op() == Op::Init {
+            if app.ends_with("_f") && ev.op() == Op::Init {
                 continue;
             }
             let (object, offset) = rt.sites.get(&ev.site).expect("event's site is defined");
@@ -373,9 +373,9 @@ fn check_ring(mpi: Mpi, app: &str) {
     }
 }
 
-fn check_cg(mpi: Mpi) {
+fn check_cg(mpi: Mpi, app: &str) {
     let iters = 3usize;
-    let t = trace(mpi, "cg", &["64", "3"]);
+    let t = trace(mpi, app, &["64", "3"]);
     for (r, rt) in t.ranks.iter().enumerate() {
         assert_eq!(
             op_counts(rt),
@@ -577,11 +577,19 @@ fn ring_fortran_mpich() {
 }
 #[test]
 fn cg_openmpi() {
-    check_cg(Mpi::OpenMpi);
+    check_cg(Mpi::OpenMpi, "cg");
+}
+#[test]
+fn cg_fortran_openmpi() {
+    check_cg(Mpi::OpenMpi, "cg_f");
+}
+#[test]
+fn cg_fortran_mpich() {
+    check_cg(Mpi::Mpich, "cg_f");
 }
 #[test]
 fn cg_mpich() {
-    check_cg(Mpi::Mpich);
+    check_cg(Mpi::Mpich, "cg");
 }
 #[test]
 fn master_worker_openmpi() {

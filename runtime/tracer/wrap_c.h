@@ -293,7 +293,7 @@ int MPI_Testsome(int count, MPI_Request reqs[], int *outcount, int indices[],
 }
 
 int MPI_Request_free(MPI_Request *req) {
-    if (g_on) req_pop(*req);
+    if (TRACED) req_pop(*req);
     return PMPI_Request_free(req);
 }
 

@@ -283,3 +283,254 @@ void mpi_comm_free_(F *comm, F *ierr) {
     FEND(OP_COMM_FREE);
 }
 FALIAS(mpi_comm_free_, mpi_comm_free__, MPI_COMM_FREE)
+
+F_ISEND_LIKE(mpi_ibsend_, mpi_ibsend__, MPI_IBSEND, OP_IBSEND)
+F_ISEND_LIKE(mpi_irsend_, mpi_irsend__, MPI_IRSEND, OP_IRSEND)
+
+typedef void (*f_sendrecv_replace_t)(void *, F *, F *, F *, F *, F *, F *, F *, F *, F *);
+void mpi_sendrecv_replace_(void *buf, F *count, F *dt, F *dest, F *stag, F *src, F *rtag,
+                           F *comm, F *status, F *ierr) {
+    FREAL(mpi_sendrecv_replace_, f_sendrecv_replace_t);
+    FBEGIN(real_(buf, count, dt, dest, stag, src, rtag, comm, status, ierr));
+    MPI_Comm c = CCOMM(comm);
+    ev_p2p(&e_, c, *dest, *stag, *count, CTYPE(dt));
+    e_.mask |= F_SRC | F_RTAG | F_RBYTES;
+    e_.src = to_world(comm_get(c), *src);
+    e_.rtag = norm_tag(*rtag);
+    e_.rbytes = *src == MPI_PROC_NULL ? 0 : type_bytes(CTYPE(dt), *count);
+    FEND(OP_SENDRECV_REPLACE);
+}
+FALIAS(mpi_sendrecv_replace_, mpi_sendrecv_replace__, MPI_SENDRECV_REPLACE)
+
+typedef void (*f_probe_t)(F *, F *, F *, F *, F *);
+void mpi_probe_(F *src, F *tag, F *comm, F *status, F *ierr) {
+    FREAL(mpi_probe_, f_probe_t);
+    FBEGIN(real_(src, tag, comm, status, ierr));
+    ev_p2p(&e_, CCOMM(comm), *src, *tag, 0, MPI_BYTE);
+    if (*src != MPI_PROC_NULL) f_status(&e_, CCOMM(comm), status, MPI_BYTE);
+    FEND(OP_PROBE);
+}
+FALIAS(mpi_probe_, mpi_probe__, MPI_PROBE)
+
+typedef void (*f_iprobe_t)(F *, F *, F *, F *, F *, F *);
+void mpi_iprobe_(F *src, F *tag, F *comm, F *flag, F *status, F *ierr) {
+    FREAL(mpi_iprobe_, f_iprobe_t);
+    FBEGIN(real_(src, tag, comm, flag, status, ierr));
+    ev_p2p(&e_, CCOMM(comm), *src, *tag, 0, MPI_BYTE);
+    if (*flag && *src != MPI_PROC_NULL) f_status(&e_, CCOMM(comm), status, MPI_BYTE);
+    e_.mask |= F_FLAG;
+    e_.flag = (uint64_t)(*flag != 0);
+    FEND(OP_IPROBE);
+}
+FALIAS(mpi_iprobe_, mpi_iprobe__, MPI_IPROBE)
+
+typedef void (*f_test_t)(F *, F *, F *, F *);
+void mpi_test_(F *req, F *flag, F *status, F *ierr) {
+    FREAL(mpi_test_, f_test_t);
+    MPI_Request before = MPI_Request_f2c(*req);
+    uint64_t id = 0;
+    FBEGIN(real_(req, flag, status, ierr));
+    complete_reqs(&e_, &id, &before, *flag ? 1 : 0, NULL, 0);
+    e_.mask |= F_FLAG;
+    e_.flag = (uint64_t)(*flag != 0);
+    FEND(OP_TEST);
+}
+FALIAS(mpi_test_, mpi_test__, MPI_TEST)
+
+/* Fortran indices are 1-based; MPI_UNDEFINED stays as it is. */
+typedef void (*f_waitany_t)(F *, F *, F *, F *, F *);
+void mpi_waitany_(F *count, F *reqs, F *index, F *status, F *ierr) {
+    FREAL(mpi_waitany_, f_waitany_t);
+    if (!TRACED) {
+        g_depth++;
+        real_(count, reqs, index, status, ierr);
+        g_depth--;
+        return;
+    }
+    int n = *count > 0 ? *count : 0;
+    MPI_Request *before = malloc(sizeof(MPI_Request) * (size_t)n + 1);
+    uint64_t id = 0;
+    if (!before) abort();
+    for (int i = 0; i < n; i++) before[i] = MPI_Request_f2c(reqs[i]);
+    FBEGIN(real_(count, reqs, index, status, ierr));
+    int idx = *index == MPI_UNDEFINED ? -1 : *index - 1;
+    complete_reqs(&e_, &id, before, n, &idx, idx >= 0 ? 1 : 0);
+    FEND(OP_WAITANY);
+    free(before);
+}
+FALIAS(mpi_waitany_, mpi_waitany__, MPI_WAITANY)
+
+typedef void (*f_gather_t)(void *, F *, F *, void *, F *, F *, F *, F *, F *);
+void mpi_gather_(void *sbuf, F *scount, F *stype, void *rbuf, F *rcount, F *rtype, F *root,
+                 F *comm, F *ierr) {
+    FREAL(mpi_gather_, f_gather_t);
+    FBEGIN(real_(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, ierr));
+    MPI_Comm c = CCOMM(comm);
+    int is_root = comm_rank(c) == *root;
+    ev_coll(&e_, c, type_bytes(CTYPE(stype), *scount),
+            is_root ? type_bytes(CTYPE(rtype), (int64_t)*rcount * comm_size(c)) : 0);
+    ev_root(&e_, c, *root);
+    FEND(OP_GATHER);
+}
+FALIAS(mpi_gather_, mpi_gather__, MPI_GATHER)
+
+void mpi_scatter_(void *sbuf, F *scount, F *stype, void *rbuf, F *rcount, F *rtype, F *root,
+                  F *comm, F *ierr) {
+    FREAL(mpi_scatter_, f_gather_t);
+    FBEGIN(real_(sbuf, scount, stype, rbuf, rcount, rtype, root, comm, ierr));
+    MPI_Comm c = CCOMM(comm);
+    int is_root = comm_rank(c) == *root;
+    ev_coll(&e_, c, is_root ? type_bytes(CTYPE(stype), (int64_t)*scount * comm_size(c)) : 0,
+            type_bytes(CTYPE(rtype), *rcount));
+    ev_root(&e_, c, *root);
+    FEND(OP_SCATTER);
+}
+FALIAS(mpi_scatter_, mpi_scatter__, MPI_SCATTER)
+
+typedef void (*f_gatherv_t)(void *, F *, F *, void *, F *, F *, F *, F *, F *, F *);
+void mpi_gatherv_(void *sbuf, F *scount, F *stype, void *rbuf, F *rcounts, F *displs,
+                  F *rtype, F *root, F *comm, F *ierr) {
+    FREAL(mpi_gatherv_, f_gatherv_t);
+    FBEGIN(real_(sbuf, scount, stype, rbuf, rcounts, displs, rtype, root, comm, ierr));
+    MPI_Comm c = CCOMM(comm);
+    int is_root = comm_rank(c) == *root;
+    ev_coll(&e_, c, type_bytes(CTYPE(stype), *scount),
+            is_root ? type_bytes(CTYPE(rtype), sum_counts(rcounts, comm_size(c))) : 0);
+    ev_root(&e_, c, *root);
+    FEND(OP_GATHERV);
+}
+FALIAS(mpi_gatherv_, mpi_gatherv__, MPI_GATHERV)
+
+typedef void (*f_scatterv_t)(void *, F *, F *, F *, void *, F *, F *, F *, F *, F *);
+void mpi_scatterv_(void *sbuf, F *scounts, F *displs, F *stype, void *rbuf, F *rcount,
+                   F *rtype, F *root, F *comm, F *ierr) {
+    FREAL(mpi_scatterv_, f_scatterv_t);
+    FBEGIN(real_(sbuf, scounts, displs, stype, rbuf, rcount, rtype, root, comm, ierr));
+    MPI_Comm c = CCOMM(comm);
+    int is_root = comm_rank(c) == *root;
+    ev_coll(&e_, c, is_root ? type_bytes(CTYPE(stype), sum_counts(scounts, comm_size(c))) : 0,
+            type_bytes(CTYPE(rtype), *rcount));
+    ev_root(&e_, c, *root);
+    FEND(OP_SCATTERV);
+}
+FALIAS(mpi_scatterv_, mpi_scatterv__, MPI_SCATTERV)
+
+typedef void (*f_allgatherv_t)(void *, F *, F *, void *, F *, F *, F *, F *, F *);
+void mpi_allgatherv_(void *sbuf, F *scount, F *stype, void *rbuf, F *rcounts, F *displs,
+                     F *rtype, F *comm, F *ierr) {
+    FREAL(mpi_allgatherv_, f_allgatherv_t);
+    FBEGIN(real_(sbuf, scount, stype, rbuf, rcounts, displs, rtype, comm, ierr));
+    MPI_Comm c = CCOMM(comm);
+    ev_coll(&e_, c, type_bytes(CTYPE(stype), *scount),
+            type_bytes(CTYPE(rtype), sum_counts(rcounts, comm_size(c))));
+    FEND(OP_ALLGATHERV);
+}
+FALIAS(mpi_allgatherv_, mpi_allgatherv__, MPI_ALLGATHERV)
+
+typedef void (*f_alltoallv_t)(void *, F *, F *, F *, void *, F *, F *, F *, F *, F *);
+void mpi_alltoallv_(void *sbuf, F *scounts, F *sdispls, F *stype, void *rbuf, F *rcounts,
+                    F *rdispls, F *rtype, F *comm, F *ierr) {
+    FREAL(mpi_alltoallv_, f_alltoallv_t);
+    FBEGIN(real_(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm, ierr));
+    MPI_Comm c = CCOMM(comm);
+    int n = comm_size(c);
+    ev_coll(&e_, c, type_bytes(CTYPE(stype), sum_counts(scounts, n)),
+            type_bytes(CTYPE(rtype), sum_counts(rcounts, n)));
+    FEND(OP_ALLTOALLV);
+}
+FALIAS(mpi_alltoallv_, mpi_alltoallv__, MPI_ALLTOALLV)
+
+typedef void (*f_reduce_scatter_t)(void *, void *, F *, F *, F *, F *, F *);
+void mpi_reduce_scatter_(void *sbuf, void *rbuf, F *rcounts, F *dt, F *op, F *comm, F *ierr) {
+    FREAL(mpi_reduce_scatter_, f_reduce_scatter_t);
+    FBEGIN(real_(sbuf, rbuf, rcounts, dt, op, comm, ierr));
+    MPI_Comm c = CCOMM(comm);
+    ev_coll(&e_, c, type_bytes(CTYPE(dt), sum_counts(rcounts, comm_size(c))),
+            type_bytes(CTYPE(dt), rcounts[comm_rank(c)]));
+    FEND(OP_REDUCE_SCATTER);
+}
+FALIAS(mpi_reduce_scatter_, mpi_reduce_scatter__, MPI_REDUCE_SCATTER)
+
+#define F_SCAN_LIKE(lname, a, b, OPC)                                                \
+    void lname(void *sbuf, void *rbuf, F *count, F *dt, F *op, F *comm, F *ierr) {    \
+        FREAL(lname, f_allreduce_t);                                                 \
+        FBEGIN(real_(sbuf, rbuf, count, dt, op, comm, ierr));                        \
+        uint64_t bytes = type_bytes(CTYPE(dt), *count);                              \
+        ev_coll(&e_, CCOMM(comm), bytes, bytes);                                     \
+        FEND(OPC);                                                                   \
+    }                                                                                \
+    FALIAS(lname, a, b)
+F_SCAN_LIKE(mpi_scan_, mpi_scan__, MPI_SCAN, OP_SCAN)
+F_SCAN_LIKE(mpi_exscan_, mpi_exscan__, MPI_EXSCAN, OP_EXSCAN)
+
+typedef void (*f_iallreduce_t)(void *, void *, F *, F *, F *, F *, F *, F *);
+void mpi_iallreduce_(void *sbuf, void *rbuf, F *count, F *dt, F *op, F *comm, F *req,
+                     F *ierr) {
+    FREAL(mpi_iallreduce_, f_iallreduce_t);
+    FBEGIN(real_(sbuf, rbuf, count, dt, op, comm, req, ierr));
+    uint64_t b = type_bytes(CTYPE(dt), *count);
+    ev_coll(&e_, CCOMM(comm), b, b);
+    e_.mask |= F_REQ;
+    e_.req = req_new(MPI_Request_f2c(*req));
+    FEND(OP_IALLREDUCE);
+}
+FALIAS(mpi_iallreduce_, mpi_iallreduce__, MPI_IALLREDUCE)
+
+typedef void (*f_ibarrier_t)(F *, F *, F *);
+void mpi_ibarrier_(F *comm, F *req, F *ierr) {
+    FREAL(mpi_ibarrier_, f_ibarrier_t);
+    FBEGIN(real_(comm, req, ierr));
+    ev_coll(&e_, CCOMM(comm), 0, 0);
+    e_.mask |= F_REQ;
+    e_.req = req_new(MPI_Request_f2c(*req));
+    FEND(OP_IBARRIER);
+}
+FALIAS(mpi_ibarrier_, mpi_ibarrier__, MPI_IBARRIER)
+
+typedef void (*f_cart_sub_t)(F *, F *, F *, F *);
+void mpi_cart_sub_(F *comm, F *remain, F *newcomm, F *ierr) {
+    FREAL(mpi_cart_sub_, f_cart_sub_t);
+    FBEGIN(real_(comm, remain, newcomm, ierr));
+    ev_newcomm(&e_, CCOMM(comm), CCOMM(newcomm));
+    FEND(OP_CART_SUB);
+}
+FALIAS(mpi_cart_sub_, mpi_cart_sub__, MPI_CART_SUB)
+
+typedef void (*f_comm_create_t)(F *, F *, F *, F *);
+void mpi_comm_create_(F *comm, F *group, F *newcomm, F *ierr) {
+    FREAL(mpi_comm_create_, f_comm_create_t);
+    FBEGIN(real_(comm, group, newcomm, ierr));
+    ev_newcomm(&e_, CCOMM(comm), CCOMM(newcomm));
+    FEND(OP_COMM_CREATE);
+}
+FALIAS(mpi_comm_create_, mpi_comm_create__, MPI_COMM_CREATE)
+
+typedef void (*f_abort_t)(F *, F *, F *);
+void mpi_abort_(F *comm, F *code, F *ierr) {
+    FREAL(mpi_abort_, f_abort_t);
+    if (TRACED) {
+        ev_t e;
+        memset(&e, 0, sizeof e);
+        e.op = OP_ABORT;
+        e.mask = F_COMM | F_FLAG;
+        e.comm = comm_get(CCOMM(comm))->id;
+        e.flag = (uint64_t)(uint32_t)*code;
+        uint64_t t = now_ns();
+        emit(&e, t, t, __builtin_return_address(0));
+        flush_buf();
+    }
+    g_depth++;
+    real_(comm, code, ierr);
+    g_depth--;
+}
+FALIAS(mpi_abort_, mpi_abort__, MPI_ABORT)
+
+typedef void (*f_request_free_t)(F *, F *);
+void mpi_request_free_(F *req, F *ierr) {
+    FREAL(mpi_request_free_, f_request_free_t);
+    if (TRACED) req_pop(MPI_Request_f2c(*req));
+    g_depth++;
+    real_(req, ierr);
+    g_depth--;
+}
+FALIAS(mpi_request_free_, mpi_request_free__, MPI_REQUEST_FREE)

@@ -151,7 +151,9 @@ impl StatsBuilder {
             ..RankStats::default()
         };
         let mut ev = Event::default();
-        let mut site_keys: Vec<Option<SiteKey>> = Vec::new();
+        // One map update per event, keyed by small integers; call-site ids become
+        // object-relative keys once at the end (within a rank, ids and addresses are 1:1).
+        let mut by_site: BTreeMap<(Op, u64), Totals> = BTreeMap::new();
         let (mut app_start, mut app_end, mut last_end) = (None, None, 0);
         while reader.next_event(&mut ev)? {
             let op = ev.op();
@@ -164,30 +166,22 @@ impl StatsBuilder {
                 _ => st.mpi_ns += dur,
             }
             let bytes = ev.bytes.unwrap_or(0) + ev.rbytes.unwrap_or(0);
-            st.ops.entry(op).or_default().add(dur, bytes);
-            let idx = usize::try_from(ev.site).unwrap_or(usize::MAX);
-            if idx >= site_keys.len() && idx < reader.sites().len() + 1 {
-                site_keys.resize(idx + 1, None);
-            }
-            if let Some(slot) = site_keys.get_mut(idx) {
-                if slot.is_none() {
-                    *slot = reader.site(ev.site).map(|s| match reader.object(s.object) {
-                        Some(o) => SiteKey {
-                            object: o.path.clone(),
-                            offset: s.addr.wrapping_sub(o.bias),
-                        },
-                        None => SiteKey {
-                            object: String::new(),
-                            offset: s.addr,
-                        },
-                    });
-                }
-                if let Some(key) = slot {
-                    st.sites
-                        .entry((op, key.clone()))
-                        .or_default()
-                        .add(dur, bytes);
-                }
+            by_site.entry((op, ev.site)).or_default().add(dur, bytes);
+        }
+        for ((op, site), totals) in by_site {
+            st.ops.entry(op).or_default().merge(&totals);
+            let key = reader.site(site).map(|s| match reader.object(s.object) {
+                Some(o) => SiteKey {
+                    object: o.path.clone(),
+                    offset: s.addr.wrapping_sub(o.bias),
+                },
+                None => SiteKey {
+                    object: String::new(),
+                    offset: s.addr,
+                },
+            });
+            if let Some(key) = key {
+                st.sites.entry((op, key)).or_default().merge(&totals);
             }
         }
         st.complete = matches!(reader.completion(), Some(Completion::Complete { .. }));
