@@ -328,7 +328,43 @@ fn check_stencil(mpi: Mpi) {
         }
         assert_eq!(events_of(rt, Op::CommFree)[0].comm, Some(cart));
     }
-    drop(t.dir);
+
+    // The CLI's views of the same trace: stats per operation and per call site.
+    let dir = t.dir.path().join("trace");
+    let dir = dir.to_str().expect("utf-8 path");
+    let stats = perfskel(&["trace", "stats", dir, "--format", "json"]);
+    assert!(stats.status.success());
+    let json: serde_json::Value = serde_json::from_slice(&stats.stdout).expect("JSON");
+    let sendrecv = json["ops"]
+        .as_array()
+        .and_then(|ops| ops.iter().find(|o| o["op"] == "MPI_Sendrecv"))
+        .expect("MPI_Sendrecv row");
+    assert_eq!(sendrecv["count"], serde_json::json!(4 * iters * N_RANKS));
+    let sites: Vec<&serde_json::Value> = json["sites"]
+        .as_array()
+        .expect("sites")
+        .iter()
+        .filter(|s| s["op"] == "MPI_Sendrecv")
+        .collect();
+    assert_eq!(sites.len(), 4, "four halo-exchange call sites");
+    for site in sites {
+        assert!(site["site"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("stencil.c:")));
+        assert_eq!(site["n_ranks"], serde_json::json!(N_RANKS));
+        assert_eq!(site["count"], serde_json::json!(iters * N_RANKS));
+    }
+    assert_eq!(json["missing_ranks"], serde_json::json!([]));
+    assert_eq!(json["incomplete_ranks"], serde_json::json!([]));
+    let show = perfskel(&["trace", "show", dir, "--rank", "3"]);
+    assert!(show.status.success());
+    let text = String::from_utf8_lossy(&show.stdout);
+    assert!(text.starts_with("rank 3 of 4"), "{text}");
+    assert!(
+        text.contains("MPI_Cart_create") && text.contains("(main)"),
+        "{text}"
+    );
+    assert!(text.contains("end: complete"), "{text}");
 }
 
 fn check_ring(mpi: Mpi, app: &str) {

@@ -113,6 +113,8 @@ pub struct RankRow {
     pub mpi_ns: u64,
     pub compute_ns: u64,
     pub ops: Vec<OpRow>,
+    /// This rank's call sites (`n_ranks` is 1), most time first.
+    pub sites: Vec<SiteRow>,
 }
 
 /// The whole report, ready to print or serialize.
@@ -235,33 +237,7 @@ impl StatsBuilder {
                 })
                 .collect::<Vec<_>>()
         };
-        let mut site_rows: Vec<SiteRow> = sites
-            .into_iter()
-            .map(|((op, key), (totals, n_ranks))| {
-                let location = locate(&key);
-                let site = location.short().unwrap_or_else(|| {
-                    let name = key.object.rsplit('/').next().unwrap_or(&key.object);
-                    format!("{name}+0x{:x}", key.offset)
-                });
-                SiteRow {
-                    op: op.mpi_name(),
-                    site,
-                    location,
-                    object: key.object,
-                    offset: key.offset,
-                    n_ranks,
-                    totals,
-                }
-            })
-            .collect();
-        // Most expensive first, ties broken by name so the order is deterministic.
-        site_rows.sort_by(|a, b| {
-            b.totals
-                .total_ns
-                .cmp(&a.totals.total_ns)
-                .then_with(|| a.site.cmp(&b.site))
-                .then_with(|| a.op.cmp(b.op))
-        });
+        let all_sites = site_rows(sites, locate);
         StatsReport {
             n_ranks: self.n_ranks,
             missing_ranks: self.missing.clone(),
@@ -276,7 +252,7 @@ impl StatsBuilder {
             mpi_ns,
             compute_ns,
             ops: op_rows(&ops),
-            sites: site_rows,
+            sites: all_sites,
             ranks: self
                 .ranks
                 .values()
@@ -288,8 +264,47 @@ impl StatsBuilder {
                     mpi_ns: r.mpi_ns,
                     compute_ns: r.compute_ns,
                     ops: op_rows(&r.ops),
+                    sites: site_rows(
+                        r.sites.iter().map(|(k, t)| (k.clone(), (*t, 1))).collect(),
+                        locate,
+                    ),
                 })
                 .collect(),
         }
     }
+}
+
+/// Symbolizes and orders call-site rows: most time first, ties broken by site and
+/// operation name so the order is deterministic.
+fn site_rows(
+    sites: BTreeMap<(Op, SiteKey), (Totals, u32)>,
+    locate: &dyn Fn(&SiteKey) -> Location,
+) -> Vec<SiteRow> {
+    let mut rows: Vec<SiteRow> = sites
+        .into_iter()
+        .map(|((op, key), (totals, n_ranks))| {
+            let location = locate(&key);
+            let site = location.short().unwrap_or_else(|| {
+                let name = key.object.rsplit('/').next().unwrap_or(&key.object);
+                format!("{name}+0x{:x}", key.offset)
+            });
+            SiteRow {
+                op: op.mpi_name(),
+                site,
+                location,
+                object: key.object,
+                offset: key.offset,
+                n_ranks,
+                totals,
+            }
+        })
+        .collect();
+    rows.sort_by(|a, b| {
+        b.totals
+            .total_ns
+            .cmp(&a.totals.total_ns)
+            .then_with(|| a.site.cmp(&b.site))
+            .then_with(|| a.op.cmp(b.op))
+    });
+    rows
 }
