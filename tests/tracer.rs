@@ -56,8 +56,12 @@ fn source_name(app: &str) -> String {
 fn build_app(mpi: Mpi, app: &str) -> PathBuf {
     let out_dir = work_dir().join(format!("apps-{}", mpi.name()));
     std::fs::create_dir_all(&out_dir).expect("create build dir");
-    let exe = out_dir.join(app);
-    let src = apps_dir().join(source_name(app));
+    let exe = out_dir.join(app.strip_prefix("test:").unwrap_or(app));
+    let src = match app.strip_prefix("test:") {
+        Some(name) => Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/apps/{name}.c")),
+        None => apps_dir().join(source_name(app)),
+    };
+    let app = app.strip_prefix("test:").unwrap_or(app);
     let (compiler, flags): (String, &[&str]) = if app.ends_with("_f") {
         (format!("mpif90.{}", mpi.name()), &["-O2", "-g", "-Wall"])
     } else {
@@ -225,8 +229,14 @@ fn check_requests(ranks: &[RankTrace]) {
 /// Every call site resolves to the example's source, on a line (or the one or two before,
 /// for calls spread over lines) that names the MPI routine.
 fn check_sites(ranks: &[RankTrace], app: &str) {
-    let src_name = source_name(app);
-    let source = std::fs::read_to_string(apps_dir().join(&src_name)).expect("example source");
+    let (src_name, source_path) = match app.strip_prefix("test:") {
+        Some(name) => (
+            format!("{name}.c"),
+            Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/apps/{name}.c")),
+        ),
+        None => (source_name(app), apps_dir().join(source_name(app))),
+    };
+    let source = std::fs::read_to_string(source_path).expect("example source");
     let lines: Vec<&str> = source.lines().collect();
     let mut symbolizers: BTreeMap<String, Symbolizer> = BTreeMap::new();
     for (rank, rt) in ranks.iter().enumerate() {
@@ -974,4 +984,231 @@ fn stats_and_show_report_a_missing_rank() {
         "{text}"
     );
     assert!(text.contains("MPI_Send"), "{text}");
+}
+
+fn nth<'a>(rt: &'a RankTrace, op: Op, i: usize) -> &'a Event {
+    let evs = events_of(rt, op);
+    match evs.get(i) {
+        Some(ev) => ev,
+        None => panic!("no {op} #{i}; have {}", evs.len()),
+    }
+}
+
+fn coll(ev: &Event) -> (Option<u64>, Option<u64>, Option<i64>) {
+    (ev.bytes, ev.rbytes, ev.root)
+}
+
+/// Every traced routine with rank-dependent sizes (tests/apps/calls.c).
+fn check_calls(mpi: Mpi) {
+    let t = trace(mpi, "test:calls", &[]);
+    for (r, rt) in t.ranks.iter().enumerate() {
+        let ri = r as i64;
+        let ru = r as u64;
+        let (next, prev) = ((ri + 1) % 4, (ri + 3) % 4);
+        let at = |root: usize, yes: u64| if r == root { yes } else { 0 };
+        assert_eq!(coll(nth(rt, Op::Barrier, 0)), (Some(0), Some(0), None));
+        assert_eq!(
+            coll(nth(rt, Op::Bcast, 0)),
+            (Some(at(1, 40)), Some(40 - at(1, 40)), Some(1))
+        );
+        assert_eq!(
+            coll(nth(rt, Op::Reduce, 0)),
+            (Some(8), Some(at(2, 8)), Some(2))
+        );
+        assert_eq!(
+            coll(nth(rt, Op::Gather, 0)),
+            (Some(12), Some(at(0, 48)), Some(0))
+        );
+        assert_eq!(
+            coll(nth(rt, Op::Gatherv, 0)),
+            (Some(4 * (ru + 1)), Some(at(0, 40)), Some(0))
+        );
+        assert_eq!(
+            coll(nth(rt, Op::Scatter, 0)),
+            (Some(at(3, 32)), Some(8), Some(3))
+        );
+        assert_eq!(
+            coll(nth(rt, Op::Scatterv, 0)),
+            (Some(at(0, 40)), Some(4 * (ru + 1)), Some(0))
+        );
+        assert_eq!(coll(nth(rt, Op::Allgather, 0)), (Some(8), Some(32), None));
+        assert_eq!(
+            coll(nth(rt, Op::Allgatherv, 0)),
+            (Some(4 * (ru + 1)), Some(40), None)
+        );
+        assert_eq!(coll(nth(rt, Op::Alltoall, 0)), (Some(16), Some(16), None));
+        assert_eq!(coll(nth(rt, Op::Alltoallv, 0)), (Some(16), Some(16), None));
+        assert_eq!(
+            coll(nth(rt, Op::ReduceScatter, 0)),
+            (Some(16), Some(4), None)
+        );
+        assert_eq!(
+            coll(nth(rt, Op::ReduceScatterBlock, 0)),
+            (Some(32), Some(8), None)
+        );
+        assert_eq!(coll(nth(rt, Op::Scan, 0)), (Some(8), Some(8), None));
+        assert_eq!(coll(nth(rt, Op::Exscan, 0)), (Some(8), Some(8), None));
+        assert_eq!(coll(nth(rt, Op::Allreduce, 0)), (Some(8), Some(8), None));
+
+        // Nonblocking collectives and their completions.
+        let nb = [
+            Op::Ibcast,
+            Op::Iallreduce,
+            Op::Ibarrier,
+            Op::Ialltoall,
+            Op::Iallgather,
+        ];
+        let nb_reqs: Vec<u64> = nb.iter().filter_map(|op| nth(rt, *op, 0).req).collect();
+        assert_eq!(nb_reqs.len(), 5);
+        assert_eq!(nth(rt, Op::Waitall, 0).reqs, nb_reqs);
+        assert_eq!(
+            coll(nth(rt, Op::Ibcast, 0)),
+            (Some(at(0, 16)), Some(16 - at(0, 16)), Some(0))
+        );
+        assert_eq!(coll(nth(rt, Op::Iallgather, 0)), (Some(4), Some(16), None));
+        assert_eq!(
+            coll(nth(rt, Op::Igather, 0)),
+            (Some(8), Some(at(1, 32)), Some(1))
+        );
+        assert_eq!(
+            coll(nth(rt, Op::Iscatter, 0)),
+            (Some(at(1, 16)), Some(4), Some(1))
+        );
+        let waitany: Vec<u64> = events_of(rt, Op::Waitany)
+            .iter()
+            .flat_map(|e| e.reqs.clone())
+            .collect();
+        let mut expected = vec![
+            nth(rt, Op::Igather, 0).req.unwrap_or(0),
+            nth(rt, Op::Iscatter, 0).req.unwrap_or(0),
+        ];
+        let mut got = waitany.clone();
+        got.sort();
+        expected.sort();
+        assert_eq!(got, expected);
+
+        // Point to point.
+        let srr = nth(rt, Op::SendrecvReplace, 0);
+        assert_eq!(
+            (srr.peer, srr.src, srr.bytes, srr.rbytes, srr.tag),
+            (Some(next), Some(prev), Some(16), Some(16), Some(5))
+        );
+        let isend = nth(rt, Op::Isend, 0);
+        assert_eq!(
+            (isend.peer, isend.tag, isend.bytes),
+            (Some(next), Some(6), Some(24))
+        );
+        let probe = nth(rt, Op::Probe, 0);
+        assert_eq!(
+            (probe.peer, probe.tag, probe.bytes),
+            (Some(prev), Some(6), Some(24)),
+            "probe gives the actual source"
+        );
+        assert_eq!(
+            (nth(rt, Op::Recv, 0).peer, nth(rt, Op::Recv, 0).bytes),
+            (Some(prev), Some(24))
+        );
+        assert_eq!(nth(rt, Op::Wait, 0).reqs, vec![isend.req.unwrap_or(0)]);
+        let irecv = nth(rt, Op::Irecv, 0);
+        assert_eq!((irecv.peer, irecv.bytes), (Some(prev), Some(28)));
+        let tests = events_of(rt, Op::Test);
+        let last_test = tests.last().expect("a test");
+        assert_eq!(
+            (last_test.flag, last_test.reqs.clone()),
+            (Some(1), vec![irecv.req.unwrap_or(0)])
+        );
+        assert!(tests[..tests.len() - 1]
+            .iter()
+            .all(|e| e.flag == Some(0) && e.reqs.is_empty()));
+        assert_eq!(
+            nth(rt, Op::Wait, 1).reqs,
+            vec![nth(rt, Op::Issend, 0).req.unwrap_or(0)]
+        );
+        assert_eq!(nth(rt, Op::Irecv, 1).peer, Some(PEER_ANY_SOURCE));
+        let mut some: Vec<u64> = events_of(rt, Op::Waitsome)
+            .iter()
+            .flat_map(|e| e.reqs.clone())
+            .collect();
+        some.sort();
+        assert_eq!(
+            some,
+            vec![
+                nth(rt, Op::Irecv, 1).req.unwrap_or(0),
+                nth(rt, Op::Irecv, 2).req.unwrap_or(0)
+            ]
+        );
+        assert_eq!(
+            (nth(rt, Op::Send, 0).peer, nth(rt, Op::Send, 0).tag),
+            (Some(next), Some(8))
+        );
+        assert_eq!(
+            (nth(rt, Op::Send, 1).peer, nth(rt, Op::Send, 1).tag),
+            (Some(prev), Some(9))
+        );
+        if r % 2 == 0 {
+            let ssend = nth(rt, Op::Ssend, 0);
+            assert_eq!((ssend.peer, ssend.bytes), (Some(ri + 1), Some(4)));
+        } else {
+            let probes = events_of(rt, Op::Iprobe);
+            let hit = probes.last().expect("an iprobe");
+            assert_eq!(
+                (hit.flag, hit.peer, hit.bytes),
+                (Some(1), Some(ri - 1), Some(4))
+            );
+            assert_eq!(
+                (nth(rt, Op::Recv, 1).peer, nth(rt, Op::Recv, 1).tag),
+                (Some(ri - 1), Some(10))
+            );
+        }
+        let null_send = events_of(rt, Op::Send).into_iter().last().expect("send");
+        assert_eq!(
+            (null_send.peer, null_send.bytes, null_send.tag),
+            (Some(PEER_PROC_NULL), Some(0), Some(11))
+        );
+
+        // Communicators.
+        let dup = nth(rt, Op::CommDup, 0).newcomm.expect("dup");
+        assert_eq!(rt.comms.get(&dup), Some(&vec![0, 1, 2, 3]));
+        let created = nth(rt, Op::CommCreate, 0).newcomm;
+        let mut freed: Vec<u64> = Vec::new();
+        if r % 2 == 0 {
+            let evens = created.expect("even ranks get the new communicator");
+            assert_eq!(rt.comms.get(&evens), Some(&vec![0, 2]));
+            let bcast = nth(rt, Op::Bcast, 1);
+            assert_eq!(
+                (bcast.comm, bcast.root, bcast.bytes),
+                (Some(evens), Some(2), Some(at(2, 8)))
+            );
+            freed.push(evens);
+        } else {
+            assert_eq!(created, None, "odd ranks get MPI_COMM_NULL");
+        }
+        let cart = nth(rt, Op::CartCreate, 0);
+        assert_eq!(cart.comm, Some(dup));
+        let cart = cart.newcomm.expect("cart");
+        let sub = nth(rt, Op::CartSub, 0);
+        assert_eq!(sub.comm, Some(cart));
+        let sub = sub.newcomm.expect("sub");
+        assert_eq!(rt.comms.get(&sub), Some(&vec![ri / 2 * 2, ri / 2 * 2 + 1]));
+        let sr = nth(rt, Op::Sendrecv, 0);
+        assert_eq!(
+            (sr.comm, sr.peer, sr.src, sr.bytes),
+            (Some(sub), Some(ri ^ 1), Some(ri ^ 1), Some(20))
+        );
+        freed.extend([sub, cart, dup]);
+        let frees: Vec<u64> = events_of(rt, Op::CommFree)
+            .iter()
+            .filter_map(|e| e.comm)
+            .collect();
+        assert_eq!(frees, freed);
+    }
+}
+
+#[test]
+fn every_call_openmpi() {
+    check_calls(Mpi::OpenMpi);
+}
+#[test]
+fn every_call_mpich() {
+    check_calls(Mpi::Mpich);
 }

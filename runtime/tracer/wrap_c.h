@@ -525,6 +525,54 @@ int MPI_Ialltoall(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf, 
     END(OP_IALLTOALL);
 }
 
+int MPI_Igatherv(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
+                 const int rcounts[], const int displs[], MPI_Datatype rtype, int root,
+                 MPI_Comm comm, MPI_Request *req) {
+    BEGIN(PMPI_Igatherv(sbuf, scount, stype, rbuf, rcounts, displs, rtype, root, comm, req));
+    int is_root = comm_rank(comm) == root;
+    uint64_t sb = sbuf == MPI_IN_PLACE ? 0 : type_bytes(stype, scount);
+    ev_coll(&e_, comm, sb,
+            is_root ? type_bytes(rtype, sum_counts(rcounts, comm_size(comm))) : 0);
+    ev_root(&e_, comm, root);
+    NB_REQ();
+    END(OP_IGATHERV);
+}
+
+int MPI_Iscatterv(const void *sbuf, const int scounts[], const int displs[],
+                  MPI_Datatype stype, void *rbuf, int rcount, MPI_Datatype rtype, int root,
+                  MPI_Comm comm, MPI_Request *req) {
+    BEGIN(PMPI_Iscatterv(sbuf, scounts, displs, stype, rbuf, rcount, rtype, root, comm, req));
+    int is_root = comm_rank(comm) == root;
+    ev_coll(&e_, comm, is_root ? type_bytes(stype, sum_counts(scounts, comm_size(comm))) : 0,
+            rbuf == MPI_IN_PLACE ? 0 : type_bytes(rtype, rcount));
+    ev_root(&e_, comm, root);
+    NB_REQ();
+    END(OP_ISCATTERV);
+}
+
+int MPI_Iallgatherv(const void *sbuf, int scount, MPI_Datatype stype, void *rbuf,
+                    const int rcounts[], const int displs[], MPI_Datatype rtype,
+                    MPI_Comm comm, MPI_Request *req) {
+    BEGIN(PMPI_Iallgatherv(sbuf, scount, stype, rbuf, rcounts, displs, rtype, comm, req));
+    uint64_t sb = sbuf == MPI_IN_PLACE ? 0 : type_bytes(stype, scount);
+    ev_coll(&e_, comm, sb, type_bytes(rtype, sum_counts(rcounts, comm_size(comm))));
+    NB_REQ();
+    END(OP_IALLGATHERV);
+}
+
+int MPI_Ialltoallv(const void *sbuf, const int scounts[], const int sdispls[],
+                   MPI_Datatype stype, void *rbuf, const int rcounts[], const int rdispls[],
+                   MPI_Datatype rtype, MPI_Comm comm, MPI_Request *req) {
+    BEGIN(PMPI_Ialltoallv(sbuf, scounts, sdispls, stype, rbuf, rcounts, rdispls, rtype, comm,
+                          req));
+    int n = comm_size(comm);
+    uint64_t rb = type_bytes(rtype, sum_counts(rcounts, n));
+    ev_coll(&e_, comm, sbuf == MPI_IN_PLACE ? rb : type_bytes(stype, sum_counts(scounts, n)),
+            rb);
+    NB_REQ();
+    END(OP_IALLTOALLV);
+}
+
 /* ---- communicators ---- */
 
 static void ev_newcomm(ev_t *e, MPI_Comm parent, MPI_Comm created) {
