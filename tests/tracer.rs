@@ -986,7 +986,7 @@ fn stats_and_show_report_a_missing_rank() {
     assert!(text.contains("MPI_Send"), "{text}");
 }
 
-fn nth<'a>(rt: &'a RankTrace, op: Op, i: usize) -> &'a Event {
+fn nth(rt: &RankTrace, op: Op, i: usize) -> &Event {
     let evs = events_of(rt, op);
     match evs.get(i) {
         Some(ev) => ev,
