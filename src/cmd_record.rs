@@ -109,7 +109,7 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
     let manifest = Manifest::build(
         RunInfo {
             mpi: mpi.name().into(),
-            launcher_version: version_text.lines().next().unwrap_or("").trim().to_owned(),
+            launcher_version: version_line(&version_text),
             command: args.command.clone(),
             start_unix_ns,
             end_unix_ns,
@@ -158,6 +158,17 @@ fn launcher_version(launcher: &str) -> Result<String, String> {
     let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
     text.push_str(&String::from_utf8_lossy(&out.stderr));
     Ok(text)
+}
+
+/// The line of a launcher's `--version` output that names its version: Open MPI's first
+/// line, MPICH (Hydra)'s `Version:` line.
+fn version_line(text: &str) -> String {
+    let lines = || text.lines().map(str::trim).filter(|l| !l.is_empty());
+    lines()
+        .find(|l| l.contains("Open MPI") || l.starts_with("Version:"))
+        .or_else(|| lines().next())
+        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
 }
 
 /// Tells the MPI from a launcher's `--version` output.

@@ -1212,3 +1212,22 @@ fn every_call_openmpi() {
 fn every_call_mpich() {
     check_calls(Mpi::Mpich);
 }
+
+#[test]
+fn record_refuses_a_launcher_it_cannot_place() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("trace");
+    let out = perfskel(&[
+        "record",
+        "-o",
+        out.to_str().expect("utf-8 path"),
+        "--",
+        "true",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("cannot tell which MPI `true` belongs to"),
+        "{err}"
+    );
+}

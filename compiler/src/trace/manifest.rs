@@ -98,7 +98,9 @@ impl Manifest {
                     file_bytes,
                 } => {
                     if mpi_library.is_empty() {
-                        mpi_library = header.mpi_library.clone();
+                        // MPICH separates fields with tabs: one space reads better.
+                        let words: Vec<&str> = header.mpi_library.split_whitespace().collect();
+                        mpi_library = words.join(" ");
                     }
                     if !hosts.contains(&header.host) {
                         hosts.push(header.host.clone());
