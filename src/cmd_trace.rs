@@ -65,7 +65,7 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
     }
 }
 
-type FileReader = RankReader<std::io::BufReader<File>>;
+type FileReader = RankReader<File>;
 
 /// Opens rank `rank`'s file; `Ok(None)` when it does not exist.
 pub fn open_rank(dir: &Path, rank: u32) -> Result<Option<FileReader>, TraceError> {
@@ -81,8 +81,8 @@ pub fn open_rank(dir: &Path, rank: u32) -> Result<Option<FileReader>, TraceError
             })
         }
     };
-    // RankReader buffers itself; the BufReader only keeps the type simple for callers.
-    RankReader::new(std::io::BufReader::with_capacity(0, file), Some(rank)).map(Some)
+    // RankReader buffers itself: no BufReader.
+    RankReader::new(file, Some(rank)).map(Some)
 }
 
 /// Number of ranks of a trace: from the manifest, else from the rank files' headers.

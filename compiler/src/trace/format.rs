@@ -56,9 +56,12 @@ pub enum OpClass {
 
 macro_rules! ops {
     ($($name:ident = $code:literal, $mpi:literal, $class:ident;)*) => {
-        /// An MPI operation recorded by the tracer.
-        #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-        pub enum Op { $($name,)* }
+        /// An MPI operation recorded by the tracer (`Default` is `Init`, for placeholders).
+        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        pub enum Op {
+            #[default]
+            $($name,)*
+        }
 
         impl Op {
             /// The operation with wire code `code`, if this version defines it.

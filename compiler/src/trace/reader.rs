@@ -25,9 +25,10 @@ pub struct Header {
 }
 
 /// One MPI call. Times are ns since the start of the rank's `MPI_Init` call.
+/// (`Event::default()` is a placeholder for [`RankReader::next_event`] to fill.)
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Event {
-    pub op: Option<Op>,
+    pub op: Op,
     pub start_ns: u64,
     pub end_ns: u64,
     /// Call-site id (see [`RankReader::site`]); 0 when unknown.
@@ -58,9 +59,8 @@ pub struct Event {
 }
 
 impl Event {
-    /// The operation (every event the reader returns has one).
     pub fn op(&self) -> Op {
-        self.op.unwrap_or(Op::Init)
+        self.op
     }
     pub fn duration_ns(&self) -> u64 {
         self.end_ns.saturating_sub(self.start_ns)
@@ -118,6 +118,7 @@ pub enum TraceErrorKind {
     UnsupportedVersion { found: u16 },
     TruncatedHeader,
     BadHeader(&'static str),
+    BadRecord(&'static str),
     UnknownRecord(u8),
     UnknownFields(u64),
     VarintOverflow,
@@ -143,6 +144,7 @@ impl fmt::Display for TraceError {
             ),
             TraceErrorKind::TruncatedHeader => write!(f, "file ends inside the header"),
             TraceErrorKind::BadHeader(what) => write!(f, "corrupt header: {what}"),
+            TraceErrorKind::BadRecord(what) => write!(f, "corrupt record: {what}"),
             TraceErrorKind::UnknownRecord(tag) => {
                 write!(f, "corrupt record: unknown record tag 0x{tag:02x}")
             }
@@ -453,7 +455,7 @@ impl<R: Read> RankReader<R> {
                     .to_owned();
                 if id != self.objects.len() as u64 + 1 {
                     return Err(Decode::Bad(
-                        TraceErrorKind::BadHeader("object ids out of order"),
+                        TraceErrorKind::BadRecord("object ids out of order"),
                         0,
                     ));
                 }
@@ -467,7 +469,7 @@ impl<R: Read> RankReader<R> {
                 let addr = c.varint()?;
                 if id != self.sites.len() as u64 + 1 {
                     return Err(Decode::Bad(
-                        TraceErrorKind::BadHeader("site ids out of order"),
+                        TraceErrorKind::BadRecord("call-site ids out of order"),
                         0,
                     ));
                 }
@@ -522,7 +524,7 @@ impl<R: Read> RankReader<R> {
                 }
                 let gap = c.varint()?;
                 let dur = c.varint()?;
-                ev.op = Some(op);
+                ev.op = op;
                 ev.site = c.varint()?;
                 ev.peer = if mask & field::PEER != 0 {
                     Some(c.zigzag()?)
