@@ -290,9 +290,9 @@ fn events_of(rt: &RankTrace, op: Op) -> Vec<&Event> {
     rt.events.iter().filter(|e| e.op() == op).collect()
 }
 
-fn check_stencil(mpi: Mpi) {
+fn check_stencil(mpi: Mpi, app: &str) {
     let (n, iters) = (16usize, 3usize);
-    let t = trace(mpi, "stencil", &["16", "3"]);
+    let t = trace(mpi, app, &["16", "3"]);
     for (r, rt) in t.ranks.iter().enumerate() {
         let r = r as i64;
         assert_eq!(
@@ -358,9 +358,13 @@ fn check_stencil(mpi: Mpi) {
         .collect();
     assert_eq!(sites.len(), 4, "four halo-exchange call sites");
     for site in sites {
-        assert!(site["site"]
-            .as_str()
-            .is_some_and(|s| s.starts_with("stencil.c:")));
+        let prefix = format!("{}:", source_name(app));
+        assert!(
+            site["site"]
+                .as_str()
+                .is_some_and(|s| s.starts_with(&prefix)),
+            "{site}"
+        );
         assert_eq!(site["n_ranks"], serde_json::json!(N_RANKS));
         assert_eq!(site["count"], serde_json::json!(iters * N_RANKS));
     }
@@ -370,8 +374,13 @@ fn check_stencil(mpi: Mpi) {
     assert!(show.status.success());
     let text = String::from_utf8_lossy(&show.stdout);
     assert!(text.starts_with("rank 3 of 4"), "{text}");
+    let function = if app.ends_with("_f") {
+        "(stencil_f)"
+    } else {
+        "(main)"
+    };
     assert!(
-        text.contains("MPI_Cart_create") && text.contains("(main)"),
+        text.contains("MPI_Cart_create") && text.contains(function),
         "{text}"
     );
     assert!(text.contains("end: complete"), "{text}");
@@ -599,11 +608,19 @@ fn check_rowcol(mpi: Mpi) {
 
 #[test]
 fn stencil_openmpi() {
-    check_stencil(Mpi::OpenMpi);
+    check_stencil(Mpi::OpenMpi, "stencil");
+}
+#[test]
+fn stencil_fortran_f08_openmpi() {
+    check_stencil(Mpi::OpenMpi, "stencil_f");
+}
+#[test]
+fn stencil_fortran_f08_mpich() {
+    check_stencil(Mpi::Mpich, "stencil_f");
 }
 #[test]
 fn stencil_mpich() {
-    check_stencil(Mpi::Mpich);
+    check_stencil(Mpi::Mpich, "stencil");
 }
 #[test]
 fn ring_openmpi() {
