@@ -13,7 +13,7 @@ use std::sync::Mutex;
 use perfskel_compiler::trace::format::{self, PEER_ANY_SOURCE, PEER_PROC_NULL};
 use perfskel_compiler::trace::symbolize::Symbolizer;
 use perfskel_compiler::trace::{
-    Completion, Event, Manifest, Op, RankReader, RankStatus, TraceErrorKind,
+    Completion, Event, Manifest, Op, RankReader, RankStatus, RankTrace, TraceErrorKind,
 };
 
 const N_RANKS: usize = 4;
@@ -98,15 +98,6 @@ fn perfskel(args: &[&str]) -> Output {
         .expect("run perfskel")
 }
 
-/// Everything read from one rank file.
-struct RankTrace {
-    events: Vec<Event>,
-    /// Call-site id -> (object path, object-relative return address).
-    sites: BTreeMap<u64, (String, u64)>,
-    comms: BTreeMap<u64, Vec<i64>>,
-    completion: Option<Completion>,
-}
-
 struct Trace {
     dir: tempfile::TempDir,
     ranks: Vec<RankTrace>,
@@ -115,31 +106,9 @@ struct Trace {
 fn read_rank(dir: &Path, rank: u32) -> RankTrace {
     let path = dir.join(format::rank_file_name(rank));
     let file = std::fs::File::open(&path).expect("rank file exists");
-    let mut reader = RankReader::new(file, Some(rank)).expect("header reads");
+    let reader = RankReader::new(file, Some(rank)).expect("header reads");
     assert_eq!(reader.header().n_ranks as usize, N_RANKS);
-    let mut events = Vec::new();
-    let mut ev = Event::default();
-    while reader.next_event(&mut ev).expect("events read") {
-        events.push(ev.clone());
-    }
-    let mut sites = BTreeMap::new();
-    for (i, site) in reader.sites().iter().enumerate() {
-        let obj = reader
-            .object(site.object)
-            .expect("site's object is defined");
-        sites.insert(i as u64 + 1, (obj.path.clone(), site.addr - obj.bias));
-    }
-    let comms = reader
-        .comms()
-        .iter()
-        .map(|(id, c)| (*id, c.world_ranks.clone()))
-        .collect();
-    RankTrace {
-        events,
-        sites,
-        comms,
-        completion: reader.completion(),
-    }
+    RankTrace::read(reader).expect("events read")
 }
 
 /// Traces `app args` at 4 ranks under `mpi` and reads every rank back.
@@ -178,7 +147,7 @@ fn trace(mpi: Mpi, app: &str, args: &[&str]) -> Trace {
         .collect::<Vec<_>>();
     for (rank, rt) in ranks.iter().enumerate() {
         assert!(
-            matches!(rt.completion, Some(Completion::Complete { n_events, .. }) if n_events as usize == rt.events.len()),
+            matches!(rt.completion, Completion::Complete { n_events, .. } if n_events as usize == rt.events.len()),
             "rank {rank} complete"
         );
         assert_eq!(
@@ -246,7 +215,8 @@ fn check_sites(ranks: &[RankTrace], app: &str) {
             if app.ends_with("_f") && ev.op() == Op::Init {
                 continue;
             }
-            let (object, offset) = rt.sites.get(&ev.site).expect("event's site is defined");
+            let site = rt.sites.get(&ev.site).expect("event's site is defined");
+            let (object, offset) = (&site.object, &site.offset);
             let sym = symbolizers.entry(object.clone()).or_insert_with(|| {
                 Symbolizer::new(&std::fs::read(object).expect("traced object readable"))
                     .expect("object parses")
@@ -712,10 +682,7 @@ fn check_crash(mpi: Mpi) {
     .expect("manifest parses");
     assert_eq!(manifest.ranks[1].status, RankStatus::Incomplete);
     let rank1 = read_rank(&out_dir, 1);
-    assert!(matches!(
-        rank1.completion,
-        Some(Completion::Incomplete { .. })
-    ));
+    assert!(matches!(rank1.completion, Completion::Incomplete { .. }));
     let ops: Vec<Op> = rank1.events.iter().map(Event::op).collect();
     let mut expected = vec![Op::Init];
     for _ in 0..crash_iter {
@@ -855,6 +822,18 @@ fn reader_reads_a_whole_file() {
     let mut f = RankFile::new(2, 4, format::VERSION);
     f.send(3, 4096);
     let bytes = f.finish();
+    let collected = perfskel_compiler::trace::RankTrace::read(
+        RankReader::new(&bytes[..], Some(2)).expect("header"),
+    )
+    .expect("collects");
+    assert_eq!(collected.events.len(), 3);
+    assert_eq!(
+        collected
+            .sites
+            .get(&1)
+            .map(|k| (k.object.as_str(), k.offset)),
+        Some(("/app", 0x234))
+    );
     let (events, completion) = read_all(&bytes, 2).expect("reads");
     let ops: Vec<Op> = events.iter().map(Event::op).collect();
     assert_eq!(ops, vec![Op::Init, Op::Send, Op::Finalize]);

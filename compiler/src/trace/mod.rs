@@ -5,12 +5,14 @@
 //! Opening files is the caller's business: everything here reads from `std::io::Read`
 //! or byte slices.
 
+pub mod collect;
 pub mod format;
 pub mod manifest;
 pub mod reader;
 pub mod stats;
 pub mod symbolize;
 
+pub use collect::RankTrace;
 pub use format::{Op, OpClass};
 pub use manifest::{Manifest, RankEntry, RankStatus};
 pub use reader::{Completion, Event, Header, RankReader, TraceError, TraceErrorKind};
