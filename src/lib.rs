@@ -11,7 +11,9 @@ pub mod cmd_analyze;
 pub mod cmd_check;
 pub mod cmd_demo;
 pub mod cmd_fmt;
+pub mod cmd_record;
 pub mod cmd_topo;
+pub mod cmd_trace;
 pub mod files;
 
 /// Performance skeletons of MPI applications.
@@ -35,6 +37,10 @@ pub enum Command {
     Fmt(cmd_fmt::Args),
     /// Run the main job on the bundled example skeletons.
     Demo(cmd_demo::Args),
+    /// Trace an MPI run: `perfskel record [-o DIR] -- mpirun -np 4 ./app args`.
+    Record(cmd_record::Args),
+    /// Read a trace directory: `show` its events, or `stats` per operation and call site.
+    Trace(cmd_trace::Args),
     /// Statistical scalability analysis: rank the communication call sites whose share of
     /// communication time grows with the task count over profiles of many runs.
     Analyze(cmd_analyze::Args),
@@ -50,6 +56,8 @@ pub fn main() -> ExitCode {
         Command::Check(args) => cmd_check::run(args),
         Command::Fmt(args) => cmd_fmt::run(args),
         Command::Demo(args) => cmd_demo::run(args),
+        Command::Record(args) => cmd_record::run(args),
+        Command::Trace(args) => cmd_trace::run(args),
         Command::Analyze(args) => cmd_analyze::run(args),
         Command::Topo(args) => cmd_topo::run(args),
     };

@@ -4,3 +4,4 @@ mod analyze;
 mod common;
 mod dsl;
 mod topo;
+mod tracer;

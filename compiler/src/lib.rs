@@ -7,3 +7,4 @@ pub mod analyze;
 pub mod check;
 pub mod logicalize;
 pub mod semantics;
+pub mod trace;

@@ -1,0 +1,68 @@
+//! One rank's whole trace in memory: takes a [`RankReader`], gives its events with call
+//! sites as object-relative [`SiteKey`]s and communicators as world-rank lists. For
+//! passes that need random access (logicalization, loop-nest compression); statistics and
+//! `trace show` stream instead.
+
+use std::collections::BTreeMap;
+use std::io::Read;
+
+use super::reader::{Completion, Event, Header, RankReader, TraceError};
+use super::stats::SiteKey;
+
+/// Everything one rank file holds.
+#[derive(Clone, Debug)]
+pub struct RankTrace {
+    pub header: Header,
+    pub events: Vec<Event>,
+    /// Call-site id (as in [`Event::site`]) → where it is, independent of load address.
+    pub sites: BTreeMap<u64, SiteKey>,
+    /// Communicator id (as in [`Event::comm`]) → world rank of each of its ranks.
+    pub comms: BTreeMap<u64, Vec<i64>>,
+    pub completion: Completion,
+}
+
+impl RankTrace {
+    /// Reads the rest of `reader`.
+    pub fn read<R: Read>(mut reader: RankReader<R>) -> Result<RankTrace, TraceError> {
+        let mut events = Vec::new();
+        let mut ev = Event::default();
+        while reader.next_event(&mut ev)? {
+            events.push(ev.clone());
+        }
+        let sites = reader
+            .sites()
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                let key = match reader.object(s.object) {
+                    Some(o) => SiteKey {
+                        object: o.path.clone(),
+                        offset: s.addr.wrapping_sub(o.bias),
+                    },
+                    None => SiteKey {
+                        object: String::new(),
+                        offset: s.addr,
+                    },
+                };
+                (i as u64 + 1, key)
+            })
+            .collect();
+        let comms = reader
+            .comms()
+            .iter()
+            .map(|(id, c)| (*id, c.world_ranks.clone()))
+            .collect();
+        // next_event returned Ok(false), so the reader knows how the file ended.
+        let completion = reader.completion().unwrap_or(Completion::Incomplete {
+            valid_bytes: 0,
+            trailing_bytes: 0,
+        });
+        Ok(RankTrace {
+            header: reader.header().clone(),
+            events,
+            sites,
+            comms,
+            completion,
+        })
+    }
+}

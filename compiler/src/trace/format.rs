@@ -1,0 +1,156 @@
+//! The perfskel trace format, version 1: takes nothing, gives the constants shared with
+//! the C tracer (`runtime/tracer/core.h`) — magic, version, record tags, field bits and
+//! operation codes. `runtime/tracer/FORMAT.md` describes the layout in prose.
+
+/// First 8 bytes of every rank file.
+pub const MAGIC: &[u8; 8] = b"PSKTRACE";
+/// The only format version this reader understands.
+pub const VERSION: u16 = 1;
+/// File name of rank `r` inside a trace directory.
+pub fn rank_file_name(rank: u32) -> String {
+    format!("rank-{rank:05}.pst")
+}
+/// File name of the manifest inside a trace directory.
+pub const MANIFEST_FILE: &str = "manifest.json";
+
+/// Record tags that are not events (events start with their operation code, < 0x80).
+pub const R_OBJECT: u8 = 0xF0;
+pub const R_SITE: u8 = 0xF1;
+pub const R_COMM: u8 = 0xF2;
+pub const R_END: u8 = 0xFF;
+
+/// Field bits of an event's mask; present fields follow the fixed part in this order.
+pub mod field {
+    pub const PEER: u64 = 1 << 0;
+    pub const TAG: u64 = 1 << 1;
+    pub const BYTES: u64 = 1 << 2;
+    pub const COMM: u64 = 1 << 3;
+    pub const REQ: u64 = 1 << 4;
+    pub const REQS: u64 = 1 << 5;
+    pub const ROOT: u64 = 1 << 6;
+    pub const SRC: u64 = 1 << 7;
+    pub const RTAG: u64 = 1 << 8;
+    pub const RBYTES: u64 = 1 << 9;
+    pub const NEWCOMM: u64 = 1 << 10;
+    pub const FLAG: u64 = 1 << 11;
+    /// Every bit this version defines.
+    pub const ALL: u64 = (1 << 12) - 1;
+}
+
+/// Peer value of `MPI_PROC_NULL` (peers are world ranks otherwise).
+pub const PEER_PROC_NULL: i64 = -1;
+/// Peer value of `MPI_ANY_SOURCE`.
+pub const PEER_ANY_SOURCE: i64 = -2;
+/// Tag value of `MPI_ANY_TAG`.
+pub const TAG_ANY: i64 = -1;
+
+/// What kind of MPI operation an event is, for grouping in statistics.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum OpClass {
+    Lifecycle,
+    PointToPoint,
+    Completion,
+    Collective,
+    Communicator,
+}
+
+macro_rules! ops {
+    ($($name:ident = $code:literal, $mpi:literal, $class:ident;)*) => {
+        /// An MPI operation recorded by the tracer (`Default` is `Init`, for placeholders).
+        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        pub enum Op {
+            #[default]
+            $($name,)*
+        }
+
+        impl Op {
+            /// The operation with wire code `code`, if this version defines it.
+            pub fn from_code(code: u8) -> Option<Op> {
+                match code { $($code => Some(Op::$name),)* _ => None }
+            }
+            /// The wire code.
+            pub fn code(self) -> u8 {
+                match self { $(Op::$name => $code,)* }
+            }
+            /// The MPI routine's name, e.g. `MPI_Send`.
+            pub fn mpi_name(self) -> &'static str {
+                match self { $(Op::$name => $mpi,)* }
+            }
+            /// The operation's kind.
+            pub fn class(self) -> OpClass {
+                match self { $(Op::$name => OpClass::$class,)* }
+            }
+            /// Every operation, in code order.
+            pub const ALL: &'static [Op] = &[$(Op::$name,)*];
+        }
+    };
+}
+
+ops! {
+    Init = 1, "MPI_Init", Lifecycle;
+    InitThread = 2, "MPI_Init_thread", Lifecycle;
+    Finalize = 3, "MPI_Finalize", Lifecycle;
+    Abort = 4, "MPI_Abort", Lifecycle;
+    Send = 10, "MPI_Send", PointToPoint;
+    Bsend = 11, "MPI_Bsend", PointToPoint;
+    Ssend = 12, "MPI_Ssend", PointToPoint;
+    Rsend = 13, "MPI_Rsend", PointToPoint;
+    Isend = 14, "MPI_Isend", PointToPoint;
+    Ibsend = 15, "MPI_Ibsend", PointToPoint;
+    Issend = 16, "MPI_Issend", PointToPoint;
+    Irsend = 17, "MPI_Irsend", PointToPoint;
+    Recv = 18, "MPI_Recv", PointToPoint;
+    Irecv = 19, "MPI_Irecv", PointToPoint;
+    Sendrecv = 20, "MPI_Sendrecv", PointToPoint;
+    SendrecvReplace = 21, "MPI_Sendrecv_replace", PointToPoint;
+    Probe = 22, "MPI_Probe", PointToPoint;
+    Iprobe = 23, "MPI_Iprobe", PointToPoint;
+    Wait = 30, "MPI_Wait", Completion;
+    Waitall = 31, "MPI_Waitall", Completion;
+    Waitany = 32, "MPI_Waitany", Completion;
+    Waitsome = 33, "MPI_Waitsome", Completion;
+    Test = 34, "MPI_Test", Completion;
+    Testall = 35, "MPI_Testall", Completion;
+    Testany = 36, "MPI_Testany", Completion;
+    Testsome = 37, "MPI_Testsome", Completion;
+    Barrier = 40, "MPI_Barrier", Collective;
+    Bcast = 41, "MPI_Bcast", Collective;
+    Reduce = 42, "MPI_Reduce", Collective;
+    Allreduce = 43, "MPI_Allreduce", Collective;
+    Gather = 44, "MPI_Gather", Collective;
+    Gatherv = 45, "MPI_Gatherv", Collective;
+    Scatter = 46, "MPI_Scatter", Collective;
+    Scatterv = 47, "MPI_Scatterv", Collective;
+    Allgather = 48, "MPI_Allgather", Collective;
+    Allgatherv = 49, "MPI_Allgatherv", Collective;
+    Alltoall = 50, "MPI_Alltoall", Collective;
+    Alltoallv = 51, "MPI_Alltoallv", Collective;
+    ReduceScatter = 52, "MPI_Reduce_scatter", Collective;
+    ReduceScatterBlock = 53, "MPI_Reduce_scatter_block", Collective;
+    Scan = 54, "MPI_Scan", Collective;
+    Exscan = 55, "MPI_Exscan", Collective;
+    Ibarrier = 60, "MPI_Ibarrier", Collective;
+    Ibcast = 61, "MPI_Ibcast", Collective;
+    Ireduce = 62, "MPI_Ireduce", Collective;
+    Iallreduce = 63, "MPI_Iallreduce", Collective;
+    Igather = 64, "MPI_Igather", Collective;
+    Igatherv = 65, "MPI_Igatherv", Collective;
+    Iscatter = 66, "MPI_Iscatter", Collective;
+    Iscatterv = 67, "MPI_Iscatterv", Collective;
+    Iallgather = 68, "MPI_Iallgather", Collective;
+    Iallgatherv = 69, "MPI_Iallgatherv", Collective;
+    Ialltoall = 70, "MPI_Ialltoall", Collective;
+    Ialltoallv = 71, "MPI_Ialltoallv", Collective;
+    CommDup = 80, "MPI_Comm_dup", Communicator;
+    CommSplit = 81, "MPI_Comm_split", Communicator;
+    CommCreate = 82, "MPI_Comm_create", Communicator;
+    CartCreate = 83, "MPI_Cart_create", Communicator;
+    CartSub = 84, "MPI_Cart_sub", Communicator;
+    CommFree = 85, "MPI_Comm_free", Communicator;
+}
+
+impl std::fmt::Display for Op {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.mpi_name())
+    }
+}

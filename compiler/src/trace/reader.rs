@@ -1,0 +1,612 @@
+//! Streaming reader of one rank's event file: takes any `std::io::Read` (a file, a byte
+//! slice), gives the header, then events one by one with the call-site, object and
+//! communicator tables they refer to, and finally how the file ended (complete, or cut
+//! off after the last whole record). Memory use is bounded by the buffer and the tables,
+//! not by the number of events.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::io::Read;
+
+use super::format::{self, field, Op};
+
+/// The fixed part at the start of a rank file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Header {
+    pub version: u16,
+    pub rank: u32,
+    pub n_ranks: u32,
+    pub pid: u32,
+    /// Wall-clock time of the rank's `MPI_Init` call, ns since the Unix epoch.
+    pub start_unix_ns: u64,
+    pub host: String,
+    /// First line of `MPI_Get_library_version`.
+    pub mpi_library: String,
+}
+
+/// One MPI call. Times are ns since the start of the rank's `MPI_Init` call.
+/// (`Event::default()` is a placeholder for [`RankReader::next_event`] to fill.)
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Event {
+    pub op: Op,
+    pub start_ns: u64,
+    pub end_ns: u64,
+    /// Call-site id (see [`RankReader::site`]); 0 when unknown.
+    pub site: u64,
+    /// Partner world rank (destination of sends, source of receives), or
+    /// [`format::PEER_PROC_NULL`] / [`format::PEER_ANY_SOURCE`].
+    pub peer: Option<i64>,
+    pub tag: Option<i64>,
+    /// Bytes sent (received, for receives).
+    pub bytes: Option<u64>,
+    /// Communicator id (see [`RankReader::comm`]); 0 is `MPI_COMM_WORLD`, 1 `MPI_COMM_SELF`.
+    pub comm: Option<u64>,
+    /// Request created by a nonblocking operation.
+    pub req: Option<u64>,
+    /// Requests completed by a wait or test.
+    pub reqs: Vec<u64>,
+    /// Root of a rooted collective, as a world rank.
+    pub root: Option<i64>,
+    /// Source world rank of the receive half of a sendrecv.
+    pub src: Option<i64>,
+    pub rtag: Option<i64>,
+    /// Bytes received (sendrecv, collectives).
+    pub rbytes: Option<u64>,
+    /// Communicator created by this call.
+    pub newcomm: Option<u64>,
+    /// Outcome flag of tests and probes; error code of `MPI_Abort`.
+    pub flag: Option<u64>,
+}
+
+impl Event {
+    pub fn op(&self) -> Op {
+        self.op
+    }
+    pub fn duration_ns(&self) -> u64 {
+        self.end_ns.saturating_sub(self.start_ns)
+    }
+}
+
+/// A loaded object (executable or shared library) of the traced process.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Object {
+    pub path: String,
+    /// Load bias: runtime address minus the address in the ELF file.
+    pub bias: u64,
+}
+
+/// A call site: the return address of an MPI call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Site {
+    /// Object id (see [`RankReader::object`]); 0 when the address was in no known object.
+    pub object: u64,
+    pub addr: u64,
+}
+
+/// A communicator: the world rank of each of its ranks.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Comm {
+    pub world_ranks: Vec<i64>,
+}
+
+/// How a rank file ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Completion {
+    /// The end record was found: the rank reached `MPI_Finalize`.
+    Complete { end_ns: u64, n_events: u64 },
+    /// The file stops without an end record (the rank crashed or was killed): everything
+    /// up to `valid_bytes` was read; `trailing_bytes` of a partial record were ignored.
+    Incomplete {
+        valid_bytes: u64,
+        trailing_bytes: u64,
+    },
+}
+
+/// A rank file that cannot be read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TraceError {
+    pub rank: Option<u32>,
+    /// Byte offset in the rank file of the record or field at fault.
+    pub offset: u64,
+    pub kind: TraceErrorKind,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TraceErrorKind {
+    Io(String),
+    BadMagic,
+    UnsupportedVersion { found: u16 },
+    TruncatedHeader,
+    BadHeader(&'static str),
+    BadRecord(&'static str),
+    UnknownRecord(u8),
+    UnknownFields(u64),
+    VarintOverflow,
+    BadString,
+    DataAfterEnd,
+    EventCountMismatch { recorded: u64, read: u64 },
+    MissingRankFile,
+}
+
+impl fmt::Display for TraceError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.rank {
+            Some(r) => write!(f, "rank {r}, byte offset {}: ", self.offset)?,
+            None => write!(f, "byte offset {}: ", self.offset)?,
+        }
+        match &self.kind {
+            TraceErrorKind::Io(e) => write!(f, "read error: {e}"),
+            TraceErrorKind::BadMagic => write!(f, "not a perfskel trace file (bad magic)"),
+            TraceErrorKind::UnsupportedVersion { found } => write!(
+                f,
+                "trace format version {found} is not supported (this reader reads version {})",
+                format::VERSION
+            ),
+            TraceErrorKind::TruncatedHeader => write!(f, "file ends inside the header"),
+            TraceErrorKind::BadHeader(what) => write!(f, "corrupt header: {what}"),
+            TraceErrorKind::BadRecord(what) => write!(f, "corrupt record: {what}"),
+            TraceErrorKind::UnknownRecord(tag) => {
+                write!(f, "corrupt record: unknown record tag 0x{tag:02x}")
+            }
+            TraceErrorKind::UnknownFields(bits) => {
+                write!(f, "corrupt event: unknown field bits 0x{bits:x}")
+            }
+            TraceErrorKind::VarintOverflow => write!(f, "corrupt record: integer too long"),
+            TraceErrorKind::BadString => write!(f, "corrupt record: object path is not UTF-8"),
+            TraceErrorKind::DataAfterEnd => write!(f, "corrupt file: data after the end record"),
+            TraceErrorKind::EventCountMismatch { recorded, read } => write!(
+                f,
+                "corrupt file: the end record counts {recorded} events but {read} were read"
+            ),
+            TraceErrorKind::MissingRankFile => write!(f, "rank file is missing"),
+        }
+    }
+}
+
+impl std::error::Error for TraceError {}
+
+const CHUNK: usize = 1 << 16;
+
+/// Reads one rank file record by record.
+pub struct RankReader<R> {
+    input: R,
+    buf: Vec<u8>,
+    pos: usize,
+    len: usize,
+    /// File offset of `buf[0]`.
+    base: u64,
+    eof: bool,
+    header: Header,
+    prev_end: u64,
+    n_events: u64,
+    completion: Option<Completion>,
+    objects: Vec<Object>,
+    sites: Vec<Site>,
+    comms: BTreeMap<u64, Comm>,
+}
+
+enum Decode {
+    NeedMore,
+    Bad(TraceErrorKind, usize),
+}
+
+type DResult<T> = Result<T, Decode>;
+
+struct Cursor<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl Cursor<'_> {
+    #[inline]
+    fn byte(&mut self) -> DResult<u8> {
+        let b = *self.bytes.get(self.at).ok_or(Decode::NeedMore)?;
+        self.at += 1;
+        Ok(b)
+    }
+    /// Most fields fit in one byte: that case stays inline, longer ones take the loop.
+    #[inline(always)]
+    fn varint(&mut self) -> DResult<u64> {
+        if let Some(&b) = self.bytes.get(self.at) {
+            if b < 0x80 {
+                self.at += 1;
+                return Ok(u64::from(b));
+            }
+        }
+        self.varint_long()
+    }
+    #[inline(never)]
+    fn varint_long(&mut self) -> DResult<u64> {
+        let start = self.at;
+        let mut value = 0u64;
+        let mut shift = 0u32;
+        loop {
+            let b = self.byte()?;
+            if shift == 63 && b > 1 || shift > 63 {
+                return Err(Decode::Bad(TraceErrorKind::VarintOverflow, start));
+            }
+            value |= u64::from(b & 0x7f) << shift;
+            if b < 0x80 {
+                return Ok(value);
+            }
+            shift += 7;
+        }
+    }
+    #[inline]
+    fn zigzag(&mut self) -> DResult<i64> {
+        let v = self.varint()?;
+        Ok((v >> 1) as i64 ^ -((v & 1) as i64))
+    }
+    fn take(&mut self, n: u64) -> DResult<&[u8]> {
+        let n = usize::try_from(n).map_err(|_| Decode::NeedMore)?;
+        let end = self.at.checked_add(n).ok_or(Decode::NeedMore)?;
+        let s = self.bytes.get(self.at..end).ok_or(Decode::NeedMore)?;
+        self.at = end;
+        Ok(s)
+    }
+}
+
+impl<R: Read> RankReader<R> {
+    /// Reads the header. `rank` (when known from the file name) labels errors.
+    pub fn new(input: R, rank: Option<u32>) -> Result<Self, TraceError> {
+        let mut reader = RankReader {
+            input,
+            buf: vec![0; CHUNK],
+            pos: 0,
+            len: 0,
+            base: 0,
+            eof: false,
+            header: Header {
+                version: 0,
+                rank: 0,
+                n_ranks: 0,
+                pid: 0,
+                start_unix_ns: 0,
+                host: String::new(),
+                mpi_library: String::new(),
+            },
+            prev_end: 0,
+            n_events: 0,
+            completion: None,
+            objects: Vec::new(),
+            sites: Vec::new(),
+            comms: BTreeMap::new(),
+        };
+        let err = |offset: u64, kind| TraceError { rank, offset, kind };
+        // The magic and version come first so a newer format is told apart from garbage.
+        reader.fill_at_least(12).map_err(|k| err(0, k))?;
+        if reader.len < 8 || &reader.buf[..8] != format::MAGIC {
+            return Err(err(0, TraceErrorKind::BadMagic));
+        }
+        if reader.len < 12 {
+            return Err(err(reader.len as u64, TraceErrorKind::TruncatedHeader));
+        }
+        let version = u16::from_le_bytes([reader.buf[8], reader.buf[9]]);
+        if version != format::VERSION {
+            return Err(err(
+                8,
+                TraceErrorKind::UnsupportedVersion { found: version },
+            ));
+        }
+        let header_len = usize::from(u16::from_le_bytes([reader.buf[10], reader.buf[11]]));
+        reader.fill_at_least(header_len).map_err(|k| err(0, k))?;
+        if reader.len < header_len {
+            return Err(err(reader.len as u64, TraceErrorKind::TruncatedHeader));
+        }
+        let h = &reader.buf[..header_len];
+        let u32_at = |at: usize| -> Option<u32> {
+            Some(u32::from_le_bytes(h.get(at..at + 4)?.try_into().ok()?))
+        };
+        let bad = |what| err(12, TraceErrorKind::BadHeader(what));
+        let file_rank = u32_at(12).ok_or_else(|| bad("too short"))?;
+        let n_ranks = u32_at(16).ok_or_else(|| bad("too short"))?;
+        let pid = u32_at(20).ok_or_else(|| bad("too short"))?;
+        let start_unix_ns = h
+            .get(24..32)
+            .and_then(|s| s.try_into().ok())
+            .map(u64::from_le_bytes)
+            .ok_or_else(|| bad("too short"))?;
+        let mut at = 32;
+        let mut string = || -> Option<String> {
+            let n = usize::from(u16::from_le_bytes(h.get(at..at + 2)?.try_into().ok()?));
+            let s = String::from_utf8_lossy(h.get(at + 2..at + 2 + n)?).into_owned();
+            at += 2 + n;
+            Some(s)
+        };
+        let host = string().ok_or_else(|| bad("host name runs past the header"))?;
+        let mpi_library = string().ok_or_else(|| bad("library name runs past the header"))?;
+        if file_rank >= n_ranks {
+            return Err(bad("rank is not below the number of ranks"));
+        }
+        if let Some(r) = rank {
+            if r != file_rank {
+                return Err(bad("rank in the header differs from the file name"));
+            }
+        }
+        reader.header = Header {
+            version,
+            rank: file_rank,
+            n_ranks,
+            pid,
+            start_unix_ns,
+            host,
+            mpi_library,
+        };
+        reader.pos = header_len;
+        Ok(reader)
+    }
+
+    pub fn header(&self) -> &Header {
+        &self.header
+    }
+    /// The call site with id `id`, when it was defined before the current event.
+    pub fn site(&self, id: u64) -> Option<&Site> {
+        self.sites.get(usize::try_from(id).ok()?.checked_sub(1)?)
+    }
+    pub fn object(&self, id: u64) -> Option<&Object> {
+        self.objects.get(usize::try_from(id).ok()?.checked_sub(1)?)
+    }
+    pub fn objects(&self) -> &[Object] {
+        &self.objects
+    }
+    pub fn sites(&self) -> &[Site] {
+        &self.sites
+    }
+    pub fn comm(&self, id: u64) -> Option<&Comm> {
+        self.comms.get(&id)
+    }
+    pub fn comms(&self) -> &BTreeMap<u64, Comm> {
+        &self.comms
+    }
+    /// How the file ended; `None` until [`RankReader::next_event`] returned `Ok(false)`.
+    pub fn completion(&self) -> Option<Completion> {
+        self.completion
+    }
+    /// Events read so far.
+    pub fn n_events(&self) -> u64 {
+        self.n_events
+    }
+
+    fn error(&self, at: usize, kind: TraceErrorKind) -> TraceError {
+        TraceError {
+            rank: Some(self.header.rank),
+            offset: self.base + at as u64,
+            kind,
+        }
+    }
+
+    /// Makes at least `n` unread bytes available unless the input ends first.
+    fn fill_at_least(&mut self, n: usize) -> Result<(), TraceErrorKind> {
+        if self.pos > 0 && self.pos + n > self.buf.len() {
+            self.buf.copy_within(self.pos..self.len, 0);
+            self.base += self.pos as u64;
+            self.len -= self.pos;
+            self.pos = 0;
+        }
+        if n > self.buf.len() {
+            self.buf.resize(n.next_power_of_two(), 0);
+        }
+        while self.len - self.pos < n && !self.eof {
+            match self.input.read(&mut self.buf[self.len..]) {
+                Ok(0) => self.eof = true,
+                Ok(k) => self.len += k,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(TraceErrorKind::Io(e.to_string())),
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads the next event into `ev` (definition records on the way update the tables).
+    /// Returns `Ok(false)` at the end of the file; then [`RankReader::completion`] says
+    /// whether the rank finished.
+    pub fn next_event(&mut self, ev: &mut Event) -> Result<bool, TraceError> {
+        loop {
+            if self.completion.is_some() {
+                return Ok(false);
+            }
+            let parsed = self.parse_record(ev);
+            match parsed {
+                Ok(Some(consumed)) => {
+                    self.pos += consumed;
+                    return Ok(true);
+                }
+                Ok(None) => continue,
+                Err(Decode::Bad(kind, at)) => return Err(self.error(self.pos + at, kind)),
+                Err(Decode::NeedMore) => {
+                    let have = self.len - self.pos;
+                    if self.eof {
+                        if have == 0 {
+                            self.completion = Some(Completion::Incomplete {
+                                valid_bytes: self.base + self.pos as u64,
+                                trailing_bytes: 0,
+                            });
+                        } else {
+                            self.completion = Some(Completion::Incomplete {
+                                valid_bytes: self.base + self.pos as u64,
+                                trailing_bytes: have as u64,
+                            });
+                        }
+                        return Ok(false);
+                    }
+                    self.fill_at_least(have + CHUNK)
+                        .map_err(|k| self.error(self.pos, k))?;
+                }
+            }
+        }
+    }
+
+    /// Parses one record at `pos`. An event fills `ev` and returns the bytes it used; a
+    /// definition record is applied, consumed and gives `Ok(None)`.
+    #[inline]
+    fn parse_record(&mut self, ev: &mut Event) -> DResult<Option<usize>> {
+        let mut c = Cursor {
+            bytes: &self.buf[self.pos..self.len],
+            at: 0,
+        };
+        let tag = c.byte()?;
+        match tag {
+            format::R_OBJECT => {
+                let id = c.varint()?;
+                let bias = c.varint()?;
+                let n = c.varint()?;
+                let path = std::str::from_utf8(c.take(n)?)
+                    .map_err(|_| Decode::Bad(TraceErrorKind::BadString, 0))?
+                    .to_owned();
+                if id != self.objects.len() as u64 + 1 {
+                    return Err(Decode::Bad(
+                        TraceErrorKind::BadRecord("object ids out of order"),
+                        0,
+                    ));
+                }
+                self.objects.push(Object { path, bias });
+                self.pos += c.at;
+                Ok(None)
+            }
+            format::R_SITE => {
+                let id = c.varint()?;
+                let object = c.varint()?;
+                let addr = c.varint()?;
+                if id != self.sites.len() as u64 + 1 {
+                    return Err(Decode::Bad(
+                        TraceErrorKind::BadRecord("call-site ids out of order"),
+                        0,
+                    ));
+                }
+                self.sites.push(Site { object, addr });
+                self.pos += c.at;
+                Ok(None)
+            }
+            format::R_COMM => {
+                let id = c.varint()?;
+                let n = c.varint()?;
+                let mut world_ranks = Vec::new();
+                for _ in 0..n {
+                    world_ranks.push(c.zigzag()?);
+                }
+                self.comms.insert(id, Comm { world_ranks });
+                self.pos += c.at;
+                Ok(None)
+            }
+            format::R_END => {
+                let end_ns = c.varint()?;
+                let n_events = c.varint()?;
+                let at = c.at;
+                if n_events != self.n_events {
+                    return Err(Decode::Bad(
+                        TraceErrorKind::EventCountMismatch {
+                            recorded: n_events,
+                            read: self.n_events,
+                        },
+                        0,
+                    ));
+                }
+                // Nothing may follow the end record.
+                let mut probe = [0u8; 1];
+                let more = self.len > self.pos + at
+                    || (!self.eof && matches!(self.input.read(&mut probe), Ok(k) if k > 0));
+                if more {
+                    return Err(Decode::Bad(TraceErrorKind::DataAfterEnd, at));
+                }
+                self.pos += at;
+                self.completion = Some(Completion::Complete { end_ns, n_events });
+                Ok(None)
+            }
+            code => {
+                let op = Op::from_code(code)
+                    .ok_or(Decode::Bad(TraceErrorKind::UnknownRecord(code), 0))?;
+                let mask = c.varint()?;
+                if mask & !field::ALL != 0 {
+                    return Err(Decode::Bad(
+                        TraceErrorKind::UnknownFields(mask & !field::ALL),
+                        1,
+                    ));
+                }
+                let gap = c.varint()?;
+                let dur = c.varint()?;
+                ev.op = op;
+                ev.site = c.varint()?;
+                ev.peer = if mask & field::PEER != 0 {
+                    Some(c.zigzag()?)
+                } else {
+                    None
+                };
+                ev.tag = if mask & field::TAG != 0 {
+                    Some(c.zigzag()?)
+                } else {
+                    None
+                };
+                ev.bytes = if mask & field::BYTES != 0 {
+                    Some(c.varint()?)
+                } else {
+                    None
+                };
+                ev.comm = if mask & field::COMM != 0 {
+                    Some(c.varint()?)
+                } else {
+                    None
+                };
+                ev.req = if mask & field::REQ != 0 {
+                    Some(c.varint()?)
+                } else {
+                    None
+                };
+                ev.reqs.clear();
+                if mask & field::REQS != 0 {
+                    let n = c.varint()?;
+                    for _ in 0..n {
+                        let id = c.varint()?;
+                        ev.reqs.push(id);
+                    }
+                }
+                ev.root = if mask & field::ROOT != 0 {
+                    Some(c.zigzag()?)
+                } else {
+                    None
+                };
+                ev.src = if mask & field::SRC != 0 {
+                    Some(c.zigzag()?)
+                } else {
+                    None
+                };
+                ev.rtag = if mask & field::RTAG != 0 {
+                    Some(c.zigzag()?)
+                } else {
+                    None
+                };
+                ev.rbytes = if mask & field::RBYTES != 0 {
+                    Some(c.varint()?)
+                } else {
+                    None
+                };
+                ev.newcomm = if mask & field::NEWCOMM != 0 {
+                    Some(c.varint()?)
+                } else {
+                    None
+                };
+                ev.flag = if mask & field::FLAG != 0 {
+                    Some(c.varint()?)
+                } else {
+                    None
+                };
+                ev.start_ns = self.prev_end.saturating_add(gap);
+                ev.end_ns = ev.start_ns.saturating_add(dur);
+                self.prev_end = ev.end_ns;
+                self.n_events += 1;
+                Ok(Some(c.at))
+            }
+        }
+    }
+}
+
+impl<R: Read> Iterator for RankReader<R> {
+    type Item = Result<Event, TraceError>;
+    fn next(&mut self) -> Option<Self::Item> {
+        let mut ev = Event::default();
+        match self.next_event(&mut ev) {
+            Ok(true) => Some(Ok(ev)),
+            Ok(false) => None,
+            Err(e) => Some(Err(e)),
+        }
+    }
+}

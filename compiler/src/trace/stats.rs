@@ -1,0 +1,310 @@
+//! mpiP-style statistics: takes the events of each rank (streamed from a
+//! [`RankReader`]), gives per operation and per call site the count, total/min/max time
+//! and bytes, per rank and aggregated over ranks, plus each rank's split of application
+//! time into MPI and compute time. Output order is deterministic (sorted maps).
+
+use std::collections::BTreeMap;
+use std::io::Read;
+
+use serde::Serialize;
+
+use super::format::Op;
+use super::reader::{Completion, Event, RankReader, TraceError};
+use super::symbolize::Location;
+
+/// A call site independent of where the object was loaded: the object's path and the
+/// return address relative to it.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct SiteKey {
+    pub object: String,
+    pub offset: u64,
+}
+
+/// Count, time and bytes of a group of calls.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Totals {
+    pub count: u64,
+    pub total_ns: u64,
+    pub min_ns: u64,
+    pub max_ns: u64,
+    /// Bytes sent plus bytes received.
+    pub bytes: u64,
+}
+
+impl Totals {
+    fn add(&mut self, dur: u64, bytes: u64) {
+        self.min_ns = if self.count == 0 {
+            dur
+        } else {
+            self.min_ns.min(dur)
+        };
+        self.max_ns = self.max_ns.max(dur);
+        self.count += 1;
+        self.total_ns += dur;
+        self.bytes += bytes;
+    }
+    fn merge(&mut self, other: &Totals) {
+        if other.count == 0 {
+            return;
+        }
+        self.min_ns = if self.count == 0 {
+            other.min_ns
+        } else {
+            self.min_ns.min(other.min_ns)
+        };
+        self.max_ns = self.max_ns.max(other.max_ns);
+        self.count += other.count;
+        self.total_ns += other.total_ns;
+        self.bytes += other.bytes;
+    }
+}
+
+/// One rank's statistics.
+#[derive(Clone, Debug, Default)]
+pub struct RankStats {
+    pub rank: u32,
+    pub complete: bool,
+    pub events: u64,
+    /// From the end of `MPI_Init` to the start of `MPI_Finalize` (or the last event).
+    pub app_ns: u64,
+    /// Time inside MPI calls other than init and finalize.
+    pub mpi_ns: u64,
+    pub compute_ns: u64,
+    pub ops: BTreeMap<Op, Totals>,
+    pub sites: BTreeMap<(Op, SiteKey), Totals>,
+}
+
+/// Collects statistics rank by rank.
+#[derive(Clone, Debug, Default)]
+pub struct StatsBuilder {
+    ranks: BTreeMap<u32, RankStats>,
+    missing: Vec<u32>,
+    n_ranks: u32,
+}
+
+/// One row of the per-operation table.
+#[derive(Clone, Debug, Serialize)]
+pub struct OpRow {
+    pub op: &'static str,
+    #[serde(flatten)]
+    pub totals: Totals,
+}
+
+/// One row of the per-call-site table, aggregated over ranks.
+#[derive(Clone, Debug, Serialize)]
+pub struct SiteRow {
+    pub op: &'static str,
+    /// `file.c:42`, or `object+0xoffset` when the site could not be symbolized.
+    pub site: String,
+    pub location: Location,
+    pub object: String,
+    pub offset: u64,
+    pub n_ranks: u32,
+    #[serde(flatten)]
+    pub totals: Totals,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct RankRow {
+    pub rank: u32,
+    pub complete: bool,
+    pub events: u64,
+    pub app_ns: u64,
+    pub mpi_ns: u64,
+    pub compute_ns: u64,
+    pub ops: Vec<OpRow>,
+    /// This rank's call sites (`n_ranks` is 1), most time first.
+    pub sites: Vec<SiteRow>,
+}
+
+/// The whole report, ready to print or serialize.
+#[derive(Clone, Debug, Serialize)]
+pub struct StatsReport {
+    pub n_ranks: u32,
+    pub missing_ranks: Vec<u32>,
+    pub incomplete_ranks: Vec<u32>,
+    pub events: u64,
+    pub app_ns: u64,
+    pub mpi_ns: u64,
+    pub compute_ns: u64,
+    pub ops: Vec<OpRow>,
+    pub sites: Vec<SiteRow>,
+    pub ranks: Vec<RankRow>,
+}
+
+impl StatsBuilder {
+    pub fn new(n_ranks: u32) -> StatsBuilder {
+        StatsBuilder {
+            n_ranks,
+            ..StatsBuilder::default()
+        }
+    }
+
+    /// Records that a rank's file is missing.
+    pub fn missing_rank(&mut self, rank: u32) {
+        self.missing.push(rank);
+    }
+
+    /// Streams a whole rank file into the statistics.
+    pub fn add_rank<R: Read>(&mut self, reader: &mut RankReader<R>) -> Result<(), TraceError> {
+        let rank = reader.header().rank;
+        let mut st = RankStats {
+            rank,
+            ..RankStats::default()
+        };
+        let mut ev = Event::default();
+        // One map update per event, keyed by small integers; call-site ids become
+        // object-relative keys once at the end (within a rank, ids and addresses are 1:1).
+        let mut by_site: BTreeMap<(Op, u64), Totals> = BTreeMap::new();
+        let (mut app_start, mut app_end, mut last_end) = (None, None, 0);
+        while reader.next_event(&mut ev)? {
+            let op = ev.op();
+            let dur = ev.duration_ns();
+            last_end = ev.end_ns;
+            st.events += 1;
+            match op {
+                Op::Init | Op::InitThread => app_start = Some(ev.end_ns),
+                Op::Finalize => app_end = Some(ev.start_ns),
+                _ => st.mpi_ns += dur,
+            }
+            let bytes = ev.bytes.unwrap_or(0) + ev.rbytes.unwrap_or(0);
+            by_site.entry((op, ev.site)).or_default().add(dur, bytes);
+        }
+        for ((op, site), totals) in by_site {
+            st.ops.entry(op).or_default().merge(&totals);
+            let key = reader.site(site).map(|s| match reader.object(s.object) {
+                Some(o) => SiteKey {
+                    object: o.path.clone(),
+                    offset: s.addr.wrapping_sub(o.bias),
+                },
+                None => SiteKey {
+                    object: String::new(),
+                    offset: s.addr,
+                },
+            });
+            if let Some(key) = key {
+                st.sites.entry((op, key)).or_default().merge(&totals);
+            }
+        }
+        st.complete = matches!(reader.completion(), Some(Completion::Complete { .. }));
+        let start = app_start.unwrap_or(0);
+        st.app_ns = app_end.unwrap_or(last_end).saturating_sub(start);
+        st.compute_ns = st.app_ns.saturating_sub(st.mpi_ns);
+        self.ranks.insert(rank, st);
+        Ok(())
+    }
+
+    pub fn rank(&self, rank: u32) -> Option<&RankStats> {
+        self.ranks.get(&rank)
+    }
+
+    /// Every call site seen, for symbolization.
+    pub fn site_keys(&self) -> Vec<SiteKey> {
+        let mut keys: Vec<SiteKey> = self
+            .ranks
+            .values()
+            .flat_map(|r| r.sites.keys().map(|(_, k)| k.clone()))
+            .collect();
+        keys.sort();
+        keys.dedup();
+        keys
+    }
+
+    /// Builds the report; `locate` symbolizes call sites.
+    pub fn report(&self, locate: &dyn Fn(&SiteKey) -> Location) -> StatsReport {
+        let mut ops: BTreeMap<Op, Totals> = BTreeMap::new();
+        let mut sites: BTreeMap<(Op, SiteKey), (Totals, u32)> = BTreeMap::new();
+        let (mut events, mut app_ns, mut mpi_ns, mut compute_ns) = (0, 0, 0, 0);
+        for st in self.ranks.values() {
+            events += st.events;
+            app_ns += st.app_ns;
+            mpi_ns += st.mpi_ns;
+            compute_ns += st.compute_ns;
+            for (op, t) in &st.ops {
+                ops.entry(*op).or_default().merge(t);
+            }
+            for (key, t) in &st.sites {
+                let e = sites.entry(key.clone()).or_default();
+                e.0.merge(t);
+                e.1 += 1;
+            }
+        }
+        let op_rows = |m: &BTreeMap<Op, Totals>| {
+            m.iter()
+                .map(|(op, t)| OpRow {
+                    op: op.mpi_name(),
+                    totals: *t,
+                })
+                .collect::<Vec<_>>()
+        };
+        let all_sites = site_rows(sites, locate);
+        StatsReport {
+            n_ranks: self.n_ranks,
+            missing_ranks: self.missing.clone(),
+            incomplete_ranks: self
+                .ranks
+                .values()
+                .filter(|r| !r.complete)
+                .map(|r| r.rank)
+                .collect(),
+            events,
+            app_ns,
+            mpi_ns,
+            compute_ns,
+            ops: op_rows(&ops),
+            sites: all_sites,
+            ranks: self
+                .ranks
+                .values()
+                .map(|r| RankRow {
+                    rank: r.rank,
+                    complete: r.complete,
+                    events: r.events,
+                    app_ns: r.app_ns,
+                    mpi_ns: r.mpi_ns,
+                    compute_ns: r.compute_ns,
+                    ops: op_rows(&r.ops),
+                    sites: site_rows(
+                        r.sites.iter().map(|(k, t)| (k.clone(), (*t, 1))).collect(),
+                        locate,
+                    ),
+                })
+                .collect(),
+        }
+    }
+}
+
+/// Symbolizes and orders call-site rows: most time first, ties broken by site and
+/// operation name so the order is deterministic.
+fn site_rows(
+    sites: BTreeMap<(Op, SiteKey), (Totals, u32)>,
+    locate: &dyn Fn(&SiteKey) -> Location,
+) -> Vec<SiteRow> {
+    let mut rows: Vec<SiteRow> = sites
+        .into_iter()
+        .map(|((op, key), (totals, n_ranks))| {
+            let location = locate(&key);
+            let site = location.short().unwrap_or_else(|| {
+                let name = key.object.rsplit('/').next().unwrap_or(&key.object);
+                format!("{name}+0x{:x}", key.offset)
+            });
+            SiteRow {
+                op: op.mpi_name(),
+                site,
+                location,
+                object: key.object,
+                offset: key.offset,
+                n_ranks,
+                totals,
+            }
+        })
+        .collect();
+    rows.sort_by(|a, b| {
+        b.totals
+            .total_ns
+            .cmp(&a.totals.total_ns)
+            .then_with(|| a.site.cmp(&b.site))
+            .then_with(|| a.op.cmp(b.op))
+    });
+    rows
+}

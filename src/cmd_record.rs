@@ -1,0 +1,287 @@
+//! `perfskel record`: takes a launcher command line (`mpirun -np 4 ./app args`), gives a
+//! trace directory. It finds which MPI the launcher belongs to, builds the PMPI tracer
+//! (embedded C source) with that MPI's `mpicc` once and caches it, runs the launcher with
+//! the tracer preloaded in every rank, then writes `manifest.json` from the rank files.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use perfskel_compiler::trace::format;
+use perfskel_compiler::trace::manifest::{Manifest, RunInfo};
+
+use crate::cmd_trace;
+
+const TRACER_SOURCES: &[(&str, &str)] = &[
+    ("tracer.c", include_str!("../runtime/tracer/tracer.c")),
+    ("core.h", include_str!("../runtime/tracer/core.h")),
+    ("wrap_c.h", include_str!("../runtime/tracer/wrap_c.h")),
+    ("wrap_f.h", include_str!("../runtime/tracer/wrap_f.h")),
+];
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Trace directory to write; created if needed, old rank files in it are removed.
+    #[arg(short = 'o', long = "output", default_value = "perfskel-trace")]
+    output: PathBuf,
+    /// The MPI the launcher belongs to, when its `--version` does not tell.
+    #[arg(long, value_enum)]
+    mpi: Option<MpiKind>,
+    /// The launcher command line, after `--`: `mpirun -np 4 ./app args`.
+    #[arg(last = true, required = true)]
+    command: Vec<String>,
+}
+
+/// The MPI implementations the tracer is built for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum MpiKind {
+    Openmpi,
+    Mpich,
+}
+
+impl MpiKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            MpiKind::Openmpi => "openmpi",
+            MpiKind::Mpich => "mpich",
+        }
+    }
+}
+
+pub fn run(args: Args) -> Result<ExitCode, String> {
+    let launcher = args
+        .command
+        .first()
+        .ok_or("record: give the launcher command after `--`")?;
+    let version_text = launcher_version(launcher)?;
+    let mpi = match args.mpi {
+        Some(m) => m,
+        None => detect_mpi(&version_text).ok_or_else(|| {
+            format!("record: cannot tell which MPI `{launcher}` belongs to from its --version; pass --mpi openmpi|mpich")
+        })?,
+    };
+    let tracer = ensure_tracer(mpi)?;
+
+    std::fs::create_dir_all(&args.output)
+        .map_err(|e| format!("record: cannot create {}: {e}", args.output.display()))?;
+    let dir = std::fs::canonicalize(&args.output)
+        .map_err(|e| format!("record: {}: {e}", args.output.display()))?;
+    clear_old_trace(&dir)?;
+
+    let preload = match std::env::var("LD_PRELOAD") {
+        Ok(old) if !old.is_empty() => format!("{}:{old}", tracer.display()),
+        _ => tracer.display().to_string(),
+    };
+    let dir_text = dir.display().to_string();
+    // The launcher itself is not preloaded: each MPI's own option passes the variables
+    // to the ranks only, on every node.
+    let env_args: Vec<String> = match mpi {
+        MpiKind::Openmpi => vec![
+            "-x".into(),
+            format!("LD_PRELOAD={preload}"),
+            "-x".into(),
+            format!("PERFSKEL_TRACE_DIR={dir_text}"),
+        ],
+        MpiKind::Mpich => vec![
+            "-genv".into(),
+            "LD_PRELOAD".into(),
+            preload,
+            "-genv".into(),
+            "PERFSKEL_TRACE_DIR".into(),
+            dir_text,
+        ],
+    };
+    let start_unix_ns = unix_ns();
+    let status = Command::new(launcher)
+        .args(&env_args)
+        .args(&args.command[1..])
+        .status()
+        .map_err(|e| format!("record: cannot run `{launcher}`: {e}"))?;
+    let end_unix_ns = unix_ns();
+
+    let summaries = cmd_trace::summarize_dir(&dir)?;
+    if summaries.is_empty() {
+        return Err(format!(
+            "record: no rank wrote a trace file in {} (is `{launcher}` an MPI launcher, and the program an MPI program?)",
+            dir.display()
+        ));
+    }
+    let manifest = Manifest::build(
+        RunInfo {
+            mpi: mpi.name().into(),
+            launcher_version: version_line(&version_text),
+            command: args.command.clone(),
+            start_unix_ns,
+            end_unix_ns,
+            exit_code: status.code(),
+        },
+        &summaries,
+    );
+    let path = dir.join(format::MANIFEST_FILE);
+    std::fs::write(&path, manifest.to_json() + "\n")
+        .map_err(|e| format!("record: cannot write {}: {e}", path.display()))?;
+    let events: u64 = manifest.ranks.iter().map(|r| r.events).sum();
+    let bytes: u64 = manifest.ranks.iter().map(|r| r.file_bytes).sum();
+    eprintln!(
+        "perfskel record: {} ranks, {events} events, {bytes} bytes ({:.1} bytes/event) in {}",
+        manifest.n_ranks,
+        bytes as f64 / events.max(1) as f64,
+        dir.display()
+    );
+    for r in &manifest.ranks {
+        if r.status != perfskel_compiler::trace::RankStatus::Complete {
+            eprintln!(
+                "perfskel record: warning: rank {} is {:?}",
+                r.rank, r.status
+            );
+        }
+    }
+    Ok(match status.code() {
+        Some(0) => ExitCode::SUCCESS,
+        Some(c) => ExitCode::from(u8::try_from(c).unwrap_or(1)),
+        None => ExitCode::from(1),
+    })
+}
+
+fn unix_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
+
+fn launcher_version(launcher: &str) -> Result<String, String> {
+    let out = Command::new(launcher)
+        .arg("--version")
+        .output()
+        .map_err(|e| format!("record: cannot run `{launcher} --version`: {e}"))?;
+    let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
+    text.push_str(&String::from_utf8_lossy(&out.stderr));
+    Ok(text)
+}
+
+/// The line of a launcher's `--version` output that names its version: Open MPI's first
+/// line, MPICH (Hydra)'s `Version:` line.
+fn version_line(text: &str) -> String {
+    let lines = || text.lines().map(str::trim).filter(|l| !l.is_empty());
+    lines()
+        .find(|l| l.contains("Open MPI") || l.starts_with("Version:"))
+        .or_else(|| lines().next())
+        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
+}
+
+/// Tells the MPI from a launcher's `--version` output.
+pub fn detect_mpi(version_text: &str) -> Option<MpiKind> {
+    if version_text.contains("Open MPI") || version_text.contains("OpenRTE") {
+        Some(MpiKind::Openmpi)
+    } else if version_text.contains("HYDRA") || version_text.contains("MPICH") {
+        Some(MpiKind::Mpich)
+    } else {
+        None
+    }
+}
+
+fn clear_old_trace(dir: &Path) -> Result<(), String> {
+    let entries = std::fs::read_dir(dir).map_err(|e| format!("record: {}: {e}", dir.display()))?;
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if (name.starts_with("rank-") && name.ends_with(".pst")) || name == format::MANIFEST_FILE {
+            std::fs::remove_file(entry.path())
+                .map_err(|e| format!("record: cannot remove {name}: {e}"))?;
+        }
+    }
+    Ok(())
+}
+
+fn find_in_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+}
+
+/// FNV-1a: a stable hash for the cache key (std's hasher may change between releases).
+fn fnv1a(parts: &[&[u8]]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for part in parts {
+        for b in part.iter().chain(&[0xffu8]) {
+            h ^= u64::from(*b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    h
+}
+
+fn cache_root() -> PathBuf {
+    if let Some(d) = std::env::var_os("PERFSKEL_CACHE_DIR") {
+        return PathBuf::from(d);
+    }
+    if let Some(d) = std::env::var_os("XDG_CACHE_HOME") {
+        return PathBuf::from(d).join("perfskel");
+    }
+    if let Some(d) = std::env::var_os("HOME") {
+        return PathBuf::from(d).join(".cache").join("perfskel");
+    }
+    std::env::temp_dir().join("perfskel-cache")
+}
+
+/// Builds the tracer for `mpi` unless the cache has it; gives the shared library's path.
+/// The cache key covers the tracer source and the compiler wrapper's full command line,
+/// so a changed MPI installation or tracer rebuilds.
+pub fn ensure_tracer(mpi: MpiKind) -> Result<PathBuf, String> {
+    let mpicc = match std::env::var("PERFSKEL_MPICC") {
+        Ok(cc) if !cc.is_empty() => PathBuf::from(cc),
+        _ => {
+            let suffixed = format!("mpicc.{}", mpi.name());
+            find_in_path(&suffixed)
+                .or_else(|| find_in_path("mpicc"))
+                .ok_or_else(|| format!("record: neither {suffixed} nor mpicc is on PATH"))?
+        }
+    };
+    let show_flag = match mpi {
+        MpiKind::Openmpi => "--showme",
+        MpiKind::Mpich => "-show",
+    };
+    let show = Command::new(&mpicc)
+        .arg(show_flag)
+        .output()
+        .map_err(|e| format!("record: cannot run {} {show_flag}: {e}", mpicc.display()))?;
+    let mut parts: Vec<&[u8]> = vec![mpi.name().as_bytes(), &show.stdout];
+    for (name, text) in TRACER_SOURCES {
+        parts.push(name.as_bytes());
+        parts.push(text.as_bytes());
+    }
+    let key = fnv1a(&parts);
+    let dir = cache_root().join(format!("tracer-{}-{key:016x}", mpi.name()));
+    let lib = dir.join("libperfskel-tracer.so");
+    if lib.is_file() {
+        return Ok(lib);
+    }
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| format!("record: cannot create {}: {e}", dir.display()))?;
+    for (name, text) in TRACER_SOURCES {
+        std::fs::write(dir.join(name), text)
+            .map_err(|e| format!("record: cannot write tracer source: {e}"))?;
+    }
+    let tmp = dir.join(format!("libperfskel-tracer.so.{}", std::process::id()));
+    let out = Command::new(&mpicc)
+        .args([
+            "-O2", "-g", "-fPIC", "-shared", "-Wall", "-Wextra", "-Werror", "-o",
+        ])
+        .arg(&tmp)
+        .arg(dir.join("tracer.c"))
+        .arg("-ldl")
+        .output()
+        .map_err(|e| format!("record: cannot run {}: {e}", mpicc.display()))?;
+    if !out.status.success() {
+        return Err(format!(
+            "record: building the tracer with {} failed:\n{}",
+            mpicc.display(),
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    // Rename is atomic, so concurrent `record` runs never load a half-written library.
+    std::fs::rename(&tmp, &lib).map_err(|e| format!("record: {}: {e}", lib.display()))?;
+    Ok(lib)
+}

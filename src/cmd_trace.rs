@@ -1,0 +1,510 @@
+//! `perfskel trace show|stats DIR`: takes a trace directory, gives its events in readable
+//! form or mpiP-style statistics (text or JSON). Opens the rank files and the traced
+//! objects (for symbolization); the reading and counting are in
+//! `perfskel_compiler::trace`. Missing, incomplete and unreadable ranks are reported.
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::Subcommand;
+use perfskel_compiler::trace::format::{self, PEER_ANY_SOURCE, PEER_PROC_NULL};
+use perfskel_compiler::trace::manifest::{Manifest, RankSummary};
+use perfskel_compiler::trace::stats::{SiteKey, StatsBuilder, StatsReport};
+use perfskel_compiler::trace::symbolize::{Location, Symbolizer};
+use perfskel_compiler::trace::{Completion, Event, RankReader, TraceError, TraceErrorKind};
+
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    command: TraceCommand,
+}
+
+#[derive(Subcommand)]
+enum TraceCommand {
+    /// Print the events of each rank, with call sites resolved to file:line.
+    Show(ShowArgs),
+    /// Per operation and per call site: count, time, bytes; MPI vs compute time.
+    Stats(StatsArgs),
+}
+
+#[derive(clap::Args)]
+struct ShowArgs {
+    /// Trace directory written by `perfskel record`.
+    dir: PathBuf,
+    /// Only this rank.
+    #[arg(long)]
+    rank: Option<u32>,
+}
+
+#[derive(clap::Args)]
+struct StatsArgs {
+    /// Trace directory written by `perfskel record`.
+    dir: PathBuf,
+    /// Only this rank.
+    #[arg(long)]
+    rank: Option<u32>,
+    #[arg(long, value_enum, default_value = "text")]
+    format: OutputFormat,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum OutputFormat {
+    Text,
+    Json,
+}
+
+pub fn run(args: Args) -> Result<ExitCode, String> {
+    match args.command {
+        TraceCommand::Show(a) => show(a),
+        TraceCommand::Stats(a) => stats(a),
+    }
+}
+
+type FileReader = RankReader<File>;
+
+/// Opens rank `rank`'s file; `Ok(None)` when it does not exist.
+pub fn open_rank(dir: &Path, rank: u32) -> Result<Option<FileReader>, TraceError> {
+    let path = dir.join(format::rank_file_name(rank));
+    let file = match File::open(&path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => {
+            return Err(TraceError {
+                rank: Some(rank),
+                offset: 0,
+                kind: TraceErrorKind::Io(format!("{}: {e}", path.display())),
+            })
+        }
+    };
+    // RankReader buffers itself: no BufReader.
+    RankReader::new(file, Some(rank)).map(Some)
+}
+
+/// Number of ranks of a trace: from the manifest, else from the rank files' headers.
+pub fn n_ranks(dir: &Path) -> Result<u32, String> {
+    if let Ok(text) = std::fs::read_to_string(dir.join(format::MANIFEST_FILE)) {
+        return Ok(Manifest::from_json(&text)?.n_ranks);
+    }
+    let entries = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let mut n = 0;
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(rank) = name
+            .strip_prefix("rank-")
+            .and_then(|s| s.strip_suffix(".pst"))
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        n = n.max(rank.saturating_add(1));
+        if let Ok(Some(r)) = open_rank(dir, rank) {
+            n = n.max(r.header().n_ranks);
+        }
+    }
+    Ok(n)
+}
+
+/// Reads every rank file through once, for the manifest.
+pub fn summarize_dir(dir: &Path) -> Result<Vec<RankSummary>, String> {
+    let n = n_ranks(dir)?;
+    let mut out = Vec::new();
+    for rank in 0..n {
+        let summary = match open_rank(dir, rank) {
+            Ok(None) => RankSummary::Missing,
+            Err(e) => RankSummary::Unreadable(e.to_string()),
+            Ok(Some(mut reader)) => {
+                let mut ev = Event::default();
+                let mut last_end_ns = 0;
+                let result = loop {
+                    match reader.next_event(&mut ev) {
+                        Ok(true) => last_end_ns = ev.end_ns,
+                        Ok(false) => break Ok(()),
+                        Err(e) => break Err(e),
+                    }
+                };
+                match (result, reader.completion()) {
+                    (Ok(()), Some(completion)) => RankSummary::Read {
+                        header: reader.header().clone(),
+                        completion,
+                        events: reader.n_events(),
+                        last_end_ns,
+                        file_bytes: std::fs::metadata(dir.join(format::rank_file_name(rank)))
+                            .map(|m| m.len())
+                            .unwrap_or(0),
+                    },
+                    (Err(e), _) => RankSummary::Unreadable(e.to_string()),
+                    (Ok(()), None) => RankSummary::Unreadable("reader stopped early".into()),
+                }
+            }
+        };
+        out.push(summary);
+    }
+    Ok(out)
+}
+
+/// Symbolizes call sites, loading each object once.
+#[derive(Default)]
+struct Symbols {
+    objects: RefCell<BTreeMap<String, Option<Symbolizer>>>,
+}
+
+impl Symbols {
+    fn locate(&self, key: &SiteKey) -> Location {
+        let mut objects = self.objects.borrow_mut();
+        let sym = objects.entry(key.object.clone()).or_insert_with(|| {
+            let bytes = std::fs::read(&key.object).ok()?;
+            Symbolizer::new(&bytes).ok()
+        });
+        match sym {
+            Some(s) => s.locate_return_address(key.offset),
+            None => Location::default(),
+        }
+    }
+}
+
+fn fmt_peer(p: i64) -> String {
+    match p {
+        PEER_PROC_NULL => "PROC_NULL".into(),
+        PEER_ANY_SOURCE => "ANY_SOURCE".into(),
+        p => p.to_string(),
+    }
+}
+
+fn fmt_ns(ns: u64) -> String {
+    if ns >= 1_000_000_000 {
+        format!("{:.3} s", ns as f64 / 1e9)
+    } else if ns >= 1_000_000 {
+        format!("{:.3} ms", ns as f64 / 1e6)
+    } else if ns >= 1_000 {
+        format!("{:.3} us", ns as f64 / 1e3)
+    } else {
+        format!("{ns} ns")
+    }
+}
+
+fn ranks_of(dir: &Path, only: Option<u32>) -> Result<Vec<u32>, String> {
+    let n = n_ranks(dir)?;
+    if n == 0 {
+        return Err(format!("{}: no rank files and no manifest", dir.display()));
+    }
+    match only {
+        Some(r) if r >= n => Err(format!("the trace has {n} ranks; there is no rank {r}")),
+        Some(r) => Ok(vec![r]),
+        None => Ok((0..n).collect()),
+    }
+}
+
+fn show(args: ShowArgs) -> Result<ExitCode, String> {
+    let ranks = ranks_of(&args.dir, args.rank)?;
+    let symbols = Symbols::default();
+    let stdout = std::io::stdout();
+    let mut out = BufWriter::new(stdout.lock());
+    let mut failed = false;
+    let w = |out: &mut BufWriter<_>, s: &str| -> Result<(), String> {
+        out.write_all(s.as_bytes()).map_err(|e| e.to_string())
+    };
+    for rank in ranks {
+        let mut reader = match open_rank(&args.dir, rank) {
+            Ok(Some(r)) => r,
+            Ok(None) => {
+                failed = true;
+                w(
+                    &mut out,
+                    &format!(
+                        "rank {rank}: MISSING: {} not found\n",
+                        format::rank_file_name(rank)
+                    ),
+                )?;
+                continue;
+            }
+            Err(e) => {
+                failed = true;
+                w(&mut out, &format!("rank {rank}: UNREADABLE: {e}\n"))?;
+                continue;
+            }
+        };
+        let h = reader.header().clone();
+        w(
+            &mut out,
+            &format!(
+                "rank {} of {} on {} (pid {}), {}\n",
+                h.rank, h.n_ranks, h.host, h.pid, h.mpi_library
+            ),
+        )?;
+        let mut ev = Event::default();
+        let mut site_cache: BTreeMap<u64, String> = BTreeMap::new();
+        let mut index = 0u64;
+        loop {
+            match reader.next_event(&mut ev) {
+                Ok(true) => {}
+                Ok(false) => break,
+                Err(e) => {
+                    failed = true;
+                    w(&mut out, &format!("  ERROR: {e}\n"))?;
+                    break;
+                }
+            }
+            let site = site_cache
+                .entry(ev.site)
+                .or_insert_with(|| site_label(&reader, ev.site, &symbols))
+                .clone();
+            let mut line = format!(
+                "  #{index:<6} {:>12}  {:<22} {:>11}",
+                fmt_ns(ev.start_ns),
+                ev.op().mpi_name(),
+                fmt_ns(ev.duration_ns())
+            );
+            index += 1;
+            if let Some(p) = ev.peer {
+                let _ = write!(line, " peer={}", fmt_peer(p));
+            }
+            if let Some(t) = ev.tag {
+                let _ = write!(line, " tag={t}");
+            }
+            if let Some(b) = ev.bytes {
+                let _ = write!(line, " bytes={b}");
+            }
+            if let Some(p) = ev.src {
+                let _ = write!(line, " src={}", fmt_peer(p));
+            }
+            if let Some(t) = ev.rtag {
+                let _ = write!(line, " rtag={t}");
+            }
+            if let Some(b) = ev.rbytes {
+                let _ = write!(line, " rbytes={b}");
+            }
+            if let Some(r) = ev.root {
+                let _ = write!(line, " root={r}");
+            }
+            if let Some(c) = ev.comm {
+                let _ = write!(line, " comm={c}");
+            }
+            if let Some(c) = ev.newcomm {
+                let _ = write!(line, " newcomm={c}");
+            }
+            if let Some(r) = ev.req {
+                let _ = write!(line, " req={r}");
+            }
+            if !ev.reqs.is_empty() || matches!(ev.op().class(), format::OpClass::Completion) {
+                let ids: Vec<String> = ev.reqs.iter().map(u64::to_string).collect();
+                let _ = write!(line, " done=[{}]", ids.join(","));
+            }
+            if let Some(f) = ev.flag {
+                let _ = write!(line, " flag={f}");
+            }
+            let _ = writeln!(line, "  @ {site}");
+            w(&mut out, &line)?;
+        }
+        match reader.completion() {
+            Some(Completion::Complete { end_ns, n_events }) => w(&mut out, &format!("  end: complete, {n_events} events, {}\n", fmt_ns(end_ns)))?,
+            Some(Completion::Incomplete { valid_bytes, trailing_bytes }) => w(&mut out, &format!(
+                "  end: INCOMPLETE: no end record; read {} events up to byte {valid_bytes}, ignored {trailing_bytes} trailing bytes\n",
+                reader.n_events()
+            ))?,
+            None => {}
+        }
+    }
+    out.flush().map_err(|e| e.to_string())?;
+    Ok(if failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+fn site_label<R: std::io::Read>(reader: &RankReader<R>, id: u64, symbols: &Symbols) -> String {
+    let Some(site) = reader.site(id) else {
+        return "?".into();
+    };
+    let Some(object) = reader.object(site.object) else {
+        return format!("0x{:x}", site.addr);
+    };
+    let key = SiteKey {
+        object: object.path.clone(),
+        offset: site.addr.wrapping_sub(object.bias),
+    };
+    let loc = symbols.locate(&key);
+    let name = object.path.rsplit('/').next().unwrap_or(&object.path);
+    match (loc.short(), loc.function) {
+        (Some(s), Some(f)) => format!("{s} ({f})"),
+        (Some(s), None) => s,
+        (None, Some(f)) => format!("{f} in {name}+0x{:x}", key.offset),
+        (None, None) => format!("{name}+0x{:x}", key.offset),
+    }
+}
+
+fn stats(args: StatsArgs) -> Result<ExitCode, String> {
+    let ranks = ranks_of(&args.dir, args.rank)?;
+    let mut builder = StatsBuilder::new(u32::try_from(ranks.len()).unwrap_or(u32::MAX));
+    let mut errors = Vec::new();
+    for rank in ranks {
+        match open_rank(&args.dir, rank) {
+            Ok(Some(mut reader)) => {
+                if let Err(e) = builder.add_rank(&mut reader) {
+                    errors.push(e.to_string());
+                }
+            }
+            Ok(None) => builder.missing_rank(rank),
+            Err(e) => errors.push(e.to_string()),
+        }
+    }
+    let symbols = Symbols::default();
+    let report = builder.report(&|k| symbols.locate(k));
+    match args.format {
+        OutputFormat::Json => {
+            let mut doc = serde_json::to_value(&report).map_err(|e| e.to_string())?;
+            if let Some(map) = doc.as_object_mut() {
+                map.insert("errors".into(), serde_json::Value::from(errors.clone()));
+            }
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?
+            );
+        }
+        OutputFormat::Text => print!("{}", render_text(&report, &errors)),
+    }
+    for r in &report.missing_ranks {
+        eprintln!(
+            "warning: rank {r}: file {} is missing",
+            format::rank_file_name(*r)
+        );
+    }
+    for r in &report.incomplete_ranks {
+        eprintln!("warning: rank {r}: trace is incomplete (the rank did not reach MPI_Finalize); read up to its last flushed event");
+    }
+    for e in &errors {
+        eprintln!("error: {e}");
+    }
+    Ok(if errors.is_empty() && report.missing_ranks.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+fn pct(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        100.0 * part as f64 / whole as f64
+    }
+}
+
+fn render_text(r: &StatsReport, errors: &[String]) -> String {
+    let mut s = String::new();
+    let ms = |ns: u64| ns as f64 / 1e6;
+    let us = |ns: u64| ns as f64 / 1e3;
+    let list = |v: &[u32]| {
+        if v.is_empty() {
+            "none".to_owned()
+        } else {
+            v.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")
+        }
+    };
+    let _ = writeln!(s, "ranks: {}   events: {}", r.n_ranks, r.events);
+    let _ = writeln!(
+        s,
+        "missing ranks: {}   incomplete ranks: {}",
+        list(&r.missing_ranks),
+        list(&r.incomplete_ranks)
+    );
+    for e in errors {
+        let _ = writeln!(s, "unreadable: {e}");
+    }
+    let _ = writeln!(
+        s,
+        "time summed over ranks: app {:.3} ms = MPI {:.3} ms ({:.1}%) + compute {:.3} ms ({:.1}%)",
+        ms(r.app_ns),
+        ms(r.mpi_ns),
+        pct(r.mpi_ns, r.app_ns),
+        ms(r.compute_ns),
+        pct(r.compute_ns, r.app_ns)
+    );
+    let _ = writeln!(s, "\nper operation, all ranks:");
+    let _ = writeln!(
+        s,
+        "  {:<26} {:>9} {:>12} {:>11} {:>11} {:>14}",
+        "operation", "count", "total ms", "min us", "max us", "bytes"
+    );
+    for o in &r.ops {
+        let t = &o.totals;
+        let _ = writeln!(
+            s,
+            "  {:<26} {:>9} {:>12.3} {:>11.3} {:>11.3} {:>14}",
+            o.op,
+            t.count,
+            ms(t.total_ns),
+            us(t.min_ns),
+            us(t.max_ns),
+            t.bytes
+        );
+    }
+    let _ = writeln!(s, "\nper call site, all ranks (most time first):");
+    let _ = writeln!(
+        s,
+        "  {:<28} {:<22} {:>5} {:>9} {:>12} {:>11} {:>11} {:>14}",
+        "site", "operation", "ranks", "count", "total ms", "min us", "max us", "bytes"
+    );
+    for site in &r.sites {
+        let t = &site.totals;
+        let _ = writeln!(
+            s,
+            "  {:<28} {:<22} {:>5} {:>9} {:>12.3} {:>11.3} {:>11.3} {:>14}",
+            site.site,
+            site.op,
+            site.n_ranks,
+            t.count,
+            ms(t.total_ns),
+            us(t.min_ns),
+            us(t.max_ns),
+            t.bytes
+        );
+    }
+    let _ = writeln!(s, "\nper rank:");
+    let _ = writeln!(
+        s,
+        "  {:>5} {:<10} {:>9} {:>12} {:>12} {:>12} {:>7}",
+        "rank", "status", "events", "app ms", "MPI ms", "compute ms", "MPI %"
+    );
+    for rank in &r.ranks {
+        let _ = writeln!(
+            s,
+            "  {:>5} {:<10} {:>9} {:>12.3} {:>12.3} {:>12.3} {:>7.1}",
+            rank.rank,
+            if rank.complete {
+                "complete"
+            } else {
+                "INCOMPLETE"
+            },
+            rank.events,
+            ms(rank.app_ns),
+            ms(rank.mpi_ns),
+            ms(rank.compute_ns),
+            pct(rank.mpi_ns, rank.app_ns)
+        );
+    }
+    if r.ranks.len() == 1 {
+        if let Some(rank) = r.ranks.first() {
+            let _ = writeln!(s, "\nrank {} per operation:", rank.rank);
+            for o in &rank.ops {
+                let t = &o.totals;
+                let _ = writeln!(
+                    s,
+                    "  {:<26} {:>9} {:>12.3} {:>11.3} {:>11.3} {:>14}",
+                    o.op,
+                    t.count,
+                    ms(t.total_ns),
+                    us(t.min_ns),
+                    us(t.max_ns),
+                    t.bytes
+                );
+            }
+        }
+    }
+    s
+}

@@ -1,0 +1,1229 @@
+//! Tracer tests: build the example MPI applications with OpenMPI's and MPICH's compiler
+//! wrappers, trace them at 4 ranks with `perfskel record` under the real `mpirun`, and
+//! check the events against what each program does (operations per rank, peers, tags,
+//! bytes, communicators, matched requests, call sites resolving to the source line).
+//! Reader error tests feed hand-made rank files: truncated, corrupt, wrong version,
+//! missing rank.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::Mutex;
+
+use perfskel_compiler::trace::format::{self, PEER_ANY_SOURCE, PEER_PROC_NULL};
+use perfskel_compiler::trace::symbolize::Symbolizer;
+use perfskel_compiler::trace::{
+    Completion, Event, Manifest, Op, RankReader, RankStatus, RankTrace, TraceErrorKind,
+};
+
+const N_RANKS: usize = 4;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Mpi {
+    OpenMpi,
+    Mpich,
+}
+
+impl Mpi {
+    fn name(self) -> &'static str {
+        match self {
+            Mpi::OpenMpi => "openmpi",
+            Mpi::Mpich => "mpich",
+        }
+    }
+}
+
+/// MPI runs share two cores: one at a time.
+static MPI_LOCK: Mutex<()> = Mutex::new(());
+
+fn apps_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/apps")
+}
+
+fn work_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("tracer-tests")
+}
+
+/// The source file of an example: `name.c`, or `base.f90` for a Fortran `base_f`.
+fn source_name(app: &str) -> String {
+    match app.strip_suffix("_f") {
+        Some(base) => format!("{base}.f90"),
+        None => format!("{app}.c"),
+    }
+}
+
+/// Compiles one example with `mpi`'s compiler wrapper.
+fn build_app(mpi: Mpi, app: &str) -> PathBuf {
+    let out_dir = work_dir().join(format!("apps-{}", mpi.name()));
+    std::fs::create_dir_all(&out_dir).expect("create build dir");
+    let exe = out_dir.join(app.strip_prefix("test:").unwrap_or(app));
+    let src = match app.strip_prefix("test:") {
+        Some(name) => Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/apps/{name}.c")),
+        None => apps_dir().join(source_name(app)),
+    };
+    let app = app.strip_prefix("test:").unwrap_or(app);
+    let (compiler, flags): (String, &[&str]) = if app.ends_with("_f") {
+        (format!("mpif90.{}", mpi.name()), &["-O2", "-g", "-Wall"])
+    } else {
+        (
+            format!("mpicc.{}", mpi.name()),
+            &["-O2", "-g", "-Wall", "-Wextra", "-Werror"],
+        )
+    };
+    let out = Command::new(&compiler)
+        .args(flags)
+        .arg("-o")
+        .arg(&exe)
+        .arg(&src)
+        .current_dir(&out_dir)
+        .output()
+        .expect("run the MPI compiler wrapper");
+    assert!(
+        out.status.success(),
+        "{compiler} {}: {}",
+        src.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    exe
+}
+
+fn perfskel(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_perfskel"))
+        .args(args)
+        .env("PERFSKEL_CACHE_DIR", work_dir().join("cache"))
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .env("OMPI_MCA_rmaps_base_oversubscribe", "1")
+        .output()
+        .expect("run perfskel")
+}
+
+struct Trace {
+    dir: tempfile::TempDir,
+    ranks: Vec<RankTrace>,
+}
+
+fn read_rank(dir: &Path, rank: u32) -> RankTrace {
+    let path = dir.join(format::rank_file_name(rank));
+    let file = std::fs::File::open(&path).expect("rank file exists");
+    let reader = RankReader::new(file, Some(rank)).expect("header reads");
+    assert_eq!(reader.header().n_ranks as usize, N_RANKS);
+    RankTrace::read(reader).expect("events read")
+}
+
+/// Traces `app args` at 4 ranks under `mpi` and reads every rank back.
+fn trace(mpi: Mpi, app: &str, args: &[&str]) -> Trace {
+    let exe = build_app(mpi, app);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out_dir = dir.path().join("trace");
+    let launcher = format!("mpirun.{}", mpi.name());
+    let np = N_RANKS.to_string();
+    let mut cmd: Vec<&str> = vec!["record", "-o", out_dir.to_str().expect("utf-8 path"), "--"];
+    cmd.extend([launcher.as_str(), "-np", np.as_str()]);
+    cmd.push(exe.to_str().expect("utf-8 path"));
+    cmd.extend(args);
+    let out = {
+        let _guard = MPI_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        perfskel(&cmd)
+    };
+    assert!(
+        out.status.success(),
+        "perfskel record failed: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let manifest_text =
+        std::fs::read_to_string(out_dir.join(format::MANIFEST_FILE)).expect("manifest written");
+    let manifest = Manifest::from_json(&manifest_text).expect("manifest parses");
+    assert_eq!(manifest.n_ranks as usize, N_RANKS);
+    assert_eq!(manifest.mpi, mpi.name());
+    assert_eq!(manifest.exit_code, Some(0));
+    assert!(manifest
+        .ranks
+        .iter()
+        .all(|r| r.status == RankStatus::Complete));
+    let ranks = (0..N_RANKS as u32)
+        .map(|r| read_rank(&out_dir, r))
+        .collect::<Vec<_>>();
+    for (rank, rt) in ranks.iter().enumerate() {
+        assert!(
+            matches!(rt.completion, Completion::Complete { n_events, .. } if n_events as usize == rt.events.len()),
+            "rank {rank} complete"
+        );
+        assert_eq!(
+            rt.events.first().map(Event::op),
+            Some(Op::Init),
+            "rank {rank} starts with init"
+        );
+        assert_eq!(
+            rt.events.last().map(Event::op),
+            Some(Op::Finalize),
+            "rank {rank} ends with finalize"
+        );
+        for w in rt.events.windows(2) {
+            assert!(w[0].end_ns <= w[1].start_ns, "events are ordered in time");
+        }
+        assert_eq!(
+            rt.comms.get(&0),
+            Some(&(0..N_RANKS as i64).collect::<Vec<_>>())
+        );
+    }
+    check_requests(&ranks);
+    check_sites(&ranks, app);
+    Trace { dir, ranks }
+}
+
+/// Every request is created once and completed once, by a later wait or test.
+fn check_requests(ranks: &[RankTrace]) {
+    for (rank, rt) in ranks.iter().enumerate() {
+        let mut live = BTreeSet::new();
+        for ev in &rt.events {
+            if let Some(r) = ev.req {
+                assert!(live.insert(r), "rank {rank}: request {r} created twice");
+            }
+            for r in &ev.reqs {
+                assert!(
+                    live.remove(r),
+                    "rank {rank}: request {r} completed but not live"
+                );
+            }
+        }
+        assert!(
+            live.is_empty(),
+            "rank {rank}: requests never completed: {live:?}"
+        );
+    }
+}
+
+/// Every call site resolves to the example's source, on a line (or the one or two before,
+/// for calls spread over lines) that names the MPI routine.
+fn check_sites(ranks: &[RankTrace], app: &str) {
+    let (src_name, source_path) = match app.strip_prefix("test:") {
+        Some(name) => (
+            format!("{name}.c"),
+            Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/apps/{name}.c")),
+        ),
+        None => (source_name(app), apps_dir().join(source_name(app))),
+    };
+    let source = std::fs::read_to_string(source_path).expect("example source");
+    let lines: Vec<&str> = source.lines().collect();
+    let mut symbolizers: BTreeMap<String, Symbolizer> = BTreeMap::new();
+    for (rank, rt) in ranks.iter().enumerate() {
+        for ev in &rt.events {
+            // gfortran's line table gives the argument set-up of the first call in a
+            // program to the last statement that shares the argument (MPI_FINALIZE).
+            if app.ends_with("_f") && ev.op() == Op::Init {
+                continue;
+            }
+            let site = rt.sites.get(&ev.site).expect("event's site is defined");
+            let (object, offset) = (&site.object, &site.offset);
+            let sym = symbolizers.entry(object.clone()).or_insert_with(|| {
+                Symbolizer::new(&std::fs::read(object).expect("traced object readable"))
+                    .expect("object parses")
+            });
+            let loc = sym.locate_return_address(*offset);
+            let file = loc.file.clone().unwrap_or_default();
+            assert!(
+                file.ends_with(&src_name),
+                "rank {rank} {} at {loc:?}",
+                ev.op()
+            );
+            let line = loc.line.expect("line known") as usize;
+            let name = ev.op().mpi_name().to_ascii_lowercase();
+            let window = lines[line.saturating_sub(3)..line]
+                .join("\n")
+                .to_ascii_lowercase();
+            assert!(
+                window.contains(&format!("{name}(")),
+                "rank {rank}: {} resolved to {src_name}:{line}: {:?}",
+                ev.op(),
+                lines.get(line - 1)
+            );
+        }
+    }
+}
+
+/// Number of events of each operation.
+fn op_counts(rt: &RankTrace) -> BTreeMap<Op, usize> {
+    let mut m = BTreeMap::new();
+    for ev in &rt.events {
+        *m.entry(ev.op()).or_default() += 1;
+    }
+    m
+}
+
+fn counts(pairs: &[(Op, usize)]) -> BTreeMap<Op, usize> {
+    pairs.iter().copied().filter(|(_, n)| *n > 0).collect()
+}
+
+fn events_of(rt: &RankTrace, op: Op) -> Vec<&Event> {
+    rt.events.iter().filter(|e| e.op() == op).collect()
+}
+
+fn check_stencil(mpi: Mpi, app: &str) {
+    let (n, iters) = (16usize, 3usize);
+    let t = trace(mpi, app, &["16", "3"]);
+    for (r, rt) in t.ranks.iter().enumerate() {
+        let r = r as i64;
+        assert_eq!(
+            op_counts(rt),
+            counts(&[
+                (Op::Init, 1),
+                (Op::CartCreate, 1),
+                (Op::Sendrecv, 4 * iters),
+                (Op::Allreduce, iters),
+                (Op::CommFree, 1),
+                (Op::Finalize, 1),
+            ])
+        );
+        let cart = events_of(rt, Op::CartCreate)[0]
+            .newcomm
+            .expect("cart comm created");
+        assert_eq!(rt.comms.get(&cart), Some(&vec![0, 1, 2, 3]));
+        // 2 x 2 grid, row-major, no wrap-around.
+        let north = if r >= 2 { r - 2 } else { PEER_PROC_NULL };
+        let south = if r < 2 { r + 2 } else { PEER_PROC_NULL };
+        let west = if r % 2 == 1 { r - 1 } else { PEER_PROC_NULL };
+        let east = if r % 2 == 0 { r + 1 } else { PEER_PROC_NULL };
+        let expected = [(north, south), (south, north), (west, east), (east, west)];
+        let bytes = |p: i64| {
+            if p == PEER_PROC_NULL {
+                0
+            } else {
+                (n * 8) as u64
+            }
+        };
+        for (i, ev) in events_of(rt, Op::Sendrecv).iter().enumerate() {
+            let (dest, src) = expected[i % 4];
+            assert_eq!(
+                (ev.peer, ev.src),
+                (Some(dest), Some(src)),
+                "rank {r} sendrecv {i}"
+            );
+            assert_eq!((ev.bytes, ev.rbytes), (Some(bytes(dest)), Some(bytes(src))));
+            assert_eq!((ev.tag, ev.comm), (Some((i % 4) as i64), Some(cart)));
+        }
+        for ev in events_of(rt, Op::Allreduce) {
+            assert_eq!((ev.bytes, ev.comm), (Some(8), Some(cart)));
+        }
+        assert_eq!(events_of(rt, Op::CommFree)[0].comm, Some(cart));
+    }
+
+    // The CLI's views of the same trace: stats per operation and per call site.
+    let dir = t.dir.path().join("trace");
+    let dir = dir.to_str().expect("utf-8 path");
+    let stats = perfskel(&["trace", "stats", dir, "--format", "json"]);
+    assert!(stats.status.success());
+    let json: serde_json::Value = serde_json::from_slice(&stats.stdout).expect("JSON");
+    let sendrecv = json["ops"]
+        .as_array()
+        .and_then(|ops| ops.iter().find(|o| o["op"] == "MPI_Sendrecv"))
+        .expect("MPI_Sendrecv row");
+    assert_eq!(sendrecv["count"], serde_json::json!(4 * iters * N_RANKS));
+    let sites: Vec<&serde_json::Value> = json["sites"]
+        .as_array()
+        .expect("sites")
+        .iter()
+        .filter(|s| s["op"] == "MPI_Sendrecv")
+        .collect();
+    assert_eq!(sites.len(), 4, "four halo-exchange call sites");
+    for site in sites {
+        let prefix = format!("{}:", source_name(app));
+        assert!(
+            site["site"]
+                .as_str()
+                .is_some_and(|s| s.starts_with(&prefix)),
+            "{site}"
+        );
+        assert_eq!(site["n_ranks"], serde_json::json!(N_RANKS));
+        assert_eq!(site["count"], serde_json::json!(iters * N_RANKS));
+    }
+    assert_eq!(json["missing_ranks"], serde_json::json!([]));
+    assert_eq!(json["incomplete_ranks"], serde_json::json!([]));
+    let show = perfskel(&["trace", "show", dir, "--rank", "3"]);
+    assert!(show.status.success());
+    let text = String::from_utf8_lossy(&show.stdout);
+    assert!(text.starts_with("rank 3 of 4"), "{text}");
+    let function = if app.ends_with("_f") {
+        "(stencil_f)"
+    } else {
+        "(main)"
+    };
+    assert!(
+        text.contains("MPI_Cart_create") && text.contains(function),
+        "{text}"
+    );
+    assert!(text.contains("end: complete"), "{text}");
+}
+
+fn check_ring(mpi: Mpi, app: &str) {
+    let (n, iters) = (256u64, 4usize);
+    let t = trace(mpi, app, &["256", "4"]);
+    let last = N_RANKS - 1;
+    for (r, rt) in t.ranks.iter().enumerate() {
+        let recvs = if r > 0 { iters } else { 0 };
+        let sends = if r < last { iters } else { 0 };
+        let final_op = if app == "ring_f" {
+            Op::Allreduce
+        } else {
+            Op::Reduce
+        };
+        assert_eq!(
+            op_counts(rt),
+            counts(&[
+                (Op::Init, 1),
+                (Op::Recv, recvs),
+                (Op::Send, sends),
+                (final_op, 1),
+                (Op::Finalize, 1)
+            ]),
+            "rank {r}"
+        );
+        let first_tag = if app == "ring_f" { 1 } else { 0 };
+        for (i, ev) in events_of(rt, Op::Recv).iter().enumerate() {
+            assert_eq!(
+                (ev.peer, ev.tag, ev.bytes),
+                (Some(r as i64 - 1), Some(first_tag + i as i64), Some(n * 8))
+            );
+        }
+        for (i, ev) in events_of(rt, Op::Send).iter().enumerate() {
+            assert_eq!(
+                (ev.peer, ev.tag, ev.bytes),
+                (Some(r as i64 + 1), Some(first_tag + i as i64), Some(n * 8))
+            );
+        }
+        if app != "ring_f" {
+            assert_eq!(events_of(rt, Op::Reduce)[0].root, Some(0));
+        }
+    }
+}
+
+fn check_cg(mpi: Mpi, app: &str) {
+    let iters = 3usize;
+    let t = trace(mpi, app, &["64", "3"]);
+    for (r, rt) in t.ranks.iter().enumerate() {
+        assert_eq!(
+            op_counts(rt),
+            counts(&[
+                (Op::Init, 1),
+                (Op::Allreduce, 1 + 2 * iters),
+                (Op::Irecv, 2 * iters),
+                (Op::Isend, 2 * iters),
+                (Op::Waitall, iters),
+                (Op::Finalize, 1),
+            ])
+        );
+        let left = if r > 0 { r as i64 - 1 } else { PEER_PROC_NULL };
+        let right = if r < N_RANKS - 1 {
+            r as i64 + 1
+        } else {
+            PEER_PROC_NULL
+        };
+        // Each Waitall completes exactly the four requests posted just before it.
+        let mut posted = Vec::new();
+        for ev in &rt.events {
+            match ev.op() {
+                Op::Irecv | Op::Isend => posted.push(ev.clone()),
+                Op::Waitall => {
+                    let peers: Vec<_> = posted
+                        .iter()
+                        .map(|e| (e.op(), e.peer.unwrap_or(-9)))
+                        .collect();
+                    assert_eq!(
+                        peers,
+                        vec![
+                            (Op::Irecv, left),
+                            (Op::Irecv, right),
+                            (Op::Isend, left),
+                            (Op::Isend, right)
+                        ]
+                    );
+                    let mut created: Vec<u64> = posted.iter().filter_map(|e| e.req).collect();
+                    let mut done = ev.reqs.clone();
+                    created.sort();
+                    done.sort();
+                    assert_eq!(
+                        created, done,
+                        "rank {r}: waitall completes the iteration's requests"
+                    );
+                    posted.clear();
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+fn check_master_worker(mpi: Mpi) {
+    let tasks = 6usize;
+    let t = trace(mpi, "master_worker", &["2000", "6"]);
+    let master = &t.ranks[0];
+    assert_eq!(
+        op_counts(master),
+        counts(&[
+            (Op::Init, 1),
+            (Op::Send, tasks + N_RANKS - 1),
+            (Op::Recv, tasks),
+            (Op::Finalize, 1)
+        ])
+    );
+    // Results arrive from MPI_ANY_SOURCE; the trace holds the actual sender.
+    for ev in events_of(master, Op::Recv) {
+        let peer = ev.peer.expect("peer");
+        assert!(peer != PEER_ANY_SOURCE && (1..N_RANKS as i64).contains(&peer));
+        assert_eq!((ev.tag, ev.bytes), (Some(3), Some(8)));
+    }
+    let (mut worker_recvs, mut worker_sends) = (0, 0);
+    for rt in &t.ranks[1..] {
+        for ev in events_of(rt, Op::Recv) {
+            assert_eq!((ev.peer, ev.bytes), (Some(0), Some(16)));
+            worker_recvs += 1;
+        }
+        for ev in events_of(rt, Op::Send) {
+            assert_eq!((ev.peer, ev.tag), (Some(0), Some(3)));
+            worker_sends += 1;
+        }
+    }
+    assert_eq!((worker_recvs, worker_sends), (tasks + N_RANKS - 1, tasks));
+}
+
+fn check_transpose(mpi: Mpi) {
+    let (b, iters) = (8u64, 3usize);
+    let t = trace(mpi, "transpose", &["8", "3"]);
+    for rt in &t.ranks {
+        assert_eq!(
+            op_counts(rt),
+            counts(&[
+                (Op::Init, 1),
+                (Op::Alltoall, iters),
+                (Op::Reduce, 1),
+                (Op::Finalize, 1)
+            ])
+        );
+        for ev in events_of(rt, Op::Alltoall) {
+            let total = b * b * 8 * N_RANKS as u64;
+            assert_eq!(
+                (ev.bytes, ev.rbytes, ev.comm),
+                (Some(total), Some(total), Some(0))
+            );
+        }
+    }
+}
+
+fn check_tree_reduce(mpi: Mpi) {
+    let iters = 3usize;
+    let t = trace(mpi, "tree_reduce", &["1000", "3"]);
+    for (r, rt) in t.ranks.iter().enumerate() {
+        let children: Vec<i64> = [2 * r + 1, 2 * r + 2]
+            .into_iter()
+            .filter(|c| *c < N_RANKS)
+            .map(|c| c as i64)
+            .collect();
+        let sends = if r > 0 { iters } else { 0 };
+        assert_eq!(
+            op_counts(rt),
+            counts(&[
+                (Op::Init, 1),
+                (Op::Recv, children.len() * iters),
+                (Op::Send, sends),
+                (Op::Bcast, iters),
+                (Op::Finalize, 1)
+            ])
+        );
+        let recv_peers: Vec<i64> = events_of(rt, Op::Recv)
+            .iter()
+            .filter_map(|e| e.peer)
+            .collect();
+        assert_eq!(recv_peers, children.repeat(iters));
+        for ev in events_of(rt, Op::Send) {
+            assert_eq!((ev.peer, ev.bytes), (Some((r as i64 - 1) / 2), Some(8)));
+        }
+        for ev in events_of(rt, Op::Bcast) {
+            assert_eq!(ev.root, Some(0));
+        }
+    }
+}
+
+fn check_rowcol(mpi: Mpi) {
+    let (n, iters) = (64u64, 3usize);
+    let t = trace(mpi, "rowcol", &["64", "3"]);
+    for (r, rt) in t.ranks.iter().enumerate() {
+        let r = r as i64;
+        assert_eq!(
+            op_counts(rt),
+            counts(&[
+                (Op::Init, 1),
+                (Op::CommSplit, 2),
+                (Op::Allreduce, iters),
+                (Op::Bcast, iters),
+                (Op::CommFree, 2),
+                (Op::Finalize, 1)
+            ])
+        );
+        let splits = events_of(rt, Op::CommSplit);
+        let (row, col) = (
+            splits[0].newcomm.expect("row comm"),
+            splits[1].newcomm.expect("col comm"),
+        );
+        assert_eq!(rt.comms.get(&row), Some(&vec![r / 2 * 2, r / 2 * 2 + 1]));
+        assert_eq!(rt.comms.get(&col), Some(&vec![r % 2, r % 2 + 2]));
+        for ev in events_of(rt, Op::Allreduce) {
+            assert_eq!((ev.comm, ev.bytes), (Some(row), Some(n * 8)));
+        }
+        for ev in events_of(rt, Op::Bcast) {
+            assert_eq!((ev.comm, ev.root), (Some(col), Some(r % 2)));
+        }
+    }
+}
+
+#[test]
+fn stencil_openmpi() {
+    check_stencil(Mpi::OpenMpi, "stencil");
+}
+#[test]
+fn stencil_fortran_f08_openmpi() {
+    check_stencil(Mpi::OpenMpi, "stencil_f");
+}
+#[test]
+fn stencil_fortran_f08_mpich() {
+    check_stencil(Mpi::Mpich, "stencil_f");
+}
+#[test]
+fn stencil_mpich() {
+    check_stencil(Mpi::Mpich, "stencil");
+}
+#[test]
+fn ring_openmpi() {
+    check_ring(Mpi::OpenMpi, "ring");
+}
+#[test]
+fn ring_mpich() {
+    check_ring(Mpi::Mpich, "ring");
+}
+#[test]
+fn ring_fortran_openmpi() {
+    check_ring(Mpi::OpenMpi, "ring_f");
+}
+#[test]
+fn ring_fortran_mpich() {
+    check_ring(Mpi::Mpich, "ring_f");
+}
+#[test]
+fn cg_openmpi() {
+    check_cg(Mpi::OpenMpi, "cg");
+}
+#[test]
+fn cg_fortran_openmpi() {
+    check_cg(Mpi::OpenMpi, "cg_f");
+}
+#[test]
+fn cg_fortran_mpich() {
+    check_cg(Mpi::Mpich, "cg_f");
+}
+#[test]
+fn cg_mpich() {
+    check_cg(Mpi::Mpich, "cg");
+}
+#[test]
+fn master_worker_openmpi() {
+    check_master_worker(Mpi::OpenMpi);
+}
+#[test]
+fn master_worker_mpich() {
+    check_master_worker(Mpi::Mpich);
+}
+#[test]
+fn transpose_openmpi() {
+    check_transpose(Mpi::OpenMpi);
+}
+#[test]
+fn transpose_mpich() {
+    check_transpose(Mpi::Mpich);
+}
+#[test]
+fn tree_reduce_openmpi() {
+    check_tree_reduce(Mpi::OpenMpi);
+}
+#[test]
+fn tree_reduce_mpich() {
+    check_tree_reduce(Mpi::Mpich);
+}
+#[test]
+fn rowcol_openmpi() {
+    check_rowcol(Mpi::OpenMpi);
+}
+#[test]
+fn rowcol_mpich() {
+    check_rowcol(Mpi::Mpich);
+}
+
+/// A rank that dies leaves a file read up to its last flushed event, marked incomplete.
+fn check_crash(mpi: Mpi) {
+    let crash_iter = 2usize;
+    let exe = build_app(mpi, "ring");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out_dir = dir.path().join("trace");
+    let out_text = out_dir.to_str().expect("utf-8 path");
+    let launcher = format!("mpirun.{}", mpi.name());
+    let exe_text = exe.to_str().expect("utf-8 path");
+    let out = {
+        let _guard = MPI_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        perfskel(&[
+            "record", "-o", out_text, "--", &launcher, "-np", "4", exe_text, "64", "5", "2",
+        ])
+    };
+    assert!(
+        !out.status.success(),
+        "the crashed run's exit code is passed on"
+    );
+    let manifest = Manifest::from_json(
+        &std::fs::read_to_string(out_dir.join(format::MANIFEST_FILE)).expect("manifest written"),
+    )
+    .expect("manifest parses");
+    assert_eq!(manifest.ranks[1].status, RankStatus::Incomplete);
+    let rank1 = read_rank(&out_dir, 1);
+    assert!(matches!(rank1.completion, Completion::Incomplete { .. }));
+    let ops: Vec<Op> = rank1.events.iter().map(Event::op).collect();
+    let mut expected = vec![Op::Init];
+    for _ in 0..crash_iter {
+        expected.extend([Op::Recv, Op::Send]);
+    }
+    assert_eq!(ops, expected, "rank 1's events up to the crash");
+
+    let stats = perfskel(&["trace", "stats", out_text, "--format", "json"]);
+    let json: serde_json::Value = serde_json::from_slice(&stats.stdout).expect("stats prints JSON");
+    let incomplete = json["incomplete_ranks"]
+        .as_array()
+        .expect("incomplete_ranks");
+    assert!(incomplete.contains(&serde_json::Value::from(1)), "{json}");
+    assert!(String::from_utf8_lossy(&stats.stderr).contains("rank 1: trace is incomplete"));
+}
+
+#[test]
+fn crash_openmpi() {
+    check_crash(Mpi::OpenMpi);
+}
+#[test]
+fn crash_mpich() {
+    check_crash(Mpi::Mpich);
+}
+
+/// Writes rank files by hand, byte by byte as FORMAT.md describes them.
+struct RankFile {
+    bytes: Vec<u8>,
+    /// Offset where each record starts.
+    record_starts: Vec<usize>,
+    n_events: u64,
+}
+
+fn varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+impl RankFile {
+    fn new(rank: u32, n_ranks: u32, version: u16) -> RankFile {
+        let mut b = Vec::new();
+        b.extend_from_slice(format::MAGIC);
+        b.extend_from_slice(&version.to_le_bytes());
+        b.extend_from_slice(&0u16.to_le_bytes());
+        b.extend_from_slice(&rank.to_le_bytes());
+        b.extend_from_slice(&n_ranks.to_le_bytes());
+        b.extend_from_slice(&1234u32.to_le_bytes());
+        b.extend_from_slice(&1_700_000_000_000_000_000u64.to_le_bytes());
+        for s in ["host", "Test MPI 1.0"] {
+            b.extend_from_slice(&(s.len() as u16).to_le_bytes());
+            b.extend_from_slice(s.as_bytes());
+        }
+        let len = (b.len() as u16).to_le_bytes();
+        b[10..12].copy_from_slice(&len);
+        let mut f = RankFile {
+            bytes: b,
+            record_starts: Vec::new(),
+            n_events: 0,
+        };
+        f.record(|b| {
+            b.push(format::R_OBJECT);
+            varint(b, 1);
+            varint(b, 0x1000);
+            varint(b, 4);
+            b.extend_from_slice(b"/app");
+        });
+        f.record(|b| {
+            b.push(format::R_SITE);
+            varint(b, 1);
+            varint(b, 1);
+            varint(b, 0x1234);
+        });
+        f.event(Op::Init, 0, &[]);
+        f
+    }
+    fn record(&mut self, write: impl FnOnce(&mut Vec<u8>)) {
+        self.record_starts.push(self.bytes.len());
+        write(&mut self.bytes);
+    }
+    /// An event with the given (field bit, raw varint value) pairs.
+    fn event(&mut self, op: Op, dur: u64, fields: &[(u64, u64)]) {
+        let mask = fields.iter().fold(0, |m, (bit, _)| m | bit);
+        self.record(|b| {
+            b.push(op.code());
+            varint(b, mask);
+            varint(b, 100);
+            varint(b, dur);
+            varint(b, 1);
+            for (_, v) in fields {
+                varint(b, *v);
+            }
+        });
+        self.n_events += 1;
+    }
+    fn send(&mut self, peer: u64, bytes: u64) {
+        use format::field;
+        self.event(
+            Op::Send,
+            500,
+            &[
+                (field::PEER, peer * 2),
+                (field::TAG, 0),
+                (field::BYTES, bytes),
+                (field::COMM, 0),
+            ],
+        );
+    }
+    fn finish(mut self) -> Vec<u8> {
+        self.event(Op::Finalize, 10, &[]);
+        let n = self.n_events;
+        self.record(|b| {
+            b.push(format::R_END);
+            varint(b, 99_999);
+            varint(b, n);
+        });
+        self.bytes
+    }
+}
+
+fn read_all(
+    bytes: &[u8],
+    rank: u32,
+) -> Result<(Vec<Event>, Option<Completion>), perfskel_compiler::trace::TraceError> {
+    let mut reader = RankReader::new(bytes, Some(rank))?;
+    let mut events = Vec::new();
+    for ev in reader.by_ref() {
+        events.push(ev?);
+    }
+    Ok((events, reader.completion()))
+}
+
+#[test]
+fn reader_reads_a_whole_file() {
+    let mut f = RankFile::new(2, 4, format::VERSION);
+    f.send(3, 4096);
+    let bytes = f.finish();
+    let collected = perfskel_compiler::trace::RankTrace::read(
+        RankReader::new(&bytes[..], Some(2)).expect("header"),
+    )
+    .expect("collects");
+    assert_eq!(collected.events.len(), 3);
+    assert_eq!(
+        collected
+            .sites
+            .get(&1)
+            .map(|k| (k.object.as_str(), k.offset)),
+        Some(("/app", 0x234))
+    );
+    let (events, completion) = read_all(&bytes, 2).expect("reads");
+    let ops: Vec<Op> = events.iter().map(Event::op).collect();
+    assert_eq!(ops, vec![Op::Init, Op::Send, Op::Finalize]);
+    assert_eq!(
+        (events[1].peer, events[1].bytes, events[1].comm),
+        (Some(3), Some(4096), Some(0))
+    );
+    assert_eq!((events[1].start_ns, events[1].end_ns), (200, 700));
+    assert_eq!(
+        completion,
+        Some(Completion::Complete {
+            end_ns: 99_999,
+            n_events: 3
+        })
+    );
+}
+
+#[test]
+fn reader_reports_truncated_file_as_incomplete() {
+    let mut f = RankFile::new(1, 4, format::VERSION);
+    for _ in 0..5 {
+        f.send(0, 1 << 20);
+    }
+    let cut_record = f.record_starts[f.record_starts.len() - 1];
+    let bytes = f.finish();
+    // Cut inside the fifth send: four sends and init survive.
+    let cut = cut_record + 3;
+    let (events, completion) = read_all(&bytes[..cut], 1).expect("a truncated file still reads");
+    assert_eq!(events.len(), 5);
+    assert_eq!(
+        completion,
+        Some(Completion::Incomplete {
+            valid_bytes: cut_record as u64,
+            trailing_bytes: 3
+        })
+    );
+    // Cut exactly between records: nothing trails.
+    let (_, completion) = read_all(&bytes[..cut_record], 1).expect("reads");
+    assert_eq!(
+        completion,
+        Some(Completion::Incomplete {
+            valid_bytes: cut_record as u64,
+            trailing_bytes: 0
+        })
+    );
+}
+
+#[test]
+fn reader_reports_corrupt_record_with_rank_and_offset() {
+    let mut f = RankFile::new(2, 4, format::VERSION);
+    f.send(1, 8);
+    let at = f.record_starts[f.record_starts.len() - 1];
+    let mut bytes = f.finish();
+    bytes[at] = 0x7e;
+    let err = read_all(&bytes, 2).expect_err("corrupt record");
+    assert_eq!(
+        (err.rank, err.offset, err.kind.clone()),
+        (Some(2), at as u64, TraceErrorKind::UnknownRecord(0x7e))
+    );
+    assert!(
+        err.to_string()
+            .starts_with(&format!("rank 2, byte offset {at}: corrupt record")),
+        "{err}"
+    );
+
+    let mut bytes = RankFile::new(0, 1, format::VERSION).finish();
+    let end = bytes.len() - 1;
+    bytes[end] = 7; // the end record's event count
+    let err = read_all(&bytes, 0).expect_err("count mismatch");
+    assert_eq!(
+        err.kind,
+        TraceErrorKind::EventCountMismatch {
+            recorded: 7,
+            read: 2
+        }
+    );
+
+    let mut bytes = RankFile::new(0, 1, format::VERSION).finish();
+    bytes.push(0);
+    let err = read_all(&bytes, 0).expect_err("data after end");
+    assert_eq!(
+        (err.kind, err.offset),
+        (TraceErrorKind::DataAfterEnd, bytes.len() as u64 - 1)
+    );
+}
+
+#[test]
+fn reader_rejects_other_versions_and_other_files() {
+    let bytes = RankFile::new(0, 1, format::VERSION + 1).finish();
+    let err = RankReader::new(&bytes[..], Some(0))
+        .err()
+        .expect("version mismatch");
+    assert_eq!(
+        (err.offset, err.kind.clone()),
+        (
+            8,
+            TraceErrorKind::UnsupportedVersion {
+                found: format::VERSION + 1
+            }
+        )
+    );
+    assert!(
+        err.to_string().contains("version 2 is not supported"),
+        "{err}"
+    );
+
+    let err = RankReader::new(&b"\x7fELF not a trace"[..], Some(3))
+        .err()
+        .expect("bad magic");
+    assert_eq!((err.rank, err.kind), (Some(3), TraceErrorKind::BadMagic));
+
+    let bytes = RankFile::new(0, 1, format::VERSION).finish();
+    let err = RankReader::new(&bytes[..20], Some(0))
+        .err()
+        .expect("short header");
+    assert_eq!(err.kind, TraceErrorKind::TruncatedHeader);
+
+    let err = RankReader::new(&bytes[..], Some(5))
+        .err()
+        .expect("rank differs from file name");
+    assert!(matches!(err.kind, TraceErrorKind::BadHeader(_)));
+}
+
+#[test]
+fn stats_and_show_report_a_missing_rank() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for rank in [0u32, 2] {
+        let mut f = RankFile::new(rank, 3, format::VERSION);
+        f.send(1, 64);
+        std::fs::write(dir.path().join(format::rank_file_name(rank)), f.finish()).expect("write");
+    }
+    let path = dir.path().to_str().expect("utf-8 path");
+    let stats = perfskel(&["trace", "stats", path, "--format", "json"]);
+    assert_eq!(stats.status.code(), Some(1));
+    let json: serde_json::Value = serde_json::from_slice(&stats.stdout).expect("JSON");
+    assert_eq!(json["missing_ranks"], serde_json::json!([1]));
+    assert_eq!(json["n_ranks"], serde_json::json!(3));
+    assert_eq!(json["ops"].as_array().map(Vec::len), Some(3));
+    let show = perfskel(&["trace", "show", path]);
+    assert_eq!(show.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&show.stdout);
+    assert!(
+        text.contains("rank 1: MISSING: rank-00001.pst not found"),
+        "{text}"
+    );
+    assert!(text.contains("MPI_Send"), "{text}");
+}
+
+fn nth(rt: &RankTrace, op: Op, i: usize) -> &Event {
+    let evs = events_of(rt, op);
+    match evs.get(i) {
+        Some(ev) => ev,
+        None => panic!("no {op} #{i}; have {}", evs.len()),
+    }
+}
+
+fn coll(ev: &Event) -> (Option<u64>, Option<u64>, Option<i64>) {
+    (ev.bytes, ev.rbytes, ev.root)
+}
+
+/// Every traced routine with rank-dependent sizes (tests/apps/calls.c).
+fn check_calls(mpi: Mpi) {
+    let t = trace(mpi, "test:calls", &[]);
+    for (r, rt) in t.ranks.iter().enumerate() {
+        let ri = r as i64;
+        let ru = r as u64;
+        let (next, prev) = ((ri + 1) % 4, (ri + 3) % 4);
+        let at = |root: usize, yes: u64| if r == root { yes } else { 0 };
+        assert_eq!(coll(nth(rt, Op::Barrier, 0)), (Some(0), Some(0), None));
+        assert_eq!(
+            coll(nth(rt, Op::Bcast, 0)),
+            (Some(at(1, 40)), Some(40 - at(1, 40)), Some(1))
+        );
+        assert_eq!(
+            coll(nth(rt, Op::Reduce, 0)),
+            (Some(8), Some(at(2, 8)), Some(2))
+        );
+        assert_eq!(
+            coll(nth(rt, Op::Gather, 0)),
+            (Some(12), Some(at(0, 48)), Some(0))
+        );
+        assert_eq!(
+            coll(nth(rt, Op::Gatherv, 0)),
+            (Some(4 * (ru + 1)), Some(at(0, 40)), Some(0))
+        );
+        assert_eq!(
+            coll(nth(rt, Op::Scatter, 0)),
+            (Some(at(3, 32)), Some(8), Some(3))
+        );
+        assert_eq!(
+            coll(nth(rt, Op::Scatterv, 0)),
+            (Some(at(0, 40)), Some(4 * (ru + 1)), Some(0))
+        );
+        assert_eq!(coll(nth(rt, Op::Allgather, 0)), (Some(8), Some(32), None));
+        assert_eq!(
+            coll(nth(rt, Op::Allgatherv, 0)),
+            (Some(4 * (ru + 1)), Some(40), None)
+        );
+        assert_eq!(coll(nth(rt, Op::Alltoall, 0)), (Some(16), Some(16), None));
+        assert_eq!(coll(nth(rt, Op::Alltoallv, 0)), (Some(16), Some(16), None));
+        assert_eq!(
+            coll(nth(rt, Op::ReduceScatter, 0)),
+            (Some(16), Some(4), None)
+        );
+        assert_eq!(
+            coll(nth(rt, Op::ReduceScatterBlock, 0)),
+            (Some(32), Some(8), None)
+        );
+        assert_eq!(coll(nth(rt, Op::Scan, 0)), (Some(8), Some(8), None));
+        assert_eq!(coll(nth(rt, Op::Exscan, 0)), (Some(8), Some(8), None));
+        assert_eq!(coll(nth(rt, Op::Allreduce, 0)), (Some(8), Some(8), None));
+
+        // Nonblocking collectives and their completions.
+        let nb = [
+            Op::Ibcast,
+            Op::Iallreduce,
+            Op::Ibarrier,
+            Op::Ialltoall,
+            Op::Iallgather,
+        ];
+        let nb_reqs: Vec<u64> = nb.iter().filter_map(|op| nth(rt, *op, 0).req).collect();
+        assert_eq!(nb_reqs.len(), 5);
+        assert_eq!(nth(rt, Op::Waitall, 0).reqs, nb_reqs);
+        assert_eq!(
+            coll(nth(rt, Op::Ibcast, 0)),
+            (Some(at(0, 16)), Some(16 - at(0, 16)), Some(0))
+        );
+        assert_eq!(coll(nth(rt, Op::Iallgather, 0)), (Some(4), Some(16), None));
+        assert_eq!(
+            coll(nth(rt, Op::Igather, 0)),
+            (Some(8), Some(at(1, 32)), Some(1))
+        );
+        assert_eq!(
+            coll(nth(rt, Op::Iscatter, 0)),
+            (Some(at(1, 16)), Some(4), Some(1))
+        );
+        let waitany: Vec<u64> = events_of(rt, Op::Waitany)
+            .iter()
+            .flat_map(|e| e.reqs.clone())
+            .collect();
+        let mut expected = vec![
+            nth(rt, Op::Igather, 0).req.unwrap_or(0),
+            nth(rt, Op::Iscatter, 0).req.unwrap_or(0),
+        ];
+        let mut got = waitany.clone();
+        got.sort();
+        expected.sort();
+        assert_eq!(got, expected);
+
+        // Point to point.
+        let srr = nth(rt, Op::SendrecvReplace, 0);
+        assert_eq!(
+            (srr.peer, srr.src, srr.bytes, srr.rbytes, srr.tag),
+            (Some(next), Some(prev), Some(16), Some(16), Some(5))
+        );
+        let isend = nth(rt, Op::Isend, 0);
+        assert_eq!(
+            (isend.peer, isend.tag, isend.bytes),
+            (Some(next), Some(6), Some(24))
+        );
+        let probe = nth(rt, Op::Probe, 0);
+        assert_eq!(
+            (probe.peer, probe.tag, probe.bytes),
+            (Some(prev), Some(6), Some(24)),
+            "probe gives the actual source"
+        );
+        assert_eq!(
+            (nth(rt, Op::Recv, 0).peer, nth(rt, Op::Recv, 0).bytes),
+            (Some(prev), Some(24))
+        );
+        assert_eq!(nth(rt, Op::Wait, 0).reqs, vec![isend.req.unwrap_or(0)]);
+        let irecv = nth(rt, Op::Irecv, 0);
+        assert_eq!((irecv.peer, irecv.bytes), (Some(prev), Some(28)));
+        let tests = events_of(rt, Op::Test);
+        let last_test = tests.last().expect("a test");
+        assert_eq!(
+            (last_test.flag, last_test.reqs.clone()),
+            (Some(1), vec![irecv.req.unwrap_or(0)])
+        );
+        assert!(tests[..tests.len() - 1]
+            .iter()
+            .all(|e| e.flag == Some(0) && e.reqs.is_empty()));
+        assert_eq!(
+            nth(rt, Op::Wait, 1).reqs,
+            vec![nth(rt, Op::Issend, 0).req.unwrap_or(0)]
+        );
+        assert_eq!(nth(rt, Op::Irecv, 1).peer, Some(PEER_ANY_SOURCE));
+        let mut some: Vec<u64> = events_of(rt, Op::Waitsome)
+            .iter()
+            .flat_map(|e| e.reqs.clone())
+            .collect();
+        some.sort();
+        assert_eq!(
+            some,
+            vec![
+                nth(rt, Op::Irecv, 1).req.unwrap_or(0),
+                nth(rt, Op::Irecv, 2).req.unwrap_or(0)
+            ]
+        );
+        assert_eq!(
+            (nth(rt, Op::Send, 0).peer, nth(rt, Op::Send, 0).tag),
+            (Some(next), Some(8))
+        );
+        assert_eq!(
+            (nth(rt, Op::Send, 1).peer, nth(rt, Op::Send, 1).tag),
+            (Some(prev), Some(9))
+        );
+        if r % 2 == 0 {
+            let ssend = nth(rt, Op::Ssend, 0);
+            assert_eq!((ssend.peer, ssend.bytes), (Some(ri + 1), Some(4)));
+        } else {
+            let probes = events_of(rt, Op::Iprobe);
+            let hit = probes.last().expect("an iprobe");
+            assert_eq!(
+                (hit.flag, hit.peer, hit.bytes),
+                (Some(1), Some(ri - 1), Some(4))
+            );
+            assert_eq!(
+                (nth(rt, Op::Recv, 1).peer, nth(rt, Op::Recv, 1).tag),
+                (Some(ri - 1), Some(10))
+            );
+        }
+        let null_send = events_of(rt, Op::Send).into_iter().last().expect("send");
+        assert_eq!(
+            (null_send.peer, null_send.bytes, null_send.tag),
+            (Some(PEER_PROC_NULL), Some(0), Some(11))
+        );
+
+        // Communicators.
+        let dup = nth(rt, Op::CommDup, 0).newcomm.expect("dup");
+        assert_eq!(rt.comms.get(&dup), Some(&vec![0, 1, 2, 3]));
+        let created = nth(rt, Op::CommCreate, 0).newcomm;
+        let mut freed: Vec<u64> = Vec::new();
+        if r % 2 == 0 {
+            let evens = created.expect("even ranks get the new communicator");
+            assert_eq!(rt.comms.get(&evens), Some(&vec![0, 2]));
+            let bcast = nth(rt, Op::Bcast, 1);
+            assert_eq!(
+                (bcast.comm, bcast.root, bcast.bytes),
+                (Some(evens), Some(2), Some(at(2, 8)))
+            );
+            freed.push(evens);
+        } else {
+            assert_eq!(created, None, "odd ranks get MPI_COMM_NULL");
+        }
+        let cart = nth(rt, Op::CartCreate, 0);
+        assert_eq!(cart.comm, Some(dup));
+        let cart = cart.newcomm.expect("cart");
+        let sub = nth(rt, Op::CartSub, 0);
+        assert_eq!(sub.comm, Some(cart));
+        let sub = sub.newcomm.expect("sub");
+        assert_eq!(rt.comms.get(&sub), Some(&vec![ri / 2 * 2, ri / 2 * 2 + 1]));
+        let sr = nth(rt, Op::Sendrecv, 0);
+        assert_eq!(
+            (sr.comm, sr.peer, sr.src, sr.bytes),
+            (Some(sub), Some(ri ^ 1), Some(ri ^ 1), Some(20))
+        );
+        freed.extend([sub, cart, dup]);
+        let frees: Vec<u64> = events_of(rt, Op::CommFree)
+            .iter()
+            .filter_map(|e| e.comm)
+            .collect();
+        assert_eq!(frees, freed);
+    }
+}
+
+#[test]
+fn every_call_openmpi() {
+    check_calls(Mpi::OpenMpi);
+}
+#[test]
+fn every_call_mpich() {
+    check_calls(Mpi::Mpich);
+}
+
+#[test]
+fn record_refuses_a_launcher_it_cannot_place() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("trace");
+    let out = perfskel(&[
+        "record",
+        "-o",
+        out.to_str().expect("utf-8 path"),
+        "--",
+        "true",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("cannot tell which MPI `true` belongs to"),
+        "{err}"
+    );
+}
