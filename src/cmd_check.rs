@@ -12,9 +12,9 @@ pub struct Args {
     /// Skeleton files to check (`-` reads standard input).
     #[arg(required = true)]
     files: Vec<PathBuf>,
-    /// Treat warnings as errors.
+    /// Exit 0 even when there are warnings (by default only a clean file passes).
     #[arg(long)]
-    deny_warnings: bool,
+    allow_warnings: bool,
     /// Operations the deadlock simulation may run, over all ranks, before it stops.
     #[arg(long, default_value_t = Options::default().simulation_budget)]
     budget: u64,
@@ -52,7 +52,7 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
             String::new()
         }
     );
-    let failed = errors > 0 || unreadable > 0 || (args.deny_warnings && warnings > 0);
+    let failed = errors > 0 || unreadable > 0 || (!args.allow_warnings && warnings > 0);
     Ok(if failed {
         ExitCode::FAILURE
     } else {

@@ -189,13 +189,15 @@ fn check_refuses_bytes_that_are_not_utf8_with_their_offset() {
 }
 
 #[test]
-fn warnings_fail_only_when_denied() {
+fn only_a_clean_file_passes_unless_warnings_are_allowed() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let source = "skeleton w\nranks 2\ntopology chain\napp_time 1 s\nallreduce 0 B\n";
     std::fs::write(tmp.path().join("w.skel"), source).expect("write");
-    assert!(perfskel(tmp.path(), &["check", "w.skel"]).status.success());
-    let denied = perfskel(tmp.path(), &["check", "--deny-warnings", "w.skel"]);
-    assert_eq!(denied.status.code(), Some(1));
+    let strict = perfskel(tmp.path(), &["check", "w.skel"]);
+    assert_eq!(strict.status.code(), Some(1));
+    assert!(text(&strict.stderr).contains("warning[zero-size]"));
+    let allowed = perfskel(tmp.path(), &["check", "--allow-warnings", "w.skel"]);
+    assert!(allowed.status.success());
 }
 
 #[test]
