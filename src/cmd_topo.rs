@@ -1,14 +1,19 @@
 //! `perfskel topo`: reads a communication matrix file (CSV or JSON, formats documented in
-//! `perfskel_compiler::logicalize::matrix`), runs logicalization, prints the report as
-//! text or JSON and optionally draws the matrix as an SVG heat map.
+//! `perfskel_compiler::logicalize::matrix`) or a trace directory written by
+//! `perfskel record` (rank files read here, matrix built by
+//! `perfskel_compiler::logicalize::trace`), runs logicalization, prints the report as
+//! text or JSON and optionally draws the matrix as an SVG heat map. Missing, incomplete
+//! and unreadable ranks of a trace are reported as warnings (and on stderr).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use perfskel_compiler::logicalize::trace::{self as trace_matrix, RankInput};
 use perfskel_compiler::logicalize::{
     logicalize, CommMatrix, Logicalization, Options, DEFAULT_THRESHOLD,
 };
+use perfskel_compiler::trace::{Completion, RankTrace};
 use plotters::prelude::*;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -20,7 +25,9 @@ pub enum Format {
 #[derive(clap::Args)]
 pub struct Args {
     /// The communication matrix: `.csv` (lines `src,dst,messages,bytes[,time_s]`) or
-    /// `.json`; any other extension is read as JSON when it starts with `{`.
+    /// `.json`; any other extension is read as JSON when it starts with `{`. A directory
+    /// is read as a trace written by `perfskel record` (sends counted at the sender,
+    /// collectives apart).
     pub matrix: PathBuf,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
@@ -44,16 +51,23 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
             args.threshold
         ));
     }
-    let text = std::fs::read_to_string(&args.matrix)
-        .map_err(|e| format!("cannot read {}: {e}", args.matrix.display()))?;
-    let matrix =
-        parse(&args.matrix, &text).map_err(|e| format!("{}: {e}", args.matrix.display()))?;
-    let report = logicalize(
+    let (matrix, trace_warnings, whole) = if args.matrix.is_dir() {
+        read_trace(&args.matrix)?
+    } else {
+        let text = std::fs::read_to_string(&args.matrix)
+            .map_err(|e| format!("cannot read {}: {e}", args.matrix.display()))?;
+        let matrix =
+            parse(&args.matrix, &text).map_err(|e| format!("{}: {e}", args.matrix.display()))?;
+        (matrix, Vec::new(), true)
+    };
+    let mut report = logicalize(
         &matrix,
         &Options {
             threshold: args.threshold,
         },
     );
+    // What the trace lacks comes first: it qualifies everything else.
+    report.warnings.splice(0..0, trace_warnings.iter().cloned());
     match args.format {
         Format::Text => print!("{}", report.to_text(args.verbose)),
         Format::Json => {
@@ -65,7 +79,67 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
     if let Some(path) = &args.plot {
         plot_heat_map(&matrix, &logical_order(&report), path)?;
     }
-    Ok(ExitCode::SUCCESS)
+    for warning in &trace_warnings {
+        eprintln!("warning: {warning}");
+    }
+    // As `perfskel trace stats`: a rank without events is a failure, a rank cut short is not.
+    Ok(if whole {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// Reads every rank of a trace directory and builds its matrix; gives the matrix, the
+/// warnings about missing, incomplete and unreadable ranks, and whether every rank file
+/// was there and readable.
+fn read_trace(dir: &Path) -> Result<(CommMatrix, Vec<String>, bool), String> {
+    let n = crate::cmd_trace::n_ranks(dir)?;
+    if n == 0 {
+        return Err(format!(
+            "{}: no manifest.json and no rank files: not a trace directory",
+            dir.display()
+        ));
+    }
+    let mut traces: Vec<Option<RankTrace>> = Vec::new();
+    let mut kinds = Vec::new();
+    let mut errors = Vec::new();
+    for rank in 0..n {
+        let read =
+            crate::cmd_trace::open_rank(dir, rank).and_then(|r| r.map(RankTrace::read).transpose());
+        match read {
+            Ok(Some(t)) => {
+                traces.push(Some(t));
+                kinds.push(None);
+            }
+            Ok(None) => {
+                traces.push(None);
+                kinds.push(Some(RankInput::Missing));
+            }
+            Err(e) => {
+                errors.push(format!("trace: {e}"));
+                traces.push(None);
+                kinds.push(Some(RankInput::Unreadable));
+            }
+        }
+    }
+    let inputs: Vec<RankInput<'_>> = traces
+        .iter()
+        .zip(kinds)
+        .map(|(t, kind)| match (t, kind) {
+            (Some(t), _) => RankInput::Events {
+                events: &t.events,
+                complete: matches!(t.completion, Completion::Complete { .. }),
+            },
+            (None, Some(kind)) => kind,
+            (None, None) => RankInput::Missing,
+        })
+        .collect();
+    let built = trace_matrix::matrix(&inputs).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let mut warnings = built.warnings();
+    warnings.extend(errors);
+    let whole = built.missing_ranks.is_empty() && built.unreadable_ranks.is_empty();
+    Ok((built.matrix, warnings, whole))
 }
 
 fn parse(path: &Path, text: &str) -> Result<CommMatrix, String> {

@@ -44,8 +44,8 @@ pub enum Command {
     /// Statistical scalability analysis: rank the communication call sites whose share of
     /// communication time grows with the task count over profiles of many runs.
     Analyze(cmd_analyze::Args),
-    /// Find the logical topology of a communication matrix: the matched pattern, rank
-    /// coordinates, rejected candidates and unexplained traffic; `--plot` draws it.
+    /// Find the logical topology of a communication matrix or trace: the matched pattern,
+    /// rank coordinates, rejected candidates and unexplained traffic; `--plot` draws it.
     Topo(cmd_topo::Args),
 }
 

@@ -3,6 +3,9 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+/// MPI runs share two cores: one at a time, across test modules.
+pub static MPI_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// The repository root.
 pub fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

@@ -1,5 +1,7 @@
 //! Logicalization end to end: synthetic communication matrices of every library pattern,
-//! permuted, noisy, mixed and malformed, through `logicalize` and through `perfskel topo`.
+//! permuted, noisy, mixed and malformed, through `logicalize` and through `perfskel topo`;
+//! and traces of the real example applications recorded under OpenMPI, through
+//! `perfskel topo TRACE_DIR`.
 
 use std::collections::BTreeMap;
 
@@ -556,4 +558,162 @@ fn report_snapshots() {
     insta::with_settings!({snapshot_path => "../snapshots/topo", prepend_module_to_snapshot => false}, {
         insta::assert_snapshot!("permuted_ring_json", json);
     });
+}
+
+/// Compiles `examples/apps/{app}.c` with OpenMPI's wrapper (once per test run).
+fn build_openmpi_app(app: &str) -> std::path::PathBuf {
+    let out_dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("topo-apps");
+    std::fs::create_dir_all(&out_dir).expect("create build dir");
+    let exe = out_dir.join(app);
+    let src = crate::common::root().join(format!("examples/apps/{app}.c"));
+    let out = std::process::Command::new("mpicc.openmpi")
+        .args(["-O2", "-g", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .output()
+        .expect("run mpicc.openmpi");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    exe
+}
+
+fn perfskel_mpi(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_perfskel"))
+        .args(args)
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .output()
+        .expect("run perfskel")
+}
+
+/// Records `app args` at `n` ranks into `dir/name`, then gives `perfskel topo --format
+/// json` of the trace (exit code, report).
+fn record_and_topo(
+    dir: &std::path::Path,
+    name: &str,
+    n: u32,
+    app: &str,
+    args: &[&str],
+) -> (std::path::PathBuf, serde_json::Value) {
+    let exe = build_openmpi_app(app);
+    let trace = dir.join(name);
+    let np = n.to_string();
+    let mut cmd = vec![
+        "record",
+        "-o",
+        trace.to_str().expect("utf-8 path"),
+        "--",
+        "mpirun.openmpi",
+        "--oversubscribe",
+        "-np",
+        &np,
+        exe.to_str().expect("utf-8 path"),
+    ];
+    cmd.extend(args);
+    let out = {
+        let _guard = crate::common::MPI_LOCK
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        perfskel_mpi(&cmd)
+    };
+    assert!(
+        out.status.success(),
+        "record {app}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (code, report) = topo_json(&trace);
+    assert_eq!(code, Some(0), "{app}: {report:#}");
+    (trace, report)
+}
+
+fn topo_json(trace: &std::path::Path) -> (Option<i32>, serde_json::Value) {
+    let out = perfskel_mpi(&[
+        "topo",
+        trace.to_str().expect("utf-8 path"),
+        "--format",
+        "json",
+    ]);
+    let report = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("topo JSON: {e}: {}", String::from_utf8_lossy(&out.stderr)));
+    (out.status.code(), report)
+}
+
+fn pattern_names(report: &serde_json::Value) -> Vec<String> {
+    report["patterns"]
+        .as_array()
+        .expect("patterns")
+        .iter()
+        .map(|p| p["name"].as_str().expect("name").to_string())
+        .collect()
+}
+
+/// The only pattern explains all point-to-point traffic with the ranks in canonical order.
+fn assert_single_identity(report: &serde_json::Value, names: &[&str]) {
+    let found = pattern_names(report);
+    assert_eq!(found.len(), 1, "{report:#}");
+    assert!(names.contains(&found[0].as_str()), "{found:?}: {report:#}");
+    let pattern = &report["patterns"][0];
+    assert_eq!(pattern["share"]["bytes_pct"], 100.0, "{report:#}");
+    assert_eq!(report["unexplained"]["edges"], 0);
+}
+
+/// Traces of the example applications: each app's pattern is found from its sends, its
+/// collectives are kept apart, and a trace missing a rank says so.
+#[test]
+fn recorded_apps_give_their_topology() {
+    let started = std::time::Instant::now();
+    let dir = tempfile::tempdir().expect("tempdir");
+
+    // Cartesian 3 x 2 grid, non-periodic (MPI_PROC_NULL at the borders), halo by sendrecv.
+    let (_, r) = record_and_topo(dir.path(), "stencil6", 6, "stencil", &["16", "3"]);
+    assert_single_identity(&r, &["grid(3, 2)", "grid(2, 3)"]);
+    assert_eq!(r["patterns"][0]["map_method"], "identity");
+    assert_eq!(r["patterns"][0]["flow"], "both");
+    // 4 sendrecv per iteration, 3 iterations; 14 directed edges of a 3 x 2 grid.
+    assert_eq!(r["total"]["messages"], 42);
+    assert_eq!(r["n_edges"], 14);
+    assert_eq!(r["collectives"]["allreduce"]["messages"], 18);
+
+    // 2 x 2 grid: a 4-cycle, the same graph as ring(4) and hypercube(2); the library
+    // names it by its fewest dimensions.
+    let (st4, r) = record_and_topo(dir.path(), "stencil4", 4, "stencil", &["16", "3"]);
+    assert_single_identity(&r, &["ring", "grid(2, 2)", "hypercube(2)"]);
+    assert_eq!(r["n_edges"], 8);
+
+    // ring.c is a pipeline: rank r sends to r + 1, the last rank only receives.
+    let (_, r) = record_and_topo(dir.path(), "ring", 4, "ring", &["256", "4"]);
+    assert_single_identity(&r, &["chain"]);
+    assert_eq!(r["patterns"][0]["flow"], "forward");
+    assert_eq!(r["total"]["bytes"], 3 * 4 * 256 * 8);
+    assert_eq!(r["collectives"]["reduce"]["messages"], 4);
+
+    // Binary reduction tree in heap order (6 ranks: not also a chain, as 4 would be).
+    let (_, r) = record_and_topo(dir.path(), "tree", 6, "tree_reduce", &["1000", "3"]);
+    assert_single_identity(&r, &["tree(2)"]);
+    assert_eq!(r["patterns"][0]["flow"], "backward");
+    assert_eq!(r["total"]["messages"], 5 * 3);
+    assert_eq!(r["collectives"]["bcast"]["messages"], 6 * 3);
+
+    // transpose.c exchanges only by MPI_Alltoall: no point-to-point topology, the
+    // all-to-all kept apart as a collective.
+    let (_, r) = record_and_topo(dir.path(), "transpose", 4, "transpose", &["8", "3"]);
+    assert!(pattern_names(&r).is_empty(), "{r:#}");
+    assert_eq!(r["total"]["messages"], 0);
+    let alltoall = &r["collectives"]["alltoall"];
+    assert_eq!(alltoall["messages"], 4 * 3);
+    assert_eq!(alltoall["bytes"], 4 * 3 * (8 * 8 * 8 * 4));
+
+    // A rank file removed: reported, exit code 1; its sends are absent.
+    std::fs::remove_file(st4.join("rank-00003.pst")).expect("remove rank 3");
+    let (code, r) = topo_json(&st4);
+    assert_eq!(code, Some(1));
+    let warnings = r["warnings"].to_string();
+    assert!(warnings.contains("missing for rank(s) 3"), "{warnings}");
+    assert_eq!(r["n_ranks"], 4);
+    assert_eq!(r["n_edges"], 6);
+
+    eprintln!("recorded_apps_give_their_topology: {:?}", started.elapsed());
 }

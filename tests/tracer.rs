@@ -8,7 +8,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::Mutex;
 
 use perfskel_compiler::trace::format::{self, PEER_ANY_SOURCE, PEER_PROC_NULL};
 use perfskel_compiler::trace::symbolize::Symbolizer;
@@ -33,8 +32,7 @@ impl Mpi {
     }
 }
 
-/// MPI runs share two cores: one at a time.
-static MPI_LOCK: Mutex<()> = Mutex::new(());
+use crate::common::MPI_LOCK;
 
 fn apps_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/apps")

@@ -26,6 +26,10 @@
 //!    message sizes). Whatever no part explains is reported with its explicit peers.
 //!
 //! Collectives are kept apart: they are not part of any point-to-point topology.
+//!
+//! The matrix comes from a file ([`matrix`]: CSV or JSON) or from a perfskel trace
+//! ([`trace::matrix`]: sends counted at the sender, collectives by operation, missing and
+//! incomplete ranks reported).
 
 mod graph;
 pub mod matching;
@@ -33,6 +37,7 @@ pub mod matrix;
 pub mod patterns;
 mod report;
 mod split;
+pub mod trace;
 
 use std::collections::{BTreeMap, BTreeSet};
 
