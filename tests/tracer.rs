@@ -19,7 +19,7 @@ use perfskel_compiler::trace::{
 const N_RANKS: usize = 4;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-enum Mpi {
+pub(crate) enum Mpi {
     OpenMpi,
     Mpich,
 }
@@ -34,7 +34,7 @@ impl Mpi {
 }
 
 /// MPI runs share two cores: one at a time.
-static MPI_LOCK: Mutex<()> = Mutex::new(());
+pub(crate) static MPI_LOCK: Mutex<()> = Mutex::new(());
 
 fn apps_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/apps")
@@ -53,7 +53,7 @@ fn source_name(app: &str) -> String {
 }
 
 /// Compiles one example with `mpi`'s compiler wrapper.
-fn build_app(mpi: Mpi, app: &str) -> PathBuf {
+pub(crate) fn build_app(mpi: Mpi, app: &str) -> PathBuf {
     let out_dir = work_dir().join(format!("apps-{}", mpi.name()));
     std::fs::create_dir_all(&out_dir).expect("create build dir");
     let exe = out_dir.join(app.strip_prefix("test:").unwrap_or(app));
@@ -87,7 +87,7 @@ fn build_app(mpi: Mpi, app: &str) -> PathBuf {
     exe
 }
 
-fn perfskel(args: &[&str]) -> Output {
+pub(crate) fn perfskel(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_perfskel"))
         .args(args)
         .env("PERFSKEL_CACHE_DIR", work_dir().join("cache"))
