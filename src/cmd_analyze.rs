@@ -6,9 +6,12 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use perfskel_compiler::analyze::{
-    self, extrap, plot, report, Experiment, InputError, InputFormat, Options,
-};
+use perfskel_compiler::analyze::{self, extrap, plot, report, Experiment, InputFormat, Options};
+use perfskel_compiler::trace::format;
+use perfskel_compiler::trace::stats::StatsBuilder;
+use perfskel_compiler::trace::Manifest;
+
+use crate::cmd_trace::{self, Symbols};
 
 /// Report format on standard output.
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
@@ -23,8 +26,9 @@ pub enum Format {
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Profiles of the experiments: mpiP reports, perfskel profile CSV or JSON files, or
-    /// directories searched recursively for them. Replicated runs are welcome.
+    /// Profiles of the experiments: mpiP reports, perfskel profile CSV or JSON files,
+    /// perfskel trace directories (`perfskel record -o DIR`), or directories searched
+    /// recursively for them. Replicated runs are welcome.
     #[arg(required = true, value_name = "PATH")]
     pub inputs: Vec<PathBuf>,
     /// Output format.
@@ -107,9 +111,6 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The file that marks a perfskel trace directory.
-const TRACE_MANIFEST: &str = "manifest.json";
-
 /// Reads every input: files as given, directories recursively (in sorted order, taking
 /// the files whose name or first line marks a known format).
 fn read_inputs(inputs: &[PathBuf]) -> Result<Vec<Experiment>, String> {
@@ -122,18 +123,14 @@ fn read_inputs(inputs: &[PathBuf]) -> Result<Vec<Experiment>, String> {
             files.push((input.clone(), true));
         }
     }
-    if let Some(dir) = trace_dirs.first() {
-        // The trace front end (issue 3) gives per-rank call-site statistics; the adapter
-        // to `Experiment` is the next reader of `analyze` (see compiler/src/analyze/mod.rs).
-        return Err(format!(
-            "{}: a perfskel trace directory ({} found); analyze cannot read traces yet: \
-             give mpiP reports or CSV/JSON profiles",
-            dir.display(),
-            trace_dirs.len()
-        ));
-    }
     let mut experiments = Vec::new();
-    let mut errors = Vec::new();
+    let mut errors: Vec<String> = Vec::new();
+    for dir in &trace_dirs {
+        match read_trace(dir) {
+            Ok(experiment) => experiments.push(experiment),
+            Err(problems) => errors.extend(problems),
+        }
+    }
     for (path, explicit) in files {
         let name = path.display().to_string();
         let bytes = fs::read(&path).map_err(|e| format!("{name}: {e}"))?;
@@ -148,20 +145,52 @@ fn read_inputs(inputs: &[PathBuf]) -> Result<Vec<Experiment>, String> {
         }
         match analyze::read_profile(&name, &text) {
             Ok(found) => experiments.extend(found),
-            Err(err) => errors.push(err),
+            Err(err) => errors.push(err.to_string()),
         }
     }
     if !errors.is_empty() {
-        return Err(errors
-            .iter()
-            .map(InputError::to_string)
-            .collect::<Vec<_>>()
-            .join("\nerror: "));
+        return Err(errors.join("\nerror: "));
     }
     if experiments.is_empty() {
-        return Err("no profiles found (mpiP reports, .csv or .json profiles)".into());
+        return Err(
+            "no profiles found (mpiP reports, .csv or .json profiles, perfskel traces)".into(),
+        );
     }
     Ok(experiments)
+}
+
+/// Reads a perfskel trace directory into one experiment: the manifest, every rank file
+/// streamed through the trace statistics, call sites symbolized from the traced objects.
+/// Every problem is returned: unreadable rank files, then what `from_trace` says about
+/// missing or incomplete ranks.
+fn read_trace(dir: &Path) -> Result<Experiment, Vec<String>> {
+    let name = dir.display().to_string();
+    let manifest_path = dir.join(format::MANIFEST_FILE);
+    let text = fs::read_to_string(&manifest_path)
+        .map_err(|e| vec![format!("{}: {e}", manifest_path.display())])?;
+    let manifest = Manifest::from_json(&text).map_err(|e| vec![format!("{name}/{e}")])?;
+    let mut stats = StatsBuilder::new(manifest.n_ranks);
+    let mut errors = Vec::new();
+    for rank in 0..manifest.n_ranks {
+        match cmd_trace::open_rank(dir, rank) {
+            Ok(Some(mut reader)) => {
+                if let Err(e) = stats.add_rank(&mut reader) {
+                    errors.push(format!("{name}: {e}"));
+                }
+            }
+            Ok(None) => stats.missing_rank(rank),
+            Err(e) => errors.push(format!("{name}: {e}")),
+        }
+    }
+    let symbols = Symbols::default();
+    match analyze::trace::from_trace(&name, &manifest, &stats, &|key| symbols.locate(key)) {
+        Ok(experiment) if errors.is_empty() => Ok(experiment),
+        Ok(_) => Err(errors),
+        Err(e) => {
+            errors.push(e.to_string());
+            Err(errors)
+        }
+    }
 }
 
 /// Collects the files under `dir`; directories holding a `manifest.json` are perfskel
@@ -171,7 +200,7 @@ fn collect_dir(
     files: &mut Vec<(PathBuf, bool)>,
     trace_dirs: &mut Vec<PathBuf>,
 ) -> Result<(), String> {
-    if dir.join(TRACE_MANIFEST).is_file() {
+    if dir.join(format::MANIFEST_FILE).is_file() {
         trace_dirs.push(dir.to_path_buf());
         return Ok(());
     }

@@ -149,12 +149,12 @@ pub fn summarize_dir(dir: &Path) -> Result<Vec<RankSummary>, String> {
 
 /// Symbolizes call sites, loading each object once.
 #[derive(Default)]
-struct Symbols {
+pub(crate) struct Symbols {
     objects: RefCell<BTreeMap<String, Option<Symbolizer>>>,
 }
 
 impl Symbols {
-    fn locate(&self, key: &SiteKey) -> Location {
+    pub(crate) fn locate(&self, key: &SiteKey) -> Location {
         let mut objects = self.objects.borrow_mut();
         let sym = objects.entry(key.object.clone()).or_insert_with(|| {
             let bytes = std::fs::read(&key.object).ok()?;

@@ -1,6 +1,7 @@
 //! `perfskel analyze` end to end: synthetic scaling studies through the CSV and JSON
-//! readers, the mpiP fixtures under `tests/data/analyze/mpip/` through the CLI, and the
-//! bad inputs the analysis must reject with a clear message.
+//! readers, the mpiP fixtures under `tests/data/analyze/mpip/` through the CLI, real
+//! perfskel traces of an example application recorded under Open MPI at 1 to 8 ranks,
+//! and the bad inputs the analysis must reject with a clear message.
 
 use std::path::PathBuf;
 
@@ -516,17 +517,146 @@ fn extrap_export_of_mixed_applications_asks_for_one() {
 }
 
 #[test]
-fn trace_directories_are_named_not_misread() {
+fn trace_directory_with_a_missing_rank_is_rejected_naming_it() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let trace = dir.path().join("run-4");
     std::fs::create_dir(&trace).unwrap_or_else(|e| panic!("{e}"));
-    std::fs::write(trace.join("manifest.json"), "{\"format_version\": 1}")
+    let manifest = perfskel_compiler::trace::Manifest::build(
+        perfskel_compiler::trace::manifest::RunInfo {
+            command: vec!["mpirun".into(), "./cg".into()],
+            ..Default::default()
+        },
+        &[
+            perfskel_compiler::trace::manifest::RankSummary::Missing,
+            perfskel_compiler::trace::manifest::RankSummary::Missing,
+        ],
+    );
+    std::fs::write(trace.join("manifest.json"), manifest.to_json())
         .unwrap_or_else(|e| panic!("{e}"));
     let output = perfskel(&["analyze", &dir.path().display().to_string()]);
     assert_eq!(output.status.code(), Some(2));
     assert!(
+        stderr(&output).contains(
+            "trace of 2 ranks is not whole: missing ranks 0, 1 (no rank-00000.pst, \
+             rank-00001.pst); analyze needs every rank of a run"
+        ),
+        "{}",
         stderr(&output)
-            .contains("a perfskel trace directory (1 found); analyze cannot read traces yet"),
+    );
+}
+
+/// The Done-when of issue 7: real traces of `examples/apps/cg.c` recorded under Open MPI
+/// at 1, 2, 4 and 8 ranks, analyzed together.
+#[test]
+fn cli_over_recorded_traces_of_an_example_at_four_task_counts() {
+    use crate::tracer::{build_app, Mpi, MPI_LOCK};
+    let exe = build_app(Mpi::OpenMpi, "cg");
+    let exe_text = exe.display().to_string();
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let mut trace_dirs = Vec::new();
+    for n in [1u32, 2, 4, 8] {
+        let out_dir = dir.path().join(format!("cg-{n}"));
+        let out_text = out_dir.display().to_string();
+        let np = n.to_string();
+        let output = {
+            let _guard = MPI_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+            crate::tracer::perfskel(&[
+                "record",
+                "-o",
+                &out_text,
+                "--",
+                "mpirun.openmpi",
+                "--oversubscribe",
+                "-np",
+                &np,
+                &exe_text,
+                "32",
+                "20",
+            ])
+        };
+        assert!(
+            output.status.success(),
+            "perfskel record at {n} ranks: {}",
+            stderr(&output)
+        );
+        trace_dirs.push(out_text);
+    }
+
+    let mut args = vec!["analyze", "--format", "json", "--top", "0"];
+    args.extend(trace_dirs.iter().map(String::as_str));
+    let output = crate::tracer::perfskel(&args);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let doc: serde_json::Value =
+        serde_json::from_slice(&output.stdout).unwrap_or_else(|e| panic!("{e}"));
+    let apps = doc["applications"].as_array().expect("applications");
+    assert_eq!(apps.len(), 1, "{doc:#}");
+    let app = &apps[0];
+    assert_eq!(app["application"], "cg");
+    assert_eq!(app["n_experiments"], 4);
+    assert_eq!(app["task_counts"], serde_json::json!([1, 2, 4, 8]));
+    let experiments = app["experiments"].as_array().expect("experiments");
+    let mut tasks: Vec<u64> = experiments
+        .iter()
+        .map(|e| e["n_tasks"].as_u64().expect("n_tasks"))
+        .collect();
+    tasks.sort_unstable();
+    assert_eq!(tasks, [1, 2, 4, 8]);
+    for e in experiments {
+        let comm = e["comm_time_s"].as_f64().expect("comm time");
+        let app_time = e["app_time_s"].as_f64().expect("run times from the trace");
+        assert!(comm > 0.0 && comm <= app_time, "{e}");
+    }
+
+    // Every MPI call of cg.c is one call site, named by its line in the source.
+    let source = std::fs::read_to_string(root().join("examples/apps/cg.c"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut expected: Vec<(String, u64, String)> = Vec::new();
+    for (i, line) in source.lines().enumerate() {
+        for op in ["Allreduce", "Irecv", "Isend", "Waitall"] {
+            if line.trim_start().starts_with(&format!("MPI_{op}(")) {
+                expected.push(("cg.c".into(), i as u64 + 1, op.into()));
+            }
+        }
+    }
+    expected.sort();
+    assert_eq!(expected.len(), 8, "cg.c changed: {expected:?}");
+    let mut found: Vec<(String, u64, String)> = app["call_sites"]
+        .as_array()
+        .expect("call sites")
+        .iter()
+        .map(|s| {
+            let site = &s["site"];
+            assert_eq!(site["function"], "main", "{s}");
+            (
+                site["file"].as_str().expect("file").to_owned(),
+                site["line"].as_u64().expect("line"),
+                site["operation"].as_str().expect("operation").to_owned(),
+            )
+        })
+        .collect();
+    found.sort();
+    assert_eq!(found, expected);
+
+    // The table names the sites by file:line too.
+    let mut args = vec!["analyze"];
+    args.extend(trace_dirs.iter().map(String::as_str));
+    let output = crate::tracer::perfskel(&args);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let table = text(&output.stdout);
+    let waitall = expected.iter().find(|s| s.2 == "Waitall").expect("Waitall");
+    assert!(table.contains(&format!("cg.c:{}", waitall.1)), "{table}");
+
+    // A rank that lost its end record (killed before MPI_Finalize) fails the analysis.
+    let rank_file = dir.path().join("cg-2/rank-00001.pst");
+    let bytes = std::fs::read(&rank_file).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(&rank_file, &bytes[..bytes.len() - 1]).unwrap_or_else(|e| panic!("{e}"));
+    let output = crate::tracer::perfskel(&args);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains(
+            "cg-2: trace of 2 ranks is not whole: incomplete rank 1 (no end record: \
+             the rank did not reach MPI_Finalize)"
+        ),
         "{}",
         stderr(&output)
     );

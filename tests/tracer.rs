@@ -18,7 +18,7 @@ use perfskel_compiler::trace::{
 const N_RANKS: usize = 4;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-enum Mpi {
+pub(crate) enum Mpi {
     OpenMpi,
     Mpich,
 }
@@ -32,7 +32,7 @@ impl Mpi {
     }
 }
 
-use crate::common::MPI_LOCK;
+pub(crate) use crate::common::MPI_LOCK;
 
 fn apps_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/apps")
@@ -51,7 +51,7 @@ fn source_name(app: &str) -> String {
 }
 
 /// Compiles one example with `mpi`'s compiler wrapper.
-fn build_app(mpi: Mpi, app: &str) -> PathBuf {
+pub(crate) fn build_app(mpi: Mpi, app: &str) -> PathBuf {
     let out_dir = work_dir().join(format!("apps-{}", mpi.name()));
     std::fs::create_dir_all(&out_dir).expect("create build dir");
     let exe = out_dir.join(app.strip_prefix("test:").unwrap_or(app));
@@ -85,7 +85,7 @@ fn build_app(mpi: Mpi, app: &str) -> PathBuf {
     exe
 }
 
-fn perfskel(args: &[&str]) -> Output {
+pub(crate) fn perfskel(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_perfskel"))
         .args(args)
         .env("PERFSKEL_CACHE_DIR", work_dir().join("cache"))

@@ -20,8 +20,9 @@
 //!
 //! Readers: [`mpip::parse`] (mpiP 3.x text reports), [`tabular::parse_csv`] and
 //! [`tabular::parse_json`] (documented formats for other tools). [`read_profile`]
-//! chooses one by file name and content. A reader for perfskel trace directories will
-//! be one more function of the same shape over the trace manifest and per-rank files.
+//! chooses one by file name and content. perfskel trace directories are not one text:
+//! [`trace::from_trace`] takes the manifest and the per-rank statistics the trace front
+//! end streamed from the rank files, and gives one experiment.
 //!
 //! # The method
 //!
@@ -44,6 +45,7 @@ pub mod plot;
 pub mod report;
 pub mod spearman;
 pub mod tabular;
+pub mod trace;
 
 use std::fmt;
 

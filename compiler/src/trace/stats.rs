@@ -29,10 +29,13 @@ pub struct Totals {
     pub max_ns: u64,
     /// Bytes sent plus bytes received.
     pub bytes: u64,
+    /// Bytes sent only (what mpiP counts; `perfskel analyze` reports it).
+    #[serde(skip)]
+    pub sent_bytes: u64,
 }
 
 impl Totals {
-    fn add(&mut self, dur: u64, bytes: u64) {
+    fn add(&mut self, dur: u64, bytes: u64, sent_bytes: u64) {
         self.min_ns = if self.count == 0 {
             dur
         } else {
@@ -42,8 +45,10 @@ impl Totals {
         self.count += 1;
         self.total_ns += dur;
         self.bytes += bytes;
+        self.sent_bytes += sent_bytes;
     }
-    fn merge(&mut self, other: &Totals) {
+    /// Adds the calls of `other`.
+    pub fn merge(&mut self, other: &Totals) {
         if other.count == 0 {
             return;
         }
@@ -56,6 +61,7 @@ impl Totals {
         self.count += other.count;
         self.total_ns += other.total_ns;
         self.bytes += other.bytes;
+        self.sent_bytes += other.sent_bytes;
     }
 }
 
@@ -145,6 +151,16 @@ impl StatsBuilder {
         self.missing.push(rank);
     }
 
+    /// Number of ranks of the run, as given to [`StatsBuilder::new`].
+    pub fn n_ranks(&self) -> u32 {
+        self.n_ranks
+    }
+
+    /// The ranks recorded as missing, in the order given.
+    pub fn missing_ranks(&self) -> &[u32] {
+        &self.missing
+    }
+
     /// Streams a whole rank file into the statistics.
     pub fn add_rank<R: Read>(&mut self, reader: &mut RankReader<R>) -> Result<(), TraceError> {
         let rank = reader.header().rank;
@@ -168,7 +184,15 @@ impl StatsBuilder {
                 _ => st.mpi_ns += dur,
             }
             let bytes = ev.bytes.unwrap_or(0) + ev.rbytes.unwrap_or(0);
-            by_site.entry((op, ev.site)).or_default().add(dur, bytes);
+            // `bytes` is what a receive received; for every other operation it is sent.
+            let sent = match op {
+                Op::Recv | Op::Irecv | Op::Probe | Op::Iprobe => 0,
+                _ => ev.bytes.unwrap_or(0),
+            };
+            by_site
+                .entry((op, ev.site))
+                .or_default()
+                .add(dur, bytes, sent);
         }
         for ((op, site), totals) in by_site {
             st.ops.entry(op).or_default().merge(&totals);
