@@ -208,35 +208,10 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::analyze::{CallSiteProfile, TaskStats};
+    use crate::analyze::test_experiment;
 
     fn experiment(idx: usize, times: &[f64]) -> Experiment {
-        Experiment {
-            name: format!("run{idx}"),
-            application: "app".into(),
-            n_tasks: 2 + (idx % 5) as u32,
-            task_times_s: Vec::new(),
-            call_sites: times
-                .iter()
-                .enumerate()
-                .map(|(site, &total_s)| CallSiteProfile {
-                    site: CallSiteKey {
-                        file: "a.c".into(),
-                        line: site as u32,
-                        function: "f".into(),
-                        operation: ["Wait", "Send"][site % 2].into(),
-                    },
-                    tasks: vec![TaskStats {
-                        task: None,
-                        count: 1,
-                        total_s,
-                        min_s: 0.0,
-                        max_s: 0.0,
-                        bytes: 0.0,
-                    }],
-                })
-                .collect(),
-        }
+        test_experiment(idx, 2 + (idx % 5) as u32, times)
     }
 
     /// Matching on several threads (200 runs give several chunks) equals a naive

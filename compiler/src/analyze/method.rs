@@ -494,37 +494,8 @@ fn task_groups(runs: &[&Experiment]) -> Vec<(u32, Range<usize>)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analyze::{CallSiteProfile, TaskStats};
+    use crate::analyze::test_experiment as experiment;
     use proptest::prelude::*;
-
-    fn experiment(idx: usize, n_tasks: u32, times: &[f64]) -> Experiment {
-        Experiment {
-            name: format!("run{idx}"),
-            application: "app".into(),
-            n_tasks,
-            task_times_s: Vec::new(),
-            call_sites: times
-                .iter()
-                .enumerate()
-                .map(|(site, &total_s)| CallSiteProfile {
-                    site: CallSiteKey {
-                        file: "a.c".into(),
-                        line: site as u32,
-                        function: "f".into(),
-                        operation: ["Wait", "Send"][site % 2].into(),
-                    },
-                    tasks: vec![TaskStats {
-                        task: None,
-                        count: 1,
-                        total_s,
-                        min_s: 0.0,
-                        max_s: 0.0,
-                        bytes: 0.0,
-                    }],
-                })
-                .collect(),
-        }
-    }
 
     proptest! {
         // Studies of up to 8 runs enumerate all orderings: fewer cases keep this quick.

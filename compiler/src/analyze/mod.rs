@@ -280,3 +280,35 @@ pub fn read_profile(name: &str, text: &str) -> Result<Vec<Experiment>, InputErro
         )),
     }
 }
+
+/// A synthetic experiment for unit tests: one call site per entry of `times`, with that
+/// total time on one task.
+#[cfg(test)]
+pub(crate) fn test_experiment(idx: usize, n_tasks: u32, times: &[f64]) -> Experiment {
+    Experiment {
+        name: format!("run{idx}"),
+        application: "app".into(),
+        n_tasks,
+        task_times_s: Vec::new(),
+        call_sites: times
+            .iter()
+            .enumerate()
+            .map(|(site, &total_s)| CallSiteProfile {
+                site: CallSiteKey {
+                    file: "a.c".into(),
+                    line: site as u32,
+                    function: "f".into(),
+                    operation: ["Wait", "Send"][site % 2].into(),
+                },
+                tasks: vec![TaskStats {
+                    task: None,
+                    count: 1,
+                    total_s,
+                    min_s: 0.0,
+                    max_s: 0.0,
+                    bytes: 0.0,
+                }],
+            })
+            .collect(),
+    }
+}
