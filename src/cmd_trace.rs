@@ -387,6 +387,29 @@ fn stats(args: StatsArgs) -> Result<ExitCode, String> {
     })
 }
 
+fn ms(ns: u64) -> f64 {
+    ns as f64 / 1e6
+}
+
+fn us(ns: u64) -> f64 {
+    ns as f64 / 1e3
+}
+
+/// One line of a per-operation table: count, total, min, max time and bytes.
+fn op_row(s: &mut String, o: &perfskel_compiler::trace::stats::OpRow) {
+    let t = &o.totals;
+    let _ = writeln!(
+        s,
+        "  {:<26} {:>9} {:>12.3} {:>11.3} {:>11.3} {:>14}",
+        o.op,
+        t.count,
+        ms(t.total_ns),
+        us(t.min_ns),
+        us(t.max_ns),
+        t.bytes
+    );
+}
+
 fn pct(part: u64, whole: u64) -> f64 {
     if whole == 0 {
         0.0
@@ -397,8 +420,6 @@ fn pct(part: u64, whole: u64) -> f64 {
 
 fn render_text(r: &StatsReport, errors: &[String]) -> String {
     let mut s = String::new();
-    let ms = |ns: u64| ns as f64 / 1e6;
-    let us = |ns: u64| ns as f64 / 1e3;
     let list = |v: &[u32]| {
         if v.is_empty() {
             "none".to_owned()
@@ -432,17 +453,7 @@ fn render_text(r: &StatsReport, errors: &[String]) -> String {
         "operation", "count", "total ms", "min us", "max us", "bytes"
     );
     for o in &r.ops {
-        let t = &o.totals;
-        let _ = writeln!(
-            s,
-            "  {:<26} {:>9} {:>12.3} {:>11.3} {:>11.3} {:>14}",
-            o.op,
-            t.count,
-            ms(t.total_ns),
-            us(t.min_ns),
-            us(t.max_ns),
-            t.bytes
-        );
+        op_row(&mut s, o);
     }
     let _ = writeln!(s, "\nper call site, all ranks (most time first):");
     let _ = writeln!(
@@ -492,17 +503,7 @@ fn render_text(r: &StatsReport, errors: &[String]) -> String {
         if let Some(rank) = r.ranks.first() {
             let _ = writeln!(s, "\nrank {} per operation:", rank.rank);
             for o in &rank.ops {
-                let t = &o.totals;
-                let _ = writeln!(
-                    s,
-                    "  {:<26} {:>9} {:>12.3} {:>11.3} {:>11.3} {:>14}",
-                    o.op,
-                    t.count,
-                    ms(t.total_ns),
-                    us(t.min_ns),
-                    us(t.max_ns),
-                    t.bytes
-                );
+                op_row(&mut s, o);
             }
         }
     }

@@ -524,16 +524,19 @@ impl<'p, 'd> Sim<'p, 'd> {
                 StmtKind::P2p(p) => {
                     self.ops += 1;
                     let mut reqs = Reqs::new();
-                    let recv_half = p.recv.as_ref().map(|(peer, size)| (peer, size));
-                    let (send_peer, send_size, recv) = match p.op {
-                        P2pOp::Recv | P2pOp::Irecv => (None, None, Some((&p.peer, &p.size))),
-                        P2pOp::Sendrecv => (Some(&p.peer), Some(&p.size), recv_half),
-                        P2pOp::Send | P2pOp::Isend => (Some(&p.peer), Some(&p.size), None),
+                    // The send half and the receive half of the operation.
+                    let (send, recv) = match p.op {
+                        P2pOp::Recv | P2pOp::Irecv => (None, Some((&p.peer, &p.size))),
+                        P2pOp::Sendrecv => (
+                            Some((&p.peer, &p.size)),
+                            p.recv.as_ref().map(|(peer, size)| (peer, size)),
+                        ),
+                        P2pOp::Send | P2pOp::Isend => (Some((&p.peer, &p.size)), None),
                     };
                     let tag = p.tag.map_or(0, |t| t.value);
                     let comm = p.comm.as_ref().map_or("world", |c| c.name.as_str());
                     let (inst, me) = self.member(rank, comm, stmt)?;
-                    if let (Some(peer), Some(size)) = (send_peer, send_size) {
+                    if let Some((peer, size)) = send {
                         let to = self.resolve(rank, inst, me, peer)?;
                         let bytes = size.value.bytes().unwrap_or(0);
                         reqs.push(self.post_send(rank, inst, me, to, tag, bytes, stmt));

@@ -159,16 +159,12 @@ fn p2p(op: P2pOp, request: Option<Ident>) -> impl FnOnce(Tokens) -> PResult<Simp
             let (rest, (peer, size)) = cut((spanned_peer, size)).parse(input)?;
             (rest, peer, size, None)
         };
-        if !op.receives() {
-            for p in std::iter::once(&peer) {
-                if p.value == Peer::Any {
-                    return failure(PErr::invalid(
-                        &input,
-                        p.pos.span().unwrap_or_default(),
-                        "`any` can only be the source of a receive",
-                    ));
-                }
-            }
+        if !op.receives() && peer.value == Peer::Any {
+            return failure(PErr::invalid(
+                &input,
+                peer.pos.span().unwrap_or_default(),
+                "`any` can only be the source of a receive",
+            ));
         }
         let (rest, clauses) = clauses(Allowed::P2P)(rest)?;
         Ok((
