@@ -4,7 +4,9 @@
 //! scalability analysis. The library does no I/O.
 
 pub mod analyze;
+pub mod back;
 pub mod check;
+pub mod compress;
 pub mod logicalize;
 pub mod semantics;
 pub mod trace;

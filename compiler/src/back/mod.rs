@@ -1,0 +1,150 @@
+//! Back ends: a checked (and usually scaled) skeleton → the files of a program that runs
+//! it. Back ends only read the IR; they take `&check::Info`, which only the checker
+//! creates, so unchecked IR cannot reach them.
+//!
+//! Every generated program times itself between a barrier after set-up and one before
+//! finalize, and rank 0 prints one [`RunResult`] line (see [`RunResult::line`]) that
+//! `perfskel run` and `perfskel validate` read back.
+
+use std::fmt;
+
+/// The back ends perfskel has.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Backend {
+    /// One C file, the runtime header `perfskel.h` and a Makefile; built with `mpicc`.
+    C,
+    /// A cargo project over rsmpi and the `perfskel-runtime` crate.
+    Rust,
+}
+
+impl Backend {
+    pub const ALL: [Backend; 2] = [Backend::C, Backend::Rust];
+
+    /// The name used on the command line and in the result line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::C => "c",
+            Backend::Rust => "rust",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Backend> {
+        Backend::ALL.into_iter().find(|b| b.name() == name)
+    }
+}
+
+impl fmt::Display for Backend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One generated file: a path relative to the output directory (always `/`-separated)
+/// and its text.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GeneratedFile {
+    pub path: String,
+    pub contents: String,
+}
+
+/// What a generated program prints when it ends (rank 0 only), one line:
+///
+/// ```text
+/// perfskel-result skeleton=stencil2d backend=c ranks=4 ratio=100 skeleton_s=0.120000 predicted_s=12.000000 app_time_s=11.800000
+/// ```
+///
+/// `ratio` is K of the target ratio 1:K; `predicted_s` is `skeleton_s × K`; `app_time_s`
+/// is the `app_time` of the unscaled skeleton. Times have six decimals.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunResult {
+    pub skeleton: String,
+    pub backend: String,
+    pub ranks: u64,
+    pub ratio: u64,
+    pub skeleton_s: f64,
+    pub predicted_s: f64,
+    pub app_time_s: f64,
+}
+
+/// The word every result line starts with.
+pub const RESULT_PREFIX: &str = "perfskel-result";
+
+impl RunResult {
+    /// The line a generated program prints (without the newline).
+    pub fn line(&self) -> String {
+        format!(
+            "{RESULT_PREFIX} skeleton={} backend={} ranks={} ratio={} skeleton_s={:.6} predicted_s={:.6} app_time_s={:.6}",
+            self.skeleton,
+            self.backend,
+            self.ranks,
+            self.ratio,
+            self.skeleton_s,
+            self.predicted_s,
+            self.app_time_s
+        )
+    }
+
+    /// Finds the last result line in a program's output.
+    pub fn find_in(output: &str) -> Option<RunResult> {
+        output.lines().rev().find_map(RunResult::parse)
+    }
+
+    /// Reads one result line; `None` if it is not one.
+    pub fn parse(line: &str) -> Option<RunResult> {
+        let mut words = line.split_whitespace();
+        if words.next()? != RESULT_PREFIX {
+            return None;
+        }
+        let (mut skeleton, mut backend, mut ranks, mut ratio) = (None, None, None, None);
+        let (mut skeleton_s, mut predicted_s, mut app_time_s) = (None, None, None);
+        for word in words {
+            let (key, value) = word.split_once('=')?;
+            match key {
+                "skeleton" => skeleton = Some(value.to_string()),
+                "backend" => backend = Some(value.to_string()),
+                "ranks" => ranks = value.parse().ok(),
+                "ratio" => ratio = value.parse().ok(),
+                "skeleton_s" => skeleton_s = value.parse().ok(),
+                "predicted_s" => predicted_s = value.parse().ok(),
+                "app_time_s" => app_time_s = value.parse().ok(),
+                _ => {}
+            }
+        }
+        Some(RunResult {
+            skeleton: skeleton?,
+            backend: backend?,
+            ranks: ranks?,
+            ratio: ratio?,
+            skeleton_s: skeleton_s?,
+            predicted_s: predicted_s?,
+            app_time_s: app_time_s?,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn result_line_round_trips() {
+        let result = RunResult {
+            skeleton: "stencil2d".into(),
+            backend: "c".into(),
+            ranks: 4,
+            ratio: 100,
+            skeleton_s: 0.12,
+            predicted_s: 12.0,
+            app_time_s: 11.8,
+        };
+        let line = result.line();
+        assert_eq!(
+            line,
+            "perfskel-result skeleton=stencil2d backend=c ranks=4 ratio=100 skeleton_s=0.120000 predicted_s=12.000000 app_time_s=11.800000"
+        );
+        let output = format!("warming up\n{line}\nbye\n");
+        assert_eq!(RunResult::find_in(&output), Some(result));
+        assert_eq!(RunResult::parse("perfskel-result skeleton=x"), None);
+        assert_eq!(RunResult::parse("hello"), None);
+    }
+}

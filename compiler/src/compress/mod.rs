@@ -1,0 +1,167 @@
+//! Loop-nest discovery: a sequence of tokens (one per MPI event, interned to `u32` by the
+//! caller) → a loop nest whose expansion is exactly that sequence.
+//!
+//! This is the compression step of the seed's skeleton construction (see
+//! `../shared/seeds/001_*`): hundreds of thousands of MPI calls become a nest of loops a
+//! person can read. The module knows nothing about MPI; `skeletonize` turns events into
+//! tokens and nests into skeleton IR.
+//!
+//! Two algorithms share one interface ([`discover`]):
+//! - [`Algorithm::Exact`]: the nest with the shortest description, outer loops first;
+//! - [`Algorithm::Greedy`]: inner loops first, streaming, near-linear; it may miss up to
+//!   two iterations of a loop (they stay as straight-line tokens around it).
+//!
+//! Whatever the algorithm, [`expand`] of the result is the input: compression is
+//! lossless.
+
+/// One element of a loop nest.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Node {
+    /// One event of the input, by its interned token id.
+    Token(u32),
+    /// `count` repetitions of `body` (`count >= 2`, `body` not empty).
+    Loop { count: u64, body: Vec<Node> },
+}
+
+/// Which loop-discovery algorithm to run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Algorithm {
+    /// Shortest description, outer loops first.
+    #[default]
+    Exact,
+    /// Inner loops first, streaming, near-linear.
+    Greedy,
+}
+
+/// Finds a loop nest whose expansion is `tokens`.
+pub fn discover(tokens: &[u32], algorithm: Algorithm) -> Vec<Node> {
+    match algorithm {
+        Algorithm::Exact | Algorithm::Greedy => reference(tokens),
+    }
+}
+
+/// The token sequence a nest stands for.
+pub fn expand(nest: &[Node]) -> Vec<u32> {
+    let mut out = Vec::new();
+    expand_into(nest, &mut out);
+    out
+}
+
+fn expand_into(nest: &[Node], out: &mut Vec<u32>) {
+    for node in nest {
+        match node {
+            Node::Token(token) => out.push(*token),
+            Node::Loop { count, body } => {
+                for _ in 0..*count {
+                    expand_into(body, out);
+                }
+            }
+        }
+    }
+}
+
+/// The size of a nest's description: one per token and one per loop header.
+pub fn description_len(nest: &[Node]) -> usize {
+    nest.iter()
+        .map(|node| match node {
+            Node::Token(_) => 1,
+            Node::Loop { body, .. } => 1 + description_len(body),
+        })
+        .sum()
+}
+
+/// A slow but simple discovery used as the reference in tests: fold the shortest tandem
+/// repeats first (inner loops first), over and over, until nothing repeats. Quadratic in
+/// the worst case; for short sequences only.
+pub fn reference(tokens: &[u32]) -> Vec<Node> {
+    let mut nodes: Vec<Node> = tokens.iter().map(|&t| Node::Token(t)).collect();
+    loop {
+        let mut changed = false;
+        let mut period = 1;
+        while period <= nodes.len() / 2 {
+            if let Some(folded) = fold_period(&nodes, period) {
+                nodes = folded;
+                changed = true;
+                period = 1;
+            } else {
+                period += 1;
+            }
+        }
+        if !changed {
+            return nodes;
+        }
+    }
+}
+
+/// Folds every run of two or more consecutive copies of a `period`-long block, or
+/// returns `None` when there is none.
+fn fold_period(nodes: &[Node], period: usize) -> Option<Vec<Node>> {
+    let mut out = Vec::with_capacity(nodes.len());
+    let mut i = 0;
+    let mut folded = false;
+    while i < nodes.len() {
+        let mut count = 1;
+        while i + (count + 1) * period <= nodes.len()
+            && nodes[i..i + period] == nodes[i + count * period..i + (count + 1) * period]
+        {
+            count += 1;
+        }
+        if count >= 2 {
+            let body = nodes[i..i + period].to_vec();
+            out.push(match body.as_slice() {
+                // A loop of a loop's body is one loop with the product of the counts.
+                [Node::Loop { count: inner, body }] => Node::Loop {
+                    count: inner.saturating_mul(count as u64),
+                    body: body.clone(),
+                },
+                _ => Node::Loop {
+                    count: count as u64,
+                    body,
+                },
+            });
+            i += count * period;
+            folded = true;
+        } else {
+            out.push(nodes[i].clone());
+            i += 1;
+        }
+    }
+    folded.then_some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reference_folds_nested_loops_and_expands_back() {
+        // 3 × (a, 4 × b, c), then d.
+        let mut tokens = Vec::new();
+        for _ in 0..3 {
+            tokens.push(0);
+            tokens.extend([1; 4]);
+            tokens.push(2);
+        }
+        tokens.push(3);
+        let nest = reference(&tokens);
+        assert_eq!(
+            nest,
+            vec![
+                Node::Loop {
+                    count: 3,
+                    body: vec![
+                        Node::Token(0),
+                        Node::Loop {
+                            count: 4,
+                            body: vec![Node::Token(1)]
+                        },
+                        Node::Token(2),
+                    ],
+                },
+                Node::Token(3),
+            ]
+        );
+        assert_eq!(expand(&nest), tokens);
+        assert_eq!(description_len(&nest), 6);
+    }
+}
