@@ -961,7 +961,11 @@ fn reader_rejects_other_versions_and_other_files() {
         )
     );
     assert!(
-        err.to_string().contains("version 2 is not supported"),
+        err.to_string().contains(&format!(
+            "version {} is not supported (this reader reads versions 1 to {})",
+            format::VERSION + 1,
+            format::VERSION
+        )),
         "{err}"
     );
 
@@ -980,6 +984,33 @@ fn reader_rejects_other_versions_and_other_files() {
         .err()
         .expect("rank differs from file name");
     assert!(matches!(err.kind, TraceErrorKind::BadHeader(_)));
+}
+
+/// Version 1 files still read; the operations version 2 added are corrupt in them.
+#[test]
+fn reader_reads_version_1_without_the_newer_operations() {
+    let mut f = RankFile::new(0, 2, 1);
+    f.send(1, 64);
+    let (events, completion) = read_all(&f.finish(), 0).expect("a version 1 file reads");
+    assert_eq!(events.len(), 3);
+    assert!(matches!(completion, Some(Completion::Complete { .. })));
+
+    for version in [1, 2] {
+        let mut f = RankFile::new(0, 2, version);
+        f.event(Op::Iscan, 10, &[(format::field::COMM, 0)]);
+        let at = f.record_starts[f.record_starts.len() - 1];
+        let result = read_all(&f.finish(), 0);
+        if version == 1 {
+            let err = result.expect_err("MPI_Iscan is not a version 1 operation");
+            assert_eq!(
+                (err.offset, err.kind),
+                (at as u64, TraceErrorKind::UnknownRecord(Op::Iscan.code()))
+            );
+        } else {
+            let (events, _) = result.expect("version 2 has MPI_Iscan");
+            assert_eq!(events[1].op(), Op::Iscan);
+        }
+    }
 }
 
 #[test]
