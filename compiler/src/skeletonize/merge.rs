@@ -38,6 +38,15 @@ impl Cand {
 impl Merger<'_> {
     /// Merges the node lists of `seqs` (one per rank, or per group of ranks).
     pub fn merge(&self, seqs: &[(u32, &[MNode])]) -> Vec<MNode> {
+        self.merge_inner(seqs, true).unwrap_or_default()
+    }
+
+    /// Merges without rank conditions, or `None`.
+    fn merge_strict(&self, seqs: &[(u32, &[MNode])]) -> Option<Vec<MNode>> {
+        self.merge_inner(seqs, false).filter(|m| !has_if(m))
+    }
+
+    fn merge_inner(&self, seqs: &[(u32, &[MNode])], allow_split: bool) -> Option<Vec<MNode>> {
         let mut cursor = vec![0usize; seqs.len()];
         let mut out = Vec::new();
         loop {
@@ -45,7 +54,7 @@ impl Merger<'_> {
                 .filter(|&i| cursor[i] < seqs[i].1.len())
                 .collect();
             if active.is_empty() {
-                return out;
+                return Some(out);
             }
             let mut cands = self.candidates(seqs, &cursor, &active);
             cands.sort_by_key(|c| std::cmp::Reverse(c.members().len()));
@@ -73,8 +82,18 @@ impl Merger<'_> {
                     }
                 }
                 None => {
+                    if let Some((node, advance)) = self.single_iterations(seqs, &cursor, &cands) {
+                        out.push(node);
+                        for (i, k) in advance {
+                            cursor[i] += k;
+                        }
+                        continue;
+                    }
+                    if !allow_split {
+                        return None;
+                    }
                     out.push(self.split(seqs, &cursor, &cands));
-                    return out;
+                    return Some(out);
                 }
             }
         }
@@ -145,8 +164,7 @@ impl Merger<'_> {
                     _ => None,
                 })
                 .collect();
-            let merged = self.merge(&bodies);
-            if !has_if(&merged) {
+            if self.merge_strict(&bodies).is_some() {
                 cands.retain(|c| !matches!(c, Cand::Loop { count, .. } if *count != u64::MAX));
                 cands.push(Cand::Loop {
                     count: 0,
@@ -193,6 +211,44 @@ impl Merger<'_> {
         }
     }
 
+    /// A loop on some ranks and, on the others, the same body once (a data-dependent
+    /// count of 1, which loop discovery does not write as a loop): one loop with per-rank
+    /// counts. Gives the node and how far each rank advances.
+    fn single_iterations(
+        &self,
+        seqs: &[(u32, &[MNode])],
+        cursor: &[usize],
+        cands: &[Cand],
+    ) -> Option<(MNode, Vec<(usize, usize)>)> {
+        let looped = cands
+            .iter()
+            .filter(|c| matches!(c, Cand::Loop { count, .. } if *count != u64::MAX))
+            .max_by_key(|c| c.members().len())?;
+        let members = looped.members();
+        let mut counts = BTreeMap::new();
+        let mut bodies: Vec<(u32, &[MNode])> = Vec::new();
+        let mut advance = Vec::new();
+        for &i in members {
+            if let MNode::Loop { counts: c, body } = &seqs[i].1[cursor[i]] {
+                counts.extend(c.iter().map(|(r, v)| (*r, *v)));
+                bodies.push((seqs[i].0, body.as_slice()));
+                advance.push((i, 1));
+            }
+        }
+        let len = bodies.first()?.1.len();
+        for i in (0..seqs.len()).filter(|i| !members.contains(i)) {
+            let rest = &seqs[i].1[cursor[i].min(seqs[i].1.len())..];
+            if rest.len() < len || rest[..len].iter().any(|n| !matches!(n, MNode::Tok { .. })) {
+                return None;
+            }
+            counts.insert(seqs[i].0, 1);
+            bodies.push((seqs[i].0, &rest[..len]));
+            advance.push((i, len));
+        }
+        let body = self.merge_strict(&bodies)?;
+        Some((MNode::Loop { counts, body }, advance))
+    }
+
     /// Whether `node` does nothing on `rank` (narrowing directions so that it stays so).
     fn null_on(&self, node: &mut MNode, rank: u32) -> bool {
         match node {
@@ -224,19 +280,40 @@ impl Merger<'_> {
             g.sort_unstable();
         }
         groups.sort();
-        // The largest group is the `else`: it also takes the ranks the trace lacks.
-        if let Some(largest) = (0..groups.len()).max_by_key(|&g| (groups[g].len(), usize::MAX - g)) {
-            let g = groups.remove(largest);
-            groups.push(g);
+        // Groups whose remaining sequences merge without conditions go together (a
+        // worker that ran one task less than the others).
+        let rest_of = |g: &[usize]| -> Vec<(u32, &[MNode])> {
+            g.iter().map(|&i| (seqs[i].0, &seqs[i].1[cursor[i]..])).collect()
+        };
+        let mut buckets: Vec<(Vec<usize>, Vec<MNode>)> = Vec::new();
+        for g in groups {
+            let mut placed = false;
+            for (members, merged) in buckets.iter_mut() {
+                let mut both = members.clone();
+                both.extend(&g);
+                both.sort_unstable();
+                if let Some(attempt) = self.merge_strict(&rest_of(&both)) {
+                    *members = both;
+                    *merged = attempt;
+                    placed = true;
+                    break;
+                }
+            }
+            if !placed {
+                let merged = self.merge(&rest_of(&g));
+                buckets.push((g, merged));
+            }
         }
-        let branches = groups
-            .iter()
-            .map(|g| {
-                let rest: Vec<(u32, &[MNode])> =
-                    g.iter().map(|&i| (seqs[i].0, &seqs[i].1[cursor[i]..])).collect();
-                let ranks = g.iter().map(|&i| seqs[i].0).collect();
-                (ranks, self.merge(&rest))
-            })
+        // The largest group is the `else`: it also takes the ranks the trace lacks.
+        if let Some(largest) =
+            (0..buckets.len()).max_by_key(|&g| (buckets[g].0.len(), usize::MAX - g))
+        {
+            let g = buckets.remove(largest);
+            buckets.push(g);
+        }
+        let branches = buckets
+            .into_iter()
+            .map(|(g, merged)| (g.iter().map(|&i| seqs[i].0).collect(), merged))
             .collect();
         MNode::If { branches }
     }

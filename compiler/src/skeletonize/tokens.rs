@@ -306,6 +306,9 @@ fn kind_of(
             if slots.is_empty() {
                 return None;
             }
+            // The order of handles in a waitall does not matter; sorted, it is the same
+            // on every rank.
+            slots.sort_unstable();
             let op = if slots.len() == 1 {
                 WaitOp::Wait
             } else {
