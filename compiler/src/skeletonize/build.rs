@@ -253,11 +253,15 @@ impl Builder<'_> {
             } => {
                 // A half towards MPI_PROC_NULL where the topology has no missing
                 // neighbour to name cannot be written: a sendrecv keeps its other half.
+                // A half that went to MPI_PROC_NULL on every traced rank has no recorded
+                // size; ranks the trace lacks may really send there: take the size of the
+                // other half (a halo exchange is symmetric).
+                let known = halves.iter().filter_map(|h| h.bytes).max().unwrap_or(0);
                 let mut parts = Vec::new();
                 let mut op = *op;
                 for (i, h) in halves.iter().enumerate() {
                     match self.peer(h) {
-                        Some(p) => parts.push((p, size(h.bytes.unwrap_or(0)))),
+                        Some(p) => parts.push((p, size(h.bytes.unwrap_or(known)))),
                         None if op == P2pOp::Sendrecv => {
                             op = if i == 0 { P2pOp::Recv } else { P2pOp::Send };
                         }

@@ -433,7 +433,9 @@ fn null_tok(tok: &Tok, rank: u32, dirs: &Directions) -> Option<Tok> {
     else {
         return None;
     };
-    if tok.comm != super::comms::CommRef::World {
+    // A nonblocking call binds its request on every rank that runs the statement, so
+    // it cannot be a no-op for ranks whose sequence does not complete that request.
+    if tok.comm != super::comms::CommRef::World || req.is_some() {
         return None;
     }
     let none = dirs.mask(rank, None);
