@@ -83,8 +83,8 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
                 map.insert("check_errors".into(), outcome.check_errors.into());
                 map.insert("check_warnings".into(), outcome.check_warnings.into());
             }
-            let json =
-                serde_json::to_string_pretty(&value).map_err(|e| format!("cannot write JSON: {e}"))?;
+            let json = serde_json::to_string_pretty(&value)
+                .map_err(|e| format!("cannot write JSON: {e}"))?;
             println!("{json}");
         }
     }
@@ -105,11 +105,16 @@ pub fn skeletonize_dir(args: &Args) -> Result<Outcome, String> {
     }
     if let Some(pct) = args.merge_sizes {
         if !(0.0..=100.0).contains(&pct) {
-            return Err(format!("--merge-sizes {pct} is not a percentage between 0 and 100"));
+            return Err(format!(
+                "--merge-sizes {pct} is not a percentage between 0 and 100"
+            ));
         }
     }
     if !(0.0..=1.0).contains(&args.threshold) {
-        return Err(format!("--threshold {} is not between 0 and 1", args.threshold));
+        return Err(format!(
+            "--threshold {} is not between 0 and 1",
+            args.threshold
+        ));
     }
     let dir = &args.trace;
     let n = cmd_trace::n_ranks(dir)?;
@@ -139,7 +144,10 @@ pub fn skeletonize_dir(args: &Args) -> Result<Outcome, String> {
         .collect();
     let symbols = Symbols::default();
     let mut site_names = BTreeMap::new();
-    for t in traces.iter().filter_map(|t| t.as_ref().ok().and_then(Option::as_ref)) {
+    for t in traces
+        .iter()
+        .filter_map(|t| t.as_ref().ok().and_then(Option::as_ref))
+    {
         for key in t.sites.values() {
             if !site_names.contains_key(key) {
                 if let Some(name) = symbols.locate(key).short() {

@@ -15,6 +15,7 @@ pub mod cmd_record;
 pub mod cmd_skeletonize;
 pub mod cmd_topo;
 pub mod cmd_trace;
+pub mod demo_pipeline;
 pub mod files;
 
 /// Performance skeletons of MPI applications.

@@ -121,8 +121,8 @@ fn has_if(stmts: &[Stmt]) -> bool {
 fn trace_counts(trace: &Path) -> Vec<(u64, u64)> {
     (0..N_RANKS)
         .map(|rank| {
-            let file = std::fs::File::open(trace.join(format::rank_file_name(rank)))
-                .expect("rank file");
+            let file =
+                std::fs::File::open(trace.join(format::rank_file_name(rank))).expect("rank file");
             let reader = RankReader::new(file, Some(rank)).expect("header");
             let rt = RankTrace::read(reader).expect("rank reads");
             let sends = rt
@@ -181,7 +181,10 @@ fn check_app(mpi: Mpi, app: &str, args: &[&str], iters: i64) {
     assert_eq!(summary["n_ranks"], N_RANKS);
     assert!(summary["statements"].as_u64().unwrap_or(0) > 0);
     if app != "master_worker" {
-        assert!(!has_if(&program.body.stmts), "{app}: rank conditionals\n{text}");
+        assert!(
+            !has_if(&program.body.stmts),
+            "{app}: rank conditionals\n{text}"
+        );
         assert!(
             summary["loop_time_pct"].as_f64().unwrap_or(0.0) > 0.0,
             "{summary:#}"
@@ -395,7 +398,11 @@ fn chain_exchange(iters: u32) -> Vec<RankTrace> {
     (0..N_RANKS)
         .map(|rank| {
             let mut s = Synth::new();
-            let left = if rank == 0 { PEER_PROC_NULL } else { i64::from(rank) - 1 };
+            let left = if rank == 0 {
+                PEER_PROC_NULL
+            } else {
+                i64::from(rank) - 1
+            };
             let right = if rank == N_RANKS - 1 {
                 PEER_PROC_NULL
             } else {
@@ -465,7 +472,10 @@ fn no_repetition_gives_a_long_valid_skeleton() {
     assert_eq!(summary.loops, 0, "{text}");
     assert!(summary.statements >= 30);
     assert!(
-        summary.notes.iter().any(|n| n.contains("little repetition")),
+        summary
+            .notes
+            .iter()
+            .any(|n| n.contains("little repetition")),
         "{:?}",
         summary.notes
     );

@@ -12,9 +12,8 @@
 use std::collections::BTreeMap;
 
 use perfskel_grammar::ast::{
-    BinOp, Block, Collective, Compute, Duration, Else, Expr, ExprKind, Ident, If, Loop,
-    P2p, P2pOp, Peer, Site, Size, SizeSpec, Spanned, Stmt, StmtKind, TimeSpec, TimeUnit, Wait,
-    WaitOp,
+    BinOp, Block, Collective, Compute, Duration, Else, Expr, ExprKind, Ident, If, Loop, P2p, P2pOp,
+    Peer, Site, Size, SizeSpec, Spanned, Stmt, StmtKind, TimeSpec, TimeUnit, Wait, WaitOp,
 };
 
 use super::comms::{CommRef, Comms};
@@ -164,7 +163,10 @@ impl Builder<'_> {
     }
 
     fn site(&self, idx: u32) -> Option<String> {
-        self.sites.get(idx as usize).filter(|s| !s.is_empty()).cloned()
+        self.sites
+            .get(idx as usize)
+            .filter(|s| !s.is_empty())
+            .cloned()
     }
 
     pub fn compute(&mut self, acc: &BTreeMap<u32, Acc>, universe: &[u32]) -> Option<Stmt> {
@@ -176,8 +178,8 @@ impl Builder<'_> {
         let per_rank: BTreeMap<u32, f64> = acc.iter().map(|(r, a)| (*r, a.mean())).collect();
         let max = per_rank.values().copied().fold(0.0, f64::max);
         if max < MIN_COMPUTE_NS {
-            self.dropped_compute_ns += acc.values().map(|a| a.sum_ns).sum::<f64>()
-                / self.traced.len().max(1) as f64;
+            self.dropped_compute_ns +=
+                acc.values().map(|a| a.sum_ns).sum::<f64>() / self.traced.len().max(1) as f64;
             return None;
         }
         // Ranks of this block for which the statement is a no-op compute nothing here.
@@ -222,10 +224,7 @@ impl Builder<'_> {
             } else if sd > mean / 3.0 && sd >= MIN_COMPUTE_NS {
                 (
                     TimeSpec::Fixed(Spanned::derived(duration(mean))),
-                    Some(format!(
-                        "# spread sd {} is wide: fixed mean",
-                        fmt_time(sd)
-                    )),
+                    Some(format!("# spread sd {} is wide: fixed mean", fmt_time(sd))),
                 )
             } else {
                 (TimeSpec::Fixed(Spanned::derived(duration(mean))), None)
@@ -476,7 +475,11 @@ fn ranges(ranks: &[u32]) -> Vec<(u32, u32)> {
 
 pub(crate) fn list_ranks(ranks: &[u32]) -> String {
     let parts: Vec<String> = ranks_text(ranks);
-    format!("rank{} {}", if ranks.len() == 1 { "" } else { "s" }, parts.join(", "))
+    format!(
+        "rank{} {}",
+        if ranks.len() == 1 { "" } else { "s" },
+        parts.join(", ")
+    )
 }
 
 fn ranks_text(ranks: &[u32]) -> Vec<String> {

@@ -12,6 +12,9 @@ use perfskel_grammar::ast::{BinOp, CommDef, Expr, ExprKind, Ident, Topology};
 use crate::semantics::Shape;
 use crate::trace::{Op, RankTrace};
 
+/// One creating call on one rank: rank, new communicator id, parent id, site id, call.
+type Creation = (u32, u64, Option<u64>, u64, Op);
+
 /// A communicator as tokens refer to it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub(crate) enum CommRef {
@@ -50,7 +53,7 @@ impl Comms {
             ..Comms::default()
         };
         // The k-th creating call of every rank creates the same communicator.
-        let mut created: BTreeMap<usize, Vec<(u32, u64, Option<u64>, u64, Op)>> = BTreeMap::new();
+        let mut created: BTreeMap<usize, Vec<Creation>> = BTreeMap::new();
         for (rank, trace) in ranks {
             for (id, members) in &trace.comms {
                 comms.members.insert((*rank, *id), members.clone());
@@ -63,13 +66,10 @@ impl Comms {
             });
             for (k, ev) in creating.enumerate() {
                 if let Some(new) = ev.newcomm {
-                    created.entry(k).or_default().push((
-                        *rank,
-                        new,
-                        ev.comm,
-                        ev.site,
-                        ev.op,
-                    ));
+                    created
+                        .entry(k)
+                        .or_default()
+                        .push((*rank, new, ev.comm, ev.site, ev.op));
                 }
             }
         }
@@ -218,7 +218,13 @@ fn split_def(members: &BTreeMap<u32, Vec<i64>>, n_ranks: u32, shape: &Shape) -> 
 fn candidates(n_ranks: u32, shape: &Shape) -> Vec<(Expr, Vec<i64>)> {
     let n = i64::from(n_ranks);
     let rank = || Expr::new(ExprKind::Rank);
-    let bin = |op, k: i64| Expr::new(ExprKind::Binary(op, Box::new(rank()), Box::new(Expr::int(k))));
+    let bin = |op, k: i64| {
+        Expr::new(ExprKind::Binary(
+            op,
+            Box::new(rank()),
+            Box::new(Expr::int(k)),
+        ))
+    };
     let mut out = Vec::new();
     if let Shape::Grid { dims, .. } = shape {
         for d in 0..dims.len() {

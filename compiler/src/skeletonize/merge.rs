@@ -99,7 +99,12 @@ impl Merger<'_> {
         }
     }
 
-    fn candidates(&self, seqs: &[(u32, &[MNode])], cursor: &[usize], active: &[usize]) -> Vec<Cand> {
+    fn candidates(
+        &self,
+        seqs: &[(u32, &[MNode])],
+        cursor: &[usize],
+        active: &[usize],
+    ) -> Vec<Cand> {
         let mut cands: Vec<Cand> = Vec::new();
         for &i in active {
             match &seqs[i].1[cursor[i]] {
@@ -283,7 +288,9 @@ impl Merger<'_> {
         // Groups whose remaining sequences merge without conditions go together (a
         // worker that ran one task less than the others).
         let rest_of = |g: &[usize]| -> Vec<(u32, &[MNode])> {
-            g.iter().map(|&i| (seqs[i].0, &seqs[i].1[cursor[i]..])).collect()
+            g.iter()
+                .map(|&i| (seqs[i].0, &seqs[i].1[cursor[i]..]))
+                .collect()
         };
         let mut buckets: Vec<(Vec<usize>, Vec<MNode>)> = Vec::new();
         for g in groups {

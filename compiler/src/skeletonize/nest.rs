@@ -56,7 +56,9 @@ pub(crate) enum MNode {
     },
     /// Rank-conditional code: each branch with the ranks that take it; the last branch
     /// is the `else` and also takes every rank not listed.
-    If { branches: Vec<(Vec<u32>, Vec<MNode>)> },
+    If {
+        branches: Vec<(Vec<u32>, Vec<MNode>)>,
+    },
 }
 
 /// One rank's nest and how much of its time the loops cover.
@@ -127,7 +129,13 @@ impl Walk<'_> {
                     }
                     self.pos += 1;
                 }
-                (MNode::Loop { body, .. }, Node::Loop { count, body: nest_body }) => {
+                (
+                    MNode::Loop { body, .. },
+                    Node::Loop {
+                        count,
+                        body: nest_body,
+                    },
+                ) => {
                     for _ in 0..*count {
                         self.accumulate(body, nest_body, depth + 1);
                     }

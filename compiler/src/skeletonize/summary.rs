@@ -103,7 +103,8 @@ impl Summary {
             ));
         }
         // Why long: little repetition, explicit peers, rank conditionals.
-        let long = self.compression_ratio > 0.0 && self.compression_ratio < 4.0 && self.raw_events > 40;
+        let long =
+            self.compression_ratio > 0.0 && self.compression_ratio < 4.0 && self.raw_events > 40;
         if long || self.loop_time_pct < 50.0 && self.tokens > 20 {
             notes.push(format!(
                 "long skeleton: only {} % of the time is inside loops; the call sequence has little repetition",
@@ -142,7 +143,11 @@ impl Summary {
         );
         let _ = writeln!(out, "raw events         {}", self.raw_events);
         let _ = writeln!(out, "statements         {}", self.statements);
-        let _ = writeln!(out, "compression        {:.2}x ({} algorithm)", self.compression_ratio, self.algorithm);
+        let _ = writeln!(
+            out,
+            "compression        {:.2}x ({} algorithm)",
+            self.compression_ratio, self.algorithm
+        );
         let _ = writeln!(out, "loops              {}", self.loops);
         let _ = writeln!(out, "time in loops      {:.1} %", self.loop_time_pct);
         let _ = writeln!(out, "app_time           {:.6} s", self.app_time_s);

@@ -265,7 +265,14 @@ fn kind_of(
         live.insert(id, slot);
         Some(slot)
     };
-    let p2p = |op, halves, tag, req| Some(Kind::P2p { op, halves, tag, req });
+    let p2p = |op, halves, tag, req| {
+        Some(Kind::P2p {
+            op,
+            halves,
+            tag,
+            req,
+        })
+    };
     match ev.op {
         Op::Send | Op::Bsend | Op::Ssend | Op::Rsend => {
             let h = half(ev.peer, ev.bytes, out);
@@ -290,8 +297,14 @@ fn kind_of(
             let r = half(ev.src, ev.rbytes.or(ev.bytes), out);
             p2p(P2pOp::Sendrecv, vec![s, r], tag(ev.tag), None)
         }
-        Op::Wait | Op::Waitall | Op::Waitany | Op::Waitsome | Op::Test | Op::Testall
-        | Op::Testany | Op::Testsome => {
+        Op::Wait
+        | Op::Waitall
+        | Op::Waitany
+        | Op::Waitsome
+        | Op::Test
+        | Op::Testall
+        | Op::Testany
+        | Op::Testsome => {
             let is_test = matches!(ev.op, Op::Test | Op::Testall | Op::Testany | Op::Testsome);
             if is_test && ev.flag == Some(0) {
                 return None;

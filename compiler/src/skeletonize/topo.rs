@@ -29,7 +29,11 @@ impl Directions {
     /// `MPI_PROC_NULL` included (a border must have a missing neighbour). The
     /// logicalization's pattern wins ties. Matching the communication graph alone cannot
     /// tell a 2 × 2 grid from a ring of 4; the peers of the calls can.
-    pub fn choose(report: Option<&Logicalization>, n_ranks: u32, peers: &[(u32, Option<u64>)]) -> Directions {
+    pub fn choose(
+        report: Option<&Logicalization>,
+        n_ranks: u32,
+        peers: &[(u32, Option<u64>)],
+    ) -> Directions {
         let mut candidates: Vec<Topology> = Vec::new();
         if let Some(t) = report
             .and_then(|r| r.patterns.first())
