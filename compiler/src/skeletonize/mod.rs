@@ -29,6 +29,9 @@ mod summary;
 mod tokens;
 mod topo;
 
+#[cfg(test)]
+mod tests;
+
 use std::collections::BTreeMap;
 
 use perfskel_grammar::ast::{Block, Decl, Ident, Program, Site, Stmt, StmtKind, Trivia};
