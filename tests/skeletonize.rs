@@ -148,8 +148,12 @@ fn trace_counts(trace: &Path) -> Vec<(u64, u64)> {
 /// Records, skeletonizes and checks one application; `iters` is the loop count its
 /// command line asked for.
 fn check_app(mpi: Mpi, app: &str, args: &[&str], iters: i64) {
+    check_app_with(mpi, app, args, iters, &[]);
+}
+
+fn check_app_with(mpi: Mpi, app: &str, args: &[&str], iters: i64, options: &[&str]) {
     let (_dir, trace) = record(mpi, app, args);
-    let (text, summary) = skeletonize_cli(&trace, &[]);
+    let (text, summary) = skeletonize_cli(&trace, options);
     let (program, diags) = perfskel_grammar::parse(&text);
     assert!(diags.is_empty(), "{text}");
     let mut found = Vec::new();
@@ -230,7 +234,13 @@ fn transpose_openmpi() {
 }
 #[test]
 fn tree_reduce_openmpi() {
-    check_app(Mpi::OpenMpi, "tree_reduce", &["1000", "3"], 3);
+    check_app_with(
+        Mpi::OpenMpi,
+        "tree_reduce",
+        &["1000", "3"],
+        3,
+        &["--algorithm", "greedy", "--merge-sizes", "5"],
+    );
 }
 #[test]
 fn rowcol_openmpi() {
@@ -515,4 +525,53 @@ fn loop_counts_are_recorded_literals() {
     let mut found = Vec::new();
     loops(&program.body.stmts, &mut found);
     assert_eq!(found.first().map(|l| l.0), Some(9), "{text}");
+}
+
+/// `--merge-sizes`: sizes within 5 % of each other become one (the largest), so the
+/// iterations become one loop; the merges are reported.
+#[test]
+fn near_equal_sizes_merge_into_one_loop() {
+    let sizes = [1000u64, 1004, 1008, 1002, 1006, 1001];
+    let ranks: Vec<RankTrace> = (0..2)
+        .map(|rank| {
+            let mut s = Synth::new();
+            for b in sizes {
+                let op = if rank == 0 { Op::Send } else { Op::Recv };
+                s.call(50_000, op, |e| {
+                    e.peer = Some(1 - i64::from(rank));
+                    e.bytes = Some(b);
+                    e.tag = Some(0);
+                });
+            }
+            s.finish(rank, 2)
+        })
+        .collect();
+    let (plain, plain_summary) = run_synthetic(&ranks, Algorithm::Exact);
+    assert_eq!(plain_summary.loops, 0, "{plain}");
+    let input = Input {
+        name: "synthetic".into(),
+        ranks: ranks.iter().map(RankSource::Trace).collect(),
+        site_names: site_names(),
+        origin: "a synthetic trace".into(),
+    };
+    let options = Options {
+        merge_sizes_pct: Some(5.0),
+        ..Options::default()
+    };
+    let sk = skeletonize::skeletonize(&input, &options, &mut |_| {});
+    let text = perfskel_grammar::printer::print(&sk.program);
+    assert!(text.contains("loop 6"), "{text}");
+    assert!(text.contains("1008 B"), "{text}");
+    assert_eq!(sk.summary.merged_sizes.len(), 5);
+    assert!(
+        sk.summary.notes.iter().any(|n| n.contains("--merge-sizes")),
+        "{:?}",
+        sk.summary.notes
+    );
+    assert!(
+        check(&sk.program, &text, CheckOptions::default())
+            .diags
+            .is_empty(),
+        "{text}"
+    );
 }
