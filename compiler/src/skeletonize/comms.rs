@@ -39,6 +39,8 @@ pub(crate) struct Comms {
     pub decls: Vec<Decl>,
     /// (rank, rank-local id) → communicator.
     map: BTreeMap<(u32, u64), CommRef>,
+    /// (rank, communicator) → rank-local id.
+    local: BTreeMap<(u32, CommRef), u64>,
     /// Members (world ranks) of each rank's communicators, by rank-local id.
     members: BTreeMap<(u32, u64), Vec<i64>>,
     pub n_ranks: u32,
@@ -130,6 +132,7 @@ impl Comms {
                 Some(c) => {
                     for (r, id, ..) in calls {
                         comms.map.insert((*r, *id), c);
+                        comms.local.insert((*r, c), *id);
                     }
                 }
                 None => comms.unexpressed.push(format!(
@@ -150,12 +153,8 @@ impl Comms {
     }
 
     fn members_of(&self, rank: u32, comm: CommRef) -> Option<&Vec<i64>> {
-        let id = self
-            .map
-            .iter()
-            .find(|((r, _), c)| *r == rank && **c == comm)
-            .map(|((_, id), _)| *id)?;
-        self.members.get(&(rank, id))
+        let id = self.local.get(&(rank, comm))?;
+        self.members.get(&(rank, *id))
     }
 
     /// The number of ranks of `comm` as `rank` sees it.

@@ -434,6 +434,12 @@ pub(crate) fn tags_are_constant(ranks: &[&RankTrace]) -> bool {
     let mut by_site: BTreeMap<(String, u64), i64> = BTreeMap::new();
     for trace in ranks {
         for ev in &trace.events {
+            // A sendrecv has one tag clause in the DSL.
+            if let (Some(t), Some(r)) = (ev.tag, ev.rtag) {
+                if t != r {
+                    return false;
+                }
+            }
             for t in [ev.tag, ev.rtag].into_iter().flatten() {
                 if t == TAG_ANY || t < 0 {
                     return false;
