@@ -12,8 +12,10 @@ pub mod cmd_check;
 pub mod cmd_demo;
 pub mod cmd_fmt;
 pub mod cmd_record;
+pub mod cmd_skeletonize;
 pub mod cmd_topo;
 pub mod cmd_trace;
+pub mod demo_pipeline;
 pub mod files;
 
 /// Performance skeletons of MPI applications.
@@ -47,6 +49,9 @@ pub enum Command {
     /// Find the logical topology of a communication matrix or trace: the matched pattern,
     /// rank coordinates, rejected candidates and unexplained traffic; `--plot` draws it.
     Topo(cmd_topo::Args),
+    /// Turn a trace into a skeleton: per-rank loop nests merged into one SPMD program
+    /// over the logical topology; prints a summary (`--format json`).
+    Skeletonize(cmd_skeletonize::Args),
 }
 
 /// Parses the command line and runs the subcommand.
@@ -60,6 +65,7 @@ pub fn main() -> ExitCode {
         Command::Trace(args) => cmd_trace::run(args),
         Command::Analyze(args) => cmd_analyze::run(args),
         Command::Topo(args) => cmd_topo::run(args),
+        Command::Skeletonize(args) => cmd_skeletonize::run(args),
     };
     match result {
         Ok(code) => code,

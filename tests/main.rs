@@ -3,5 +3,6 @@
 mod analyze;
 mod common;
 mod dsl;
+mod skeletonize;
 mod topo;
 mod tracer;

@@ -9,4 +9,5 @@ pub mod check;
 pub mod compress;
 pub mod logicalize;
 pub mod semantics;
+pub mod skeletonize;
 pub mod trace;
