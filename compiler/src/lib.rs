@@ -8,5 +8,6 @@ pub mod back;
 pub mod check;
 pub mod compress;
 pub mod logicalize;
+pub mod scale;
 pub mod semantics;
 pub mod trace;
