@@ -9,7 +9,7 @@ use std::process::ExitCode;
 
 use perfskel_compiler::back::{self, Backend, GeneratedFile};
 use perfskel_compiler::check::{check, Options as CheckOptions};
-use perfskel_compiler::scale::{self, seconds_text, Model, ScaleOptions};
+use perfskel_compiler::scale::{self, seconds_text, Model, ScaleOptions, Scaled};
 use perfskel_grammar::Diag;
 
 use crate::cmd_calibrate;
@@ -86,80 +86,126 @@ pub const MANIFEST: &str = ".perfskel-generated";
 /// Files and folders that building or running a generated program creates.
 pub const BUILD_PRODUCTS: &[&str] = &["skeleton", ".build-flags", "Cargo.lock", "target", MANIFEST];
 
-pub fn run(args: Args) -> Result<ExitCode, String> {
-    let name = args.file.display().to_string();
-    let source = read_source(&args.file)?;
-    let (program, mut diags) = perfskel_grammar::parse(&source);
+/// A compiled skeleton: the scaled program, its generated files, the diagnostics
+/// (warnings) and a one-line report of what scaling reached.
+pub struct Compiled {
+    pub scaled: Scaled,
+    pub files: Vec<GeneratedFile>,
+    pub diags: Vec<Diag>,
+    pub report: String,
+}
+
+/// Why a skeleton did not compile: diagnostics to show with the source, or a message.
+pub enum CompileError {
+    Diags(Vec<Diag>),
+    Message(String),
+}
+
+/// Parses, checks, scales and emits one skeleton. `source_name` is the file name used
+/// in generated comments; `files` is empty when `backend` is `None` (only scaling).
+pub fn compile(
+    source_name: &str,
+    source: &str,
+    ratio: u64,
+    backend: Option<Backend>,
+    model: &Model,
+) -> Result<Compiled, CompileError> {
+    let (program, mut diags) = perfskel_grammar::parse(source);
     let mut info = None;
     if !diags.iter().any(Diag::is_error) {
-        let checked = check(&program, &source, CheckOptions::default());
+        let checked = check(&program, source, CheckOptions::default());
         diags.extend(checked.diags);
         info = checked.info;
     }
-    emit(&name, &source, &diags);
     let Some(info) = info.filter(|_| !diags.iter().any(Diag::is_error)) else {
-        return Err(format!("{name} has errors; fix them before compiling"));
+        return Err(CompileError::Diags(diags));
     };
-    let (model, model_from) = load_model(args.model.as_deref(), args.mpi)?;
-    let scaled = match scale::scale(
-        &program,
-        &info,
-        &ScaleOptions {
-            ratio: args.ratio,
-            model: model.clone(),
-        },
-    ) {
-        Ok(s) => s,
-        Err(diag) => {
-            emit(&name, &source, &[diag]);
-            return Ok(ExitCode::FAILURE);
-        }
+    let options = ScaleOptions {
+        ratio,
+        model: model.clone(),
     };
-    emit(&name, &source, &scaled.warnings);
-    let rechecked = check(&scaled.program, &source, CheckOptions::default());
+    let scaled = scale::scale(&program, &info, &options).map_err(|d| {
+        diags.push(d);
+        CompileError::Diags(diags.clone())
+    })?;
+    diags.extend(scaled.warnings.iter().cloned());
+    let rechecked = check(&scaled.program, source, CheckOptions::default());
     let Some(scaled_info) = rechecked.info else {
-        emit(&name, &source, &rechecked.diags);
-        return Err("the scaled skeleton does not check (a bug in the scaling pass)".into());
+        diags.extend(rechecked.diags);
+        diags.push(Diag::error(
+            "scaling-broke-check",
+            "the scaled skeleton does not check: this is a bug in the scaling pass",
+        ));
+        return Err(CompileError::Diags(diags));
     };
-    eprintln!(
-        "perfskel compile: {name} at 1:{}: expected skeleton time {} (target {}), ratio reached 1:{:.1}; compute x{:.4}, message sizes x{:.4}; model {model_from}{}",
-        args.ratio,
+    let report = format!(
+        "{source_name} at 1:{ratio}: expected skeleton time {} (target {}), ratio reached 1:{:.1}; compute x{:.4}, message sizes x{:.4}; model {}{}",
         seconds_text(scaled.expected_skeleton_s),
-        seconds_text(program.app_time.value.seconds() / args.ratio as f64),
+        seconds_text(program.app_time.value.seconds() / ratio as f64),
         scaled.ratio_reached,
         scaled.compute_factor,
         scaled.size_factor,
+        model.mpi,
         scaled
             .unscaled_model_s
             .map(|t| format!("; the model gives the unscaled skeleton {}", seconds_text(t)))
             .unwrap_or_default()
     );
+    let files = match backend {
+        None => Vec::new(),
+        Some(backend) => {
+            let options = back::Options {
+                ratio,
+                app_time_s: program.app_time.value.seconds(),
+                source_name: source_name.to_string(),
+                source: source.to_string(),
+            };
+            back::emit(&scaled.program, &scaled_info, backend, &options)
+                .map_err(CompileError::Message)?
+        }
+    };
+    Ok(Compiled {
+        scaled,
+        files,
+        diags,
+        report,
+    })
+}
+
+pub fn run(args: Args) -> Result<ExitCode, String> {
+    let name = args.file.display().to_string();
+    let source = read_source(&args.file)?;
+    let (model, model_from) = load_model(args.model.as_deref(), args.mpi)?;
+    let source_name = args
+        .file
+        .file_name()
+        .map_or_else(|| name.clone(), |f| f.to_string_lossy().into_owned());
+    let backend = args.emit.is_none().then_some(args.backend);
+    let compiled = match compile(&source_name, &source, args.ratio, backend, &model) {
+        Ok(c) => c,
+        Err(CompileError::Diags(diags)) => {
+            emit(&name, &source, &diags);
+            return Ok(ExitCode::FAILURE);
+        }
+        Err(CompileError::Message(m)) => return Err(m),
+    };
+    emit(&name, &source, &compiled.diags);
+    eprintln!("perfskel compile: {} ({model_from})", compiled.report);
     if args.emit.is_some() {
-        print!("{}", perfskel_grammar::print(&scaled.program));
+        print!("{}", perfskel_grammar::print(&compiled.scaled.program));
         return Ok(ExitCode::SUCCESS);
     }
     let Some(output) = args.output else {
         return Err("give an output directory with -o".into());
     };
-    let source_name = args
-        .file
-        .file_name()
-        .map_or_else(|| name.clone(), |f| f.to_string_lossy().into_owned());
-    let options = back::Options {
-        ratio: args.ratio,
-        app_time_s: program.app_time.value.seconds(),
-        source_name,
-        source: source.clone(),
-    };
-    let files = back::emit(&scaled.program, &scaled_info, args.backend, &options)?;
-    write_output(&output, &files, args.force)?;
+    write_output(&output, &compiled.files, args.force)?;
     eprintln!(
         "perfskel compile: wrote {} into {} ({} back end); `perfskel run {} -np {}` builds and runs it",
-        plural(files.len(), "file"),
+        plural(compiled.files.len(), "file"),
         output.display(),
         args.backend,
         output.display(),
-        program.ranks.value
+        compiled.scaled.program.ranks.value
     );
     Ok(ExitCode::SUCCESS)
 }

@@ -227,7 +227,7 @@ impl Planner {
             )
             .at(l.count.pos, format!("cut by {} only", ratio_text(factor)))
             .with_note(format!(
-                "each remaining iteration stands for {} of the application's: its compute spans are {} shorter, its communication is not",
+                "each remaining iteration stands for {} of the application's iterations: its compute spans are {} times shorter, its communication is not shortened",
                 ratio_text(body_k),
                 ratio_text(body_k)
             ));
