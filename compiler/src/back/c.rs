@@ -395,6 +395,10 @@ impl<'a> Writer<'a> {
         self.line("const long long rank = rank_i, nranks = nranks_i;");
         self.line("(void)rank;");
         self.line("(void)nranks;");
+        if !self.neighbours.is_empty() {
+            self.line("int ps_src; /* the unused half of MPI_Cart_shift */");
+            self.line("(void)ps_src;");
+        }
         self.setup_world();
         self.setup_names();
         let regions_end = self
@@ -531,7 +535,7 @@ impl<'a> Writer<'a> {
         }
         if comm == "world" {
             let vars: Vec<&str> = entries.iter().map(|(_, v)| v.as_str()).collect();
-            self.line(&format!("int ps_src, {};", vars.join(", ")));
+            self.line(&format!("int {};", vars.join(", ")));
         }
         for (text, var) in entries {
             let dir = self.find_direction(&text);
@@ -691,7 +695,7 @@ impl<'a> Writer<'a> {
 
     fn compute(&mut self, c: &Compute, stmt: &Stmt) {
         let ws = c.working_set.and_then(|w| w.value.bytes()).unwrap_or(0);
-        let secs = |d: &Spanned<Duration>| number(d.value.seconds());
+        let secs = |d: &Spanned<Duration>| seconds_literal(d.value);
         let time = match &c.time {
             TimeSpec::Fixed(d) => secs(d),
             TimeSpec::PerRank(values) => {
@@ -732,7 +736,7 @@ impl<'a> Writer<'a> {
         };
         match peer {
             Peer::Any => "MPI_ANY_SOURCE".into(),
-            Peer::Rank(e) => format!("(int)({})", strip_parens(&self.expr(e))),
+            Peer::Rank(e) => as_int(&self.expr(e)),
             Peer::Dir(d) => {
                 if let Some(var) = self
                     .neighbours
@@ -842,9 +846,10 @@ impl<'a> Writer<'a> {
         } else {
             format!("{cvar});")
         };
-        let root = c.root.as_ref().map_or("0".to_string(), |e| {
-            format!("(int)({})", strip_parens(&self.expr(e)))
-        });
+        let root = c
+            .root
+            .as_ref()
+            .map_or("0".to_string(), |e| as_int(&self.expr(e)));
         let bytes = match &c.size {
             Some(SizeSpec::Fixed(s)) => s.value.bytes().unwrap_or(0),
             _ => 0,
@@ -1002,9 +1007,7 @@ impl<'a> Writer<'a> {
         match &d.def {
             CommDef::Split { color, key, .. } => {
                 let color = strip_parens(&self.expr(color)).to_string();
-                let key = key.as_ref().map_or(parent_rank, |k| {
-                    format!("(int)({})", strip_parens(&self.expr(k)))
-                });
+                let key = key.as_ref().map_or(parent_rank, |k| as_int(&self.expr(k)));
                 self.line(&format!(
                     "MPI_Comm_split({parent}, {color} >= 0 ? (int)({color}) : MPI_UNDEFINED, {key}, &{var});"
                 ));
@@ -1142,6 +1145,28 @@ fn collect_working_sets(block: &Block, out: &mut Vec<u64>) {
             }
             _ => {}
         }
+    }
+}
+
+/// An `int` argument from a C expression of type long long: a literal as it is,
+/// anything else with a cast.
+fn as_int(expr: &str) -> String {
+    if expr.parse::<i32>().is_ok() {
+        expr.to_string()
+    } else {
+        format!("(int)({})", strip_parens(expr))
+    }
+}
+
+/// A C literal of a duration in seconds that keeps the skeleton's digits: `21.86e-6`
+/// for 21.86 us.
+fn seconds_literal(d: Duration) -> String {
+    let value = printer::number(d.value);
+    match d.unit {
+        TimeUnit::S => value,
+        TimeUnit::Ms => format!("{value}e-3"),
+        TimeUnit::Us => format!("{value}e-6"),
+        TimeUnit::Ns => format!("{value}e-9"),
     }
 }
 
