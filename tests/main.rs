@@ -2,6 +2,7 @@
 
 mod analyze;
 mod common;
+mod compile;
 mod dsl;
 mod skeletonize;
 mod topo;
