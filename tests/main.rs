@@ -3,5 +3,6 @@
 mod analyze;
 mod common;
 mod dsl;
+mod rust_backend;
 mod topo;
 mod tracer;

@@ -6,6 +6,8 @@
 //! finalize, and rank 0 prints one [`RunResult`] line (see [`RunResult::line`]) that
 //! `perfskel run` and `perfskel validate` read back.
 
+pub mod rust;
+
 use std::fmt;
 
 /// The back ends perfskel has.
@@ -37,6 +39,19 @@ impl fmt::Display for Backend {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
     }
+}
+
+/// What a back end needs besides the checked program.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Options {
+    /// K of the target ratio 1:K: the program runs 1/K of the application's time.
+    pub ratio: u64,
+    /// The `app_time` of the unscaled skeleton, in seconds.
+    pub app_time_s: f64,
+    /// The .skel file's name without directories, for comments (`stencil2d.skel`).
+    pub source_name: String,
+    /// The .skel file's text, to cite its lines.
+    pub source: String,
 }
 
 /// One generated file: a path relative to the output directory (always `/`-separated)

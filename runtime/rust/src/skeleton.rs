@@ -246,6 +246,12 @@ impl Skeleton {
         }
     }
 
+    /// This rank's coordinates in the world topology (grids, rings and chains: row-major;
+    /// hypercubes: its bits; none otherwise); `coords()[i]` is `coord(i)`.
+    pub fn coords(&self) -> Vec<i64> {
+        self.world_coords.iter().map(|&c| c as i64).collect()
+    }
+
     /// `compute TIME [working_set SIZE]`: runs the calibrated kernel.
     pub fn compute(&mut self, time: impl Into<TimeSpec>) -> Compute<'_> {
         Compute {
@@ -255,9 +261,16 @@ impl Skeleton {
         }
     }
 
-    /// `comm NAME = split(PARENT, color = C, key = K)`: a negative color leaves this
-    /// rank out.
-    pub fn split(&mut self, name: &str, parent: Comm, color: i64, key: i64) -> Comm {
+    /// `comm NAME = split(PARENT, color = C)`: ranks ordered as in the parent; a
+    /// negative color leaves this rank out.
+    pub fn split(&mut self, name: &str, parent: Comm, color: i64) -> Comm {
+        let key = self.comm_entry(parent).rank as i64;
+        self.split_with_key(name, parent, color, key)
+    }
+
+    /// `comm NAME = split(PARENT, color = C, key = K)`: ranks ordered by key; a
+    /// negative color leaves this rank out.
+    pub fn split_with_key(&mut self, name: &str, parent: Comm, color: i64, key: i64) -> Comm {
         let entry = self.comm_entry(parent);
         let color = if color < 0 {
             Color::undefined()
@@ -342,9 +355,8 @@ impl Skeleton {
         self.start.elapsed().as_secs_f64()
     }
 
-    /// Ends the run: completes no request (every request must have been completed:
-    /// pending ones are an error), stops the clock after a barrier, and prints the
-    /// result line on rank 0. Returns the measured skeleton time in seconds. MPI is
+    /// Ends the run: stops the clock after a barrier and prints the result line on
+    /// rank 0 (a request still pending is an error). Returns the measured skeleton time in seconds. MPI is
     /// finalized when the skeleton is dropped.
     pub fn finish(mut self) -> f64 {
         let pending = self.requests.pending_names();
