@@ -16,6 +16,9 @@
 //! shortest round-trip form.
 
 mod code;
+mod syntax;
+
+pub use syntax::to_rust_ident;
 
 use perfskel_grammar::ast::Program;
 

@@ -17,7 +17,7 @@ fn main() {
         .and_then(|s| s.parse::<u64>().ok())
         .unwrap_or(1);
     let rows = (1..=n_ranks)
-        .filter(|r| n_ranks % r == 0 && r * r <= n_ranks)
+        .filter(|r| n_ranks.is_multiple_of(*r) && r * r <= n_ranks)
         .max()
         .unwrap_or(1);
     let mut sk = Skeleton::builder("halo", Topology::torus(&[rows, n_ranks / rows]))
