@@ -502,6 +502,26 @@ fn run_examples(mpi: Mpi) {
             run.output().expect("mpirun runs")
         };
         let stdout = text(&output.stdout);
+        if name == "cg.skel" {
+            // A job with another rank count than the skeleton's is refused clearly.
+            let mut wrong = Command::new(format!("mpirun.{}", mpi.name()));
+            if let Mpi::OpenMpi = mpi {
+                wrong
+                    .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+                    .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+            }
+            wrong.args(["-np", "2", "./skeleton"]).current_dir(&project);
+            let refused = {
+                let _guard = MPI_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+                wrong.output().expect("mpirun runs")
+            };
+            let stderr = text(&refused.stderr);
+            if refused.status.success()
+                || !stderr.contains("skeleton `cg` is written for 4 ranks, the job has 2")
+            {
+                failures.insert(format!("{name} at 2 ranks"), stderr);
+            }
+        }
         let result = RunResult::find_in(&stdout);
         match result {
             Some(r)
