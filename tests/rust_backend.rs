@@ -453,6 +453,12 @@ fn run_examples(mpi: Mpi) {
     programs.push(("halo".into(), String::new()));
     let halo = std::fs::read_to_string(root().join("runtime/rust/examples/halo.rs"))
         .expect("halo example");
+    // The workspace's lock file pins the project's dependencies to the versions the
+    // workspace builds (cargo drops the entries the project does not use).
+    std::fs::create_dir_all(&project).expect("project dir");
+    if !project.join("Cargo.lock").exists() {
+        std::fs::copy(root().join("Cargo.lock"), project.join("Cargo.lock")).expect("copy lock");
+    }
     let mut failures = BTreeMap::new();
     for (name, source) in programs {
         let (expected_name, app_time_s) = if name == "halo" {
