@@ -365,7 +365,7 @@ loop 2 {
     alltoallv per_rank(1 B, 8 B, 0 B, 5 B)
     reduce_scatter 8 B
     scan 12 B on row
-    req a = ibarrier
+    req NEXT = ibarrier
     req b = ibcast 100 B root 3
     req c = ireduce 8 B root 1 on pair
     req d = iallreduce 7 B
@@ -378,8 +378,8 @@ loop 2 {
     req k = ialltoall 16 B on copy
     req l = ialltoallv per_rank(2 B, 0 B, 8 B, 1 B)
     req m = ireduce_scatter 16 B
-    req n = iscan 8 B
-    waitall a, b, c, d, e, f, g, h, i, j, k, l, m, n
+    req None = iscan 8 B
+    waitall NEXT, b, c, d, e, f, g, h, i, j, k, l, m, None
     if rank == 0 {
         recv any 1 KiB tag 4
         recv any 1 KiB tag 4
