@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use perfskel_compiler::check::{check, Options as CheckOptions};
 use perfskel_compiler::compress::Algorithm;
-use perfskel_compiler::skeletonize::{self, Input, Options, RankSource};
+use perfskel_compiler::skeletonize::{self, InMemory, Input, Options, RankSource};
 use perfskel_compiler::trace::format::{self, PEER_PROC_NULL};
 use perfskel_compiler::trace::{Completion, Event, Header, Op, OpClass, RankReader, RankTrace};
 use perfskel_grammar::ast::{Else, ExprKind, Stmt, StmtKind};
@@ -381,10 +381,13 @@ fn site_names() -> BTreeMap<perfskel_compiler::trace::stats::SiteKey, String> {
 }
 
 fn run_synthetic(ranks: &[RankTrace], algorithm: Algorithm) -> (String, skeletonize::Summary) {
+    let names = site_names();
+    let site_name = |k: &perfskel_compiler::trace::stats::SiteKey| names.get(k).cloned();
+    let in_memory = InMemory(ranks.iter().map(RankSource::Trace).collect());
     let input = Input {
         name: "synthetic".into(),
-        ranks: ranks.iter().map(RankSource::Trace).collect(),
-        site_names: site_names(),
+        ranks: &in_memory,
+        site_name: &site_name,
         origin: "a synthetic trace".into(),
     };
     let options = Options {
@@ -548,10 +551,13 @@ fn near_equal_sizes_merge_into_one_loop() {
         .collect();
     let (plain, plain_summary) = run_synthetic(&ranks, Algorithm::Exact);
     assert_eq!(plain_summary.loops, 0, "{plain}");
+    let names = site_names();
+    let site_name = |k: &perfskel_compiler::trace::stats::SiteKey| names.get(k).cloned();
+    let in_memory = InMemory(ranks.iter().map(RankSource::Trace).collect());
     let input = Input {
         name: "synthetic".into(),
-        ranks: ranks.iter().map(RankSource::Trace).collect(),
-        site_names: site_names(),
+        ranks: &in_memory,
+        site_name: &site_name,
         origin: "a synthetic trace".into(),
     };
     let options = Options {
