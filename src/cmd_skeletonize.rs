@@ -7,7 +7,7 @@
 use std::borrow::Cow;
 use std::cell::RefCell;
 use std::collections::BTreeSet;
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -70,11 +70,14 @@ pub struct Outcome {
 
 pub fn run(args: Args) -> Result<ExitCode, String> {
     let outcome = skeletonize_dir(&args)?;
+    // Write errors on standard output (a closed pipe) end the output, not the program.
+    let mut stdout = std::io::stdout().lock();
     match args.format {
         Format::Text => {
-            println!("wrote {}", args.output.display());
-            print!("{}", outcome.skeleton.summary.to_text());
-            println!(
+            let _ = writeln!(stdout, "wrote {}", args.output.display());
+            let _ = write!(stdout, "{}", outcome.skeleton.summary.to_text());
+            let _ = writeln!(
+                stdout,
                 "check              {} error(s), {} warning(s)",
                 outcome.check_errors, outcome.check_warnings
             );
@@ -88,7 +91,7 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
             }
             let json = serde_json::to_string_pretty(&value)
                 .map_err(|e| format!("cannot write JSON: {e}"))?;
-            println!("{json}");
+            let _ = writeln!(stdout, "{json}");
         }
     }
     Ok(if outcome.check_errors > 0 {

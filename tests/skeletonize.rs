@@ -581,3 +581,29 @@ fn near_equal_sizes_merge_into_one_loop() {
         "{text}"
     );
 }
+
+/// `perfskel demo` builds, records, skeletonizes and checks the bundled stencil: the
+/// skeleton has its 20 iterations and passes the checker.
+#[test]
+fn demo_runs_the_pipeline() {
+    let out = {
+        let _guard = MPI_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        perfskel(&["demo", "--example", "stencil2d"])
+    };
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for step in [
+        "1. build",
+        "2. record     4 ranks",
+        "3. skeletonize",
+        "4. check      0 error(s), 0 warning(s)",
+    ] {
+        assert!(stdout.contains(step), "{step}:\n{stdout}");
+    }
+    assert!(stdout.contains("    loop 20 {"), "{stdout}");
+    assert!(stdout.contains("topology grid(2, 2)"), "{stdout}");
+}

@@ -63,6 +63,17 @@ impl Builder<'_> {
                         let cond = (i + 1 < n).then(|| rank_condition(ranks));
                         built.push((cond, stmts));
                     }
+                    // `if A {} else {B}` reads better as `if not A {B}`.
+                    if let [(Some(cond), first), (None, _)] = built.as_slice() {
+                        if first.is_empty() {
+                            let cond = Expr::new(ExprKind::Unary(
+                                perfskel_grammar::ast::UnaryOp::Not,
+                                Box::new(cond.clone()),
+                            ));
+                            let rest = built.pop().map(|b| b.1).unwrap_or_default();
+                            built = vec![(Some(cond), rest)];
+                        }
+                    }
                     let mut stmt = if_chain(built);
                     stmt.trivia.leading.push(format!(
                         "# Ranks differ here: {}.",

@@ -102,13 +102,11 @@ impl Summary {
                     .join(", ")
             ));
         }
-        // Why long: little repetition, explicit peers, rank conditionals.
-        let long =
-            self.compression_ratio > 0.0 && self.compression_ratio < 4.0 && self.raw_events > 40;
-        if long || self.loop_time_pct < 50.0 && self.tokens > 20 {
+        // Why long: little repetition.
+        if self.compression_ratio > 0.0 && self.compression_ratio < 4.0 && self.statements > 20 {
             notes.push(format!(
-                "long skeleton: only {} % of the time is inside loops; the call sequence has little repetition",
-                self.loop_time_pct
+                "long skeleton: {} raw events became {} statements; the call sequence has little repetition ({} % of the time is inside loops)",
+                self.raw_events, self.statements, self.loop_time_pct
             ));
         }
         if self.explicit_peer_statements > 0 {
