@@ -21,8 +21,8 @@ use super::nest::{Acc, MNode};
 use super::tokens::{CollSize, Half, Kind, PeerAbs, Tok};
 use super::topo::Directions;
 
-/// Compute spans whose mean is below this on every rank are not written (loop overhead
-/// and timer noise; their time is reported).
+/// Compute spans whose mean over all executions is below this are not written (loop
+/// overhead and timer noise; their time is reported).
 pub(crate) const MIN_COMPUTE_NS: f64 = 5_000.0;
 
 pub(crate) struct Builder<'a> {
@@ -187,8 +187,7 @@ impl Builder<'_> {
         }
         let mean = acc.values().map(|a| a.sum_ns).sum::<f64>() / total_n as f64;
         let per_rank: BTreeMap<u32, f64> = acc.iter().map(|(r, a)| (*r, a.mean())).collect();
-        let max = per_rank.values().copied().fold(0.0, f64::max);
-        if max < MIN_COMPUTE_NS {
+        if mean < MIN_COMPUTE_NS {
             self.dropped_compute_ns +=
                 acc.values().map(|a| a.sum_ns).sum::<f64>() / self.traced.len().max(1) as f64;
             return None;
