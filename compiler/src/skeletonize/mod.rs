@@ -269,6 +269,7 @@ pub fn skeletonize(
     let mut app_ns = 0u64;
     let mut in_loop = 0.0;
     let mut covered = 0.0;
+    let (mut p2p_bytes, mut explicit_bytes) = (0u64, 0u64);
     for &rank in &merged_ranks {
         let Loaded::Trace(trace) = input.ranks.load(rank) else {
             continue;
@@ -290,6 +291,8 @@ pub fn skeletonize(
         summary.unmatched_requests += tokens.unmatched_requests;
         summary.unknown_waits += tokens.unknown_waits;
         summary.dropped_events += tokens.dropped_events;
+        p2p_bytes += tokens.p2p_bytes;
+        explicit_bytes += tokens.explicit_bytes;
         app_ns = app_ns.max(tokens.app_ns);
         in_loop += nest.in_loop_ns;
         covered += (tokens.app_ns as f64).max(nest.total_ns);
@@ -303,6 +306,11 @@ pub fn skeletonize(
         nests.push((rank, nest));
     }
     let app_ns = app_ns as f64;
+    summary.explicit_peer_bytes_pct = if p2p_bytes > 0 {
+        (10_000.0 * explicit_bytes as f64 / p2p_bytes as f64).round() / 100.0
+    } else {
+        0.0
+    };
     // Share of each rank's run (MPI_Init end to MPI_Finalize start) inside loops.
     summary.loop_time_pct = if covered > 0.0 {
         (1000.0 * in_loop / covered).round() / 10.0

@@ -106,6 +106,9 @@ pub(crate) struct RankTokens {
     pub unmatched_requests: u64,
     pub unknown_waits: u64,
     pub explicit_peers: u64,
+    /// Point-to-point bytes (both directions) and those written with explicit peers.
+    pub p2p_bytes: u64,
+    pub explicit_bytes: u64,
     pub dropped_events: u64,
 }
 
@@ -249,8 +252,11 @@ fn kind_of(
     };
     let half = |peer: Option<i64>, bytes: Option<u64>, out: &mut RankTokens| -> Half {
         let peer_abs = peer_abs(rank, peer, comm, policy);
-        if matches!(peer_abs, PeerAbs::Rank(_)) {
+        let b = bytes.unwrap_or(0);
+        out.p2p_bytes += b;
+        if matches!(peer_abs, PeerAbs::Rank(_) | PeerAbs::Any) {
             out.explicit_peers += 1;
+            out.explicit_bytes += b;
         }
         let null = matches!(peer_abs, PeerAbs::Dirs { null: true, .. });
         Half {
