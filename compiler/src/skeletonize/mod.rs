@@ -201,7 +201,8 @@ pub fn skeletonize(
             summary.incomplete_ranks.push(rank);
         }
         add_to_matrix(&mut survey.matrix, rank, n_ranks, &trace.events, complete);
-        survey.peers.extend(recorded_peers(rank, &trace));
+        let per_rank = (PEER_SAMPLE / n_ranks.max(1) as usize).max(64);
+        survey.peers.extend(recorded_peers(rank, &trace, per_rank));
         let sites = &trace.sites;
         survey.comms.add_rank(rank, &trace, &mut |id| {
             sites.get(&id).and_then(&mut site_name)
@@ -414,8 +415,9 @@ pub fn skeletonize(
     Skeleton { program, summary }
 }
 
-/// At most this many point-to-point peers per rank are scored when choosing the topology.
-const PEER_SAMPLE: usize = 20_000;
+/// At most this many point-to-point peers, over all ranks, are scored when choosing the
+/// topology (and at least 64 per rank).
+const PEER_SAMPLE: usize = 200_000;
 
 /// Adds one rank's sends and collectives to the trace's matrix.
 fn add_to_matrix(
@@ -450,7 +452,7 @@ fn add_to_matrix(
 }
 
 /// The peers of the first point-to-point calls of a rank (`None`: `MPI_PROC_NULL`).
-fn recorded_peers(rank: u32, trace: &RankTrace) -> Vec<(u32, Option<u64>)> {
+fn recorded_peers(rank: u32, trace: &RankTrace, limit: usize) -> Vec<(u32, Option<u64>)> {
     use crate::trace::format::PEER_PROC_NULL;
     use crate::trace::OpClass;
     let mut out = Vec::new();
@@ -465,7 +467,7 @@ fn recorded_peers(rank: u32, trace: &RankTrace) -> Vec<(u32, Option<u64>)> {
                 PEER_PROC_NULL => Some(None),
                 p => u64::try_from(p).ok().map(Some),
             })
-            .take(PEER_SAMPLE);
+            .take(limit);
         out.extend(p2p.map(|p| (rank, p)));
     }
     out
