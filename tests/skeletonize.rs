@@ -607,3 +607,47 @@ fn demo_runs_the_pipeline() {
     assert!(stdout.contains("    loop 20 {"), "{stdout}");
     assert!(stdout.contains("topology grid(2, 2)"), "{stdout}");
 }
+
+/// Nonblocking collectives and completion by `MPI_Waitany`/`MPI_Testall` become request
+/// handles the checker accepts; a test that found nothing complete leaves no statement.
+#[test]
+fn nonblocking_collectives_and_completions() {
+    let ranks: Vec<RankTrace> = (0..2)
+        .map(|rank| {
+            let mut s = Synth::new();
+            for i in 0..4u64 {
+                let base = 10 * i;
+                s.call(30_000, Op::Iallreduce, |e| {
+                    e.bytes = Some(8);
+                    e.rbytes = Some(8);
+                    e.req = Some(base + 1);
+                });
+                s.call(1_000, Op::Irecv, |e| {
+                    e.peer = Some(1 - i64::from(rank));
+                    e.bytes = Some(64);
+                    e.tag = Some(0);
+                    e.req = Some(base + 2);
+                });
+                s.call(1_000, Op::Isend, |e| {
+                    e.peer = Some(1 - i64::from(rank));
+                    e.bytes = Some(64);
+                    e.tag = Some(0);
+                    e.req = Some(base + 3);
+                });
+                s.call(1_000, Op::Testall, |e| {
+                    e.flag = Some(0);
+                });
+                s.call(1_000, Op::Waitany, |e| e.reqs = vec![base + 1]);
+                s.call(1_000, Op::Waitall, |e| e.reqs = vec![base + 3, base + 2]);
+            }
+            s.finish(rank, 2)
+        })
+        .collect();
+    let (text, summary) = run_synthetic(&ranks, Algorithm::Exact);
+    assert!(text.contains("loop 4"), "{text}");
+    assert!(text.contains("req r0 = iallreduce 8 B"), "{text}");
+    assert!(text.contains("wait r0"), "{text}");
+    assert!(text.contains("waitall r1, r2"), "{text}");
+    assert!(!text.contains("test"), "{text}");
+    assert_eq!(summary.rank_conditionals, 0, "{text}");
+}

@@ -133,7 +133,7 @@ pub struct Skeleton {
 /// What the survey pass learns from every rank before tokens are made.
 struct Survey {
     matrix: logicalize::CommMatrix,
-    peers: Vec<(u32, Option<u64>)>,
+    peers: Vec<topo::RecordedPeer>,
     comms: comms::CommSurvey,
     events: tokens::EventSurvey,
     complete: Vec<u32>,
@@ -451,26 +451,37 @@ fn add_to_matrix(
     matrix.self_traffic.add(&part.matrix.self_traffic);
 }
 
-/// The peers of the first point-to-point calls of a rank (`None`: `MPI_PROC_NULL`).
-fn recorded_peers(rank: u32, trace: &RankTrace, limit: usize) -> Vec<(u32, Option<u64>)> {
+/// The peers of the first point-to-point calls of a rank (`None`: `MPI_PROC_NULL`), each
+/// with its call site (object and offset) and half (0: send or receive, 1: the receive
+/// of a sendrecv).
+fn recorded_peers(rank: u32, trace: &RankTrace, limit: usize) -> Vec<topo::RecordedPeer> {
     use crate::trace::format::PEER_PROC_NULL;
     use crate::trace::OpClass;
-    let mut out = Vec::new();
-    {
-        let p2p = trace
-            .events
-            .iter()
-            .filter(|e| e.op.class() == OpClass::PointToPoint)
-            .flat_map(|e| [e.peer, e.src])
-            .flatten()
-            .filter_map(|p| match p {
-                PEER_PROC_NULL => Some(None),
-                p => u64::try_from(p).ok().map(Some),
+    let site = |id: u64| {
+        trace
+            .sites
+            .get(&id)
+            .map(|k| (k.object.clone(), k.offset))
+            .unwrap_or_default()
+    };
+    trace
+        .events
+        .iter()
+        .filter(|e| e.op.class() == OpClass::PointToPoint)
+        .flat_map(|e| [(e, 0u8, e.peer), (e, 1, e.src)])
+        .filter_map(|(e, half, p)| {
+            let peer = match p? {
+                PEER_PROC_NULL => None,
+                p => Some(u64::try_from(p).ok()?),
+            };
+            Some(topo::RecordedPeer {
+                rank,
+                site: (site(e.site), half),
+                peer,
             })
-            .take(limit);
-        out.extend(p2p.map(|p| (rank, p)));
-    }
-    out
+        })
+        .take(limit)
+        .collect()
 }
 
 /// Statements of a block, counting nested ones.
