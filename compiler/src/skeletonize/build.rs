@@ -38,6 +38,9 @@ pub(crate) struct Builder<'a> {
     pub rank_conditionals: usize,
     pub explicit_peer_stmts: usize,
     pub loops: usize,
+    pub omitted_noops: usize,
+    /// Request slots whose operation was left out as a no-op everywhere.
+    pub vanished: std::collections::BTreeSet<u32>,
 }
 
 impl Builder<'_> {
@@ -260,6 +263,19 @@ impl Builder<'_> {
                 tag,
                 req,
             } => {
+                // An operation towards no neighbour on every rank of the world does
+                // nothing anywhere (a single rank's exchange with MPI_PROC_NULL): it is
+                // left out, and so is its request in the completion that follows.
+                if self.noop_everywhere(halves) {
+                    if let Some(slot) = req {
+                        self.vanished.insert(*slot);
+                    }
+                    self.omitted_noops += 1;
+                    return None;
+                }
+                if let Some(slot) = req {
+                    self.vanished.remove(slot);
+                }
                 // A half towards MPI_PROC_NULL where the topology has no missing
                 // neighbour to name cannot be written: a sendrecv keeps its other half.
                 // A half that went to MPI_PROC_NULL on every traced rank has no recorded
@@ -305,31 +321,48 @@ impl Builder<'_> {
                 size: sz,
                 root,
                 req,
-            } => StmtKind::Collective(Collective {
-                op: *op,
-                nonblocking: *nonblocking,
-                request: req.map(handle),
-                size: match sz {
-                    CollSize::None => None,
-                    CollSize::One(b) => Some(SizeSpec::Fixed(Spanned::derived(size(*b)))),
-                    CollSize::PerRank(m) => {
-                        let fill = m.values().copied().max().unwrap_or(0);
-                        Some(SizeSpec::PerRank(
-                            (0..self.n_ranks)
-                                .map(|r| Spanned::derived(size(m.get(&r).copied().unwrap_or(fill))))
-                                .collect(),
-                        ))
-                    }
-                },
-                root: root
-                    .filter(|r| *r != 0 && op.has_root())
-                    .map(|r| Expr::int(i64::from(r))),
-                comm,
-            }),
-            Kind::Wait { op, slots } => StmtKind::Wait(Wait {
-                op: if slots.len() == 1 { WaitOp::Wait } else { *op },
-                handles: slots.iter().map(|s| handle(*s)).collect(),
-            }),
+            } => {
+                if let Some(slot) = req {
+                    self.vanished.remove(slot);
+                }
+                StmtKind::Collective(Collective {
+                    op: *op,
+                    nonblocking: *nonblocking,
+                    request: req.map(handle),
+                    size: match sz {
+                        CollSize::None => None,
+                        CollSize::One(b) => Some(SizeSpec::Fixed(Spanned::derived(size(*b)))),
+                        CollSize::PerRank(m) => {
+                            let fill = m.values().copied().max().unwrap_or(0);
+                            Some(SizeSpec::PerRank(
+                                (0..self.n_ranks)
+                                    .map(|r| {
+                                        Spanned::derived(size(m.get(&r).copied().unwrap_or(fill)))
+                                    })
+                                    .collect(),
+                            ))
+                        }
+                    },
+                    root: root
+                        .filter(|r| *r != 0 && op.has_root())
+                        .map(|r| Expr::int(i64::from(r))),
+                    comm,
+                })
+            }
+            Kind::Wait { op, slots } => {
+                let slots: Vec<u32> = slots
+                    .iter()
+                    .copied()
+                    .filter(|s| !self.vanished.remove(s))
+                    .collect();
+                if slots.is_empty() {
+                    return None;
+                }
+                StmtKind::Wait(Wait {
+                    op: if slots.len() == 1 { WaitOp::Wait } else { *op },
+                    handles: slots.iter().map(|s| handle(*s)).collect(),
+                })
+            }
         };
         let mut stmt = Stmt::new(kind);
         stmt.site = self.site(tok.site).map(|text| Site {
@@ -340,6 +373,21 @@ impl Builder<'_> {
             stmt.trivia.trailing = Some("# requests the trace never completed".into());
         }
         Some(stmt)
+    }
+
+    fn noop_everywhere(&self, halves: &[Half]) -> bool {
+        halves.iter().all(|h| match h.peer {
+            PeerAbs::Dirs { mask, null: true } => {
+                let bit = mask.trailing_zeros() as usize;
+                mask == 0
+                    || self
+                        .dirs
+                        .peers
+                        .iter()
+                        .all(|row| row.get(bit).copied().flatten().is_none())
+            }
+            _ => false,
+        })
     }
 
     fn peer(&self, h: &Half) -> Option<Peer> {

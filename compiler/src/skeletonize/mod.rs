@@ -340,6 +340,8 @@ pub fn skeletonize(
         rank_conditionals: 0,
         explicit_peer_stmts: 0,
         loops: 0,
+        omitted_noops: 0,
+        vanished: Default::default(),
     };
     let mut stmts: Vec<Stmt> = comms
         .decls
@@ -366,6 +368,12 @@ pub fn skeletonize(
     summary.loops = builder.loops;
     summary.rank_conditionals = builder.rank_conditionals;
     summary.explicit_peer_statements = builder.explicit_peer_stmts;
+    if builder.omitted_noops > 0 {
+        summary.notes.push(format!(
+            "{} operation(s) towards MPI_PROC_NULL on every rank (no-ops everywhere) are left out",
+            builder.omitted_noops
+        ));
+    }
     summary.dropped_compute_s = builder.dropped_compute_ns * 1e-9;
     summary.app_time_s = app_ns * 1e-9;
     summary.compression_ratio = if summary.statements > 0 {
