@@ -651,3 +651,38 @@ fn nonblocking_collectives_and_completions() {
     assert!(!text.contains("test"), "{text}");
     assert_eq!(summary.rank_conditionals, 0, "{text}");
 }
+
+/// A single rank exchanging with `MPI_PROC_NULL` only: those calls do nothing anywhere,
+/// so they and their requests are left out, and the summary says so.
+#[test]
+fn single_rank_proc_null_exchanges_are_left_out() {
+    let mut s = Synth::new();
+    for i in 0..3u64 {
+        for (k, op) in [Op::Irecv, Op::Isend].into_iter().enumerate() {
+            s.call(1_000, op, |e| {
+                e.peer = Some(PEER_PROC_NULL);
+                e.bytes = Some(0);
+                e.tag = Some(0);
+                e.req = Some(10 * i + k as u64 + 1);
+            });
+        }
+        s.call(1_000, Op::Waitall, |e| {
+            e.reqs = vec![10 * i + 1, 10 * i + 2]
+        });
+        s.call(40_000, Op::Allreduce, |e| {
+            e.bytes = Some(8);
+            e.rbytes = Some(8);
+        });
+    }
+    let (text, summary) = run_synthetic(&[s.finish(0, 1)], Algorithm::Exact);
+    assert!(text.contains("loop 3"), "{text}");
+    assert!(!text.contains("irecv") && !text.contains("wait"), "{text}");
+    assert!(
+        summary
+            .notes
+            .iter()
+            .any(|n| n.contains("no-ops everywhere")),
+        "{:?}",
+        summary.notes
+    );
+}
