@@ -63,11 +63,32 @@ fn steps(scratch: &Path) -> Result<bool, String> {
     let trace = scratch.join("trace-stencil");
     let me = std::env::current_exe().map_err(|e| format!("demo: {e}"))?;
     let started = Instant::now();
-    let out = Command::new(me)
+    // Open MPI needs --oversubscribe for 4 ranks on fewer cores, and refuses to run as
+    // root (containers) unless told; MPICH's launcher takes neither.
+    let version = Command::new("mpirun")
+        .arg("--version")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default();
+    let openmpi =
+        crate::cmd_record::detect_mpi(&version) == Some(crate::cmd_record::MpiKind::Openmpi);
+    let mut launcher = vec!["mpirun"];
+    if openmpi {
+        launcher.push("--oversubscribe");
+    }
+    launcher.extend(["-np", N_RANKS]);
+    let mut record = Command::new(me);
+    if openmpi {
+        record
+            .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+            .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+    }
+    let out = record
         .arg("record")
         .arg("-o")
         .arg(&trace)
-        .args(["--", "mpirun", "--oversubscribe", "-np", N_RANKS])
+        .arg("--")
+        .args(&launcher)
         .arg(&exe)
         .args(APP_ARGS)
         .output()
