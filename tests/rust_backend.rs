@@ -413,12 +413,11 @@ impl Mpi {
     }
 }
 
+/// The cargo target directories live where `perfskel run` puts them
+/// (`<cache>/cargo-target-<mpi>`) in the tests' shared cache, so the demo test reuses
+/// the rsmpi these tests build.
 fn target_dir() -> PathBuf {
-    // CARGO_TARGET_TMPDIR is `<target>/tmp`.
-    let tmp = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
-    tmp.parent()
-        .map_or(tmp.clone(), Path::to_path_buf)
-        .join("rust-skeletons")
+    crate::common::shared_cache_dir()
 }
 
 /// Writes `files` into `dir`, replacing the previous example's.
@@ -439,7 +438,7 @@ fn write_project(dir: &Path, files: &[GeneratedFile]) {
 /// Builds and runs every example's 4-rank variant, `COLLECTIVES` and the runtime's
 /// hand-written `halo` example under `mpi`.
 fn run_examples(mpi: Mpi) {
-    let cargo_target = target_dir().join(mpi.name());
+    let cargo_target = target_dir().join(format!("cargo-target-{}", mpi.name()));
     let project = target_dir().join("projects").join(mpi.name());
     let mut programs: Vec<(String, String)> = examples()
         .into_iter()

@@ -582,13 +582,19 @@ fn near_equal_sizes_merge_into_one_loop() {
     );
 }
 
-/// `perfskel demo` builds, records, skeletonizes and checks the bundled stencil: the
-/// skeleton has its 20 iterations and passes the checker.
+/// `perfskel demo` builds, records, skeletonizes, checks, compiles for 1:10 and 1:100
+/// with both back ends and runs the four programs: the skeleton has the app's 4000
+/// iterations, and every program prints a prediction. (The accuracy of the predictions is
+/// measured by `scripts/fidelity.sh` and `perfskel validate`, not here.)
 #[test]
 fn demo_runs_the_pipeline() {
     let out = {
         let _guard = MPI_LOCK.lock().unwrap_or_else(|e| e.into_inner());
-        perfskel(&["demo", "--example", "stencil2d"])
+        std::process::Command::new(env!("CARGO_BIN_EXE_perfskel"))
+            .args(["demo", "--example", "stencil2d"])
+            .env("PERFSKEL_CACHE_DIR", crate::common::shared_cache_dir())
+            .output()
+            .expect("the perfskel binary runs")
     };
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
@@ -598,14 +604,27 @@ fn demo_runs_the_pipeline() {
     );
     for step in [
         "1. build",
-        "2. record     4 ranks",
+        "2. record     2 ranks",
         "3. skeletonize",
         "4. check      0 error(s), 0 warning(s)",
+        "5. compile",
+        "6. run",
     ] {
         assert!(stdout.contains(step), "{step}:\n{stdout}");
     }
-    assert!(stdout.contains("    loop 20 {"), "{stdout}");
-    assert!(stdout.contains("topology grid(2, 2)"), "{stdout}");
+    assert!(stdout.contains("    loop 4000 {"), "{stdout}");
+    for row in [
+        "c          1:10",
+        "c         1:100",
+        "rust       1:10",
+        "rust      1:100",
+    ] {
+        let line = stdout
+            .lines()
+            .find(|l| l.trim_start().starts_with(row.trim_start()) && l.contains(" s "))
+            .unwrap_or_else(|| panic!("no result row `{row}`:\n{stdout}"));
+        assert!(!line.contains("failed"), "{line}");
+    }
 }
 
 /// Nonblocking collectives and completion by `MPI_Waitany`/`MPI_Testall` become request
