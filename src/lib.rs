@@ -15,6 +15,7 @@ pub mod cmd_record;
 pub mod cmd_topo;
 pub mod cmd_trace;
 pub mod files;
+pub mod launcher;
 
 /// Performance skeletons of MPI applications.
 ///
