@@ -70,8 +70,7 @@ fn steps(scratch: &Path) -> Result<bool, String> {
         .output()
         .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
         .unwrap_or_default();
-    let openmpi =
-        crate::cmd_record::detect_mpi(&version) == Some(crate::cmd_record::MpiKind::Openmpi);
+    let openmpi = crate::launcher::detect_mpi(&version) == Some(MpiKind::Openmpi);
     let mut launcher = vec!["mpirun"];
     if openmpi {
         launcher.push("--oversubscribe");

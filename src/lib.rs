@@ -20,6 +20,7 @@ pub mod cmd_topo;
 pub mod cmd_trace;
 pub mod demo_pipeline;
 pub mod files;
+pub mod launcher;
 
 /// Performance skeletons of MPI applications.
 ///
