@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Installs the system packages perfskel's demo and tests need, if they are missing:
 # OpenMPI and MPICH (compilers, launchers, headers), gfortran for the Fortran example,
-# libclang for rsmpi, make for the example applications' Makefile. Debian/Ubuntu; uses sudo when not root.
+# libclang for rsmpi, make for the example applications' Makefile, time (GNU time) for the
+# peak-memory figure of scripts/bench-compress.sh. Debian/Ubuntu; uses sudo when not root.
 set -euo pipefail
 
-packages=(openmpi-bin libopenmpi-dev mpich libmpich-dev gfortran libclang-dev pkg-config make)
+packages=(openmpi-bin libopenmpi-dev mpich libmpich-dev gfortran libclang-dev pkg-config make time)
 missing=()
 for p in "${packages[@]}"; do
     dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
