@@ -31,23 +31,42 @@ fn usage() -> ExitCode {
     ExitCode::FAILURE
 }
 
-/// Best-of-`repeats` wall time of `f`, in seconds, and its last result.
-fn best_of<T>(repeats: usize, mut f: impl FnMut() -> T) -> (f64, T) {
+/// CPU time of this thread so far, in seconds (Linux `schedstat`; `None` elsewhere).
+fn thread_cpu_s() -> Option<f64> {
+    let text = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    let ns: f64 = text.split_whitespace().next()?.parse().ok()?;
+    Some(ns / 1e9)
+}
+
+/// Best-of-`repeats` wall time and mean CPU time of `f`, in seconds, and its last result.
+fn best_of<T>(repeats: usize, mut f: impl FnMut() -> T) -> (f64, Option<f64>, T) {
     let mut best = f64::INFINITY;
     let mut result = f();
+    let cpu_start = thread_cpu_s();
     for _ in 0..repeats {
         let start = Instant::now();
         result = f();
         best = best.min(start.elapsed().as_secs_f64());
     }
-    (best, result)
+    let cpu = cpu_start
+        .zip(thread_cpu_s())
+        .map(|(a, b)| (b - a) / repeats.max(1) as f64);
+    (best, cpu, result)
+}
+
+fn ms(seconds: Option<f64>) -> String {
+    seconds.map_or("n/a".to_string(), |s| format!("{:.2} ms", s * 1e3))
+}
+
+fn rate(tokens: usize, seconds: Option<f64>) -> String {
+    seconds.map_or("n/a".to_string(), |s| format!("{:.1}", tokens as f64 / s / 1e6))
 }
 
 fn table(repeats: usize) -> ExitCode {
     println!(
-        "| trace | raw | seed compressed | exact compressed | exact time | exact Mtok/s | greedy compressed | greedy time | greedy Mtok/s |"
+        "| trace | raw | seed | exact | exact CPU | exact wall | exact M tok/s (CPU) | greedy | greedy CPU | greedy wall | greedy M tok/s (CPU) |"
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     let mut ok = true;
     for row in synthetic::NAS {
         let Some(trace) = synthetic::nas(row.name) else {
@@ -56,13 +75,14 @@ fn table(repeats: usize) -> ExitCode {
         let raw = trace.tokens.len();
         let mut cells = Vec::new();
         for algorithm in [Algorithm::Exact, Algorithm::Greedy] {
-            let (seconds, nest) = best_of(repeats, || discover(&trace.tokens, algorithm));
+            let (wall, cpu, nest) = best_of(repeats, || discover(&trace.tokens, algorithm));
             ok &= expand(&nest) == trace.tokens && description_len(&nest) == row.compressed;
             cells.push(format!(
-                "{} | {:.2} ms | {:.1}",
+                "{} | {} | {} | {}",
                 description_len(&nest),
-                seconds * 1e3,
-                raw as f64 / seconds / 1e6
+                ms(cpu),
+                ms(Some(wall)),
+                rate(raw, cpu)
             ));
         }
         println!(
@@ -106,12 +126,14 @@ fn stream(tokens: u64) -> ExitCode {
     let stats = compressor.stats();
     let nest = compressor.finish();
     let seconds = start.elapsed().as_secs_f64();
+    let cpu = thread_cpu_s();
     println!(
-        "greedy stream: {} tokens → description {} in {:.2} s ({:.1} M tokens/s); {} bodies, peak window {} elements",
+        "greedy stream: {} tokens → description {} in {:.2} s wall, {} CPU ({} M tokens/s CPU); {} bodies, peak window {} elements",
         pushed,
         description_len(&nest),
         seconds,
-        pushed as f64 / seconds / 1e6,
+        ms(cpu),
+        rate(pushed as usize, cpu),
         stats.bodies,
         stats.peak_window
     );

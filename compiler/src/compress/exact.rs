@@ -56,9 +56,15 @@ impl Candidate {
     }
 }
 
-/// The exact nest of `tokens`, or `None` when the sequence is too long for the suffix
-/// sorter.
+/// The longest sequence exact discovery takes on (its working memory is about 150 bytes
+/// per token); longer ones get the greedy nest.
+pub const MAX_TOKENS: usize = 1 << 22;
+
+/// The exact nest of `tokens`, or `None` when the sequence is longer than [`MAX_TOKENS`].
 pub fn discover(tokens: &[u32]) -> Option<Vec<Node>> {
+    if tokens.len() > MAX_TOKENS {
+        return None;
+    }
     let mut solver = Solver {
         memo: FxHashMap::default(),
         budget: BUDGET_PER_TOKEN
@@ -98,19 +104,22 @@ impl Solver {
             }
         }
         // Cheapest cover of tokens[..i] for every i.
-        let mut by_end: Vec<Vec<u32>> = vec![Vec::new(); n + 1];
-        for (k, c) in candidates.iter().enumerate() {
-            if c.count >= 2 {
-                by_end[c.end()].push(k as u32);
-            }
-        }
+        let mut by_end: Vec<u32> = (0..candidates.len() as u32)
+            .filter(|&k| candidates[k as usize].count >= 2)
+            .collect();
+        by_end.sort_by_key(|&k| candidates[k as usize].end());
+        let mut next = by_end.iter().peekable();
         let mut best = vec![0usize; n + 1];
         let mut choice: Vec<u32> = vec![u32::MAX; n + 1];
         for i in 1..=n {
             best[i] = best[i - 1] + 1;
             choice[i] = u32::MAX;
-            for &k in &by_end[i] {
+            while let Some(&&k) = next.peek() {
                 let c = &candidates[k as usize];
+                if c.end() != i {
+                    break;
+                }
+                next.next();
                 let body_cost = bodies[k as usize]
                     .as_ref()
                     .map_or(c.period as usize, |b| b.cost);

@@ -25,6 +25,7 @@
 
 use super::Node;
 use rustc_hash::FxHashMap;
+use smallvec::{SmallVec, smallvec};
 
 /// The longest loop body, in top-level elements, that the greedy compressor looks for.
 pub const WINDOW: usize = 4096;
@@ -123,7 +124,7 @@ impl GreedyCompressor {
     /// Appends an element and folds the tail as far as it goes.
     fn add(&mut self, elem: Elem) {
         // Elements still to append, the next one last.
-        let mut todo: Vec<Elem> = vec![elem];
+        let mut todo: SmallVec<[Elem; 8]> = smallvec![elem];
         while let Some(elem) = todo.pop() {
             self.append(elem);
             if let Some((folded, then)) = self.fold_tail() {
