@@ -61,8 +61,9 @@ pub struct Stats {
 /// The streaming greedy compressor: [`push`](Self::push) tokens, then
 /// [`finish`](Self::finish).
 pub struct GreedyCompressor {
-    /// Interned loop bodies and their fingerprints.
-    bodies: Vec<(Box<[Elem]>, u64)>,
+    /// Interned loop bodies and the fingerprints of their prefixes (`[i]` covers the
+    /// first `i` elements).
+    bodies: Vec<(Box<[Elem]>, Box<[u64]>)>,
     body_ids: FxHashMap<Box<[Elem]>, u32>,
     /// Elements that left the window.
     frozen: Vec<Elem>,
@@ -290,10 +291,19 @@ impl GreedyCompressor {
         let Elem::Loop { body, .. } = self.live[q] else {
             return None;
         };
-        let body = &self.bodies[body as usize].0;
+        let (body, prefix) = &self.bodies[body as usize];
         let m = t - q;
-        (m <= body.len() && self.live[q + 1..t] == body[..m - 1] && self.live[t] != body[m - 1])
-            .then_some(q)
+        let continues = |live: Elem, wanted: Elem| match (live, wanted) {
+            // A loop still counting may yet reach the count the body has.
+            (Elem::Loop { count, body }, Elem::Loop { count: c, body: b }) => {
+                body == b && count <= c
+            }
+            _ => live == wanted,
+        };
+        (m <= body.len()
+            && self.window(q + 1, t) == prefix[m - 1]
+            && !continues(self.live[t], body[m - 1]))
+        .then_some(q)
     }
 
     /// Rules 2 and 3 for windows ending at live position `end`; a fold removes everything
@@ -312,9 +322,9 @@ impl GreedyCompressor {
             let Elem::Loop { count, body } = self.live[q] else {
                 continue;
             };
-            let (body_elems, body_hash) = &self.bodies[body as usize];
+            let (body_elems, prefix) = &self.bodies[body as usize];
             if body_elems.len() == span
-                && self.window(q + 1, end + 1) == *body_hash
+                && self.window(q + 1, end + 1) == prefix[span]
                 && self.live[q + 1..=end] == body_elems[..]
             {
                 self.truncate(q);
@@ -364,9 +374,9 @@ impl GreedyCompressor {
             Some(&id) => id,
             None => {
                 let id = self.bodies.len() as u32;
-                let hash = self.window(from, to);
+                let prefix = (from..=to).map(|i| self.window(from, i)).collect();
                 self.body_ids.insert(body.clone(), id);
-                self.bodies.push((body, hash));
+                self.bodies.push((body, prefix));
                 id
             }
         };
