@@ -6,7 +6,7 @@
 //! Usage: `compress_table table [REPEATS]` or `compress_table stream TOKENS`.
 
 use perfskel_compiler::compress::{
-    Algorithm, GreedyCompressor, description_len, discover, expand, synthetic,
+    description_len, discover, expand, synthetic, Algorithm, GreedyCompressor,
 };
 use std::process::ExitCode;
 use std::time::Instant;
@@ -59,7 +59,9 @@ fn ms(seconds: Option<f64>) -> String {
 }
 
 fn rate(tokens: usize, seconds: Option<f64>) -> String {
-    seconds.map_or("n/a".to_string(), |s| format!("{:.1}", tokens as f64 / s / 1e6))
+    seconds.map_or("n/a".to_string(), |s| {
+        format!("{:.1}", tokens as f64 / s / 1e6)
+    })
 }
 
 fn table(repeats: usize) -> ExitCode {

@@ -25,7 +25,7 @@
 
 use super::Node;
 use rustc_hash::FxHashMap;
-use smallvec::{SmallVec, smallvec};
+use smallvec::{smallvec, SmallVec};
 
 /// The longest loop body, in top-level elements, that the greedy compressor looks for.
 pub const WINDOW: usize = 4096;
@@ -45,6 +45,9 @@ enum Elem {
     Loop { count: u64, body: u32 },
 }
 
+/// Fingerprints of a body's prefixes.
+type PrefixHashes = Box<[u64]>;
+
 /// Counters describing a greedy run.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Stats {
@@ -63,7 +66,7 @@ pub struct Stats {
 pub struct GreedyCompressor {
     /// Interned loop bodies and the fingerprints of their prefixes (`[i]` covers the
     /// first `i` elements).
-    bodies: Vec<(Box<[Elem]>, Box<[u64]>)>,
+    bodies: Vec<(Box<[Elem]>, PrefixHashes)>,
     body_ids: FxHashMap<Box<[Elem]>, u32>,
     /// Elements that left the window.
     frozen: Vec<Elem>,
@@ -256,8 +259,13 @@ impl GreedyCompressor {
         let t = self.live.len() - 1;
         let last = self.live[t];
         // 1. merge two adjacent loops with the same body.
-        if let (Elem::Loop { count, body }, Some(&Elem::Loop { count: c0, body: b0 })) =
-            (last, t.checked_sub(1).and_then(|i| self.live.get(i)))
+        if let (
+            Elem::Loop { count, body },
+            Some(&Elem::Loop {
+                count: c0,
+                body: b0,
+            }),
+        ) = (last, t.checked_sub(1).and_then(|i| self.live.get(i)))
         {
             if body == b0 {
                 self.truncate(t - 1);

@@ -22,10 +22,10 @@
 
 mod exact;
 mod greedy;
-mod runs;
-pub mod synthetic;
 #[cfg(test)]
 mod proptests;
+mod runs;
+pub mod synthetic;
 
 pub use exact::MAX_TOKENS as EXACT_MAX_TOKENS;
 pub use greedy::{GreedyCompressor, Stats as GreedyStats, WINDOW as GREEDY_WINDOW};

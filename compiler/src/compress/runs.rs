@@ -125,7 +125,7 @@ fn lyndon_array(mut text: Vec<i32>, alphabet: i32) -> Option<Vec<u32>> {
 }
 
 const MERSENNE: u64 = (1 << 61) - 1;
-const BASE: u64 = 0x1234_5678_9abc_def % MERSENNE;
+const BASE: u64 = 0x0123_4567_89ab_cdef % MERSENNE;
 
 fn mul_mod(a: u64, b: u64) -> u64 {
     let product = u128::from(a) * u128::from(b);
