@@ -51,10 +51,12 @@ pub(crate) fn runs(tokens: &[u32]) -> Option<Vec<Run>> {
             dense.clone()
         };
         let lyndon = lyndon_array(text, alphabet)?;
+        // End of the last run found per period: a root inside it only finds it again.
+        let mut last_end = vec![0u32; n / 2 + 1];
         for (i, &len) in lyndon.iter().enumerate() {
             let period = len as usize;
             let j = i + period;
-            if j >= n {
+            if j >= n || period > n / 2 || j < last_end[period] as usize {
                 continue;
             }
             let right = lce.forward(i, j);
@@ -62,6 +64,7 @@ pub(crate) fn runs(tokens: &[u32]) -> Option<Vec<Run>> {
             let left = if i > 0 { lce.backward(i - 1, j - 1) } else { 0 };
             let start = i - left;
             if end - start >= 2 * period {
+                last_end[period] = end as u32;
                 found.push(Run {
                     start: start as u32,
                     end: end as u32,
