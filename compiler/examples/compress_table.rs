@@ -117,7 +117,12 @@ fn table(repeats: usize) -> ExitCode {
                 rate(tokens.len(), cpu)
             ));
         }
-        println!("| {name} | {} | {} | {} |", tokens.len(), cells[0], cells[1]);
+        println!(
+            "| {name} | {} | {} | {} |",
+            tokens.len(),
+            cells[0],
+            cells[1]
+        );
     }
     if ok {
         ExitCode::SUCCESS

@@ -19,7 +19,14 @@
 //! then element by element, so a fold is always exact. Because a loop is recognised only
 //! once two of its iterations have been seen, and an inner loop may first swallow the
 //! start of an outer iteration, a loop can lose up to two iterations to straight-line
-//! elements around it (the seed's bound). Elements older than [`WINDOW`] × 2 are frozen:
+//! elements around it (the seed's bound).
+//!
+//! A window that ends with a loop is folded only once the next element shows that loop
+//! complete (it neither continues it nor could, as a growing inner loop, still reach the
+//! count the body has): otherwise an outer iteration whose inner loop runs longer than
+//! in the earlier iterations would be taken for one more equal iteration, and the extra
+//! inner iterations left as straight-line tokens. Such data-dependent iterations stay
+//! separate loops. Elements older than [`WINDOW`] × 2 are frozen:
 //! they no longer take part in folds, which keeps the per-token work and the live state
 //! bounded.
 
