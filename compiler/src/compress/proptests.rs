@@ -84,7 +84,7 @@ proptest! {
         let (exact_len, _) = check_lossless(&tokens)?;
         // The generated nest is a valid description, so the best one is no longer.
         prop_assert!(exact_len <= description_len(&nest));
-        if tokens.len() <= 2_000 {
+        if tokens.len() <= 600 {
             prop_assert!(exact_len <= description_len(&reference(&tokens)));
         }
     }
@@ -100,7 +100,7 @@ proptest! {
             tokens.insert(at, token);
         }
         let (exact_len, _) = check_lossless(&tokens)?;
-        if tokens.len() <= 2_000 {
+        if tokens.len() <= 600 {
             prop_assert!(exact_len <= description_len(&reference(&tokens)));
         }
     }

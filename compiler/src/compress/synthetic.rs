@@ -75,9 +75,9 @@ pub fn nas(name: &str) -> Option<Synthetic> {
     })
 }
 
-/// A nest of `count` iterations of `body` repeated as a loop, times `outer`: the token
-/// stream of a regular application of any length, for streaming benchmarks. Each
-/// iteration is `body` distinct calls then an inner loop of `inner` iterations of 3 calls.
+/// A regular application's nest, for streaming benchmarks: 4 calls, then `iterations`
+/// iterations of `body` distinct calls and an inner loop of `inner` iterations of 3
+/// calls, then 4 calls.
 pub fn regular(iterations: u64, body: usize, inner: u64) -> Vec<Node> {
     let mut calls = Calls(0);
     let mut loop_body = calls.take(body);
