@@ -23,6 +23,7 @@ use perfskel_grammar::ast::*;
 use perfskel_grammar::printer;
 use perfskel_grammar::Diag;
 
+use super::lower::{self, CollPlan, Op, P2pPlan, PeerRef, Plan, WORLD};
 use super::statics::Statics;
 use super::{ranks_phrase, ranks_verb, Lines, Options};
 use crate::semantics::{eval_bool, eval_int, Env, EvalError, PeerError, Shape};
@@ -70,8 +71,25 @@ pub(super) fn simulate(
             ranks: Vec::new(),
         };
     }
-    let mut sim = Sim::new(program, statics, lines, options.simulation_budget, diags);
-    let result = sim.create_comms().and_then(|()| sim.run());
+    let handle_index: HashMap<&str, usize> = statics
+        .request_names
+        .iter()
+        .enumerate()
+        .map(|(i, name)| (name.as_str(), i))
+        .collect();
+    let plan = lower::lower(program, &handle_index);
+    let mut sim = Sim::new(
+        program,
+        statics,
+        &plan,
+        lines,
+        options.simulation_budget,
+        diags,
+    );
+    let result = sim.create_comms().and_then(|()| {
+        sim.index_insts();
+        sim.run()
+    });
     // An aborted run reported its problem; it is not an incomplete check.
     let complete = result.unwrap_or(true);
     if !complete {
@@ -121,6 +139,8 @@ struct Req<'p> {
     owner: u64,
     done: bool,
     consumed: bool,
+    /// The handle the request is bound to, if any.
+    handle: Option<usize>,
     kind: ReqKind,
     stmt: &'p Stmt,
 }
@@ -139,7 +159,7 @@ struct PendingRecv {
     req: ReqId,
 }
 
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 enum CollKey {
     Op {
         op: CollOp,
@@ -147,7 +167,8 @@ enum CollKey {
         root: Option<u64>,
         bytes: Option<u64>,
     },
-    CommCreate(String),
+    /// The creation of the communicator with this id (ids stand for names).
+    CommCreate(usize),
 }
 
 struct CollEntry<'p> {
@@ -160,15 +181,29 @@ struct CollEntry<'p> {
 
 struct CommInst {
     name: String,
+    /// Which declaration made it (`world` is 0): a rank is a member of at most one
+    /// instance of each.
+    decl: usize,
     members: Vec<u64>,
     shape: Shape,
+    /// Index of its rank 0 in `Sim::sends` and `Sim::recvs`.
+    base: usize,
 }
 
-struct Frame<'p> {
-    stmts: &'p [Stmt],
-    idx: usize,
-    /// Iterations left, including the current one.
-    left: u64,
+/// The collectives of one instance that some members called and others not yet:
+/// `entries[i]` is collective number `first + i`. They complete in order.
+#[derive(Default)]
+struct CollQueue<'p> {
+    first: u64,
+    entries: VecDeque<Option<CollEntry<'p>>>,
+}
+
+/// A peer table entry: not computed yet, no neighbour, or the peer.
+#[derive(Clone, Copy)]
+enum Slot {
+    Unknown,
+    Missing,
+    Peer(u64),
 }
 
 /// The requests one statement waits for; almost always one or two.
@@ -181,10 +216,15 @@ struct Blocked<'p> {
 }
 
 struct RankState<'p> {
-    frames: Vec<Frame<'p>>,
+    /// The next op of the plan.
+    pc: usize,
+    /// Iterations left (including the current one) of each loop being run, innermost
+    /// last.
+    loops: Vec<u64>,
     /// Request of each handle name (indexed like `Sim::handle_index`), if pending.
     handles: Vec<Option<ReqId>>,
-    coll_seq: BTreeMap<usize, u64>,
+    /// Collectives called so far on each instance, by `CommInst::decl`.
+    coll_seq: Vec<u64>,
     blocked: Option<Blocked<'p>>,
     done: bool,
     env: Env,
@@ -197,45 +237,54 @@ struct Sim<'p, 'd> {
     budget: u64,
     diags: &'d mut Vec<Diag>,
     n: u64,
+    plan: &'p Plan<'p>,
     ranks: Vec<RankState<'p>>,
     insts: Vec<CommInst>,
-    /// Communicator name → per world rank: (instance, rank in it).
-    membership: HashMap<&'p str, Vec<Option<(usize, u64)>>>,
-    /// Handle name → index into `RankState::handles`.
-    handle_index: HashMap<&'p str, usize>,
+    /// Communicator id → per world rank: (instance, rank in it); `None` until created.
+    membership: Vec<Option<Vec<Option<(usize, u64)>>>>,
     /// Requests completed and consumed, ready for reuse: a long run allocates only as
     /// many requests as are in flight at once.
     free_reqs: Vec<ReqId>,
     reqs: Vec<Req<'p>>,
-    sends: HashMap<(usize, u64), VecDeque<PendingSend>>,
-    recvs: HashMap<(usize, u64), VecDeque<PendingRecv>>,
-    colls: HashMap<(usize, u64), CollEntry<'p>>,
+    /// Unmatched sends and receives by destination: `CommInst::base` + rank in it.
+    sends: Vec<VecDeque<PendingSend>>,
+    recvs: Vec<VecDeque<PendingRecv>>,
+    /// Pending collectives of each instance.
+    colls: Vec<CollQueue<'p>>,
+    /// Peer tables of the plan, per world rank.
+    peers: Vec<Vec<Slot>>,
     ready: VecDeque<u64>,
     in_ready: Vec<bool>,
     ops: u64,
     /// Statements already reported, so a problem is reported once, not once per rank.
     reported: BTreeSet<(&'static str, u32)>,
-    comm_free: HashMap<*const Block, bool>,
 }
 
 impl<'p, 'd> Sim<'p, 'd> {
     fn new(
         program: &'p Program,
         statics: &'p Statics,
+        plan: &'p Plan<'p>,
         lines: &'p Lines,
         budget: u64,
         diags: &'d mut Vec<Diag>,
     ) -> Sim<'p, 'd> {
         let n = statics.n_ranks;
+        let n_comms = plan.comm_names.len();
+        let n_decls = program
+            .body
+            .stmts
+            .iter()
+            .filter(|s| matches!(s.kind, StmtKind::CommDecl(_)))
+            .count();
+        let mut membership = vec![None; n_comms];
+        membership[WORLD] = Some((0..n).map(|r| Some((0, r))).collect());
         let ranks = (0..n)
             .map(|rank| RankState {
-                frames: vec![Frame {
-                    stmts: &program.body.stmts,
-                    idx: 0,
-                    left: 1,
-                }],
+                pc: 0,
+                loops: Vec::new(),
                 handles: vec![None; statics.request_names.len()],
-                coll_seq: BTreeMap::new(),
+                coll_seq: vec![0; n_decls + 1],
                 blocked: None,
                 done: false,
                 env: Env {
@@ -252,29 +301,26 @@ impl<'p, 'd> Sim<'p, 'd> {
             budget,
             diags,
             n,
+            peers: vec![vec![Slot::Unknown; n as usize]; plan.tables.len()],
+            plan,
             ranks,
             insts: vec![CommInst {
                 name: "world".into(),
+                decl: 0,
                 members: (0..n).collect(),
                 shape: statics.world.clone(),
+                base: 0,
             }],
-            membership: HashMap::from_iter([("world", (0..n).map(|r| Some((0, r))).collect())]),
-            handle_index: statics
-                .request_names
-                .iter()
-                .enumerate()
-                .map(|(i, name)| (name.as_str(), i))
-                .collect(),
+            membership,
             free_reqs: Vec::new(),
             reqs: Vec::new(),
-            sends: HashMap::default(),
-            recvs: HashMap::default(),
-            colls: HashMap::default(),
+            sends: Vec::new(),
+            recvs: Vec::new(),
+            colls: Vec::new(),
             ready: (0..n).collect(),
             in_ready: vec![true; n as usize],
             ops: 0,
             reported: BTreeSet::new(),
-            comm_free: HashMap::default(),
         }
     }
 
@@ -297,14 +343,14 @@ impl<'p, 'd> Sim<'p, 'd> {
     /// their groups can be computed before the run; the run still treats each
     /// declaration as a collective over its parent.
     fn create_comms(&mut self) -> Result<(), Abort> {
-        for stmt in &self.program.body.stmts {
-            let StmtKind::CommDecl(decl) = &stmt.kind else {
-                continue;
-            };
+        let decls = self.program.body.stmts.iter().filter_map(|s| match &s.kind {
+            StmtKind::CommDecl(decl) => Some(decl),
+            _ => None,
+        });
+        for (ordinal, decl) in decls.enumerate() {
             let Some(parent) = self
-                .membership
-                .get(decl.def.parent().name.as_str())
-                .cloned()
+                .comm_id(decl.def.parent().name.as_str())
+                .and_then(|id| self.membership[id].clone())
             else {
                 return Err(Abort);
             };
@@ -373,13 +419,34 @@ impl<'p, 'd> Sim<'p, 'd> {
                 }
                 self.insts.push(CommInst {
                     name: decl.name.name.clone(),
+                    decl: ordinal + 1,
                     members: members.iter().map(|&(_, _, w)| w).collect(),
                     shape,
+                    base: 0,
                 });
             }
-            self.membership.insert(decl.name.name.as_str(), member_of);
+            if let Some(id) = self.comm_id(&decl.name.name) {
+                self.membership[id] = Some(member_of);
+            }
         }
         Ok(())
+    }
+
+    /// The id the plan gives a communicator name.
+    fn comm_id(&self, name: &str) -> Option<usize> {
+        self.plan.comm_names.iter().position(|&c| c == name)
+    }
+
+    /// Sizes the per-instance tables once every instance exists.
+    fn index_insts(&mut self) {
+        let mut base = 0;
+        for inst in &mut self.insts {
+            inst.base = base;
+            base += inst.members.len();
+        }
+        self.sends.resize_with(base, VecDeque::new);
+        self.recvs.resize_with(base, VecDeque::new);
+        self.colls.resize_with(self.insts.len(), CollQueue::default);
     }
 
     /// Runs until every rank is done or blocked. `Ok(false)` when the budget ran out.
@@ -404,37 +471,6 @@ impl<'p, 'd> Sim<'p, 'd> {
             self.in_ready[rank as usize] = true;
             self.ready.push_back(rank);
         }
-    }
-
-    fn next_stmt(&mut self, rank: u64) -> Option<&'p Stmt> {
-        let frames = &mut self.ranks[rank as usize].frames;
-        loop {
-            let top = frames.last_mut()?;
-            if let Some(stmt) = top.stmts.get(top.idx) {
-                top.idx += 1;
-                return Some(stmt);
-            }
-            if top.left > 1 {
-                top.left -= 1;
-                top.idx = 0;
-            } else {
-                frames.pop();
-            }
-        }
-    }
-
-    fn is_comm_free(&mut self, block: &'p Block) -> bool {
-        let key = block as *const Block;
-        if let Some(&v) = self.comm_free.get(&key) {
-            return v;
-        }
-        let free = block.stmts.iter().all(|s| match &s.kind {
-            StmtKind::Compute(_) => true,
-            StmtKind::Loop(l) => self.is_comm_free(&l.body),
-            _ => false,
-        });
-        self.comm_free.insert(key, free);
-        free
     }
 
     /// The compute time of one execution of a block that holds only computation.
@@ -462,17 +498,33 @@ impl<'p, 'd> Sim<'p, 'd> {
                 return Ok(());
             }
         }
+        let ops: &'p [Op<'p>] = &self.plan.ops;
         while self.ops <= self.budget {
-            let Some(stmt) = self.next_stmt(rank) else {
+            let pc = self.ranks[r].pc;
+            let Some(op) = ops.get(pc) else {
                 self.ranks[r].done = true;
                 return Ok(());
             };
-            let env = &self.ranks[r].env;
-            match &stmt.kind {
-                StmtKind::Compute(c) => {
-                    self.ranks[r].stats.compute_seconds += compute_seconds(&c.time, rank);
+            self.ranks[r].pc = pc + 1;
+            match op {
+                Op::Compute(time) => {
+                    self.ranks[r].stats.compute_seconds += compute_seconds(time, rank);
                 }
-                StmtKind::Loop(l) => {
+                Op::Jump(to) => self.ranks[r].pc = *to,
+                Op::EndLoop { start } => {
+                    let state = &mut self.ranks[r];
+                    match state.loops.last_mut() {
+                        Some(left) if *left > 1 => {
+                            *left -= 1;
+                            state.pc = start + 1;
+                        }
+                        _ => {
+                            state.loops.pop();
+                        }
+                    }
+                }
+                Op::Loop { l, end, comm_free } => {
+                    let env = &self.ranks[r].env;
                     let count = eval_int(&l.count, env).map_err(|e| self.eval_error(rank, e))?;
                     if count < 0 {
                         let pos = l.count.pos;
@@ -485,151 +537,64 @@ impl<'p, 'd> Sim<'p, 'd> {
                         });
                         return Err(Abort);
                     }
-                    if count > 0 && self.is_comm_free(&l.body) {
+                    if count > 0 && *comm_free {
                         // Only computation inside: account for it without running it.
-                        let env = self.ranks[r].env.clone();
+                        let env = &self.ranks[r].env;
                         let once = self
-                            .compute_only(&l.body, &env)
+                            .compute_only(&l.body, env)
                             .map_err(|e| self.eval_error(rank, e))?;
                         self.ranks[r].stats.compute_seconds += once * count as f64;
+                        self.ranks[r].pc = end + 1;
                     } else if count > 0 {
-                        self.ranks[r].frames.push(Frame {
-                            stmts: &l.body.stmts,
-                            idx: 0,
-                            left: count as u64,
-                        });
+                        self.ranks[r].loops.push(count as u64);
+                    } else {
+                        self.ranks[r].pc = end + 1;
                     }
                 }
-                StmtKind::If(i) => {
-                    let mut current = i;
-                    let chosen = loop {
+                Op::If { arms, otherwise } => {
+                    let mut to = *otherwise;
+                    for &(cond, start) in arms {
                         let env = &self.ranks[r].env;
-                        if eval_bool(&current.cond, env).map_err(|e| self.eval_error(rank, e))? {
-                            break Some(&current.then_block);
+                        if eval_bool(cond, env).map_err(|e| self.eval_error(rank, e))? {
+                            to = start;
+                            break;
                         }
-                        match &current.else_branch {
-                            None => break None,
-                            Some(Else::Block(b)) => break Some(b),
-                            Some(Else::If(next)) => current = next,
-                        }
-                    };
-                    if let Some(block) = chosen {
-                        self.ranks[r].frames.push(Frame {
-                            stmts: &block.stmts,
-                            idx: 0,
-                            left: 1,
-                        });
                     }
+                    self.ranks[r].pc = to;
                 }
-                StmtKind::P2p(p) => {
-                    self.ops += 1;
-                    let mut reqs = Reqs::new();
-                    // The send half and the receive half of the operation.
-                    let (send, recv) = match p.op {
-                        P2pOp::Recv | P2pOp::Irecv => (None, Some((&p.peer, &p.size))),
-                        P2pOp::Sendrecv => (
-                            Some((&p.peer, &p.size)),
-                            p.recv.as_ref().map(|(peer, size)| (peer, size)),
-                        ),
-                        P2pOp::Send | P2pOp::Isend => (Some((&p.peer, &p.size)), None),
-                    };
-                    let tag = p.tag.map_or(0, |t| t.value);
-                    let comm = p.comm.as_ref().map_or("world", |c| c.name.as_str());
-                    let (inst, me) = self.member(rank, comm, stmt)?;
-                    if let Some((peer, size)) = send {
-                        let to = self.resolve(rank, inst, me, peer)?;
-                        let bytes = size.value.bytes().unwrap_or(0);
-                        reqs.push(self.post_send(rank, inst, me, to, tag, bytes, stmt));
-                    }
-                    if let Some((peer, size)) = recv {
-                        let from = match &peer.value {
-                            Peer::Any => Some(None),
-                            _ => self.resolve(rank, inst, me, peer)?.map(Some),
-                        };
-                        let bytes = size.value.bytes().unwrap_or(0);
-                        reqs.push(self.post_recv(rank, inst, me, from, tag, bytes, stmt));
-                    }
-                    if let Some(handle) = &p.request {
-                        if let Some(&req) = reqs.first() {
-                            self.bind(rank, handle, req);
-                        }
-                    } else if !self.block_on(rank, reqs, false, stmt) {
+                Op::P2p(p) => {
+                    if !self.p2p(rank, p)? {
                         return Ok(());
                     }
                 }
-                StmtKind::Collective(c) => {
-                    self.ops += 1;
-                    let comm = c.comm.as_ref().map_or("world", |c| c.name.as_str());
-                    let (inst, _) = self.member(rank, comm, stmt)?;
-                    let size = self.insts[inst].members.len() as u64;
-                    let root = match (&c.root, c.op.has_root()) {
-                        (Some(e), _) => {
-                            let env = &self.ranks[r].env;
-                            let v = eval_int(e, env).map_err(|err| self.eval_error(rank, err))?;
-                            if v < 0 || v as u64 >= size {
-                                let pos = e.pos;
-                                let name = comm.to_string();
-                                self.report_once("bad-root", pos, || {
-                                    Diag::error(
-                                        "bad-root",
-                                        format!("root {v} is out of range on rank {rank}"),
-                                    )
-                                    .at(pos, "root")
-                                    .with_note(format!(
-                                        "`{name}` has ranks 0 to {} there",
-                                        size - 1
-                                    ))
-                                });
-                                return Err(Abort);
-                            }
-                            Some(v as u64)
-                        }
-                        (None, true) => Some(0),
-                        (None, false) => None,
-                    };
-                    let bytes = match &c.size {
-                        Some(SizeSpec::Fixed(s)) if !c.op.is_vector() => s.value.bytes(),
-                        _ => None,
-                    };
-                    let key = CollKey::Op {
-                        op: c.op,
-                        nonblocking: c.nonblocking,
-                        root,
-                        bytes,
-                    };
-                    let req = self.arrive(rank, inst, key, stmt)?;
-                    if let Some(handle) = &c.request {
-                        self.bind(rank, handle, req);
-                    } else if !self.block_on(rank, smallvec::smallvec![req], false, stmt) {
+                Op::Collective(c) => {
+                    if !self.collective(rank, c)? {
                         return Ok(());
                     }
                 }
-                StmtKind::CommDecl(d) => {
+                Op::CommDecl {
+                    stmt,
+                    parent,
+                    parent_name,
+                    name,
+                } => {
                     self.ops += 1;
-                    let (inst, _) = self.member(rank, &d.def.parent().name, stmt)?;
-                    let req =
-                        self.arrive(rank, inst, CollKey::CommCreate(d.name.name.clone()), stmt)?;
+                    let (inst, _) = self.member(rank, *parent, parent_name, stmt)?;
+                    let req = self.arrive(rank, inst, CollKey::CommCreate(*name), stmt)?;
                     if !self.block_on(rank, smallvec::smallvec![req], false, stmt) {
                         return Ok(());
                     }
                 }
-                StmtKind::Wait(w) => {
-                    if w.op == WaitOp::Test {
-                        continue;
-                    }
+                Op::Wait {
+                    stmt,
+                    handles: ids,
+                    any,
+                } => {
                     // A handle whose request was completed is MPI_REQUEST_NULL: waiting
                     // for it returns at once.
                     let handles = &self.ranks[r].handles;
-                    let reqs: Reqs = w
-                        .handles
-                        .iter()
-                        .filter_map(|h| {
-                            self.handle_index
-                                .get(h.name.as_str())
-                                .and_then(|&i| handles[i])
-                        })
-                        .collect();
-                    if !self.block_on(rank, reqs, w.op == WaitOp::Waitany, stmt) {
+                    let reqs: Reqs = ids.iter().filter_map(|&i| handles[i]).collect();
+                    if !self.block_on(rank, reqs, *any, stmt) {
                         return Ok(());
                     }
                 }
@@ -638,6 +603,100 @@ impl<'p, 'd> Sim<'p, 'd> {
         // Out of budget: leave the rank runnable.
         self.wake(rank);
         Ok(())
+    }
+
+    /// Runs a point-to-point operation; returns whether the rank can go on.
+    fn p2p(&mut self, rank: u64, p: &P2pPlan<'p>) -> Result<bool, Abort> {
+        self.ops += 1;
+        let stmt = p.stmt;
+        let mut reqs = Reqs::new();
+        let (inst, me) = self.member(rank, p.comm, p.comm_name, stmt)?;
+        if let Some((peer, bytes)) = p.send {
+            let to = self.peer(rank, inst, me, peer)?;
+            reqs.push(self.post_send(rank, inst, me, to, p.tag, bytes, stmt));
+        }
+        if let Some((peer, bytes)) = p.recv {
+            let from = match &peer.peer.value {
+                Peer::Any => Some(None),
+                _ => self.peer(rank, inst, me, peer)?.map(Some),
+            };
+            reqs.push(self.post_recv(rank, inst, me, from, p.tag, bytes, stmt));
+        }
+        if p.request {
+            if let (Some(&req), Some(handle)) = (reqs.first(), p.handle) {
+                self.bind(rank, handle, req);
+            }
+            Ok(true)
+        } else {
+            Ok(self.block_on(rank, reqs, false, stmt))
+        }
+    }
+
+    /// Runs a collective; returns whether the rank can go on.
+    fn collective(&mut self, rank: u64, p: &CollPlan<'p>) -> Result<bool, Abort> {
+        self.ops += 1;
+        let (c, stmt) = (p.c, p.stmt);
+        let (inst, _) = self.member(rank, p.comm, p.comm_name, stmt)?;
+        let size = self.insts[inst].members.len() as u64;
+        let root = match (&c.root, c.op.has_root()) {
+            (Some(e), _) => {
+                let env = &self.ranks[rank as usize].env;
+                let v = eval_int(e, env).map_err(|err| self.eval_error(rank, err))?;
+                if v < 0 || v as u64 >= size {
+                    let pos = e.pos;
+                    let name = p.comm_name.to_string();
+                    self.report_once("bad-root", pos, || {
+                        Diag::error(
+                            "bad-root",
+                            format!("root {v} is out of range on rank {rank}"),
+                        )
+                        .at(pos, "root")
+                        .with_note(format!("`{name}` has ranks 0 to {} there", size - 1))
+                    });
+                    return Err(Abort);
+                }
+                Some(v as u64)
+            }
+            (None, true) => Some(0),
+            (None, false) => None,
+        };
+        let key = CollKey::Op {
+            op: c.op,
+            nonblocking: c.nonblocking,
+            root,
+            bytes: p.bytes,
+        };
+        let req = self.arrive(rank, inst, key, stmt)?;
+        if p.request {
+            if let Some(handle) = p.handle {
+                self.bind(rank, handle, req);
+            }
+            Ok(true)
+        } else {
+            Ok(self.block_on(rank, smallvec::smallvec![req], false, stmt))
+        }
+    }
+
+    /// The peer of a point-to-point operation, from its table when it has one.
+    fn peer(
+        &mut self,
+        rank: u64,
+        inst: usize,
+        me: u64,
+        peer: PeerRef<'p>,
+    ) -> Result<Option<u64>, Abort> {
+        let Some(t) = peer.table else {
+            return self.resolve(rank, inst, me, peer.peer);
+        };
+        match self.peers[t][rank as usize] {
+            Slot::Peer(p) => Ok(Some(p)),
+            Slot::Missing => Ok(None),
+            Slot::Unknown => {
+                let found = self.resolve(rank, inst, me, peer.peer)?;
+                self.peers[t][rank as usize] = found.map_or(Slot::Missing, Slot::Peer);
+                Ok(found)
+            }
+        }
     }
 
     /// Waits for `reqs`; returns whether the rank can go on now.
@@ -686,6 +745,7 @@ impl<'p, 'd> Sim<'p, 'd> {
             owner,
             done: kind == ReqKind::Done,
             consumed: false,
+            handle: None,
             kind,
             stmt,
         };
@@ -701,10 +761,9 @@ impl<'p, 'd> Sim<'p, 'd> {
         }
     }
 
-    fn bind(&mut self, rank: u64, handle: &Ident, req: ReqId) {
-        if let Some(&i) = self.handle_index.get(handle.name.as_str()) {
-            self.ranks[rank as usize].handles[i] = Some(req);
-        }
+    fn bind(&mut self, rank: u64, handle: usize, req: ReqId) {
+        self.ranks[rank as usize].handles[handle] = Some(req);
+        self.reqs[req].handle = Some(handle);
     }
 
     /// A completed request has been waited for: its handle becomes null and the slot
@@ -715,7 +774,9 @@ impl<'p, 'd> Sim<'p, 'd> {
         }
         self.reqs[id].consumed = true;
         let owner = self.reqs[id].owner as usize;
-        for slot in &mut self.ranks[owner].handles {
+        // A request is bound to at most one handle, which may have moved on since.
+        if let Some(handle) = self.reqs[id].handle {
+            let slot = &mut self.ranks[owner].handles[handle];
             if *slot == Some(id) {
                 *slot = None;
             }
@@ -724,8 +785,15 @@ impl<'p, 'd> Sim<'p, 'd> {
     }
 
     /// The instance of communicator `name` that `rank` belongs to, and its rank there.
-    fn member(&mut self, rank: u64, name: &str, stmt: &'p Stmt) -> Result<(usize, u64), Abort> {
-        match self.membership.get(name).and_then(|m| m[rank as usize]) {
+    fn member(
+        &mut self,
+        rank: u64,
+        comm: Option<usize>,
+        name: &str,
+        stmt: &'p Stmt,
+    ) -> Result<(usize, u64), Abort> {
+        let membership = comm.and_then(|c| self.membership[c].as_ref());
+        match membership.and_then(|m| m[rank as usize]) {
             Some(found) => Ok(found),
             None => {
                 let name = name.to_string();
@@ -802,17 +870,14 @@ impl<'p, 'd> Sim<'p, 'd> {
         stats.messages_sent += 1;
         stats.bytes_sent += bytes;
         let req = self.new_req(rank, ReqKind::Send { inst, to }, stmt);
-        let queue = self.recvs.entry((inst, to)).or_default();
+        let slot = self.insts[inst].base + to as usize;
+        let queue = &mut self.recvs[slot];
         let matched = queue
             .iter()
             .position(|r| r.tag == tag && r.src.is_none_or(|s| s == me));
         match matched.and_then(|i| queue.remove(i)) {
             Some(recv) => self.matched(req, bytes, recv.req, recv.bytes),
-            None => self
-                .sends
-                .entry((inst, to))
-                .or_default()
-                .push_back(PendingSend {
+            None => self.sends[slot].push_back(PendingSend {
                     src: me,
                     tag,
                     bytes,
@@ -838,17 +903,14 @@ impl<'p, 'd> Sim<'p, 'd> {
             return self.new_req(rank, ReqKind::Done, stmt);
         };
         let req = self.new_req(rank, ReqKind::Recv { inst, from }, stmt);
-        let queue = self.sends.entry((inst, me)).or_default();
+        let slot = self.insts[inst].base + me as usize;
+        let queue = &mut self.sends[slot];
         let matched = queue
             .iter()
             .position(|s| s.tag == tag && from.is_none_or(|f| f == s.src));
         match matched.and_then(|i| queue.remove(i)) {
             Some(send) => self.matched(send.req, send.bytes, req, bytes),
-            None => self
-                .recvs
-                .entry((inst, me))
-                .or_default()
-                .push_back(PendingRecv {
+            None => self.recvs[slot].push_back(PendingRecv {
                     src: from,
                     tag,
                     bytes,
@@ -888,14 +950,20 @@ impl<'p, 'd> Sim<'p, 'd> {
         stmt: &'p Stmt,
     ) -> Result<ReqId, Abort> {
         let seq = {
-            let counter = self.ranks[rank as usize].coll_seq.entry(inst).or_insert(0);
+            let counter = &mut self.ranks[rank as usize].coll_seq[self.insts[inst].decl];
             *counter += 1;
             *counter - 1
         };
         self.ranks[rank as usize].stats.collectives += 1;
         let req = self.new_req(rank, ReqKind::Coll { inst }, stmt);
-        let entry = self.colls.entry((inst, seq)).or_insert_with(|| CollEntry {
-            key: key.clone(),
+        let queue = &mut self.colls[inst];
+        // Collectives before `first` completed: every member passed them.
+        let index = (seq - queue.first) as usize;
+        if queue.entries.len() <= index {
+            queue.entries.resize_with(index + 1, || None);
+        }
+        let entry = queue.entries[index].get_or_insert_with(|| CollEntry {
+            key,
             first_rank: rank,
             first_stmt: stmt,
             reqs: Vec::new(),
@@ -923,13 +991,28 @@ impl<'p, 'd> Sim<'p, 'd> {
         entry.reqs.push(req);
         entry.arrived.push(rank);
         if entry.arrived.len() == self.insts[inst].members.len() {
-            if let Some(entry) = self.colls.remove(&(inst, seq)) {
+            let queue = &mut self.colls[inst];
+            if let Some(entry) = queue.entries[index].take() {
+                while let Some(None) = queue.entries.front() {
+                    queue.entries.pop_front();
+                    queue.first += 1;
+                }
                 for id in entry.reqs {
                     self.complete(id);
                 }
             }
         }
         Ok(req)
+    }
+
+    /// Collectives some members called and others not, by instance and number.
+    fn pending_colls(&self) -> impl Iterator<Item = (usize, u64, &CollEntry<'p>)> {
+        self.colls.iter().enumerate().flat_map(|(inst, q)| {
+            q.entries
+                .iter()
+                .enumerate()
+                .filter_map(move |(i, e)| e.as_ref().map(|e| (inst, q.first + i as u64, e)))
+        })
     }
 
     /// What the first unfinished request of a blocked rank waits for.
@@ -1054,7 +1137,7 @@ impl<'p, 'd> Sim<'p, 'd> {
                         .iter()
                         .copied()
                         .filter(|&m| {
-                            !self.colls.values().any(|e| {
+                            !self.pending_colls().any(|(_, _, e)| {
                                 e.arrived.contains(&m)
                                     && e.reqs.iter().any(|&q| b.reqs.contains(&q))
                             })
@@ -1088,11 +1171,13 @@ impl<'p, 'd> Sim<'p, 'd> {
 
     /// After every rank finished: messages nobody received and the like.
     fn report_leftovers(&mut self) {
-        let mut sends: Vec<(usize, u64, ReqId)> = self
-            .sends
-            .iter()
-            .flat_map(|(&(inst, dst), q)| q.iter().map(move |s| (inst, dst, s.req)))
-            .collect();
+        let mut sends: Vec<(usize, u64, ReqId)> = Vec::new();
+        for (i, inst) in self.insts.iter().enumerate() {
+            for dst in 0..inst.members.len() {
+                let queue = &self.sends[inst.base + dst];
+                sends.extend(queue.iter().map(|s| (i, dst as u64, s.req)));
+            }
+        }
         sends.sort_unstable_by_key(|&(_, _, req)| req);
         for (inst, dst, req) in sends {
             let (stmt, owner) = (self.reqs[req].stmt, self.reqs[req].owner);
@@ -1108,7 +1193,7 @@ impl<'p, 'd> Sim<'p, 'd> {
         }
         let mut recvs: Vec<ReqId> = self
             .recvs
-            .values()
+            .iter()
             .flat_map(|q| q.iter().map(|r| r.req))
             .collect();
         recvs.sort_unstable();
@@ -1122,13 +1207,13 @@ impl<'p, 'd> Sim<'p, 'd> {
                 .at(stmt.pos, "receive posted here")
             });
         }
-        let mut pending: Vec<(usize, u64)> = self.colls.keys().copied().collect();
-        pending.sort_unstable();
-        for key in pending {
-            if let Some(entry) = self.colls.get(&key) {
-                let stmt = entry.first_stmt;
-                let arrived = entry.arrived.clone();
-                let comm = self.insts[key.0].name.clone();
+        let pending: Vec<(usize, &'p Stmt, Vec<u64>)> = self
+            .pending_colls()
+            .map(|(inst, _, e)| (inst, e.first_stmt, e.arrived.clone()))
+            .collect();
+        for (inst, stmt, arrived) in pending {
+            {
+                let comm = self.insts[inst].name.clone();
                 self.report_once("collective-not-reached", stmt.pos, || {
                     Diag::error(
                         "collective-not-reached",

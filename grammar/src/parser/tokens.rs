@@ -253,6 +253,23 @@ pub const KEYWORDS: &[&str] = &[
     "iscan",
 ];
 
+/// Whether `text` is one of [`KEYWORDS`]. Names are checked on every use, so the list is
+/// split by length once and a word is compared only with keywords as long as it.
+pub fn is_keyword(text: &str) -> bool {
+    static BY_LEN: std::sync::OnceLock<Vec<Vec<&'static str>>> = std::sync::OnceLock::new();
+    let by_len = BY_LEN.get_or_init(|| {
+        let longest = KEYWORDS.iter().map(|k| k.len()).max().unwrap_or(0);
+        let mut by_len = vec![Vec::new(); longest + 1];
+        for k in KEYWORDS {
+            by_len[k.len()].push(*k);
+        }
+        by_len
+    });
+    by_len
+        .get(text.len())
+        .is_some_and(|same| same.iter().any(|&k| k == text))
+}
+
 /// The punctuation token `kind`.
 pub fn punct(kind: TokKind) -> impl Fn(Tokens) -> PResult<Span> {
     move |input| match input.first() {
@@ -286,7 +303,7 @@ pub fn name(what: &'static str) -> impl Fn(Tokens) -> PResult<Ident> {
     move |input| {
         let (rest, (text, span)) = word(input)
             .map_err(|_| Err::Error(PErr::expected(&input, format!("the name of {what}"))))?;
-        if KEYWORDS.contains(&text) {
+        if is_keyword(text) {
             return failure(PErr::invalid(
                 &input,
                 span,
