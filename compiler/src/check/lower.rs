@@ -59,6 +59,8 @@ pub(super) enum Op<'p> {
     If {
         arms: Vec<(&'p Expr, usize)>,
         otherwise: usize,
+        /// The index of this `if` among the plan's (for memos of its outcome per rank).
+        index: usize,
     },
     Jump(usize),
     P2p(Box<P2pPlan<'p>>),
@@ -82,6 +84,8 @@ pub(super) struct Plan<'p> {
     pub comm_names: Vec<&'p str>,
     /// Peer tables: (communicator id, direction).
     pub tables: Vec<(usize, &'p Direction)>,
+    /// How many `If` ops there are.
+    pub ifs: usize,
 }
 
 struct Lowering<'p, 'h> {
@@ -98,6 +102,7 @@ pub(super) fn lower<'p>(program: &'p Program, handle_index: &HashMap<&'p str, us
             ops: Vec::new(),
             comm_names: vec!["world"],
             tables: Vec::new(),
+            ifs: 0,
         },
         comm_ids: HashMap::from_iter([("world", WORLD)]),
         handle_index,
@@ -237,7 +242,9 @@ impl<'p> Lowering<'p, '_> {
                 self.plan.ops[at] = Op::If {
                     arms,
                     otherwise: otherwise.unwrap_or(end),
+                    index: self.plan.ifs,
                 };
+                self.plan.ifs += 1;
             }
             StmtKind::P2p(p) => {
                 let (comm, comm_name) = self.comm(&p.comm);

@@ -98,7 +98,7 @@ pub fn check(program: &Program, source: &str, options: Options) -> Checked {
                     .into_values()
                     .map(|(name, c)| CommInfo {
                         name: name.clone(),
-                        shape: c.shape.clone(),
+                        shape: (*c.shape).clone(),
                     })
                     .collect(),
                 requests,

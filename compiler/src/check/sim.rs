@@ -31,6 +31,9 @@ use crate::semantics::{eval_bool, eval_int, Env, EvalError, PeerError, Shape};
 /// The largest rank count the simulation handles; beyond it the checker skips it.
 const MAX_SIMULATED_RANKS: u64 = 1 << 16;
 
+/// The most `if` outcomes (statements × ranks) the simulation remembers.
+const MAX_IF_MEMO: usize = 1 << 23;
+
 pub(super) struct Outcome {
     pub ops: u64,
     pub complete: bool,
@@ -251,8 +254,13 @@ struct Sim<'p, 'd> {
     recvs: Vec<VecDeque<PendingRecv>>,
     /// Pending collectives of each instance.
     colls: Vec<CollQueue<'p>>,
+    /// Emptied request and rank lists of completed collectives, for reuse.
+    spare_lists: Vec<(Vec<ReqId>, Vec<u64>)>,
     /// Peer tables of the plan, per world rank.
     peers: Vec<Vec<Slot>>,
+    /// The op each `If` of the plan continues at, per rank (`index * n + rank`), plus
+    /// one; 0 when not decided yet. Empty when it would be too large.
+    if_memo: Vec<u32>,
     ready: VecDeque<u64>,
     in_ready: Vec<bool>,
     ops: u64,
@@ -302,6 +310,10 @@ impl<'p, 'd> Sim<'p, 'd> {
             diags,
             n,
             peers: vec![vec![Slot::Unknown; n as usize]; plan.tables.len()],
+            if_memo: match plan.ifs.checked_mul(n as usize) {
+                Some(len) if len <= MAX_IF_MEMO => vec![0; len],
+                _ => Vec::new(),
+            },
             plan,
             ranks,
             insts: vec![CommInst {
@@ -317,6 +329,7 @@ impl<'p, 'd> Sim<'p, 'd> {
             sends: Vec::new(),
             recvs: Vec::new(),
             colls: Vec::new(),
+            spare_lists: Vec::new(),
             ready: (0..n).collect(),
             in_ready: vec![true; n as usize],
             ops: 0,
@@ -551,15 +564,30 @@ impl<'p, 'd> Sim<'p, 'd> {
                         self.ranks[r].pc = end + 1;
                     }
                 }
-                Op::If { arms, otherwise } => {
-                    let mut to = *otherwise;
-                    for &(cond, start) in arms {
-                        let env = &self.ranks[r].env;
-                        if eval_bool(cond, env).map_err(|e| self.eval_error(rank, e))? {
-                            to = start;
-                            break;
+                Op::If {
+                    arms,
+                    otherwise,
+                    index,
+                } => {
+                    // Conditions depend only on the rank: decide once per rank.
+                    let memo = index * self.n as usize + r;
+                    let known = self.if_memo.get(memo).copied().unwrap_or(0);
+                    let to = if known > 0 {
+                        known as usize - 1
+                    } else {
+                        let mut to = *otherwise;
+                        for &(cond, start) in arms {
+                            let env = &self.ranks[r].env;
+                            if eval_bool(cond, env).map_err(|e| self.eval_error(rank, e))? {
+                                to = start;
+                                break;
+                            }
                         }
-                    }
+                        if let Some(slot) = self.if_memo.get_mut(memo) {
+                            *slot = u32::try_from(to + 1).unwrap_or(0);
+                        }
+                        to
+                    };
                     self.ranks[r].pc = to;
                 }
                 Op::P2p(p) => {
@@ -956,18 +984,22 @@ impl<'p, 'd> Sim<'p, 'd> {
         };
         self.ranks[rank as usize].stats.collectives += 1;
         let req = self.new_req(rank, ReqKind::Coll { inst }, stmt);
+        let spare = &mut self.spare_lists;
         let queue = &mut self.colls[inst];
         // Collectives before `first` completed: every member passed them.
         let index = (seq - queue.first) as usize;
         if queue.entries.len() <= index {
             queue.entries.resize_with(index + 1, || None);
         }
-        let entry = queue.entries[index].get_or_insert_with(|| CollEntry {
-            key,
-            first_rank: rank,
-            first_stmt: stmt,
-            reqs: Vec::new(),
-            arrived: Vec::new(),
+        let entry = queue.entries[index].get_or_insert_with(|| {
+            let (reqs, arrived) = spare.pop().unwrap_or_default();
+            CollEntry {
+                key,
+                first_rank: rank,
+                first_stmt: stmt,
+                reqs,
+                arrived,
+            }
         });
         if entry.key != key {
             let (first_rank, first_stmt) = (entry.first_rank, entry.first_stmt);
@@ -997,9 +1029,13 @@ impl<'p, 'd> Sim<'p, 'd> {
                     queue.entries.pop_front();
                     queue.first += 1;
                 }
-                for id in entry.reqs {
+                let (mut reqs, mut arrived) = (entry.reqs, entry.arrived);
+                for &id in &reqs {
                     self.complete(id);
                 }
+                reqs.clear();
+                arrived.clear();
+                self.spare_lists.push((reqs, arrived));
             }
         }
         Ok(req)
