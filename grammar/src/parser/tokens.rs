@@ -457,6 +457,9 @@ pub fn string(input: Tokens) -> PResult<(String, Span)> {
         Some(tok) if tok.kind == TokKind::Str => {
             let raw = input.text(tok);
             let inner = raw.get(1..raw.len().saturating_sub(1)).unwrap_or("");
+            if !inner.contains('\\') {
+                return Ok((input.advance(1), (inner.to_string(), tok.span)));
+            }
             let mut out = String::with_capacity(inner.len());
             let mut chars = inner.chars();
             while let Some(c) = chars.next() {
