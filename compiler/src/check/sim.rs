@@ -356,10 +356,15 @@ impl<'p, 'd> Sim<'p, 'd> {
     /// their groups can be computed before the run; the run still treats each
     /// declaration as a collective over its parent.
     fn create_comms(&mut self) -> Result<(), Abort> {
-        let decls = self.program.body.stmts.iter().filter_map(|s| match &s.kind {
-            StmtKind::CommDecl(decl) => Some(decl),
-            _ => None,
-        });
+        let decls = self
+            .program
+            .body
+            .stmts
+            .iter()
+            .filter_map(|s| match &s.kind {
+                StmtKind::CommDecl(decl) => Some(decl),
+                _ => None,
+            });
         for (ordinal, decl) in decls.enumerate() {
             let Some(parent) = self
                 .comm_id(decl.def.parent().name.as_str())
@@ -906,11 +911,11 @@ impl<'p, 'd> Sim<'p, 'd> {
         match matched.and_then(|i| queue.remove(i)) {
             Some(recv) => self.matched(req, bytes, recv.req, recv.bytes),
             None => self.sends[slot].push_back(PendingSend {
-                    src: me,
-                    tag,
-                    bytes,
-                    req,
-                }),
+                src: me,
+                tag,
+                bytes,
+                req,
+            }),
         }
         req
     }
@@ -939,11 +944,11 @@ impl<'p, 'd> Sim<'p, 'd> {
         match matched.and_then(|i| queue.remove(i)) {
             Some(send) => self.matched(send.req, send.bytes, req, bytes),
             None => self.recvs[slot].push_back(PendingRecv {
-                    src: from,
-                    tag,
-                    bytes,
-                    req,
-                }),
+                src: from,
+                tag,
+                bytes,
+                req,
+            }),
         }
         req
     }
