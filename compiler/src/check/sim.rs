@@ -484,6 +484,7 @@ impl<'p, 'd> Sim<'p, 'd> {
         Ok(true)
     }
 
+    #[inline]
     fn wake(&mut self, rank: u64) {
         if !self.in_ready[rank as usize] {
             self.in_ready[rank as usize] = true;
@@ -711,6 +712,7 @@ impl<'p, 'd> Sim<'p, 'd> {
     }
 
     /// The peer of a point-to-point operation, from its table when it has one.
+    #[inline]
     fn peer(
         &mut self,
         rank: u64,
@@ -733,6 +735,7 @@ impl<'p, 'd> Sim<'p, 'd> {
     }
 
     /// Waits for `reqs`; returns whether the rank can go on now.
+    #[inline]
     fn block_on(&mut self, rank: u64, reqs: Reqs, any: bool, stmt: &'p Stmt) -> bool {
         let blocked = Blocked { reqs, any, stmt };
         if self.try_complete(&blocked) {
@@ -743,6 +746,7 @@ impl<'p, 'd> Sim<'p, 'd> {
     }
 
     /// Completes the wait if its requests allow; consumes what it completes.
+    #[inline]
     fn try_complete(&mut self, blocked: &Blocked) -> bool {
         if blocked.reqs.is_empty() {
             return true;
@@ -765,6 +769,7 @@ impl<'p, 'd> Sim<'p, 'd> {
         }
     }
 
+    #[inline]
     fn complete(&mut self, id: ReqId) {
         self.reqs[id].done = true;
         let owner = self.reqs[id].owner;
@@ -773,6 +778,7 @@ impl<'p, 'd> Sim<'p, 'd> {
         }
     }
 
+    #[inline]
     fn new_req(&mut self, owner: u64, kind: ReqKind, stmt: &'p Stmt) -> ReqId {
         let req = Req {
             owner,
@@ -794,6 +800,7 @@ impl<'p, 'd> Sim<'p, 'd> {
         }
     }
 
+    #[inline]
     fn bind(&mut self, rank: u64, handle: usize, req: ReqId) {
         self.ranks[rank as usize].handles[handle] = Some(req);
         self.reqs[req].handle = Some(handle);
@@ -801,6 +808,7 @@ impl<'p, 'd> Sim<'p, 'd> {
 
     /// A completed request has been waited for: its handle becomes null and the slot
     /// is reused. Nothing else refers to a completed request.
+    #[inline]
     fn consume(&mut self, id: ReqId) {
         if self.reqs[id].consumed {
             return;
@@ -818,6 +826,7 @@ impl<'p, 'd> Sim<'p, 'd> {
     }
 
     /// The instance of communicator `name` that `rank` belongs to, and its rank there.
+    #[inline]
     fn member(
         &mut self,
         rank: u64,

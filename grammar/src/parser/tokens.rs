@@ -371,6 +371,12 @@ pub fn small_uint(input: Tokens) -> PResult<Spanned<u32>> {
 /// A finite non-negative decimal number.
 fn decimal(input: Tokens) -> PResult<(f64, Span)> {
     let (rest, (text, span)) = number(input)?;
+    // Whole numbers below 2^53 convert exactly; only others need the float parser.
+    if text.len() <= 15 && text.bytes().all(|b| b.is_ascii_digit()) {
+        if let Ok(whole) = text.parse::<u64>() {
+            return Ok((rest, (whole as f64, span)));
+        }
+    }
     match text.parse::<f64>() {
         Ok(value) if value.is_finite() => Ok((rest, (value, span))),
         _ => failure(PErr::invalid(
