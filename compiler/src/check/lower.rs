@@ -49,6 +49,8 @@ pub(super) enum Op<'p> {
         l: &'p Loop,
         end: usize,
         comm_free: bool,
+        /// The count when it is a literal.
+        constant: Option<i64>,
     },
     /// The end of a loop body: back to `start + 1` while iterations are left.
     EndLoop {
@@ -203,10 +205,15 @@ impl<'p> Lowering<'p, '_> {
             }
             StmtKind::Loop(l) => {
                 let comm_free = is_comm_free(&l.body, &mut self.comm_free);
+                let constant = match l.count.kind {
+                    ExprKind::Int(v) => Some(v),
+                    _ => None,
+                };
                 let start = self.push(Op::Loop {
                     l,
                     end: 0,
                     comm_free,
+                    constant,
                 });
                 if !comm_free {
                     self.block(&l.body);

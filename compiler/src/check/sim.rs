@@ -542,9 +542,19 @@ impl<'p, 'd> Sim<'p, 'd> {
                         }
                     }
                 }
-                Op::Loop { l, end, comm_free } => {
-                    let env = &self.ranks[r].env;
-                    let count = eval_int(&l.count, env).map_err(|e| self.eval_error(rank, e))?;
+                Op::Loop {
+                    l,
+                    end,
+                    comm_free,
+                    constant,
+                } => {
+                    let count = match constant {
+                        Some(v) => *v,
+                        None => {
+                            let env = &self.ranks[r].env;
+                            eval_int(&l.count, env).map_err(|e| self.eval_error(rank, e))?
+                        }
+                    };
                     if count < 0 {
                         let pos = l.count.pos;
                         self.report_once("bad-count", pos, || {
@@ -917,7 +927,13 @@ impl<'p, 'd> Sim<'p, 'd> {
         let matched = queue
             .iter()
             .position(|r| r.tag == tag && r.src.is_none_or(|s| s == me));
-        match matched.and_then(|i| queue.remove(i)) {
+        // The match is usually the oldest entry: `pop_front` moves nothing.
+        let taken = match matched {
+            Some(0) => queue.pop_front(),
+            Some(i) => queue.remove(i),
+            None => None,
+        };
+        match taken {
             Some(recv) => self.matched(req, bytes, recv.req, recv.bytes),
             None => self.sends[slot].push_back(PendingSend {
                 src: me,
@@ -950,7 +966,12 @@ impl<'p, 'd> Sim<'p, 'd> {
         let matched = queue
             .iter()
             .position(|s| s.tag == tag && from.is_none_or(|f| f == s.src));
-        match matched.and_then(|i| queue.remove(i)) {
+        let taken = match matched {
+            Some(0) => queue.pop_front(),
+            Some(i) => queue.remove(i),
+            None => None,
+        };
+        match taken {
             Some(send) => self.matched(send.req, send.bytes, req, bytes),
             None => self.recvs[slot].push_back(PendingRecv {
                 src: from,
