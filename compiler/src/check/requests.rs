@@ -38,6 +38,12 @@ struct Names<'p> {
 
 impl<'p> Names<'p> {
     fn id(&mut self, name: &'p str) -> usize {
+        // Programs use a handful of names: comparing them is cheaper than hashing.
+        if self.names.len() <= 16 {
+            if let Some(i) = self.names.iter().position(|&n| n == name) {
+                return i;
+            }
+        }
         let next = self.names.len();
         let id = *self.ids.entry(name).or_insert(next);
         if id == next {
