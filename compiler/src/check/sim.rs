@@ -125,6 +125,10 @@ fn compute_seconds(spec: &TimeSpec, rank: u64) -> f64 {
 /// A future member of a new communicator: (key, rank in the parent, world rank).
 type Member = (i64, u64, u64);
 
+/// Per world rank of one communicator name: its instance and its rank there, if a
+/// member.
+type Members = Vec<Option<(usize, u64)>>;
+
 /// A problem that makes further simulation meaningless (it was reported).
 struct Abort;
 
@@ -244,7 +248,7 @@ struct Sim<'p, 'd> {
     ranks: Vec<RankState<'p>>,
     insts: Vec<CommInst>,
     /// Communicator id → per world rank: (instance, rank in it); `None` until created.
-    membership: Vec<Option<Vec<Option<(usize, u64)>>>>,
+    membership: Vec<Option<Members>>,
     /// Requests completed and consumed, ready for reuse: a long run allocates only as
     /// many requests as are in flight at once.
     free_reqs: Vec<ReqId>,

@@ -267,7 +267,7 @@ pub fn is_keyword(text: &str) -> bool {
     });
     by_len
         .get(text.len())
-        .is_some_and(|same| same.iter().any(|&k| k == text))
+        .is_some_and(|same| same.contains(&text))
 }
 
 /// The punctuation token `kind`.
