@@ -1367,6 +1367,32 @@ mod tests {
     }
 
     #[test]
+    fn branches_and_loops_follow_each_rank() {
+        // An `else if` chain inside nested loops: each rank takes its own arm on every
+        // iteration, and a loop of only computation is accounted without running it.
+        let src = format!(
+            "{HEAD}loop 3 {{\n\
+             if rank == 0 {{ compute 1 ms }} else if rank == 1 {{ compute 2 ms }} else {{ compute 3 ms }}\n\
+             loop 2 {{ sendrecv to next 1 KiB from prev 1 KiB }}\n\
+             loop rank {{ compute 1 ms }}\n\
+             }}"
+        );
+        let (program, diags) = perfskel_grammar::parse(&src);
+        assert!(diags.is_empty(), "{diags:#?}");
+        let checked = check(&program, &src, Options::default());
+        assert!(checked.diags.is_empty(), "{:#?}", checked.diags);
+        let info = checked.info.expect("clean");
+        let ms: Vec<u64> = info
+            .ranks
+            .iter()
+            .map(|r| (r.compute_seconds * 1e3).round() as u64)
+            .collect();
+        assert_eq!(ms, vec![3, 9, 9 + 6, 9 + 9]);
+        assert!(info.ranks.iter().all(|r| r.messages_sent == 6));
+        assert_eq!(info.simulated_ops, 4 * 6);
+    }
+
+    #[test]
     fn truncation_and_unreceived_messages() {
         assert_eq!(
             codes(&format!("{HEAD}sendrecv to next 2 KiB from prev 1 KiB")),
