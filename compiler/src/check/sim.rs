@@ -851,19 +851,22 @@ impl<'p, 'd> Sim<'p, 'd> {
         let membership = comm.and_then(|c| self.membership[c].as_ref());
         match membership.and_then(|m| m[rank as usize]) {
             Some(found) => Ok(found),
-            None => {
-                let name = name.to_string();
-                self.report_once("not-member", stmt.pos, || {
-                    Diag::error(
-                        "not-member",
-                        format!("rank {rank} is not a member of `{name}`"),
-                    )
-                    .at(stmt.pos, "used here")
-                    .with_note("a negative split color leaves a rank out of the new communicator")
-                });
-                Err(Abort)
-            }
+            None => Err(self.not_member(rank, name, stmt)),
         }
+    }
+
+    #[cold]
+    fn not_member(&mut self, rank: u64, name: &str, stmt: &'p Stmt) -> Abort {
+        let name = name.to_string();
+        self.report_once("not-member", stmt.pos, || {
+            Diag::error(
+                "not-member",
+                format!("rank {rank} is not a member of `{name}`"),
+            )
+            .at(stmt.pos, "used here")
+            .with_note("a negative split color leaves a rank out of the new communicator")
+        });
+        Abort
     }
 
     /// The peer's rank in the communicator, or `None` for a missing neighbour.
@@ -989,6 +992,15 @@ impl<'p, 'd> Sim<'p, 'd> {
 
     fn matched(&mut self, send: ReqId, send_bytes: u64, recv: ReqId, recv_bytes: u64) {
         if send_bytes > recv_bytes {
+            self.truncation(send, send_bytes, recv, recv_bytes);
+        }
+        self.complete(send);
+        self.complete(recv);
+    }
+
+    #[cold]
+    fn truncation(&mut self, send: ReqId, send_bytes: u64, recv: ReqId, recv_bytes: u64) {
+        {
             let (s, r) = (&self.reqs[send], &self.reqs[recv]);
             let (sstmt, rstmt) = (s.stmt, r.stmt);
             let (sender, receiver) = (s.owner, r.owner);
@@ -1005,8 +1017,6 @@ impl<'p, 'd> Sim<'p, 'd> {
                 .with_note(format!("MPI fails with MPI_ERR_TRUNCATE; the send is at {line}"))
             });
         }
-        self.complete(send);
-        self.complete(recv);
     }
 
     fn arrive(
@@ -1042,22 +1052,7 @@ impl<'p, 'd> Sim<'p, 'd> {
         });
         if entry.key != key {
             let (first_rank, first_stmt) = (entry.first_rank, entry.first_stmt);
-            let comm = self.insts[inst].name.clone();
-            let line = self.lines.describe(first_stmt.pos);
-            let mine = printer::stmt_head(stmt);
-            let theirs = printer::stmt_head(first_stmt);
-            self.report_once("collective-mismatch", stmt.pos, || {
-                Diag::error(
-                    "collective-mismatch",
-                    format!("collectives on `{comm}` do not match: rank {rank} calls `{mine}` where rank {first_rank} calls `{theirs}`"),
-                )
-                .at(stmt.pos, format!("rank {rank}'s collective number {}", seq + 1))
-                .with_secondary(first_stmt.pos, format!("rank {first_rank}'s"))
-                .with_note(format!(
-                    "all ranks of a communicator must call the same collectives (operation, root and size) in the same order; rank {first_rank}'s is at {line}"
-                ))
-            });
-            return Err(Abort);
+            return Err(self.mismatch(rank, inst, seq, stmt, first_rank, first_stmt));
         }
         entry.reqs.push(req);
         entry.arrived.push(rank);
@@ -1078,6 +1073,34 @@ impl<'p, 'd> Sim<'p, 'd> {
             }
         }
         Ok(req)
+    }
+
+    #[cold]
+    fn mismatch(
+        &mut self,
+        rank: u64,
+        inst: usize,
+        seq: u64,
+        stmt: &'p Stmt,
+        first_rank: u64,
+        first_stmt: &'p Stmt,
+    ) -> Abort {
+        let comm = self.insts[inst].name.clone();
+        let line = self.lines.describe(first_stmt.pos);
+        let mine = printer::stmt_head(stmt);
+        let theirs = printer::stmt_head(first_stmt);
+        self.report_once("collective-mismatch", stmt.pos, || {
+            Diag::error(
+                "collective-mismatch",
+                format!("collectives on `{comm}` do not match: rank {rank} calls `{mine}` where rank {first_rank} calls `{theirs}`"),
+            )
+            .at(stmt.pos, format!("rank {rank}'s collective number {}", seq + 1))
+            .with_secondary(first_stmt.pos, format!("rank {first_rank}'s"))
+            .with_note(format!(
+                "all ranks of a communicator must call the same collectives (operation, root and size) in the same order; rank {first_rank}'s is at {line}"
+            ))
+        });
+        Abort
     }
 
     /// Collectives some members called and others not, by instance and number.
