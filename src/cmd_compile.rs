@@ -125,7 +125,7 @@ pub fn compile(
         model: model.clone(),
     };
     let scaled = scale::scale(&program, &info, &options).map_err(|d| {
-        diags.push(d);
+        diags.push(*d);
         CompileError::Diags(diags.clone())
     })?;
     diags.extend(scaled.warnings.iter().cloned());

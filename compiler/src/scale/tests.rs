@@ -8,7 +8,7 @@ use perfskel_grammar::{parse, print};
 use super::*;
 use crate::check::{check, Options};
 
-fn scaled(source: &str, ratio: u64) -> Result<Scaled, Diag> {
+fn scaled(source: &str, ratio: u64) -> Result<Scaled, Box<Diag>> {
     let (program, diags) = parse(source);
     assert!(diags.is_empty(), "{diags:?}");
     let checked = check(&program, source, Options::default());
