@@ -15,7 +15,8 @@
 # Environment: APPS, NP (ranks, default 2: more than the cores makes every timing a
 # scheduling artefact), MPI (openmpi|mpich), KS (ratios), MIN_SKELETON_S (shortest
 # skeleton run worth timing, default 0.02), REPEAT (runs per ratio; the median is
-# shown), OUT (scratch directory), CALIBRATE=0 to keep an existing model.
+# shown), OUT (scratch directory), CALIBRATE=0 to keep an existing model, TARGET
+# (`perfskel compile --target`: app-time or model).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -27,6 +28,7 @@ MIN_SKELETON_S=${MIN_SKELETON_S:-0.02}
 REPEAT=${REPEAT:-3}
 OUT=${OUT:-/tmp/perfskel-fidelity}
 CALIBRATE=${CALIBRATE:-1}
+TARGET=${TARGET:-app-time}
 
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 mkdir -p "$OUT"
@@ -131,7 +133,7 @@ for app in $APPS; do
             continue
         fi
         dir="$OUT/$app-1-$k"
-        "$P" compile "$skel" --ratio "1:$k" --backend c -o "$dir" --force "${MODEL[@]}" \
+        "$P" compile "$skel" --ratio "1:$k" --backend c -o "$dir" --force --target "$TARGET" "${MODEL[@]}" \
             2>"$OUT/compile-$app-$k.log" || {
             echo "$app 1:$k: compile failed (see $OUT/compile-$app-$k.log)" >&2
             continue
@@ -148,4 +150,4 @@ for app in $APPS; do
             p = s * k; printf "%-14s %10.3f %6d %14.6f %16.3f %+9.1f\n", app, t, k, s, p, (p - t) / t * 100 }'
     done
 done
-echo "load average: $(cut -d' ' -f1-3 /proc/loadavg); $(nproc) cores; $MPI, $NP ranks; median of $REPEAT runs"
+echo "load average: $(cut -d' ' -f1-3 /proc/loadavg); $(nproc) cores; $MPI, $NP ranks; median of $REPEAT runs; --target $TARGET"

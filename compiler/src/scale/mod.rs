@@ -42,6 +42,23 @@ pub struct ScaleOptions {
     /// K of the ratio 1:K (at least 1).
     pub ratio: u64,
     pub model: Model,
+    /// What the scaled skeleton's time is 1/K of.
+    pub target: Target,
+}
+
+/// The time a scaled skeleton must run 1/K of.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Target {
+    /// `app_time / K`: compute is stretched or shrunk so that the model's time of the
+    /// scaled skeleton is 1/K of the application's measured time, whatever the model
+    /// says of the unscaled skeleton.
+    #[default]
+    AppTime,
+    /// The model's time of the unscaled skeleton / K: compute keeps the times the
+    /// skeleton gives and only makes up for what loop cutting changes (communication that
+    /// does not shrink). Robust when the model does not explain `app_time` (a loaded
+    /// machine during the traced run, an uncalibrated model).
+    Model,
 }
 
 /// A scaled skeleton and what the scaling found.
@@ -66,7 +83,16 @@ pub struct Scaled {
 pub fn scale(program: &Program, info: &Info, options: &ScaleOptions) -> Result<Scaled, Box<Diag>> {
     let k = options.ratio.max(1) as f64;
     let app_time = program.app_time.value.seconds();
-    let target = app_time / k;
+    let model = &options.model;
+    let unscaled_model_s = simulate(program, info, model, SIMULATION_BUDGET / 10)
+        .ok()
+        .map(|t| t.total_s());
+    // The time the unscaled skeleton stands for.
+    let reference = match (options.target, unscaled_model_s) {
+        (Target::Model, Some(t)) if t > 0.0 => t,
+        _ => app_time,
+    };
+    let target = reference / k;
     if target < MIN_SKELETON_S {
         let largest = (app_time / MIN_SKELETON_S).floor();
         return Err(Box::new(
@@ -87,10 +113,6 @@ pub fn scale(program: &Program, info: &Info, options: &ScaleOptions) -> Result<S
             }),
         ));
     }
-    let model = &options.model;
-    let unscaled_model_s = simulate(program, info, model, SIMULATION_BUDGET / 10)
-        .ok()
-        .map(|t| t.total_s());
     let plan = plan(program, &info.world, k);
     let mut warnings = plan.warnings.clone();
     let time = |c: f64, s: f64| -> Result<f64, TimingError> {
@@ -120,7 +142,7 @@ pub fn scale(program: &Program, info: &Info, options: &ScaleOptions) -> Result<S
         .map_err(|e| too_large(program, e))?
         .total_s();
     let ratio_reached = if expected > 0.0 {
-        app_time / expected
+        reference / expected
     } else {
         f64::INFINITY
     };
@@ -151,9 +173,13 @@ pub fn scale(program: &Program, info: &Info, options: &ScaleOptions) -> Result<S
     let mut program = scaled;
     program.name.trivia.leading.extend([
         format!(
-            "# Scaled by perfskel to 1:{} of app_time {}: the model expects {}.",
+            "# Scaled by perfskel to 1:{} of {} {}: the model expects {}.",
             options.ratio,
-            seconds_text(app_time),
+            match options.target {
+                Target::AppTime => "app_time",
+                Target::Model => "the model's time of the unscaled skeleton,",
+            },
+            seconds_text(reference),
             seconds_text(expected)
         ),
         format!(
