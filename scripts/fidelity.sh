@@ -43,8 +43,14 @@ fi
 MODEL=()
 [ -f "$OUT/model-$MPI.json" ] && MODEL=(--model "$OUT/model-$MPI.json")
 
-# Arguments of each app, sized so that a run takes several seconds at 2 ranks.
+# Arguments of each app, sized so that a run takes several seconds at 2 ranks;
+# ARGS_<app> overrides them (ARGS_stencil="512 400").
 app_args() {
+    local override="ARGS_$1"
+    if [ -n "${!override:-}" ]; then
+        echo "${!override}"
+        return
+    fi
     case "$1" in
         stencil) echo "1024 500" ;;
         ring) echo "200000 1000" ;;

@@ -163,7 +163,7 @@ pub fn compile(
     let report = format!(
         "{source_name} at 1:{ratio}: expected skeleton time {} (target {}), ratio reached 1:{:.1}; compute x{:.4}, message sizes x{:.4}; model {}{}",
         seconds_text(scaled.expected_skeleton_s),
-        seconds_text(program.app_time.value.seconds() / ratio as f64),
+        seconds_text(scaled.target_s),
         scaled.ratio_reached,
         scaled.compute_factor,
         scaled.size_factor,

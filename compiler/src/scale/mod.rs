@@ -65,9 +65,12 @@ pub enum Target {
 #[derive(Clone, Debug)]
 pub struct Scaled {
     pub program: Program,
+    /// The time the scaled program should run: `app_time / K`, or the model's time of
+    /// the unscaled skeleton / K with [`Target::Model`].
+    pub target_s: f64,
     /// The skeleton time the model predicts for the scaled program, in seconds.
     pub expected_skeleton_s: f64,
-    /// `app_time / expected_skeleton_s`: K when the target was hit.
+    /// `target_s × K / expected_skeleton_s`: K when the target was hit.
     pub ratio_reached: f64,
     /// The factor applied to all compute spans beyond what loop cutting left.
     pub compute_factor: f64,
@@ -191,6 +194,7 @@ pub fn scale(program: &Program, info: &Info, options: &ScaleOptions) -> Result<S
     ]);
     Ok(Scaled {
         program,
+        target_s: target,
         expected_skeleton_s: expected,
         ratio_reached,
         compute_factor: c,
