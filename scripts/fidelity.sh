@@ -16,7 +16,7 @@
 # scheduling artefact), MPI (openmpi|mpich), KS (ratios), MIN_SKELETON_S (shortest
 # skeleton run worth timing, default 0.02), REPEAT (runs per ratio; the median is
 # shown), OUT (scratch directory), CALIBRATE=0 to keep an existing model, TARGET
-# (`perfskel compile --target`: app-time or model).
+# (`perfskel compile --target`: app-time or model), PREFIX (see below).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -29,6 +29,9 @@ REPEAT=${REPEAT:-3}
 OUT=${OUT:-/tmp/perfskel-fidelity}
 CALIBRATE=${CALIBRATE:-1}
 TARGET=${TARGET:-app-time}
+# A command prefix for the traced run and the skeleton runs, e.g. PREFIX="chrt -f 1"
+# (real-time priority, root only) to shield both from other load on a shared machine.
+read -r -a PREFIX <<<"${PREFIX:-}"
 
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 mkdir -p "$OUT"
@@ -38,7 +41,7 @@ P="$ROOT/target/release/perfskel"
 make -s -C examples/apps MPI="$MPI" OUT="$OUT/build-$MPI" >/dev/null
 
 if [ "$CALIBRATE" = 1 ]; then
-    "$P" calibrate --mpi "$MPI" -np 2 --output "$OUT/model-$MPI.json" >&2
+    "${PREFIX[@]}" "$P" calibrate --mpi "$MPI" -np 2 --output "$OUT/model-$MPI.json" >&2
 fi
 MODEL=()
 [ -f "$OUT/model-$MPI.json" ] && MODEL=(--model "$OUT/model-$MPI.json")
@@ -119,7 +122,7 @@ for app in $APPS; do
     [ -n "$args" ] || { echo "$app: no arguments known; skipped" >&2; continue; }
     trace="$OUT/trace-$app"
     # shellcheck disable=SC2086
-    "$P" record -o "$trace" -- "mpirun.$MPI" -np "$NP" "$OUT/build-$MPI/$app" $args >/dev/null 2>"$OUT/record-$app.log" || {
+    "${PREFIX[@]}" "$P" record -o "$trace" -- "mpirun.$MPI" -np "$NP" "$OUT/build-$MPI/$app" $args >/dev/null 2>"$OUT/record-$app.log" || {
         echo "$app: record failed (see $OUT/record-$app.log)" >&2
         continue
     }
@@ -146,7 +149,7 @@ for app in $APPS; do
         }
         runs=()
         for _ in $(seq "$REPEAT"); do
-            s=$("$P" run "$dir" -np "$NP" --mpi "$MPI" 2>>"$OUT/run-$app-$k.log" |
+            s=$("${PREFIX[@]}" "$P" run "$dir" -np "$NP" --mpi "$MPI" 2>>"$OUT/run-$app-$k.log" |
                 awk '/^perfskel-result/ {for (i = 1; i <= NF; i++) if ($i ~ /^skeleton_s=/) {sub("skeleton_s=", "", $i); print $i}}')
             [ -n "$s" ] && runs+=("$s")
         done
@@ -156,4 +159,4 @@ for app in $APPS; do
             p = s * k; printf "%-14s %10.3f %6d %14.6f %16.3f %+9.1f\n", app, t, k, s, p, (p - t) / t * 100 }'
     done
 done
-echo "load average: $(cut -d' ' -f1-3 /proc/loadavg); $(nproc) cores; $MPI, $NP ranks; median of $REPEAT runs; --target $TARGET"
+echo "load average: $(cut -d' ' -f1-3 /proc/loadavg); $(nproc) cores; $MPI, $NP ranks; median of $REPEAT runs; --target $TARGET; prefix: ${PREFIX[*]:-none}"
