@@ -151,7 +151,7 @@ pub fn fit(mpi: &str, output: &str) -> Result<Model, String> {
     let cov: f64 = large.iter().map(|p| (p.0 - mb) * (p.1 - ms)).sum();
     let var: f64 = large.iter().map(|p| (p.0 - mb).powi(2)).sum();
     let slope = cov / var;
-    if !(slope > 0.0) {
+    if slope.is_nan() || slope <= 0.0 {
         return Err(
             "large messages were not slower than small ones: the timing is unusable".into(),
         );

@@ -9,7 +9,7 @@ use std::process::ExitCode;
 
 use perfskel_compiler::back::{self, Backend, GeneratedFile};
 use perfskel_compiler::check::{check, Options as CheckOptions};
-use perfskel_compiler::scale::{self, seconds_text, Model, ScaleOptions, Scaled};
+use perfskel_compiler::scale::{self, seconds_text, Model, ScaleOptions, Scaled, Target};
 use perfskel_grammar::Diag;
 
 use crate::cmd_calibrate;
@@ -41,9 +41,29 @@ pub struct Args {
     /// `--mpi`, or built-in defaults.
     #[arg(long)]
     model: Option<PathBuf>,
+    /// What the program's time is 1/K of: `app-time` (the skeleton's app_time; compute
+    /// is adjusted to make up the difference) or `model` (the model's time of the
+    /// unscaled skeleton; compute stays as written but for what loop cutting changes).
+    #[arg(long, value_enum, default_value = "app-time")]
+    target: TargetArg,
     /// Whose saved model to use when `--model` is not given.
     #[arg(long, value_enum, default_value = "openmpi")]
     mpi: MpiKind,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum TargetArg {
+    AppTime,
+    Model,
+}
+
+impl From<TargetArg> for Target {
+    fn from(t: TargetArg) -> Target {
+        match t {
+            TargetArg::AppTime => Target::AppTime,
+            TargetArg::Model => Target::Model,
+        }
+    }
 }
 
 /// Reads `1:K` with K a whole number of at least 1.
@@ -109,6 +129,7 @@ pub fn compile(
     ratio: u64,
     backend: Option<Backend>,
     model: &Model,
+    target: Target,
 ) -> Result<Compiled, CompileError> {
     let (program, mut diags) = perfskel_grammar::parse(source);
     let mut info = None;
@@ -123,9 +144,10 @@ pub fn compile(
     let options = ScaleOptions {
         ratio,
         model: model.clone(),
+        target,
     };
     let scaled = scale::scale(&program, &info, &options).map_err(|d| {
-        diags.push(d);
+        diags.push(*d);
         CompileError::Diags(diags.clone())
     })?;
     diags.extend(scaled.warnings.iter().cloned());
@@ -141,7 +163,7 @@ pub fn compile(
     let report = format!(
         "{source_name} at 1:{ratio}: expected skeleton time {} (target {}), ratio reached 1:{:.1}; compute x{:.4}, message sizes x{:.4}; model {}{}",
         seconds_text(scaled.expected_skeleton_s),
-        seconds_text(program.app_time.value.seconds() / ratio as f64),
+        seconds_text(scaled.target_s),
         scaled.ratio_reached,
         scaled.compute_factor,
         scaled.size_factor,
@@ -181,7 +203,14 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
         .file_name()
         .map_or_else(|| name.clone(), |f| f.to_string_lossy().into_owned());
     let backend = args.emit.is_none().then_some(args.backend);
-    let compiled = match compile(&source_name, &source, args.ratio, backend, &model) {
+    let compiled = match compile(
+        &source_name,
+        &source,
+        args.ratio,
+        backend,
+        &model,
+        args.target.into(),
+    ) {
         Ok(c) => c,
         Err(CompileError::Diags(diags)) => {
             emit(&name, &source, &diags);

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use perfskel::cmd_compile::{compile, CompileError};
 use perfskel::files::render_plain;
 use perfskel_compiler::back::{Backend, RunResult};
-use perfskel_compiler::scale::Model;
+use perfskel_compiler::scale::{Model, Target};
 
 use crate::common::{files_in, relative, root, text, MPI_LOCK};
 
@@ -58,6 +58,7 @@ fn generated_c_of_every_example_matches_its_snapshot() {
                 ratio,
                 Some(Backend::C),
                 &Model::default(),
+                Target::AppTime,
             ) {
                 Ok(c) => c,
                 Err(CompileError::Diags(d)) => {
@@ -103,6 +104,7 @@ fn build_files_match_their_snapshot() {
         100,
         Some(Backend::C),
         &Model::default(),
+        Target::AppTime,
     ) else {
         panic!("stencil2d compiles");
     };

@@ -255,20 +255,24 @@ static inline int ps_cart_offset(MPI_Comm comm, int ndims, const int *offset) {
 
 /* ---- requests ---------------------------------------------------------------------- */
 
+/* Real status arrays rather than MPI_STATUSES_IGNORE: with MPICH's headers GCC takes
+ * the latter for an array of size 0 and warns. */
 static inline void ps_waitall(int n, MPI_Request **reqs) {
     MPI_Request all[64];
+    MPI_Status statuses[64];
     if (n > 64) ps_fail("waitall of more than 64 requests");
     for (int i = 0; i < n; i++) all[i] = *reqs[i];
-    MPI_Waitall(n, all, MPI_STATUSES_IGNORE);
+    MPI_Waitall(n, all, statuses);
     for (int i = 0; i < n; i++) *reqs[i] = all[i];
 }
 
 static inline void ps_waitany(int n, MPI_Request **reqs) {
     MPI_Request all[64];
+    MPI_Status status;
     int index;
     if (n > 64) ps_fail("waitany of more than 64 requests");
     for (int i = 0; i < n; i++) all[i] = *reqs[i];
-    MPI_Waitany(n, all, &index, MPI_STATUS_IGNORE);
+    MPI_Waitany(n, all, &index, &status);
     for (int i = 0; i < n; i++) *reqs[i] = all[i];
 }
 

@@ -97,7 +97,7 @@ fn divisor_near(g: u64, k: f64) -> u64 {
     let distance = |d: u64| (d as f64 / k).ln().abs();
     let mut i = 1;
     while i * i <= g {
-        if g % i == 0 {
+        if g.is_multiple_of(i) {
             for d in [i, g / i] {
                 if distance(d) < distance(best) - 1e-12
                     || (distance(d) - distance(best)).abs() <= 1e-12 && d < best

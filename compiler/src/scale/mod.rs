@@ -42,15 +42,35 @@ pub struct ScaleOptions {
     /// K of the ratio 1:K (at least 1).
     pub ratio: u64,
     pub model: Model,
+    /// What the scaled skeleton's time is 1/K of.
+    pub target: Target,
+}
+
+/// The time a scaled skeleton must run 1/K of.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Target {
+    /// `app_time / K`: compute is stretched or shrunk so that the model's time of the
+    /// scaled skeleton is 1/K of the application's measured time, whatever the model
+    /// says of the unscaled skeleton.
+    #[default]
+    AppTime,
+    /// The model's time of the unscaled skeleton / K: compute keeps the times the
+    /// skeleton gives and only makes up for what loop cutting changes (communication that
+    /// does not shrink). Robust when the model does not explain `app_time` (a loaded
+    /// machine during the traced run, an uncalibrated model).
+    Model,
 }
 
 /// A scaled skeleton and what the scaling found.
 #[derive(Clone, Debug)]
 pub struct Scaled {
     pub program: Program,
+    /// The time the scaled program should run: `app_time / K`, or the model's time of
+    /// the unscaled skeleton / K with [`Target::Model`].
+    pub target_s: f64,
     /// The skeleton time the model predicts for the scaled program, in seconds.
     pub expected_skeleton_s: f64,
-    /// `app_time / expected_skeleton_s`: K when the target was hit.
+    /// `target_s × K / expected_skeleton_s`: K when the target was hit.
     pub ratio_reached: f64,
     /// The factor applied to all compute spans beyond what loop cutting left.
     pub compute_factor: f64,
@@ -63,58 +83,47 @@ pub struct Scaled {
 
 /// Scales `program` (which passed `check`, giving `info`) to 1:`options.ratio`.
 /// Errors are diagnostics: a skeleton too short for the ratio, or too large to simulate.
-pub fn scale(program: &Program, info: &Info, options: &ScaleOptions) -> Result<Scaled, Diag> {
+pub fn scale(program: &Program, info: &Info, options: &ScaleOptions) -> Result<Scaled, Box<Diag>> {
     let k = options.ratio.max(1) as f64;
     let app_time = program.app_time.value.seconds();
-    let target = app_time / k;
+    let model = &options.model;
+    let unscaled_model_s = simulate(program, info, model, SIMULATION_BUDGET / 10)
+        .ok()
+        .map(|t| t.total_s());
+    // The time the unscaled skeleton stands for.
+    let reference = match (options.target, unscaled_model_s) {
+        (Target::Model, Some(t)) if t > 0.0 => t,
+        _ => app_time,
+    };
+    let target = reference / k;
     if target < MIN_SKELETON_S {
         let largest = (app_time / MIN_SKELETON_S).floor();
-        return Err(Diag::error(
-            "too-short-to-scale",
-            format!(
+        return Err(Box::new(
+            Diag::error(
+                "too-short-to-scale",
+                format!(
                 "at 1:{} the skeleton would run {}, too short to time: a run must last at least {}",
                 options.ratio,
                 seconds_text(target),
                 seconds_text(MIN_SKELETON_S)
             ),
-        )
-        .at(program.app_time.pos, "the application's time")
-        .with_note(if largest >= 1.0 {
-            format!("the largest ratio for this app_time is 1:{largest:.0}")
-        } else {
-            "app_time itself is shorter than that; record a longer run".to_string()
-        }));
+            )
+            .at(program.app_time.pos, "the application's time")
+            .with_note(if largest >= 1.0 {
+                format!("the largest ratio for this app_time is 1:{largest:.0}")
+            } else {
+                "app_time itself is shorter than that; record a longer run".to_string()
+            }),
+        ));
     }
-    let model = &options.model;
-    let unscaled_model_s = simulate(program, info, model, SIMULATION_BUDGET / 10)
-        .ok()
-        .map(|t| t.total_s());
     let plan = plan(program, &info.world, k);
     let mut warnings = plan.warnings.clone();
-    let time = |c: f64, s: f64| -> Result<f64, Diag> {
+    let time = |c: f64, s: f64| -> Result<f64, TimingError> {
         let p = apply(program, &plan, c, s, target);
-        simulate(&p, info, model, SIMULATION_BUDGET)
-            .map(|t| t.total_s())
-            .map_err(|e| too_large(program, e))
+        simulate(&p, info, model, SIMULATION_BUDGET).map(|t| t.total_s())
     };
-
-    let (t0, t1) = (time(0.0, 1.0)?, time(1.0, 1.0)?);
-    let (mut c, mut s) = (solve(|c| time(c, 1.0), 0.0, t0, 1.0, t1, target)?, 1.0);
-    if c < COMPUTE_FLOOR && t1 > t0 {
-        // Communication takes too much of the target: shrink messages, keeping compute
-        // at the floor of its share.
-        c = COMPUTE_FLOOR;
-        let s_min = 1e-9;
-        if time(c, s_min)? <= target {
-            s = bisect(|s| time(c, s), s_min, 1.0, target)?;
-        } else {
-            s = s_min;
-            c = if time(0.0, s)? <= target {
-                bisect(|c| time(c, s), 0.0, COMPUTE_FLOOR, target)?
-            } else {
-                0.0
-            };
-        }
+    let (c, s) = solve_factors(&time, target).map_err(|e| too_large(program, e))?;
+    if s < 1.0 {
         warnings.push(
             Diag::warning(
                 "messages-scaled",
@@ -130,12 +139,13 @@ pub fn scale(program: &Program, info: &Info, options: &ScaleOptions) -> Result<S
             ),
         );
     }
+
     let scaled = apply(program, &plan, c, s, target);
     let expected = simulate(&scaled, info, model, SIMULATION_BUDGET)
         .map_err(|e| too_large(program, e))?
         .total_s();
     let ratio_reached = if expected > 0.0 {
-        app_time / expected
+        reference / expected
     } else {
         f64::INFINITY
     };
@@ -166,9 +176,13 @@ pub fn scale(program: &Program, info: &Info, options: &ScaleOptions) -> Result<S
     let mut program = scaled;
     program.name.trivia.leading.extend([
         format!(
-            "# Scaled by perfskel to 1:{} of app_time {}: the model expects {}.",
+            "# Scaled by perfskel to 1:{} of {} {}: the model expects {}.",
             options.ratio,
-            seconds_text(app_time),
+            match options.target {
+                Target::AppTime => "app_time",
+                Target::Model => "the model's time of the unscaled skeleton,",
+            },
+            seconds_text(reference),
             seconds_text(expected)
         ),
         format!(
@@ -180,6 +194,7 @@ pub fn scale(program: &Program, info: &Info, options: &ScaleOptions) -> Result<S
     ]);
     Ok(Scaled {
         program,
+        target_s: target,
         expected_skeleton_s: expected,
         ratio_reached,
         compute_factor: c,
@@ -189,26 +204,52 @@ pub fn scale(program: &Program, info: &Info, options: &ScaleOptions) -> Result<S
     })
 }
 
-fn too_large(program: &Program, e: TimingError) -> Diag {
+/// The compute factor `c` and message size factor `s` that make the simulated time hit
+/// `target`: compute first; messages only when compute would fall below its floor.
+fn solve_factors(
+    time: &impl Fn(f64, f64) -> Result<f64, TimingError>,
+    target: f64,
+) -> Result<(f64, f64), TimingError> {
+    let (t0, t1) = (time(0.0, 1.0)?, time(1.0, 1.0)?);
+    let c = solve(|c| time(c, 1.0), 0.0, t0, 1.0, t1, target)?;
+    if c >= COMPUTE_FLOOR || t1 <= t0 {
+        return Ok((c, 1.0));
+    }
+    // Communication takes too much of the target: shrink messages, keeping compute at
+    // the floor of its share.
+    let s_min = 1e-9;
+    if time(COMPUTE_FLOOR, s_min)? <= target {
+        let s = bisect(|s| time(COMPUTE_FLOOR, s), s_min, 1.0, target)?;
+        return Ok((COMPUTE_FLOOR, s));
+    }
+    let c = if time(0.0, s_min)? <= target {
+        bisect(|c| time(c, s_min), 0.0, COMPUTE_FLOOR, target)?
+    } else {
+        0.0
+    };
+    Ok((c, s_min))
+}
+
+fn too_large(program: &Program, e: TimingError) -> Box<Diag> {
     let message = match e {
         TimingError::Budget(n) => {
             format!("the scaled skeleton is too large to simulate (more than {n} operations)")
         }
         TimingError::Stuck(why) => format!("the timed simulation failed: {why}"),
     };
-    Diag::error("cannot-simulate", message).at(program.ranks.pos, "ranks")
+    Box::new(Diag::error("cannot-simulate", message).at(program.ranks.pos, "ranks"))
 }
 
 /// The compute factor that makes `time(c)` equal `target`, by the secant method from two
 /// evaluations (`time` is piecewise linear and non-decreasing in `c`). Never negative.
 fn solve(
-    mut time: impl FnMut(f64) -> Result<f64, Diag>,
+    mut time: impl FnMut(f64) -> Result<f64, TimingError>,
     mut c0: f64,
     mut t0: f64,
     mut c1: f64,
     mut t1: f64,
     target: f64,
-) -> Result<f64, Diag> {
+) -> Result<f64, TimingError> {
     for _ in 0..8 {
         if (t1 - target).abs() <= 1e-6 * target || (t1 - t0).abs() < 1e-15 {
             break;
@@ -230,11 +271,11 @@ fn solve(
 /// The `x` in `[lo, hi]` with `time(x)` closest to `target` from below, by bisection
 /// (`time` non-decreasing).
 fn bisect(
-    mut time: impl FnMut(f64) -> Result<f64, Diag>,
+    mut time: impl FnMut(f64) -> Result<f64, TimingError>,
     mut lo: f64,
     mut hi: f64,
     target: f64,
-) -> Result<f64, Diag> {
+) -> Result<f64, TimingError> {
     for _ in 0..40 {
         let mid = 0.5 * (lo + hi);
         if time(mid)? <= target {
@@ -346,7 +387,7 @@ fn rewrite_if(i: &If, plan: &Plan, c: f64, s: f64) -> If {
 /// A duration of `seconds`, rounded to four significant digits, in the unit that reads
 /// best (`19.6 ms`, not `0.0196 s`).
 fn duration_of(seconds: f64, fallback: TimeUnit) -> Duration {
-    if !(seconds > 0.0) || !seconds.is_finite() {
+    if seconds.is_nan() || seconds <= 0.0 || !seconds.is_finite() {
         return Duration::new(0.0, fallback);
     }
     let unit = if seconds >= 1.0 {

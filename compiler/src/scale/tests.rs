@@ -8,7 +8,7 @@ use perfskel_grammar::{parse, print};
 use super::*;
 use crate::check::{check, Options};
 
-fn scaled(source: &str, ratio: u64) -> Result<Scaled, Diag> {
+fn scaled(source: &str, ratio: u64) -> Result<Scaled, Box<Diag>> {
     let (program, diags) = parse(source);
     assert!(diags.is_empty(), "{diags:?}");
     let checked = check(&program, source, Options::default());
@@ -21,6 +21,7 @@ fn scaled(source: &str, ratio: u64) -> Result<Scaled, Diag> {
         &ScaleOptions {
             ratio,
             model: Model::default(),
+            target: Target::AppTime,
         },
     );
     if let Ok(s) = &result {
@@ -228,4 +229,38 @@ fn scaled_durations_read_well() {
         duration_of(0.0, TimeUnit::Ms),
         Duration::new(0.0, TimeUnit::Ms)
     );
+}
+
+#[test]
+fn the_model_target_keeps_compute_as_written() {
+    // The skeleton's content accounts for 1 s of its 2 s app_time.
+    let source =
+        "skeleton t\nranks 2\ntopology ring\napp_time 2 s\nloop 100 {\n    compute 10 ms\n}\n";
+    let (program, _) = parse(source);
+    let info = check(&program, source, Options::default())
+        .info
+        .expect("checks");
+    let at = |target| {
+        let options = ScaleOptions {
+            ratio: 10,
+            model: Model::default(),
+            target,
+        };
+        scale(&program, &info, &options).expect("scales")
+    };
+    let app = at(Target::AppTime);
+    assert!(
+        (app.expected_skeleton_s - 0.2).abs() < 1e-3,
+        "{}",
+        app.expected_skeleton_s
+    );
+    assert!((computes(&app.program)[0] - 20e-3).abs() < 1e-6);
+    let model = at(Target::Model);
+    assert!(
+        (model.expected_skeleton_s - 0.1).abs() < 1e-3,
+        "{}",
+        model.expected_skeleton_s
+    );
+    assert!((computes(&model.program)[0] - 10e-3).abs() < 1e-6);
+    assert!((model.ratio_reached - 10.0).abs() < 0.01);
 }

@@ -73,6 +73,9 @@ pub fn compute_seconds(spec: &TimeSpec, rank: u64) -> f64 {
     }
 }
 
+/// A future member of a communicator: (key, rank in the parent, world rank).
+type Member = (i64, u64, u64);
+
 struct Comm {
     members: Vec<u64>,
     shape: Shape,
@@ -135,10 +138,16 @@ struct Timed<'p> {
 }
 
 /// A clock value ordered totally (clocks are finite and never negative).
-#[derive(Clone, Copy, PartialEq, PartialOrd)]
+#[derive(Clone, Copy, PartialEq)]
 struct Clock(f64);
 
 impl Eq for Clock {}
+
+impl PartialOrd for Clock {
+    fn partial_cmp(&self, other: &Clock) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
 
 impl Ord for Clock {
     fn cmp(&self, other: &Clock) -> std::cmp::Ordering {
@@ -207,7 +216,7 @@ impl<'p> Timed<'p> {
                 .get(decl.def.parent().name.as_str())
                 .cloned()
                 .ok_or_else(|| stuck("unknown parent communicator"))?;
-            let mut groups: BTreeMap<(usize, i64), Vec<(i64, u64, u64)>> = BTreeMap::new();
+            let mut groups: BTreeMap<(usize, i64), Vec<Member>> = BTreeMap::new();
             for rank in 0..self.n {
                 let Some((pinst, prank)) = parent[rank as usize] else {
                     continue;

@@ -16,13 +16,17 @@ use std::fmt::Write;
 use perfskel_grammar::ast::*;
 use perfskel_grammar::printer;
 
+mod stmt;
+mod text;
+
 use super::namer::{Language, Namer};
 use super::{GeneratedFile, Options};
 use crate::check::Info;
 use crate::semantics::Shape;
+use text::{c_string, comment_safe, number};
 
 /// The C runtime header, copied into every output directory.
-pub const RUNTIME_HEADER: &str = include_str!("../../../runtime/c/perfskel.h");
+pub const RUNTIME_HEADER: &str = include_str!("../../../../runtime/c/perfskel.h");
 
 /// Names the generated code and the header use, which skeleton names must avoid.
 const RESERVED: &[&str] = &[
@@ -164,6 +168,8 @@ struct Writer<'a> {
     send_bytes: u64,
     /// Static tables (per-rank times and sizes) emitted before `main`.
     tables: Vec<String>,
+    /// Byte offsets where the source's lines start, to cite lines in comments.
+    line_starts: Vec<usize>,
     out: String,
     indent: usize,
     depth: usize,
@@ -193,6 +199,9 @@ impl<'a> Writer<'a> {
             regions: BTreeMap::new(),
             send_bytes: 0,
             tables: Vec::new(),
+            line_starts: std::iter::once(0)
+                .chain(options.source.match_indices('\n').map(|(i, _)| i + 1))
+                .collect(),
             out: String::new(),
             indent: 0,
             depth: 0,
@@ -200,6 +209,12 @@ impl<'a> Writer<'a> {
         w.plan_block(&program.body);
         w.layout_regions();
         w
+    }
+
+    /// The 1-based line of the source a byte offset falls on.
+    fn line_of(&self, offset: u32) -> usize {
+        self.line_starts
+            .partition_point(|&start| start <= offset as usize)
     }
 
     fn n_ranks(&self) -> u64 {
@@ -595,483 +610,6 @@ impl<'a> Writer<'a> {
         }
         search(&self.program.body, text)
     }
-
-    // ---- statements -----------------------------------------------------------------
-
-    fn block(&mut self, block: &Block) {
-        for stmt in &block.stmts {
-            self.stmt(stmt);
-        }
-        for comment in &block.end_comments {
-            self.comment_line(comment);
-        }
-    }
-
-    fn comment_line(&mut self, comment: &str) {
-        match comment.strip_prefix('#') {
-            Some(text) => {
-                let text = comment_safe(text.trim());
-                self.line(&format!("/* {text} */"));
-            }
-            None => self.line(""),
-        }
-    }
-
-    fn stmt(&mut self, stmt: &Stmt) {
-        for comment in &stmt.trivia.leading {
-            self.comment_line(comment);
-        }
-        let mut head = format!("{}:", self.options.source_name);
-        match stmt.pos.span() {
-            Some(span) => head.push_str(&self.options.line_of(span.start).to_string()),
-            None => head.push_str("derived"),
-        }
-        let mut note = format!("{head}: {}", printer::stmt_head(stmt));
-        if let Some(site) = &stmt.site {
-            note.push_str(&format!(" @ {}", site.text));
-        }
-        if let Some(trailing) = &stmt.trivia.trailing {
-            note.push_str(&format!(" ({})", trailing.trim_start_matches('#').trim()));
-        }
-        self.line(&format!("/* {} */", comment_safe(&note)));
-        match &stmt.kind {
-            StmtKind::Compute(c) => self.compute(c, stmt),
-            StmtKind::P2p(p) => self.p2p(p),
-            StmtKind::Collective(c) => self.collective(c, stmt),
-            StmtKind::Wait(w) => self.wait(w),
-            StmtKind::CommDecl(d) => self.comm_decl(d),
-            StmtKind::Loop(l) => {
-                let var = format!("it{}", self.depth.min(9));
-                let count = self.expr(&l.count);
-                self.line(&format!(
-                    "for (long long {var} = 0; {var} < {count}; {var}++) {{"
-                ));
-                self.indent += 1;
-                self.depth += 1;
-                self.block(&l.body);
-                self.depth -= 1;
-                self.indent -= 1;
-                self.line("}");
-            }
-            StmtKind::If(i) => {
-                let cond = self.expr(&i.cond);
-                self.line(&format!("if ({}) {{", strip_parens(&cond)));
-                self.if_rest(i);
-            }
-        }
-    }
-
-    fn if_rest(&mut self, i: &If) {
-        self.indent += 1;
-        self.block(&i.then_block);
-        self.indent -= 1;
-        match &i.else_branch {
-            None => self.line("}"),
-            Some(Else::Block(b)) => {
-                self.line("} else {");
-                self.indent += 1;
-                self.block(b);
-                self.indent -= 1;
-                self.line("}");
-            }
-            Some(Else::If(next)) => {
-                let cond = self.expr(&next.cond);
-                self.line(&format!("}} else if ({}) {{", strip_parens(&cond)));
-                self.if_rest(next);
-            }
-        }
-    }
-
-    fn table_name(&self, stmt: &Stmt, what: &str) -> String {
-        let line = stmt.pos.span().map_or(0, |s| self.options.line_of(s.start));
-        let mut name = format!("{what}_line{line}");
-        let mut n = 2;
-        while self.tables.iter().any(|t| t.contains(&format!(" {name}["))) {
-            name = format!("{what}_line{line}_{n}");
-            n += 1;
-        }
-        name
-    }
-
-    fn compute(&mut self, c: &Compute, stmt: &Stmt) {
-        let ws = c.working_set.and_then(|w| w.value.bytes()).unwrap_or(0);
-        let secs = |d: &Spanned<Duration>| seconds_literal(d.value);
-        let time = match &c.time {
-            TimeSpec::Fixed(d) => secs(d),
-            TimeSpec::PerRank(values) => {
-                let name = self.table_name(stmt, "seconds");
-                let list: Vec<String> = values.iter().map(secs).collect();
-                self.tables.push(format!(
-                    "/* Compute seconds per rank of line {}. */\nstatic const double {name}[{}] = {{{}}};\n\n",
-                    name.trim_start_matches("seconds_line"),
-                    list.len(),
-                    list.join(", ")
-                ));
-                format!("{name}[rank]")
-            }
-            TimeSpec::Normal { mean, stddev } => {
-                format!("ps_normal({}, {})", secs(mean), secs(stddev))
-            }
-            TimeSpec::Uniform { low, high } => format!("ps_uniform({}, {})", secs(low), secs(high)),
-        };
-        self.line(&format!("ps_compute({time}, {ws});"));
-    }
-
-    fn comm_var(&self, comm: &Option<Ident>) -> String {
-        let name = comm_name(comm);
-        self.comms.get(&name).cloned().unwrap_or(name)
-    }
-
-    /// The C expression of a peer on `comm`.
-    fn peer(&self, comm: &str, peer: &Peer) -> String {
-        let cvar = self
-            .comms
-            .get(comm)
-            .cloned()
-            .unwrap_or_else(|| comm.to_string());
-        let (me, size) = if comm == "world" {
-            ("rank_i".to_string(), "nranks_i".to_string())
-        } else {
-            (format!("{cvar}_rank"), format!("{cvar}_size"))
-        };
-        match peer {
-            Peer::Any => "MPI_ANY_SOURCE".into(),
-            Peer::Rank(e) => as_int(&self.expr(e)),
-            Peer::Dir(d) => {
-                if let Some(var) = self
-                    .neighbours
-                    .get(&(comm.to_string(), printer::direction(d)))
-                {
-                    return var.clone();
-                }
-                let shape = self.shape_of(comm);
-                match (shape, d) {
-                    (Shape::Tree { arity }, Direction::Parent) => {
-                        format!("ps_tree_parent({me}, {arity})")
-                    }
-                    (Shape::Tree { arity }, Direction::Child(e)) => {
-                        format!(
-                            "ps_tree_child({me}, {size}, {arity}, {})",
-                            strip_parens(&self.expr(e))
-                        )
-                    }
-                    (Shape::Star, Direction::Hub) => format!("ps_star_hub({me})"),
-                    (Shape::Star, Direction::Leaf(e)) => {
-                        format!("ps_star_leaf({})", strip_parens(&self.expr(e)))
-                    }
-                    (Shape::Hypercube { .. }, Direction::Bit(e)) => {
-                        format!("ps_bit({me}, {})", strip_parens(&self.expr(e)))
-                    }
-                    (Shape::Graph { .. }, Direction::Neighbor(e)) => format!(
-                        "ps_graph_neighbor(graph_starts, graph_lists, {me}, {})",
-                        strip_parens(&self.expr(e))
-                    ),
-                    // The checker rejects every other combination.
-                    _ => "MPI_PROC_NULL".into(),
-                }
-            }
-        }
-    }
-
-    fn region(&self, request: &Option<Ident>) -> String {
-        let key = request.as_ref().map_or(String::new(), |r| r.name.clone());
-        match self.regions.get(&key) {
-            Some((0, _)) | None => "ps_rbuf".into(),
-            Some((offset, _)) => format!("ps_rbuf + {offset}"),
-        }
-    }
-
-    fn request_var(&self, request: &Option<Ident>) -> String {
-        request
-            .as_ref()
-            .and_then(|r| self.requests.get(&r.name))
-            .map_or_else(|| "NULL".to_string(), |v| format!("&{v}"))
-    }
-
-    fn p2p(&mut self, p: &P2p) {
-        let comm = comm_name(&p.comm);
-        let cvar = self.comm_var(&p.comm);
-        let tag = p.tag.map_or(0, |t| t.value);
-        let bytes = p.size.value.bytes().unwrap_or(0);
-        let peer = self.peer(&comm, &p.peer.value);
-        let buf = self.region(&p.request);
-        let req = self.request_var(&p.request);
-        let call = match p.op {
-            P2pOp::Send => format!("MPI_Send(ps_sbuf, {bytes}, MPI_BYTE, {peer}, {tag}, {cvar});"),
-            P2pOp::Recv => format!(
-                "MPI_Recv({buf}, {bytes}, MPI_BYTE, {peer}, {tag}, {cvar}, MPI_STATUS_IGNORE);"
-            ),
-            P2pOp::Isend => {
-                format!("MPI_Isend(ps_sbuf, {bytes}, MPI_BYTE, {peer}, {tag}, {cvar}, {req});")
-            }
-            P2pOp::Irecv => {
-                format!("MPI_Irecv({buf}, {bytes}, MPI_BYTE, {peer}, {tag}, {cvar}, {req});")
-            }
-            P2pOp::Sendrecv => {
-                let (rpeer, rsize) = match &p.recv {
-                    Some((peer, size)) => (
-                        self.peer(&comm, &peer.value),
-                        size.value.bytes().unwrap_or(0),
-                    ),
-                    None => ("MPI_PROC_NULL".into(), 0),
-                };
-                format!(
-                    "MPI_Sendrecv(ps_sbuf, {bytes}, MPI_BYTE, {peer}, {tag}, {buf}, {rsize}, MPI_BYTE, {rpeer}, {tag}, {cvar}, MPI_STATUS_IGNORE);"
-                )
-            }
-        };
-        self.line(&call);
-    }
-
-    fn collective(&mut self, c: &Collective, stmt: &Stmt) {
-        let cvar = self.comm_var(&c.comm);
-        let rbuf = self.region(&c.request);
-        let nb = c.nonblocking;
-        let name = |base: &str| {
-            let mut s = String::from("MPI_");
-            if nb {
-                s.push('I');
-                s.push_str(base);
-            } else {
-                let mut chars = base.chars();
-                if let Some(first) = chars.next() {
-                    s.push(first.to_ascii_uppercase());
-                    s.push_str(chars.as_str());
-                }
-            }
-            s
-        };
-        let tail = if nb {
-            format!("{cvar}, {});", self.request_var(&c.request))
-        } else {
-            format!("{cvar});")
-        };
-        let root = c
-            .root
-            .as_ref()
-            .map_or("0".to_string(), |e| as_int(&self.expr(e)));
-        let bytes = match &c.size {
-            Some(SizeSpec::Fixed(s)) => s.value.bytes().unwrap_or(0),
-            _ => 0,
-        };
-        // Reductions work on doubles when the size allows, else on bytes.
-        let (count, dtype) = if bytes % 8 == 0 {
-            (bytes / 8, "MPI_DOUBLE")
-        } else {
-            (bytes, "MPI_UNSIGNED_CHAR")
-        };
-        let call = match c.op {
-            CollOp::Barrier => format!("{}({tail}", name("barrier")),
-            CollOp::Bcast => format!(
-                "{}({rbuf}, {bytes}, MPI_BYTE, {root}, {tail}",
-                name("bcast")
-            ),
-            CollOp::Reduce => format!(
-                "{}(ps_sbuf, {rbuf}, {count}, {dtype}, MPI_SUM, {root}, {tail}",
-                name("reduce")
-            ),
-            CollOp::Allreduce => format!(
-                "{}(ps_sbuf, {rbuf}, {count}, {dtype}, MPI_SUM, {tail}",
-                name("allreduce")
-            ),
-            CollOp::Scan => format!(
-                "{}(ps_sbuf, {rbuf}, {count}, {dtype}, MPI_SUM, {tail}",
-                name("scan")
-            ),
-            CollOp::ReduceScatter => format!(
-                "{}(ps_sbuf, {rbuf}, {count}, {dtype}, MPI_SUM, {tail}",
-                name("reduce_scatter_block")
-            ),
-            CollOp::Gather => format!(
-                "{}(ps_sbuf, {bytes}, MPI_BYTE, {rbuf}, {bytes}, MPI_BYTE, {root}, {tail}",
-                name("gather")
-            ),
-            CollOp::Scatter => format!(
-                "{}(ps_sbuf, {bytes}, MPI_BYTE, {rbuf}, {bytes}, MPI_BYTE, {root}, {tail}",
-                name("scatter")
-            ),
-            CollOp::Allgather => format!(
-                "{}(ps_sbuf, {bytes}, MPI_BYTE, {rbuf}, {bytes}, MPI_BYTE, {tail}",
-                name("allgather")
-            ),
-            CollOp::Alltoall => format!(
-                "{}(ps_sbuf, {bytes}, MPI_BYTE, {rbuf}, {bytes}, MPI_BYTE, {tail}",
-                name("alltoall")
-            ),
-            CollOp::Gatherv | CollOp::Scatterv | CollOp::Allgatherv | CollOp::Alltoallv => {
-                return self.vector_collective(c, stmt, &cvar, &rbuf, &root, &tail, &name);
-            }
-        };
-        self.line(&call);
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn vector_collective(
-        &mut self,
-        c: &Collective,
-        stmt: &Stmt,
-        cvar: &str,
-        rbuf: &str,
-        root: &str,
-        tail: &str,
-        name: &dyn Fn(&str) -> String,
-    ) {
-        let n = self.n_ranks() as usize;
-        let sizes: Vec<u64> = match &c.size {
-            Some(SizeSpec::PerRank(v)) => v.iter().map(|s| s.value.bytes().unwrap_or(0)).collect(),
-            Some(SizeSpec::Fixed(s)) => vec![s.value.bytes().unwrap_or(0); n],
-            None => vec![0; n],
-        };
-        let table = self.table_name(stmt, "bytes");
-        let list: Vec<String> = sizes.iter().map(u64::to_string).collect();
-        let own = if c.op == CollOp::Alltoallv {
-            format!(", {table}_own[{n}], {table}_own_displs[{n}]")
-        } else {
-            String::new()
-        };
-        self.tables.push(format!(
-            "/* Bytes per rank of line {}; counts and displacements over its communicator. */\nstatic const int {table}[{n}] = {{{}}};\nstatic int {table}_counts[{n}], {table}_displs[{n}]{own};\n\n",
-            table.trim_start_matches("bytes_line"),
-            list.join(", ")
-        ));
-        self.line(&format!(
-            "int {table}_mine = ps_vcounts({cvar}, {table}, {table}_counts, {table}_displs);"
-        ));
-        let (counts, displs) = (format!("{table}_counts"), format!("{table}_displs"));
-        let call = match c.op {
-            CollOp::Gatherv => format!(
-                "{}(ps_sbuf, {table}_mine, MPI_BYTE, {rbuf}, {counts}, {displs}, MPI_BYTE, {root}, {tail}",
-                name("gatherv")
-            ),
-            CollOp::Scatterv => format!(
-                "{}(ps_sbuf, {counts}, {displs}, MPI_BYTE, {rbuf}, {table}_mine, MPI_BYTE, {root}, {tail}",
-                name("scatterv")
-            ),
-            CollOp::Allgatherv => format!(
-                "{}(ps_sbuf, {table}_mine, MPI_BYTE, {rbuf}, {counts}, {displs}, MPI_BYTE, {tail}",
-                name("allgatherv")
-            ),
-            _ => {
-                self.line(&format!(
-                    "ps_uniform_counts({cvar}, {table}_mine, {table}_own, {table}_own_displs);"
-                ));
-                format!(
-                    "{}(ps_sbuf, {table}_own, {table}_own_displs, MPI_BYTE, {rbuf}, {counts}, {displs}, MPI_BYTE, {tail}",
-                    name("alltoallv")
-                )
-            }
-        };
-        self.line(&call);
-    }
-
-    fn wait(&mut self, w: &Wait) {
-        let vars: Vec<String> = w
-            .handles
-            .iter()
-            .map(|h| {
-                self.requests
-                    .get(&h.name)
-                    .cloned()
-                    .unwrap_or_else(|| h.name.clone())
-            })
-            .collect();
-        let list = || {
-            let ptrs: Vec<String> = vars.iter().map(|v| format!("&{v}")).collect();
-            format!("(MPI_Request *[]){{{}}}", ptrs.join(", "))
-        };
-        let call = match w.op {
-            WaitOp::Wait => format!("MPI_Wait(&{}, MPI_STATUS_IGNORE);", vars.join("")),
-            WaitOp::Test => format!("ps_test(&{});", vars.join("")),
-            WaitOp::Waitall => format!("ps_waitall({}, {});", vars.len(), list()),
-            WaitOp::Waitany => format!("ps_waitany({}, {});", vars.len(), list()),
-        };
-        self.line(&call);
-    }
-
-    fn comm_decl(&mut self, d: &CommDecl) {
-        let var = self
-            .comms
-            .get(&d.name.name)
-            .cloned()
-            .unwrap_or_else(|| d.name.name.clone());
-        let parent = self
-            .comms
-            .get(&d.def.parent().name)
-            .cloned()
-            .unwrap_or_else(|| d.def.parent().name.clone());
-        let parent_rank = if d.def.parent().name == "world" {
-            "rank_i".to_string()
-        } else {
-            format!("{parent}_rank")
-        };
-        match &d.def {
-            CommDef::Split { color, key, .. } => {
-                let color = strip_parens(&self.expr(color)).to_string();
-                let key = key.as_ref().map_or(parent_rank, |k| as_int(&self.expr(k)));
-                self.line(&format!(
-                    "MPI_Comm_split({parent}, {color} >= 0 ? (int)({color}) : MPI_UNDEFINED, {key}, &{var});"
-                ));
-            }
-            CommDef::Dup { .. } => self.line(&format!("MPI_Comm_dup({parent}, &{var});")),
-            CommDef::CartSub { keep, .. } => {
-                let ndims = match self.shape_of(&d.def.parent().name) {
-                    Shape::Grid { dims, .. } => dims.len(),
-                    _ => 0,
-                };
-                let remain: Vec<&str> = (0..ndims)
-                    .map(|i| {
-                        if keep.iter().any(|k| k.value as usize == i) {
-                            "1"
-                        } else {
-                            "0"
-                        }
-                    })
-                    .collect();
-                self.line(&format!(
-                    "MPI_Cart_sub({parent}, (const int[]){{{}}}, &{var});",
-                    remain.join(", ")
-                ));
-            }
-        }
-        self.line(&format!("if ({var} != MPI_COMM_NULL) {{"));
-        self.indent += 1;
-        self.line(&format!("MPI_Comm_rank({var}, &{var}_rank);"));
-        self.line(&format!("MPI_Comm_size({var}, &{var}_size);"));
-        self.neighbour_shifts(&d.name.name.clone());
-        self.indent -= 1;
-        self.line("}");
-    }
-
-    // ---- expressions ----------------------------------------------------------------
-
-    /// A C expression (of type long long, or a condition) with the skeleton's meaning.
-    fn expr(&self, e: &Expr) -> String {
-        match &e.kind {
-            ExprKind::Int(v) => {
-                if *v < 0 {
-                    format!("({v})")
-                } else {
-                    v.to_string()
-                }
-            }
-            ExprKind::Bool(b) => (if *b { "1" } else { "0" }).into(),
-            ExprKind::Rank => "rank".into(),
-            ExprKind::NRanks => "nranks".into(),
-            ExprKind::Coord(d) => format!("coords[{d}]"),
-            ExprKind::Unary(UnaryOp::Neg, x) => format!("(-{})", self.expr(x)),
-            ExprKind::Unary(UnaryOp::Not, x) => format!("(!{})", self.expr(x)),
-            ExprKind::Binary(op, l, r) => {
-                let (a, b) = (self.expr(l), self.expr(r));
-                match op {
-                    BinOp::Div => format!("ps_div({}, {})", strip_parens(&a), strip_parens(&b)),
-                    BinOp::Rem => format!("ps_mod({}, {})", strip_parens(&a), strip_parens(&b)),
-                    BinOp::And => format!("({a} && {b})"),
-                    BinOp::Or => format!("({a} || {b})"),
-                    other => format!("({a} {} {b})", other.symbol()),
-                }
-            }
-        }
-    }
 }
 
 fn comm_name(comm: &Option<Ident>) -> String {
@@ -1145,76 +683,5 @@ fn collect_working_sets(block: &Block, out: &mut Vec<u64>) {
             }
             _ => {}
         }
-    }
-}
-
-/// An `int` argument from a C expression of type long long: a literal as it is,
-/// anything else with a cast.
-fn as_int(expr: &str) -> String {
-    if expr.parse::<i32>().is_ok() {
-        expr.to_string()
-    } else {
-        format!("(int)({})", strip_parens(expr))
-    }
-}
-
-/// A C literal of a duration in seconds that keeps the skeleton's digits: `21.86e-6`
-/// for 21.86 us.
-fn seconds_literal(d: Duration) -> String {
-    let value = printer::number(d.value);
-    match d.unit {
-        TimeUnit::S => value,
-        TimeUnit::Ms => format!("{value}e-3"),
-        TimeUnit::Us => format!("{value}e-6"),
-        TimeUnit::Ns => format!("{value}e-9"),
-    }
-}
-
-/// Removes one pair of parentheses around a whole expression.
-fn strip_parens(s: &str) -> &str {
-    if let Some(inner) = s.strip_prefix('(').and_then(|r| r.strip_suffix(')')) {
-        // Only when the outer pair matches: "(a) + (b)" keeps its parentheses.
-        let mut depth = 0i32;
-        for c in inner.chars() {
-            match c {
-                '(' => depth += 1,
-                ')' => {
-                    depth -= 1;
-                    if depth < 0 {
-                        return s;
-                    }
-                }
-                _ => {}
-            }
-        }
-        if depth == 0 {
-            return inner;
-        }
-    }
-    s
-}
-
-/// Text that cannot end a C comment.
-fn comment_safe(text: &str) -> String {
-    text.replace("*/", "* /").replace("/*", "/ *")
-}
-
-fn c_string(text: &str) -> String {
-    text.chars()
-        .flat_map(|c| match c {
-            '"' | '\\' => vec!['\\', c],
-            c if c.is_ascii_graphic() || c == ' ' => vec![c],
-            _ => vec!['_'],
-        })
-        .collect()
-}
-
-/// A C floating literal that reads back as exactly `value`.
-fn number(value: f64) -> String {
-    let text = format!("{value:?}");
-    if text.contains('.') || text.contains('e') || text.contains("inf") || text.contains("NaN") {
-        text
-    } else {
-        format!("{text}.0")
     }
 }
