@@ -201,8 +201,14 @@ fn compile_run_one(
     backend: Backend,
     ratio: u64,
 ) -> Result<RunResult, String> {
-    let compiled = match cmd_compile::compile("stencil.skel", skeleton, ratio, Some(backend), model)
-    {
+    let compiled = match cmd_compile::compile(
+        "stencil.skel",
+        skeleton,
+        ratio,
+        Some(backend),
+        model,
+        perfskel_compiler::scale::Target::default(),
+    ) {
         Ok(compiled) => compiled,
         Err(CompileError::Message(message)) => return Err(message),
         Err(CompileError::Diags(diags)) => {

@@ -7,8 +7,11 @@
  *     multiply-add sweep over `working_set` bytes, or an L1-sized buffer), never a
  *     sleep. The kernel's rate is calibrated at start-up for every working set the
  *     skeleton uses (median of many short trials, since cores can change speed), but a
- *     span does not trust the rate: it runs in chunks and reads the clock between them,
- *     so it ends on time even when the core is slower or faster than at calibration.
+ *     span does not trust the rate: it runs in chunks and reads the clock between them.
+ *     The clock is the thread's CPU time (CLOCK_THREAD_CPUTIME_ID): a span ends when the
+ *     rank has computed for that long, so it lasts as asked on an idle core and
+ *     stretches like the application's compute when other jobs or ranks share the core.
+ *     PERFSKEL_COMPUTE=clock in the environment ends spans on wall time instead.
  *   - topology helpers for trees, stars, hypercubes, graphs and grid offsets (grid
  *     axes use MPI_Cart_shift directly in the generated code);
  *   - request helpers (waitall/waitany over named request variables);
@@ -37,6 +40,16 @@
 static inline double ps_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* The clock compute spans run on: the thread's CPU time, or wall time with
+ * PERFSKEL_COMPUTE=clock (chosen once, in ps_calibrate). */
+static clockid_t ps_span_clock = CLOCK_THREAD_CPUTIME_ID;
+
+static inline double ps_span_now(void) {
+    struct timespec ts;
+    clock_gettime(ps_span_clock, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
@@ -123,16 +136,16 @@ static inline double ps_measure_rate(size_t ws) {
     uint64_t units = 16;
     /* Grow the trial until it lasts about a millisecond. */
     for (;;) {
-        double t0 = ps_now();
+        double t0 = ps_span_now();
         ps_kernel(ws, units);
-        double dt = ps_now() - t0;
+        double dt = ps_span_now() - t0;
         if (dt >= 1e-3 || units > ((uint64_t)1 << 40)) break;
         units *= dt > 1e-5 ? (uint64_t)(1.2e-3 / dt) + 1 : 16;
     }
     for (int t = 0; t < TRIALS; t++) {
-        double t0 = ps_now();
+        double t0 = ps_span_now();
         ps_kernel(ws, units);
-        double dt = ps_now() - t0;
+        double dt = ps_span_now() - t0;
         rates[t] = dt > 0 ? (double)units / dt : 1e9;
     }
     qsort(rates, TRIALS, sizeof rates[0], ps_cmp_double);
@@ -142,6 +155,8 @@ static inline double ps_measure_rate(size_t ws) {
 /* Allocates the kernel buffer for the largest working set and calibrates the kernel for
  * each working set the skeleton uses (0 = none). */
 static inline void ps_calibrate(const size_t *working_sets, int n) {
+    const char *mode = getenv("PERFSKEL_COMPUTE");
+    if (mode && strcmp(mode, "clock") == 0) ps_span_clock = CLOCK_MONOTONIC;
     size_t largest = PS_MIN_WS;
     for (int i = 0; i < n; i++)
         if (working_sets[i] > largest) largest = working_sets[i];
@@ -165,8 +180,8 @@ static inline void ps_calibrate(const size_t *working_sets, int n) {
 }
 
 /* A compute span of `seconds` touching `ws` bytes (0: an L1-sized buffer). Runs the
- * kernel in chunks sized from the calibrated rate and stops when the clock says the
- * span is over; each chunk's measured rate refines the estimate. */
+ * kernel in chunks sized from the calibrated rate and stops when the span clock (CPU
+ * time) says the span is over; each chunk's measured rate refines the estimate. */
 static inline void ps_compute(double seconds, size_t ws) {
     if (!(seconds > 0)) return;
     if (ws < PS_MIN_WS) ws = PS_MIN_WS;
@@ -174,14 +189,14 @@ static inline void ps_compute(double seconds, size_t ws) {
     for (int j = 0; j < ps_n_rates; j++)
         if (ps_rates[j].ws == ws) slot = j;
     double rate = ps_rates[slot].units_per_s;
-    double start = ps_now(), now = start, end = start + seconds;
+    double start = ps_span_now(), now = start, end = start + seconds;
     while (now < end) {
         double left = end - now;
         double span = left < PS_CHUNK_S ? 0.5 * left : PS_CHUNK_S;
         uint64_t units = (uint64_t)(span * rate);
         if (units < 1) units = 1;
         ps_kernel(ws, units);
-        double after = ps_now();
+        double after = ps_span_now();
         if (after - now > 2e-6) rate = 0.9 * rate + 0.1 * ((double)units / (after - now));
         now = after;
     }
