@@ -10,3 +10,4 @@ pub mod compress;
 pub mod logicalize;
 pub mod semantics;
 pub mod trace;
+pub mod validate;
