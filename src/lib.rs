@@ -14,6 +14,7 @@ pub mod cmd_fmt;
 pub mod cmd_record;
 pub mod cmd_topo;
 pub mod cmd_trace;
+pub mod cmd_validate;
 pub mod files;
 
 /// Performance skeletons of MPI applications.
@@ -47,6 +48,10 @@ pub enum Command {
     /// Find the logical topology of a communication matrix or trace: the matched pattern,
     /// rank coordinates, rejected candidates and unexplained traffic; `--plot` draws it.
     Topo(cmd_topo::Args),
+    /// Validate skeletons: trace each example application, build its skeleton at 1:K, and
+    /// compare the skeleton's prediction with the application's time in scenarios (other
+    /// MPI, placement, competing job, slower network), beside two baselines.
+    Validate(cmd_validate::Args),
 }
 
 /// Parses the command line and runs the subcommand.
@@ -60,6 +65,7 @@ pub fn main() -> ExitCode {
         Command::Trace(args) => cmd_trace::run(args),
         Command::Analyze(args) => cmd_analyze::run(args),
         Command::Topo(args) => cmd_topo::run(args),
+        Command::Validate(args) => cmd_validate::run(args),
     };
     match result {
         Ok(code) => code,

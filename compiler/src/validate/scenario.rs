@@ -89,7 +89,7 @@ pub const BASE: &str = "base";
 pub const SCENARIOS: &[Scenario] = &[
     Scenario {
         name: BASE,
-        summary: "Open MPI defaults: one rank per core, bound to it, shared-memory transport",
+        summary: "Open MPI, one rank per core and bound to it (its default at 2 ranks), shared-memory transport",
         mpi: Mpi::OpenMpi,
         cpu_list: None,
         mpirun_options: &["--map-by", "core", "--bind-to", "core"],
