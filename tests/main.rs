@@ -5,3 +5,4 @@ mod common;
 mod dsl;
 mod topo;
 mod tracer;
+mod validate;
