@@ -202,6 +202,7 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
         started,
         quiet: args.quiet,
         n_logged: 0,
+        model: None,
     };
     if plan.scenarios.iter().any(|s| s.competing_jobs > 0) {
         runner.progress("build the competing job");

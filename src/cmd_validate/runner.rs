@@ -29,6 +29,8 @@ pub struct ProcessRunner {
     pub quiet: bool,
     /// Numbers the log files in run order.
     pub n_logged: u32,
+    /// The model `calibrate` saved, once it has.
+    pub model: Option<PathBuf>,
 }
 
 impl ProcessRunner {
@@ -154,6 +156,21 @@ impl ProcessRunner {
 }
 
 impl Runner for ProcessRunner {
+    fn calibrate(&mut self, base: &Scenario) -> Result<(), RunError> {
+        let model = self.workdir.join("model.json");
+        let mut command = self.perfskel();
+        command
+            .args(["calibrate", "--mpi", base.mpi.name(), "-np"])
+            .arg(self.n_ranks.to_string())
+            .arg("-o")
+            .arg(&model)
+            .arg("--mpirun")
+            .arg(self.launcher(base));
+        self.run("calibrate", command, 0)?;
+        self.model = Some(model);
+        Ok(())
+    }
+
     fn build(&mut self, app: &AppSpec, mpi: Mpi) -> Result<(), RunError> {
         let src = self.workdir.join("src");
         let mut timed = Command::new(mpi.mpicc());
@@ -228,6 +245,9 @@ impl Runner for ProcessRunner {
             ])
             .arg(self.program_dir(app, backend, mpi))
             .arg("--force");
+        if let Some(model) = &self.model {
+            command.arg("--model").arg(model);
+        }
         self.run(
             &format!("compile {} {backend} {}", app.name, mpi.name()),
             command,

@@ -12,6 +12,9 @@ use crate::back::{Backend, RunResult};
 /// What the harness needs done. Each method is one step; an error stops what depends
 /// on it, never the whole validation.
 pub trait Runner {
+    /// Measures the latency/bandwidth model in the base scenario (`perfskel calibrate`),
+    /// for `compile` to scale with; without it `compile` uses its defaults.
+    fn calibrate(&mut self, base: &Scenario) -> Result<(), RunError>;
     /// Builds `app` with `mpi`'s compiler wrapper.
     fn build(&mut self, app: &AppSpec, mpi: Mpi) -> Result<(), RunError>;
     /// Traces `app` with `args` in the base scenario (`perfskel record`).
@@ -99,10 +102,22 @@ pub fn drive(plan: &Plan, runner: &mut impl Runner) -> Observations {
         .copied()
         .find(|s| s.name == BASE)
         .or_else(|| super::scenario::find(BASE));
+    if let Some(base) = base {
+        runner.progress("calibrate the latency/bandwidth model in base");
+        if let Err(error) = runner.calibrate(base) {
+            observations.failures.push(Failure {
+                app: None,
+                scenario: Some(base.name.to_string()),
+                step: Step::Calibrate,
+                backend: None,
+                error,
+            });
+        }
+    }
     for app in &plan.apps {
         let sizes = plan.sizes(app);
         let fail = |step: Step, scenario: Option<&str>, backend: Option<Backend>, error| Failure {
-            app: app.name.to_string(),
+            app: Some(app.name.to_string()),
             scenario: scenario.map(str::to_string),
             step,
             backend: backend.map(|b| b.name().to_string()),
@@ -270,6 +285,10 @@ mod tests {
     }
 
     impl Runner for Fake {
+        fn calibrate(&mut self, base: &Scenario) -> Result<(), RunError> {
+            self.calls.push(format!("calibrate {}", base.name));
+            Ok(())
+        }
         fn build(&mut self, app: &AppSpec, mpi: Mpi) -> Result<(), RunError> {
             self.calls
                 .push(format!("build {} {}", app.name, mpi.name()));
@@ -368,6 +387,7 @@ mod tests {
         assert_eq!(
             fake.calls,
             [
+                "calibrate base",
                 "build cg openmpi",
                 "build cg mpich",
                 "record cg 50000 400 base",
@@ -401,7 +421,7 @@ mod tests {
         let obs = drive(&plan, &mut fake);
         assert_eq!(obs.failures.len(), 1);
         assert_eq!(obs.failures[0].step, Step::Skeletonize);
-        assert_eq!(obs.failures[0].app, "stencil");
+        assert_eq!(obs.failures[0].app.as_deref(), Some("stencil"));
         let stencil: Vec<&Observation> = obs.cells.iter().filter(|c| c.app == "stencil").collect();
         assert_eq!(stencil.len(), 2);
         assert!(stencil

@@ -190,6 +190,7 @@ fn unknown<'a>(what: &str, name: &str, known: impl Iterator<Item = &'a str>) -> 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Step {
+    Calibrate,
     Build,
     Record,
     Skeletonize,
@@ -202,6 +203,7 @@ pub enum Step {
 impl Step {
     pub fn name(self) -> &'static str {
         match self {
+            Step::Calibrate => "calibrate",
             Step::Build => "build",
             Step::Record => "record",
             Step::Skeletonize => "skeletonize",
@@ -233,8 +235,10 @@ impl RunError {
 /// A step that failed, with where.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct Failure {
-    pub app: String,
-    /// `None` for the steps before the scenarios (build, record, skeletonize, compile).
+    /// `None` for the steps of the whole validation (calibrate).
+    pub app: Option<String>,
+    /// `None` for the steps before the scenarios (calibrate, build, record, skeletonize,
+    /// compile).
     pub scenario: Option<String>,
     pub step: Step,
     /// The back end, for compile and skeleton runs.

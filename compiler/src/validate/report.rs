@@ -110,7 +110,7 @@ pub fn table(report: &Report) -> String {
     if !report.failures.is_empty() {
         let _ = writeln!(out, "\nfailures");
         for f in &report.failures {
-            let mut place = f.app.clone();
+            let mut place = f.app.clone().unwrap_or_else(|| "validation".into());
             if let Some(s) = &f.scenario {
                 let _ = write!(place, " in {s}");
             }
@@ -244,7 +244,7 @@ pub(crate) mod tests {
                 cell("stencil", "negative-control", 16.0, 0.4, 0.08),
             ],
             failures: vec![Failure {
-                app: "stencil".into(),
+                app: Some("stencil".into()),
                 scenario: Some("competing".into()),
                 step: Step::RunSmall,
                 backend: None,
