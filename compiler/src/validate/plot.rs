@@ -124,8 +124,8 @@ mod tests {
         for method in &report.methods {
             assert!(svg.contains(method.as_str()), "{method}");
         }
-        // 4 accurate rows with a skeleton prediction, 2 non-base rows per baseline,
-        // plus the legend's three markers.
-        assert_eq!(svg.matches("<circle").count(), 4 + 2 + 2 + 3);
+        // 4 accurate rows with a skeleton prediction, 2 non-base rows per method
+        // relative to base, plus the legend's four markers.
+        assert_eq!(svg.matches("<circle").count(), 4 + 2 + 2 + 2 + 4);
     }
 }

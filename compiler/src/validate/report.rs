@@ -64,7 +64,7 @@ pub fn table(report: &Report) -> String {
 
     let _ = writeln!(
         out,
-        "\nsummary over the scenarios expected to be accurate (|error|; the baselines predict nothing in base); goal: median <= {GOAL_MEDIAN_PCT}%, worst <= {GOAL_WORST_PCT}%"
+        "\nsummary over the scenarios expected to be accurate (|error|; the methods relative to base predict nothing there); goal: median <= {GOAL_MEDIAN_PCT}%, worst <= {GOAL_WORST_PCT}%"
     );
     let _ = writeln!(
         out,
@@ -103,6 +103,24 @@ pub fn table(report: &Report) -> String {
                 c.app,
                 c.method,
                 percent(c.error_pct)
+            );
+        }
+    }
+
+    if !report.traces.is_empty() {
+        let _ = writeln!(
+            out,
+            "\ntraces (the time each skeleton stands for, from the traced run, against the untraced run in base)"
+        );
+        for t in &report.traces {
+            let _ = writeln!(
+                out,
+                "  {:<app_w$}  {:<4}  traced {:>9}  untraced {:>9}  {:>8}",
+                t.app,
+                t.backend,
+                seconds(Some(t.traced_s)),
+                seconds(t.base_s),
+                percent(t.error_pct)
             );
         }
     }
@@ -287,17 +305,17 @@ pub(crate) mod tests {
     fn csv_has_one_line_per_row_and_method() {
         let text = csv(&sample()).unwrap();
         let lines: Vec<&str> = text.lines().collect();
-        assert_eq!(lines.len(), 1 + 6 * 3);
+        assert_eq!(lines.len(), 1 + 6 * 4);
         assert_eq!(
             lines[0],
             "app,scenario,expectation,measured_s,small_s,method,predicted_s,error_pct"
         );
         assert_eq!(
-            lines[4],
+            lines[5],
             "cg,competing,accurate,20.000000,0.900000,skeleton-c,18.000000,-10.00"
         );
         assert_eq!(
-            lines[2],
+            lines[3],
             "cg,base,accurate,10.000000,0.500000,average-slowdown,,"
         );
     }
