@@ -208,7 +208,15 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
         runner.progress("build the competing job");
         build_burn(&workdir)?;
     }
+    runner::catch_interrupts();
     let observations = drive(&plan, &mut runner);
+    if runner::interrupted() {
+        eprintln!(
+            "perfskel validate: interrupted; the runs so far are logged in {}",
+            workdir.join("logs").display()
+        );
+        return Ok(ExitCode::from(130));
+    }
     let mut report = evaluate(&plan, &observations);
     report.conditions = vec![
         ("machine".into(), machine()),

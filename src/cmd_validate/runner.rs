@@ -7,6 +7,7 @@ use std::fs::File;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use perfskel_compiler::back::{Backend, RunResult};
@@ -16,6 +17,30 @@ use perfskel_compiler::validate::{AppSpec, Mpi, RunError, Scenario};
 /// The line the timing shim prints on rank 0: time between `MPI_Init` and
 /// `MPI_Finalize`.
 pub const APP_TIME_PREFIX: &str = "perfskel-app-time seconds=";
+
+/// Set by SIGINT or SIGTERM. Every run is in its own process group, so a Ctrl-C on the
+/// terminal reaches only the harness: it stops the current run's group itself, starts
+/// no other, and exits.
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_interrupt(_signal: libc::c_int) {
+    INTERRUPTED.store(true, Ordering::SeqCst);
+}
+
+/// Installs the SIGINT and SIGTERM handlers (they only set a flag).
+pub fn catch_interrupts() {
+    let handler = on_interrupt as extern "C" fn(libc::c_int) as libc::sighandler_t;
+    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+    unsafe {
+        libc::signal(libc::SIGINT, handler);
+        libc::signal(libc::SIGTERM, handler);
+    }
+}
+
+/// Whether the harness was told to stop.
+pub fn interrupted() -> bool {
+    INTERRUPTED.load(Ordering::SeqCst)
+}
 
 pub struct ProcessRunner {
     /// The `perfskel` binary (this program).
@@ -77,6 +102,11 @@ impl ProcessRunner {
         mut command: Command,
         competing: u32,
     ) -> Result<String, RunError> {
+        if interrupted() {
+            return Err(RunError::failed(format!(
+                "{label}: not started (interrupted)"
+            )));
+        }
         self.n_logged += 1;
         let logs = self.workdir.join("logs");
         let stem = format!("{:04}-{}", self.n_logged, label.replace([' ', '/'], "-"));
@@ -335,6 +365,10 @@ fn wait_limited(mut child: Child, limit: Duration) -> Result<bool, RunError> {
     loop {
         match child.try_wait() {
             Ok(Some(status)) => return Ok(status.success()),
+            Ok(None) if interrupted() => {
+                stop_group(child);
+                return Err(RunError::failed("interrupted"));
+            }
             Ok(None) if Instant::now() >= deadline => {
                 stop_group(child);
                 return Err(RunError {
