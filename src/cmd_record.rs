@@ -17,6 +17,7 @@ const TRACER_SOURCES: &[(&str, &str)] = &[
     ("core.h", include_str!("../runtime/tracer/core.h")),
     ("wrap_c.h", include_str!("../runtime/tracer/wrap_c.h")),
     ("wrap_f.h", include_str!("../runtime/tracer/wrap_f.h")),
+    ("wrap_f_nb.h", include_str!("../runtime/tracer/wrap_f_nb.h")),
 ];
 
 #[derive(clap::Args)]

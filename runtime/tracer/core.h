@@ -19,7 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define PST_VERSION 1u
+#define PST_VERSION 2u
 
 /* Operation codes: keep in sync with compiler/src/trace/format.rs and FORMAT.md. */
 enum {
@@ -33,6 +33,7 @@ enum {
     OP_REDUCE_SCATTER_BLOCK, OP_SCAN, OP_EXSCAN,
     OP_IBARRIER = 60, OP_IBCAST, OP_IREDUCE, OP_IALLREDUCE, OP_IGATHER, OP_IGATHERV,
     OP_ISCATTER, OP_ISCATTERV, OP_IALLGATHER, OP_IALLGATHERV, OP_IALLTOALL, OP_IALLTOALLV,
+    OP_IREDUCE_SCATTER, OP_IREDUCE_SCATTER_BLOCK, OP_ISCAN, OP_IEXSCAN, /* 72-75: version 2 */
     OP_COMM_DUP = 80, OP_COMM_SPLIT, OP_COMM_CREATE, OP_CART_CREATE, OP_CART_SUB, OP_COMM_FREE,
 };
 
@@ -187,9 +188,14 @@ static inline size_t ht_slot(const htab_t *h, uint64_t k) {
 
 static void ht_put(htab_t *h, uint64_t key, uint64_t val);
 
+/* Rehashes into a table with room for twice the live keys (tombstones dropped): the
+ * request table sees millions of short-lived keys, so it must not grow with them. */
 static void ht_grow(htab_t *h) {
     htab_t old = *h;
-    h->cap = old.cap ? old.cap * 2 : 1024;
+    size_t live = 0;
+    for (size_t i = 0; i < old.cap; i++) live += old.keys[i] > HT_TOMB;
+    h->cap = 1024;
+    while ((live + 1) * 2 > h->cap) h->cap *= 2;
     h->used = 0;
     h->keys = calloc(h->cap, sizeof *h->keys);
     h->vals = calloc(h->cap, sizeof *h->vals);
@@ -200,12 +206,23 @@ static void ht_grow(htab_t *h) {
     free(old.vals);
 }
 
+/* Sets key's value; an existing key is found past tombstones (so it is never stored
+ * twice), a new one takes the first free or dead slot of its probe sequence. */
 static void ht_put(htab_t *h, uint64_t key, uint64_t val) {
     if ((h->used + 1) * 4 > h->cap * 3) ht_grow(h);
     uint64_t k = key + 2;
-    size_t i = ht_slot(h, k);
-    while (h->keys[i] > HT_TOMB && h->keys[i] != k) i = (i + 1) & (h->cap - 1);
-    if (h->keys[i] <= HT_TOMB) h->used++;
+    size_t i = ht_slot(h, k), dead = SIZE_MAX;
+    while (h->keys[i] != HT_EMPTY && h->keys[i] != k) {
+        if (h->keys[i] == HT_TOMB && dead == SIZE_MAX) dead = i;
+        i = (i + 1) & (h->cap - 1);
+    }
+    if (h->keys[i] == HT_EMPTY) {
+        if (dead != SIZE_MAX) {
+            i = dead;
+        } else {
+            h->used++;
+        }
+    }
     h->keys[i] = k;
     h->vals[i] = val;
 }
@@ -443,6 +460,56 @@ static inline uint64_t req_pop(MPI_Request r) {
     return node.id;
 }
 
+/* ---- persistent requests -------------------------------------------------------------
+ * MPI_Send_init & co. create a request that each MPI_Start(all) starts again. The init
+ * call stores the event its starts will record (operation, peer, tag, bytes, comm, all
+ * resolved at init time); each start records that event with a fresh request id, pushed
+ * on the handle like a nonblocking call's, so the completion that follows links to it. */
+
+typedef struct {
+    ev_t ev;
+    uint32_t next_free; /* index + 1 of the next free slot */
+} persist_t;
+static htab_t g_persist; /* handle -> slot index + 1 */
+static persist_t *g_pslots;
+static uint32_t g_ps_len, g_ps_cap, g_ps_free;
+
+static void persist_forget(MPI_Request r) {
+    size_t slot;
+    uint64_t key = HANDLE_KEY(r);
+    if (!ht_find(&g_persist, key, &slot)) return;
+    uint32_t n = (uint32_t)g_persist.vals[slot];
+    g_persist.keys[slot] = HT_TOMB;
+    g_pslots[n - 1].next_free = g_ps_free;
+    g_ps_free = n;
+}
+
+/* Remembers the event that starting `r` records (`e` with its op, mask and fields). */
+static void persist_put(MPI_Request r, const ev_t *e) {
+    persist_forget(r);
+    uint32_t n;
+    if (g_ps_free) {
+        n = g_ps_free;
+        g_ps_free = g_pslots[n - 1].next_free;
+    } else {
+        if (g_ps_len == g_ps_cap) {
+            g_ps_cap = g_ps_cap ? g_ps_cap * 2 : 64;
+            g_pslots = realloc(g_pslots, sizeof *g_pslots * g_ps_cap);
+            if (!g_pslots) abort();
+        }
+        n = ++g_ps_len;
+    }
+    g_pslots[n - 1].ev = *e;
+    g_pslots[n - 1].next_free = 0;
+    ht_put(&g_persist, HANDLE_KEY(r), n);
+}
+
+static const ev_t *persist_get(MPI_Request r) {
+    size_t slot;
+    if (!ht_find(&g_persist, HANDLE_KEY(r), &slot)) return NULL;
+    return &g_pslots[g_persist.vals[slot] - 1].ev;
+}
+
 /* ---- events ------------------------------------------------------------------------ */
 
 static void emit(const ev_t *e, uint64_t t0, uint64_t t1, void *ra) {
@@ -512,6 +579,28 @@ static inline void ev_coll(ev_t *e, MPI_Comm comm, uint64_t bytes, uint64_t rbyt
 static inline void ev_root(ev_t *e, MPI_Comm comm, int root) {
     e->mask |= F_ROOT;
     e->root = to_world(comm_get(comm), root);
+}
+
+/* Records the starts of n requests made in one call (MPI_Start, MPI_Startall) that took
+ * t0..t1: one event per known persistent request, the call's time split evenly among
+ * them so events stay ordered. Unknown handles (persistent collectives, requests made
+ * before the tracer started) are skipped. */
+static void persist_starts(const MPI_Request *reqs, int n, uint64_t t0, uint64_t t1,
+                           void *ra) {
+    int known = 0;
+    for (int i = 0; i < n; i++) known += persist_get(reqs[i]) != NULL;
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        const ev_t *tmpl = persist_get(reqs[i]);
+        if (!tmpl) continue;
+        ev_t e = *tmpl;
+        e.mask |= F_REQ;
+        e.req = req_new(reqs[i]);
+        uint64_t a = t0 + (t1 - t0) * (uint64_t)k / (uint64_t)known;
+        uint64_t b = t0 + (t1 - t0) * (uint64_t)(k + 1) / (uint64_t)known;
+        emit(&e, a, b, ra);
+        k++;
+    }
 }
 
 /* ---- lifecycle --------------------------------------------------------------------- */

@@ -4,3 +4,4 @@
 #include "core.h"
 #include "wrap_c.h"
 #include "wrap_f.h"
+#include "wrap_f_nb.h"

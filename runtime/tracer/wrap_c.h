@@ -293,8 +293,64 @@ int MPI_Testsome(int count, MPI_Request reqs[], int *outcount, int indices[],
 }
 
 int MPI_Request_free(MPI_Request *req) {
-    if (TRACED) req_pop(*req);
+    if (TRACED) {
+        req_pop(*req);
+        persist_forget(*req);
+    }
     return PMPI_Request_free(req);
+}
+
+/* ---- persistent requests ---- */
+
+/* Remembers what starting the persistent request `req` records (see core.h). */
+static void persist_init(unsigned op, MPI_Comm comm, int peer, int tag, int64_t count,
+                         MPI_Datatype dt, MPI_Request req) {
+    ev_t e;
+    memset(&e, 0, sizeof e);
+    e.op = op;
+    ev_p2p(&e, comm, peer, tag, (int)count, dt);
+    persist_put(req, &e);
+}
+
+#define P2P_INIT(NAME, OPC, CONST)                                                   \
+    int MPI_##NAME(CONST void *buf, int count, MPI_Datatype dt, int peer, int tag,    \
+                   MPI_Comm comm, MPI_Request *req) {                                 \
+        if (!TRACED) return PMPI_##NAME(buf, count, dt, peer, tag, comm, req);        \
+        g_depth++;                                                                   \
+        int rc = PMPI_##NAME(buf, count, dt, peer, tag, comm, req);                  \
+        if (rc == MPI_SUCCESS) persist_init(OPC, comm, peer, tag, count, dt, *req);  \
+        g_depth--;                                                                   \
+        return rc;                                                                   \
+    }
+P2P_INIT(Send_init, OP_ISEND, const)
+P2P_INIT(Bsend_init, OP_IBSEND, const)
+P2P_INIT(Ssend_init, OP_ISSEND, const)
+P2P_INIT(Rsend_init, OP_IRSEND, const)
+P2P_INIT(Recv_init, OP_IRECV, )
+
+int MPI_Start(MPI_Request *req) {
+    if (!TRACED) return PMPI_Start(req);
+    void *ra = __builtin_return_address(0);
+    MPI_Request handle = *req;
+    g_depth++;
+    uint64_t t0 = now_ns();
+    int rc = PMPI_Start(req);
+    uint64_t t1 = now_ns();
+    if (rc == MPI_SUCCESS) persist_starts(&handle, 1, t0, t1, ra);
+    g_depth--;
+    return rc;
+}
+
+int MPI_Startall(int count, MPI_Request reqs[]) {
+    if (!TRACED) return PMPI_Startall(count, reqs);
+    void *ra = __builtin_return_address(0);
+    g_depth++;
+    uint64_t t0 = now_ns();
+    int rc = PMPI_Startall(count, reqs);
+    uint64_t t1 = now_ns();
+    if (rc == MPI_SUCCESS) persist_starts(reqs, count, t0, t1, ra);
+    g_depth--;
+    return rc;
 }
 
 /* ---- collectives ---- */
@@ -572,6 +628,36 @@ int MPI_Ialltoallv(const void *sbuf, const int scounts[], const int sdispls[],
     NB_REQ();
     END(OP_IALLTOALLV);
 }
+
+int MPI_Ireduce_scatter(const void *sbuf, void *rbuf, const int rcounts[], MPI_Datatype dt,
+                        MPI_Op op, MPI_Comm comm, MPI_Request *req) {
+    BEGIN(PMPI_Ireduce_scatter(sbuf, rbuf, rcounts, dt, op, comm, req));
+    ev_coll(&e_, comm, type_bytes(dt, sum_counts(rcounts, comm_size(comm))),
+            type_bytes(dt, rcounts[comm_rank(comm)]));
+    NB_REQ();
+    END(OP_IREDUCE_SCATTER);
+}
+
+int MPI_Ireduce_scatter_block(const void *sbuf, void *rbuf, int rcount, MPI_Datatype dt,
+                              MPI_Op op, MPI_Comm comm, MPI_Request *req) {
+    BEGIN(PMPI_Ireduce_scatter_block(sbuf, rbuf, rcount, dt, op, comm, req));
+    ev_coll(&e_, comm, type_bytes(dt, (int64_t)rcount * comm_size(comm)),
+            type_bytes(dt, rcount));
+    NB_REQ();
+    END(OP_IREDUCE_SCATTER_BLOCK);
+}
+
+#define ISCAN_LIKE(NAME, OPC)                                                        \
+    int MPI_##NAME(const void *sbuf, void *rbuf, int count, MPI_Datatype dt, MPI_Op op, \
+                   MPI_Comm comm, MPI_Request *req) {                                 \
+        BEGIN(PMPI_##NAME(sbuf, rbuf, count, dt, op, comm, req));                     \
+        uint64_t b = type_bytes(dt, count);                                           \
+        ev_coll(&e_, comm, b, b);                                                     \
+        NB_REQ();                                                                     \
+        END(OPC);                                                                     \
+    }
+ISCAN_LIKE(Iscan, OP_ISCAN)
+ISCAN_LIKE(Iexscan, OP_IEXSCAN)
 
 /* ---- communicators ---- */
 

@@ -2,8 +2,9 @@
  * `use mpi` / mpif.h: gfortran's `mpi_send_`, with the aliases `mpi_send__` and
  * `MPI_SEND`. `use mpi_f08`: Open MPI's `mpi_send_f08_`, MPICH's `mpi_send_f08ts_`
  * (routines with a choice buffer) and `mpi_wait_f08_`; f08 handles are structs holding
- * the same integer, passed by reference, so one body serves all. f08 statuses are not
- * read (Open MPI 4.1 has no MPI_Status_f082c): receives keep the requested source.
+ * the same integer, passed by reference, so one body serves all. Receives hand the real
+ * routine a status of the tracer's own, so the actual source is known even when the
+ * caller passed MPI_STATUS_IGNORE (see f_status_done).
  *
  * Each wrapper forwards to the MPI library's own Fortran symbol (found with
  * dlsym(RTLD_NEXT)) with g_depth raised, so MPICH's Fortran layer, which calls MPI_*,
@@ -149,20 +150,39 @@ FALIAS(mpi_irecv_, mpi_irecv__, MPI_IRECV)
 F_ISEND_LIKE(mpi_irecv_f08_, OP_IRECV)
 F_ISEND_LIKE(mpi_irecv_f08ts_, OP_IRECV)
 
-/* Reads a Fortran status (unless it is MPI_STATUS_IGNORE) into the event. */
-static void f_status(ev_t *e, MPI_Comm comm, F *status, MPI_Datatype dt) {
-    MPI_Status st;
-    if (status == MPI_F_STATUS_IGNORE || PMPI_Status_f2c(status, &st) != MPI_SUCCESS) return;
-    ev_recv_status(e, comm, &st, dt);
+/* Statuses. Under both MPIs a `mpif.h` status (MPI_STATUS_SIZE integers) and an f08
+ * TYPE(MPI_Status) take sizeof(MPI_Status) bytes, and the f08 one has the C layout
+ * (Open MPI: MPI_SOURCE, MPI_TAG, MPI_ERROR, private fields; MPICH: count_lo,
+ * count_hi_and_cancelled, MPI_SOURCE, MPI_TAG, MPI_ERROR). A wrapper passes the real
+ * routine a status of its own (`FSTATUS`), then f_status_done copies it to the caller's
+ * unless that is MPI_STATUS_IGNORE — MPI_F_STATUS_IGNORE, or for f08 MPICH's
+ * MPI_F08_STATUS_IGNORE (Open MPI's f08 MPI_STATUS_IGNORE is the same object as its
+ * MPI_F_STATUS_IGNORE) — and converts it to C. */
+#ifdef MPICH
+#define F08_STATUS_IGNORE ((const void *)MPI_F08_STATUS_IGNORE)
+#else
+#define F08_STATUS_IGNORE ((const void *)MPI_F_STATUS_IGNORE)
+#endif
+#define FSTATUS(status)                                                              \
+    MPI_Status mine_;                                                                \
+    F *st_ = TRACED ? (F *)&mine_ : (status)
+
+static void f_status_done(F *user, int f08, F *mine, MPI_Status *c) {
+    const void *ignore = f08 ? F08_STATUS_IGNORE : (const void *)MPI_F_STATUS_IGNORE;
+    if (user && (const void *)user != ignore) memcpy(user, mine, sizeof(MPI_Status));
+    if (f08 || PMPI_Status_f2c(mine, c) != MPI_SUCCESS) memcpy(c, mine, sizeof *c);
 }
 
 typedef void (*f_recv_t)(void *, F *, F *, F *, F *, F *, F *, F *);
 #define FDEF_MPI_RECV(lname, f08)                                                         \
 void lname(void *buf, F *count, F *dt, F *src, F *tag, F *comm, F *status, F *ierr) {     \
     FREAL(lname, f_recv_t);                                                               \
-    FBEGIN(real_(buf, count, dt, src, tag, comm, status, ierr));                          \
+    FSTATUS(status);                                                                      \
+    FBEGIN(real_(buf, count, dt, src, tag, comm, st_, ierr));                             \
+    MPI_Status c_;                                                                        \
+    f_status_done(status, f08, st_, &c_);                                                 \
     ev_p2p(&e_, CCOMM(comm), *src, *tag, *count, CTYPE(dt));                              \
-    if (*src != MPI_PROC_NULL && !(f08)) f_status(&e_, CCOMM(comm), status, CTYPE(dt)); \
+    if (*src != MPI_PROC_NULL) ev_recv_status(&e_, CCOMM(comm), &c_, CTYPE(dt));          \
     FEND(OP_RECV);                                                                        \
 }
 FDEF_MPI_RECV(mpi_recv_, 0)
@@ -170,20 +190,38 @@ FALIAS(mpi_recv_, mpi_recv__, MPI_RECV)
 FDEF_MPI_RECV(mpi_recv_f08_, 1)
 FDEF_MPI_RECV(mpi_recv_f08ts_, 1)
 
+/* Both halves of a sendrecv(_replace): the receive half from the status. */
+static void f_sendrecv_event(ev_t *e, MPI_Comm c, int dest, int stag, int scount,
+                             MPI_Datatype stype, int src, int rtag, MPI_Datatype rtype,
+                             const MPI_Status *st) {
+    comm_t *cm = comm_get(c);
+    ev_p2p(e, c, dest, stag, scount, stype);
+    e->mask |= F_SRC | F_RTAG | F_RBYTES;
+    e->src = to_world(cm, src);
+    e->rtag = norm_tag(rtag);
+    e->rbytes = 0;
+    if (src != MPI_PROC_NULL) {
+        int n = 0;
+        e->src = to_world(cm, st->MPI_SOURCE);
+        e->rtag = norm_tag(st->MPI_TAG);
+        PMPI_Get_count(st, rtype, &n);
+        if (n != MPI_UNDEFINED) e->rbytes = type_bytes(rtype, n);
+    }
+}
+
 typedef void (*f_sendrecv_t)(void *, F *, F *, F *, F *, void *, F *, F *, F *, F *, F *,
                              F *, F *);
 #define FDEF_MPI_SENDRECV(lname, f08)                                                   \
 void lname(void *sbuf, F *scount, F *stype, F *dest, F *stag, void *rbuf, F *rcount,    \
                    F *rtype, F *src, F *rtag, F *comm, F *status, F *ierr) {            \
     FREAL(lname, f_sendrecv_t);                                                         \
+    FSTATUS(status);                                                                    \
     FBEGIN(real_(sbuf, scount, stype, dest, stag, rbuf, rcount, rtype, src, rtag, comm, \
-                 status, ierr));                                                        \
-    MPI_Comm c = CCOMM(comm);                                                           \
-    ev_p2p(&e_, c, *dest, *stag, *scount, CTYPE(stype));                                \
-    e_.mask |= F_SRC | F_RTAG | F_RBYTES;                                               \
-    e_.src = to_world(comm_get(c), *src);                                               \
-    e_.rtag = norm_tag(*rtag);                                                          \
-    e_.rbytes = *src == MPI_PROC_NULL ? 0 : type_bytes(CTYPE(rtype), *rcount);          \
+                 st_, ierr));                                                           \
+    MPI_Status c_;                                                                      \
+    f_status_done(status, f08, st_, &c_);                                               \
+    f_sendrecv_event(&e_, CCOMM(comm), *dest, *stag, *scount, CTYPE(stype), *src,       \
+                     *rtag, CTYPE(rtype), &c_);                                         \
     FEND(OP_SENDRECV);                                                                  \
 }
 FDEF_MPI_SENDRECV(mpi_sendrecv_, 0)
@@ -386,13 +424,12 @@ typedef void (*f_sendrecv_replace_t)(void *, F *, F *, F *, F *, F *, F *, F *, 
 void lname(void *buf, F *count, F *dt, F *dest, F *stag, F *src, F *rtag,               \
                            F *comm, F *status, F *ierr) {                               \
     FREAL(lname, f_sendrecv_replace_t);                                                 \
-    FBEGIN(real_(buf, count, dt, dest, stag, src, rtag, comm, status, ierr));           \
-    MPI_Comm c = CCOMM(comm);                                                           \
-    ev_p2p(&e_, c, *dest, *stag, *count, CTYPE(dt));                                    \
-    e_.mask |= F_SRC | F_RTAG | F_RBYTES;                                               \
-    e_.src = to_world(comm_get(c), *src);                                               \
-    e_.rtag = norm_tag(*rtag);                                                          \
-    e_.rbytes = *src == MPI_PROC_NULL ? 0 : type_bytes(CTYPE(dt), *count);              \
+    FSTATUS(status);                                                                    \
+    FBEGIN(real_(buf, count, dt, dest, stag, src, rtag, comm, st_, ierr));              \
+    MPI_Status c_;                                                                      \
+    f_status_done(status, f08, st_, &c_);                                               \
+    f_sendrecv_event(&e_, CCOMM(comm), *dest, *stag, *count, CTYPE(dt), *src, *rtag,    \
+                     CTYPE(dt), &c_);                                                   \
     FEND(OP_SENDRECV_REPLACE);                                                          \
 }
 FDEF_MPI_SENDRECV_REPLACE(mpi_sendrecv_replace_, 0)
@@ -404,9 +441,12 @@ typedef void (*f_probe_t)(F *, F *, F *, F *, F *);
 #define FDEF_MPI_PROBE(lname, f08)                                                       \
 void lname(F *src, F *tag, F *comm, F *status, F *ierr) {                                \
     FREAL(lname, f_probe_t);                                                             \
-    FBEGIN(real_(src, tag, comm, status, ierr));                                         \
+    FSTATUS(status);                                                                     \
+    FBEGIN(real_(src, tag, comm, st_, ierr));                                            \
+    MPI_Status c_;                                                                       \
+    f_status_done(status, f08, st_, &c_);                                                \
     ev_p2p(&e_, CCOMM(comm), *src, *tag, 0, MPI_BYTE);                                   \
-    if (*src != MPI_PROC_NULL && !(f08)) f_status(&e_, CCOMM(comm), status, MPI_BYTE); \
+    if (*src != MPI_PROC_NULL) ev_recv_status(&e_, CCOMM(comm), &c_, MPI_BYTE);          \
     FEND(OP_PROBE);                                                                      \
 }
 FDEF_MPI_PROBE(mpi_probe_, 0)
@@ -418,9 +458,12 @@ typedef void (*f_iprobe_t)(F *, F *, F *, F *, F *, F *);
 #define FDEF_MPI_IPROBE(lname, f08)                                                               \
 void lname(F *src, F *tag, F *comm, F *flag, F *status, F *ierr) {                                \
     FREAL(lname, f_iprobe_t);                                                                     \
-    FBEGIN(real_(src, tag, comm, flag, status, ierr));                                            \
+    FSTATUS(status);                                                                              \
+    FBEGIN(real_(src, tag, comm, flag, st_, ierr));                                               \
+    MPI_Status c_;                                                                                \
+    f_status_done(status, f08, st_, &c_);                                                         \
     ev_p2p(&e_, CCOMM(comm), *src, *tag, 0, MPI_BYTE);                                            \
-    if (*flag && *src != MPI_PROC_NULL && !(f08)) f_status(&e_, CCOMM(comm), status, MPI_BYTE); \
+    if (*flag && *src != MPI_PROC_NULL) ev_recv_status(&e_, CCOMM(comm), &c_, MPI_BYTE);          \
     e_.mask |= F_FLAG;                                                                            \
     e_.flag = (uint64_t)(*flag != 0);                                                             \
     FEND(OP_IPROBE);                                                                              \
@@ -447,32 +490,6 @@ FALIAS(mpi_test_, mpi_test__, MPI_TEST)
 FDEF_MPI_TEST(mpi_test_f08_, 1)
 FDEF_MPI_TEST(mpi_test_f08ts_, 1)
 
-/* Fortran indices are 1-based; MPI_UNDEFINED stays as it is. */
-typedef void (*f_waitany_t)(F *, F *, F *, F *, F *);
-#define FDEF_MPI_WAITANY(lname, f08)                                                    \
-void lname(F *count, F *reqs, F *index, F *status, F *ierr) {                           \
-    FREAL(lname, f_waitany_t);                                                          \
-    if (!TRACED) {                                                                      \
-        g_depth++;                                                                      \
-        real_(count, reqs, index, status, ierr);                                        \
-        g_depth--;                                                                      \
-        return;                                                                         \
-    }                                                                                   \
-    int n = *count > 0 ? *count : 0;                                                    \
-    MPI_Request *before = malloc(sizeof(MPI_Request) * (size_t)n + 1);                  \
-    uint64_t id = 0;                                                                    \
-    if (!before) abort();                                                               \
-    for (int i = 0; i < n; i++) before[i] = MPI_Request_f2c(reqs[i]);                   \
-    FBEGIN(real_(count, reqs, index, status, ierr));                                    \
-    int idx = *index == MPI_UNDEFINED ? -1 : *index - 1;                                \
-    complete_reqs(&e_, &id, before, n, &idx, idx >= 0 ? 1 : 0);                         \
-    FEND(OP_WAITANY);                                                                   \
-    free(before);                                                                       \
-}
-FDEF_MPI_WAITANY(mpi_waitany_, 0)
-FALIAS(mpi_waitany_, mpi_waitany__, MPI_WAITANY)
-FDEF_MPI_WAITANY(mpi_waitany_f08_, 1)
-FDEF_MPI_WAITANY(mpi_waitany_f08ts_, 1)
 
 typedef void (*f_gather_t)(void *, F *, F *, void *, F *, F *, F *, F *, F *);
 #define FDEF_MPI_GATHER(lname, f08)                                                     \
@@ -696,7 +713,10 @@ typedef void (*f_request_free_t)(F *, F *);
 #define FDEF_MPI_REQUEST_FREE(lname, f08)                                               \
 void lname(F *req, F *ierr) {                                                           \
     FREAL(lname, f_request_free_t);                                                     \
-    if (TRACED) req_pop(MPI_Request_f2c(*req));                                         \
+    if (TRACED) {                                                                       \
+        req_pop(MPI_Request_f2c(*req));                                                 \
+        persist_forget(MPI_Request_f2c(*req));                                          \
+    }                                                                                   \
     g_depth++;                                                                          \
     real_(req, ierr);                                                                   \
     g_depth--;                                                                          \

@@ -14,6 +14,15 @@
 //! Whatever the algorithm, [`expand`] of the result is the input: compression is
 //! lossless.
 
+mod exact;
+mod greedy;
+mod runs;
+pub mod synthetic;
+#[cfg(test)]
+mod proptests;
+
+pub use greedy::{GreedyCompressor, Stats as GreedyStats, WINDOW as GREEDY_WINDOW};
+
 /// One element of a loop nest.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Node {
@@ -34,9 +43,20 @@ pub enum Algorithm {
 }
 
 /// Finds a loop nest whose expansion is `tokens`.
+///
+/// Exact keeps the greedy nest instead when that one is shorter (only on adversarial
+/// input, where exact's work bounds cut its search short) or when the sequence is too
+/// long for 32-bit suffix arrays.
 pub fn discover(tokens: &[u32], algorithm: Algorithm) -> Vec<Node> {
     match algorithm {
-        Algorithm::Exact | Algorithm::Greedy => reference(tokens),
+        Algorithm::Greedy => greedy::discover(tokens),
+        Algorithm::Exact => {
+            let greedy = greedy::discover(tokens);
+            match exact::discover(tokens) {
+                Some(exact) if description_len(&exact) <= description_len(&greedy) => exact,
+                _ => greedy,
+            }
+        }
     }
 }
 

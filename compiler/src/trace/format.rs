@@ -1,11 +1,15 @@
-//! The perfskel trace format, version 1: takes nothing, gives the constants shared with
+//! The perfskel trace format, version 2 (reads version 1 too): takes nothing, gives the constants shared with
 //! the C tracer (`runtime/tracer/core.h`) — magic, version, record tags, field bits and
 //! operation codes. `runtime/tracer/FORMAT.md` describes the layout in prose.
 
 /// First 8 bytes of every rank file.
 pub const MAGIC: &[u8; 8] = b"PSKTRACE";
-/// The only format version this reader understands.
-pub const VERSION: u16 = 1;
+/// The format version the tracer writes.
+pub const VERSION: u16 = 2;
+/// The oldest version this reader reads. Version 1 lacks operation codes 72–75
+/// (`MPI_Ireduce_scatter`, `MPI_Ireduce_scatter_block`, `MPI_Iscan`, `MPI_Iexscan`) and
+/// is otherwise the same, so a version-1 file reads as it always did.
+pub const MIN_VERSION: u16 = 1;
 /// File name of rank `r` inside a trace directory.
 pub fn rank_file_name(rank: u32) -> String {
     format!("rank-{rank:05}.pst")
@@ -141,12 +145,27 @@ ops! {
     Iallgatherv = 69, "MPI_Iallgatherv", Collective;
     Ialltoall = 70, "MPI_Ialltoall", Collective;
     Ialltoallv = 71, "MPI_Ialltoallv", Collective;
+    IreduceScatter = 72, "MPI_Ireduce_scatter", Collective;
+    IreduceScatterBlock = 73, "MPI_Ireduce_scatter_block", Collective;
+    Iscan = 74, "MPI_Iscan", Collective;
+    Iexscan = 75, "MPI_Iexscan", Collective;
     CommDup = 80, "MPI_Comm_dup", Communicator;
     CommSplit = 81, "MPI_Comm_split", Communicator;
     CommCreate = 82, "MPI_Comm_create", Communicator;
     CartCreate = 83, "MPI_Cart_create", Communicator;
     CartSub = 84, "MPI_Cart_sub", Communicator;
     CommFree = 85, "MPI_Comm_free", Communicator;
+}
+
+impl Op {
+    /// The format version that introduced the operation: a file of an older version
+    /// holding its code is corrupt.
+    pub fn since_version(self) -> u16 {
+        match self {
+            Op::IreduceScatter | Op::IreduceScatterBlock | Op::Iscan | Op::Iexscan => 2,
+            _ => 1,
+        }
+    }
 }
 
 impl std::fmt::Display for Op {

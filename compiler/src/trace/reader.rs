@@ -139,7 +139,8 @@ impl fmt::Display for TraceError {
             TraceErrorKind::BadMagic => write!(f, "not a perfskel trace file (bad magic)"),
             TraceErrorKind::UnsupportedVersion { found } => write!(
                 f,
-                "trace format version {found} is not supported (this reader reads version {})",
+                "trace format version {found} is not supported (this reader reads versions {} to {})",
+                format::MIN_VERSION,
                 format::VERSION
             ),
             TraceErrorKind::TruncatedHeader => write!(f, "file ends inside the header"),
@@ -282,7 +283,7 @@ impl<R: Read> RankReader<R> {
             return Err(err(reader.len as u64, TraceErrorKind::TruncatedHeader));
         }
         let version = u16::from_le_bytes([reader.buf[8], reader.buf[9]]);
-        if version != format::VERSION {
+        if !(format::MIN_VERSION..=format::VERSION).contains(&version) {
             return Err(err(
                 8,
                 TraceErrorKind::UnsupportedVersion { found: version },
@@ -514,6 +515,7 @@ impl<R: Read> RankReader<R> {
             }
             code => {
                 let op = Op::from_code(code)
+                    .filter(|op| op.since_version() <= self.header.version)
                     .ok_or(Decode::Bad(TraceErrorKind::UnknownRecord(code), 0))?;
                 let mask = c.varint()?;
                 if mask & !field::ALL != 0 {
