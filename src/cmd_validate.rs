@@ -336,8 +336,10 @@ fn prepare_workdir(dir: &Path, plan: &Plan, force: bool) -> Result<PathBuf, Stri
         fs::create_dir_all(&path).map_err(|e| io(&path, e))?;
     }
     for mpi in plan.mpis() {
-        let path = dir.join("build").join(mpi.name());
-        fs::create_dir_all(&path).map_err(|e| io(&path, e))?;
+        for sub in [mpi.name().to_string(), format!("{}-plain", mpi.name())] {
+            let path = dir.join("build").join(sub);
+            fs::create_dir_all(&path).map_err(|e| io(&path, e))?;
+        }
     }
     // Logs of an earlier validation would mix with this one's.
     let logs = dir.join("logs");

@@ -68,10 +68,11 @@ impl ProcessRunner {
     /// binary: its `MPI_Init` and `MPI_Finalize` would hide the tracer's (the
     /// executable's definitions come before preloaded libraries).
     pub fn plain_binary(&self, app: &AppSpec, mpi: Mpi) -> PathBuf {
+        // Same file name as the application, so the skeleton is named after it.
         self.workdir
             .join("build")
-            .join(mpi.name())
-            .join(format!("{}.plain", app.name))
+            .join(format!("{}-plain", mpi.name()))
+            .join(app.name)
     }
 
     fn trace_dir(&self, app: &AppSpec) -> PathBuf {
