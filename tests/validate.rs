@@ -24,7 +24,12 @@ fn quick_mode_runs_end_to_end() {
     assert_eq!(report["ratio"], 10);
     assert_eq!(
         report["methods"],
-        serde_json::json!(["skeleton-c", "average-slowdown", "small-size"])
+        serde_json::json!([
+            "skeleton-c",
+            "skeleton-c-rel",
+            "average-slowdown",
+            "small-size"
+        ])
     );
     let rows = report["rows"].as_array().unwrap();
     let cells: Vec<(&str, &str)> = rows
@@ -49,7 +54,7 @@ fn quick_mode_runs_end_to_end() {
             "{row}"
         );
         assert!(predictions[0]["error_pct"].is_f64(), "{row}");
-        // The baselines predict the competing scenario only (base is their reference).
+        // The methods relative to base predict the competing scenario only.
         let baselines_predict = row["scenario"] == "competing";
         for p in &predictions[1..] {
             assert_eq!(p["predicted_s"].is_f64(), baselines_predict, "{row}");
@@ -57,7 +62,12 @@ fn quick_mode_runs_end_to_end() {
     }
     let summary = report["summary"].as_array().unwrap();
     assert_eq!(summary[0]["n"], 4);
-    assert_eq!(summary[1]["n"], 2);
+    for method in &summary[1..] {
+        assert_eq!(method["n"], 2, "{method}");
+    }
+    let traces = report["traces"].as_array().unwrap();
+    assert_eq!(traces.len(), 2);
+    assert!(traces[0]["traced_s"].as_f64().unwrap() > 0.0);
     for file in ["results.txt", "results.json", "results.csv", "validate.svg"] {
         assert!(dir.path().join("work").join(file).is_file(), "{file}");
     }
