@@ -1,5 +1,8 @@
-//! `perfskel demo`: the main job on the bundled example skeletons. For now it checks,
-//! formats and summarizes each one; later stages of the pipeline join it as they land.
+//! `perfskel demo`: the main job. It checks, formats and summarizes the bundled example
+//! skeletons, then runs the trace pipeline on a bundled application: builds
+//! `examples/apps/stencil.c` with `mpicc`, records it at 4 ranks with `perfskel record`
+//! under `mpirun`, skeletonizes the trace and checks the result, printing what each step
+//! gives. Later stages of the pipeline join it as they land.
 
 use std::fmt::Write;
 use std::process::ExitCode;
@@ -16,6 +19,10 @@ pub struct Args {
     /// Only this example (file name with or without `.skel`).
     #[arg(long)]
     example: Option<String>,
+    /// Skip the record → skeletonize → check run of the bundled application (for
+    /// machines without MPI).
+    #[arg(long)]
+    skip_record: bool,
 }
 
 pub fn run(args: Args) -> Result<ExitCode, String> {
@@ -68,6 +75,9 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
     println!(
         "\nper rank: mean over ranks of what one run of the skeleton does; compute = share of app_time spent in compute spans"
     );
+    if !args.skip_record {
+        failed |= !crate::demo_pipeline::run()?;
+    }
     Ok(if failed {
         ExitCode::FAILURE
     } else {

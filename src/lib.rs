@@ -8,13 +8,18 @@ use clap::{Parser, Subcommand};
 
 pub mod bundled;
 pub mod cmd_analyze;
+pub mod cmd_calibrate;
 pub mod cmd_check;
+pub mod cmd_compile;
 pub mod cmd_demo;
 pub mod cmd_fmt;
 pub mod cmd_record;
+pub mod cmd_skeletonize;
+pub mod cmd_run;
 pub mod cmd_topo;
 pub mod cmd_trace;
 pub mod cmd_validate;
+pub mod demo_pipeline;
 pub mod files;
 
 /// Performance skeletons of MPI applications.
@@ -52,11 +57,39 @@ pub enum Command {
     /// compare the skeleton's prediction with the application's time in scenarios (other
     /// MPI, placement, competing job, slower network), beside two baselines.
     Validate(cmd_validate::Args),
+    /// Turn a trace into a skeleton: per-rank loop nests merged into one SPMD program
+    /// over the logical topology; prints a summary (`--format json`).
+    Skeletonize(cmd_skeletonize::Args),
+    /// Scale a skeleton to a ratio 1:K and generate a C-MPI or Rust-rsmpi program:
+    /// `perfskel compile app.skel --ratio 1:100 --backend c -o out/`.
+    Compile(cmd_compile::Args),
+    /// Build a generated program with an MPI and run it: `perfskel run out/ -np 16`;
+    /// prints the skeleton time and the predicted application time.
+    Run(cmd_run::Args),
+    /// Measure this machine's MPI latency and bandwidth with a ping-pong program and save
+    /// the model `compile` scales with.
+    Calibrate(cmd_calibrate::Args),
+}
+
+/// `perfskel run OUT -np 4` spells the rank count as mpirun does; clap only knows
+/// one-letter short options, so `-np` becomes `--np` (never after `--`, where a launcher
+/// command line starts).
+pub fn mpirun_style_args(args: impl Iterator<Item = String>) -> Vec<String> {
+    let mut after_dashes = false;
+    args.map(|arg| {
+        after_dashes |= arg == "--";
+        if !after_dashes && arg == "-np" {
+            "--np".to_string()
+        } else {
+            arg
+        }
+    })
+    .collect()
 }
 
 /// Parses the command line and runs the subcommand.
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = Cli::parse_from(mpirun_style_args(std::env::args()));
     let result = match cli.command {
         Command::Check(args) => cmd_check::run(args),
         Command::Fmt(args) => cmd_fmt::run(args),
@@ -66,6 +99,10 @@ pub fn main() -> ExitCode {
         Command::Analyze(args) => cmd_analyze::run(args),
         Command::Topo(args) => cmd_topo::run(args),
         Command::Validate(args) => cmd_validate::run(args),
+        Command::Skeletonize(args) => cmd_skeletonize::run(args),
+        Command::Compile(args) => cmd_compile::run(args),
+        Command::Run(args) => cmd_run::run(args),
+        Command::Calibrate(args) => cmd_calibrate::run(args),
     };
     match result {
         Ok(code) => code,

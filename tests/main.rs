@@ -2,7 +2,9 @@
 
 mod analyze;
 mod common;
+mod compile;
 mod dsl;
+mod skeletonize;
 mod topo;
 mod tracer;
 mod validate;

@@ -8,6 +8,8 @@ pub mod back;
 pub mod check;
 pub mod compress;
 pub mod logicalize;
+pub mod scale;
 pub mod semantics;
+pub mod skeletonize;
 pub mod trace;
 pub mod validate;

@@ -5,8 +5,57 @@
 //! Every generated program times itself between a barrier after set-up and one before
 //! finalize, and rank 0 prints one [`RunResult`] line (see [`RunResult::line`]) that
 //! `perfskel run` and `perfskel validate` read back.
+//!
+//! [`emit`] dispatches to a back end; names in generated code go through the shared
+//! [`namer`] so that skeleton names never collide with a target language's keywords.
+
+pub mod c;
+pub mod namer;
 
 use std::fmt;
+
+use perfskel_grammar::ast::Program;
+
+use crate::check::Info;
+
+/// What a back end needs besides the program.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Options {
+    /// K of the target ratio 1:K that the program was scaled to.
+    pub ratio: u64,
+    /// The `app_time` of the unscaled skeleton, in seconds.
+    pub app_time_s: f64,
+    /// The skeleton file's name without directories, for comments (`stencil2d.skel`).
+    pub source_name: String,
+    /// The text of the original skeleton file, to cite its lines in comments.
+    pub source: String,
+}
+
+impl Options {
+    /// The 1-based line of the original source a byte offset falls on.
+    pub fn line_of(&self, offset: u32) -> usize {
+        let offset = (offset as usize).min(self.source.len());
+        self.source.as_bytes()[..offset]
+            .iter()
+            .filter(|&&b| b == b'\n')
+            .count()
+            + 1
+    }
+}
+
+/// Emits the files of a program for `backend`. The program must be the one `info` was
+/// computed for (usually the scaled skeleton, checked again after scaling).
+pub fn emit(
+    program: &Program,
+    info: &Info,
+    backend: Backend,
+    options: &Options,
+) -> Result<Vec<GeneratedFile>, String> {
+    match backend {
+        Backend::C => Ok(c::emit(program, info, options)),
+        Backend::Rust => Err("the Rust back end is not part of this build".into()),
+    }
+}
 
 /// The back ends perfskel has.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -1,0 +1,471 @@
+//! Scaling: a checked skeleton and a target ratio 1:K → a skeleton that runs 1/K of the
+//! application's time, with the time the model expects, the ratio it reaches and
+//! warnings (with spans) for every part that could not be scaled as asked.
+//!
+//! The unscaled skeleton stands for the application's whole run (`app_time`); the
+//! scaled one must run `app_time / K`. The seed's order is kept:
+//! 1. **loops** are cut, outer loops first (`cut.rs`), so each remaining iteration does
+//!    exactly what an iteration of the application did;
+//! 2. **compute** spans are shortened by what loop cutting left over (a loop of 3
+//!    iterations cannot be cut by 1000), then all of them by one factor `c` found so that
+//!    the timed simulation of every rank (`timing.rs`, with the latency/bandwidth
+//!    [`Model`]) gives `app_time / K`: communication does not shrink with the loops
+//!    (latency floors, synchronization), so compute makes up the difference;
+//! 3. **message sizes** shrink (one factor for all, so sends and receives still match)
+//!    only when communication alone would take longer than the target.
+
+mod cut;
+pub mod model;
+pub mod timing;
+
+use perfskel_grammar::ast::*;
+use perfskel_grammar::Diag;
+
+pub use model::Model;
+pub use timing::{simulate, Timing, TimingError};
+
+use crate::check::Info;
+use cut::{plan, ratio_text, Plan};
+
+/// The shortest skeleton run that can be timed reliably between two barriers.
+pub const MIN_SKELETON_S: f64 = 100e-6;
+
+/// Operations the timed simulation may run for one evaluation.
+pub const SIMULATION_BUDGET: u64 = 50_000_000;
+
+/// Compute may shrink to this fraction of its proportional share before message sizes
+/// are cut instead.
+const COMPUTE_FLOOR: f64 = 0.5;
+
+#[derive(Clone, Debug)]
+pub struct ScaleOptions {
+    /// K of the ratio 1:K (at least 1).
+    pub ratio: u64,
+    pub model: Model,
+}
+
+/// A scaled skeleton and what the scaling found.
+#[derive(Clone, Debug)]
+pub struct Scaled {
+    pub program: Program,
+    /// The skeleton time the model predicts for the scaled program, in seconds.
+    pub expected_skeleton_s: f64,
+    /// `app_time / expected_skeleton_s`: K when the target was hit.
+    pub ratio_reached: f64,
+    /// The factor applied to all compute spans beyond what loop cutting left.
+    pub compute_factor: f64,
+    /// The factor applied to message sizes (1 when they were kept).
+    pub size_factor: f64,
+    /// The model's time for the unscaled skeleton, when it was small enough to simulate.
+    pub unscaled_model_s: Option<f64>,
+    pub warnings: Vec<Diag>,
+}
+
+/// Scales `program` (which passed `check`, giving `info`) to 1:`options.ratio`.
+/// Errors are diagnostics: a skeleton too short for the ratio, or too large to simulate.
+pub fn scale(program: &Program, info: &Info, options: &ScaleOptions) -> Result<Scaled, Diag> {
+    let k = options.ratio.max(1) as f64;
+    let app_time = program.app_time.value.seconds();
+    let target = app_time / k;
+    if target < MIN_SKELETON_S {
+        let largest = (app_time / MIN_SKELETON_S).floor();
+        return Err(Diag::error(
+            "too-short-to-scale",
+            format!(
+                "at 1:{} the skeleton would run {}, too short to time: a run must last at least {}",
+                options.ratio,
+                seconds_text(target),
+                seconds_text(MIN_SKELETON_S)
+            ),
+        )
+        .at(program.app_time.pos, "the application's time")
+        .with_note(if largest >= 1.0 {
+            format!("the largest ratio for this app_time is 1:{largest:.0}")
+        } else {
+            "app_time itself is shorter than that; record a longer run".to_string()
+        }));
+    }
+    let model = &options.model;
+    let unscaled_model_s = simulate(program, info, model, SIMULATION_BUDGET / 10)
+        .ok()
+        .map(|t| t.total_s());
+    let plan = plan(program, &info.world, k);
+    let mut warnings = plan.warnings.clone();
+    let time = |c: f64, s: f64| -> Result<f64, Diag> {
+        let p = apply(program, &plan, c, s, target);
+        simulate(&p, info, model, SIMULATION_BUDGET)
+            .map(|t| t.total_s())
+            .map_err(|e| too_large(program, e))
+    };
+
+    let (t0, t1) = (time(0.0, 1.0)?, time(1.0, 1.0)?);
+    let (mut c, mut s) = (solve(|c| time(c, 1.0), 0.0, t0, 1.0, t1, target)?, 1.0);
+    if c < COMPUTE_FLOOR && t1 > t0 {
+        // Communication takes too much of the target: shrink messages, keeping compute
+        // at the floor of its share.
+        c = COMPUTE_FLOOR;
+        let s_min = 1e-9;
+        if time(c, s_min)? <= target {
+            s = bisect(|s| time(c, s), s_min, 1.0, target)?;
+        } else {
+            s = s_min;
+            c = if time(0.0, s)? <= target {
+                bisect(|c| time(c, s), 0.0, COMPUTE_FLOOR, target)?
+            } else {
+                0.0
+            };
+        }
+        warnings.push(
+            Diag::warning(
+                "messages-scaled",
+                format!(
+                    "communication alone takes more than the target {}: message sizes scaled by {}",
+                    seconds_text(target),
+                    factor_text(s)
+                ),
+            )
+            .at(program.app_time.pos, "target is this time / K")
+            .with_note(
+                "loops could not be cut enough, so messages are smaller than the application's; the prediction of bandwidth-bound phases is less exact",
+            ),
+        );
+    }
+    let scaled = apply(program, &plan, c, s, target);
+    let expected = simulate(&scaled, info, model, SIMULATION_BUDGET)
+        .map_err(|e| too_large(program, e))?
+        .total_s();
+    let ratio_reached = if expected > 0.0 {
+        app_time / expected
+    } else {
+        f64::INFINITY
+    };
+    if (ratio_reached / k).ln().abs() > 1.05f64.ln() {
+        let why = if ratio_reached < k {
+            "its communication cannot be made faster (latency floor)"
+        } else {
+            "it has too little compute to stretch to the target"
+        };
+        warnings.push(
+            Diag::warning(
+                "ratio-not-reached",
+                format!(
+                    "the scaled skeleton reaches 1:{} instead of 1:{}: {why}",
+                    ratio_text(ratio_reached),
+                    options.ratio
+                ),
+            )
+            .at(program.app_time.pos, "the application's time")
+            .with_note(format!(
+                "the model expects {} for the scaled skeleton; the target is {}",
+                seconds_text(expected),
+                seconds_text(target)
+            )),
+        );
+    }
+    warnings.extend(unscaled_communication(program, &plan, model, info, target));
+    let mut program = scaled;
+    program.name.trivia.leading.extend([
+        format!(
+            "# Scaled by perfskel to 1:{} of app_time {}: the model expects {}.",
+            options.ratio,
+            seconds_text(app_time),
+            seconds_text(expected)
+        ),
+        format!(
+            "# Compute factor {} after loop cuts; message sizes x{}; model: {}.",
+            factor_text(c),
+            factor_text(s),
+            model.mpi
+        ),
+    ]);
+    Ok(Scaled {
+        program,
+        expected_skeleton_s: expected,
+        ratio_reached,
+        compute_factor: c,
+        size_factor: s,
+        unscaled_model_s,
+        warnings,
+    })
+}
+
+fn too_large(program: &Program, e: TimingError) -> Diag {
+    let message = match e {
+        TimingError::Budget(n) => {
+            format!("the scaled skeleton is too large to simulate (more than {n} operations)")
+        }
+        TimingError::Stuck(why) => format!("the timed simulation failed: {why}"),
+    };
+    Diag::error("cannot-simulate", message).at(program.ranks.pos, "ranks")
+}
+
+/// The compute factor that makes `time(c)` equal `target`, by the secant method from two
+/// evaluations (`time` is piecewise linear and non-decreasing in `c`). Never negative.
+fn solve(
+    mut time: impl FnMut(f64) -> Result<f64, Diag>,
+    mut c0: f64,
+    mut t0: f64,
+    mut c1: f64,
+    mut t1: f64,
+    target: f64,
+) -> Result<f64, Diag> {
+    for _ in 0..8 {
+        if (t1 - target).abs() <= 1e-6 * target || (t1 - t0).abs() < 1e-15 {
+            break;
+        }
+        let next = (c1 + (target - t1) * (c1 - c0) / (t1 - t0)).max(0.0);
+        if (next - c1).abs() < 1e-9 {
+            break;
+        }
+        let t = time(next)?;
+        (c0, t0, c1, t1) = (c1, t1, next, t);
+    }
+    Ok(if (t1 - t0).abs() < 1e-15 && c1 == 1.0 {
+        1.0
+    } else {
+        c1.max(0.0)
+    })
+}
+
+/// The `x` in `[lo, hi]` with `time(x)` closest to `target` from below, by bisection
+/// (`time` non-decreasing).
+fn bisect(
+    mut time: impl FnMut(f64) -> Result<f64, Diag>,
+    mut lo: f64,
+    mut hi: f64,
+    target: f64,
+) -> Result<f64, Diag> {
+    for _ in 0..40 {
+        let mid = 0.5 * (lo + hi);
+        if time(mid)? <= target {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    Ok(lo)
+}
+
+/// The program with loops cut, compute spans multiplied by `c / residual` and message
+/// sizes by `s`; its `app_time` becomes the target.
+fn apply(program: &Program, plan: &Plan, c: f64, s: f64, target: f64) -> Program {
+    let mut out = program.clone();
+    out.app_time.value = duration_of(target, program.app_time.value.unit);
+    out.body = rewrite_block(&program.body, plan, c, s);
+    out
+}
+
+fn rewrite_block(block: &Block, plan: &Plan, c: f64, s: f64) -> Block {
+    Block {
+        stmts: block
+            .stmts
+            .iter()
+            .map(|stmt| rewrite(stmt, plan, c, s))
+            .collect(),
+        end_comments: block.end_comments.clone(),
+    }
+}
+
+fn rewrite(stmt: &Stmt, plan: &Plan, c: f64, s: f64) -> Stmt {
+    let residual = plan
+        .residual
+        .get(&(stmt as *const Stmt))
+        .copied()
+        .unwrap_or(1.0);
+    let kind = match &stmt.kind {
+        StmtKind::Loop(l) => StmtKind::Loop(Loop {
+            count: plan
+                .loops
+                .get(&(l as *const Loop))
+                .cloned()
+                .unwrap_or_else(|| l.count.clone()),
+            body: rewrite_block(&l.body, plan, c, s),
+        }),
+        StmtKind::If(i) => StmtKind::If(rewrite_if(i, plan, c, s)),
+        StmtKind::Compute(compute) => {
+            let f = c / residual;
+            let d = |d: &Spanned<Duration>| Spanned {
+                value: duration_of(d.value.seconds() * f, d.value.unit),
+                pos: d.pos,
+            };
+            StmtKind::Compute(Compute {
+                time: match &compute.time {
+                    TimeSpec::Fixed(t) => TimeSpec::Fixed(d(t)),
+                    TimeSpec::PerRank(v) => TimeSpec::PerRank(v.iter().map(d).collect()),
+                    TimeSpec::Normal { mean, stddev } => TimeSpec::Normal {
+                        mean: d(mean),
+                        stddev: d(stddev),
+                    },
+                    TimeSpec::Uniform { low, high } => TimeSpec::Uniform {
+                        low: d(low),
+                        high: d(high),
+                    },
+                },
+                working_set: compute.working_set,
+            })
+        }
+        StmtKind::P2p(p) if s < 1.0 => {
+            let mut p = p.clone();
+            p.size = scale_size(p.size, s);
+            if let Some((_, size)) = &mut p.recv {
+                *size = scale_size(*size, s);
+            }
+            StmtKind::P2p(p)
+        }
+        StmtKind::Collective(col) if s < 1.0 => {
+            let mut col = col.clone();
+            col.size = col.size.map(|spec| match spec {
+                SizeSpec::Fixed(size) => SizeSpec::Fixed(scale_size(size, s)),
+                SizeSpec::PerRank(v) => {
+                    SizeSpec::PerRank(v.into_iter().map(|size| scale_size(size, s)).collect())
+                }
+            });
+            StmtKind::Collective(col)
+        }
+        other => other.clone(),
+    };
+    Stmt {
+        kind,
+        site: stmt.site.clone(),
+        pos: stmt.pos,
+        trivia: stmt.trivia.clone(),
+    }
+}
+
+fn rewrite_if(i: &If, plan: &Plan, c: f64, s: f64) -> If {
+    If {
+        cond: i.cond.clone(),
+        then_block: rewrite_block(&i.then_block, plan, c, s),
+        else_branch: i.else_branch.as_ref().map(|e| match e {
+            Else::Block(b) => Else::Block(rewrite_block(b, plan, c, s)),
+            Else::If(next) => Else::If(Box::new(rewrite_if(next, plan, c, s))),
+        }),
+    }
+}
+
+/// A duration of `seconds`, rounded to four significant digits, in the unit that reads
+/// best (`19.6 ms`, not `0.0196 s`).
+fn duration_of(seconds: f64, fallback: TimeUnit) -> Duration {
+    if !(seconds > 0.0) || !seconds.is_finite() {
+        return Duration::new(0.0, fallback);
+    }
+    let unit = if seconds >= 1.0 {
+        TimeUnit::S
+    } else if seconds >= 1e-3 {
+        TimeUnit::Ms
+    } else if seconds >= 1e-6 {
+        TimeUnit::Us
+    } else {
+        TimeUnit::Ns
+    };
+    let value = seconds / unit.seconds();
+    let digits = 3 - value.log10().floor() as i32;
+    let rounded = if unit == TimeUnit::Ns {
+        value.round().max(1.0)
+    } else {
+        let p = 10f64.powi(digits.max(0));
+        (value * p).round() / p
+    };
+    Duration::new(rounded, unit)
+}
+
+/// A size multiplied by `s`, rounded down to whole bytes (at least 1 B when it was not
+/// empty), so that a receive at least as large as its send stays so.
+fn scale_size(size: Spanned<Size>, s: f64) -> Spanned<Size> {
+    let bytes = size.value.bytes().unwrap_or(0);
+    let scaled = if bytes == 0 {
+        0
+    } else {
+        ((bytes as f64 * s).floor() as u64).max(1)
+    };
+    let value = if scaled % (1 << 20) == 0 && scaled > 0 {
+        Size::new((scaled >> 20) as f64, SizeUnit::MiB)
+    } else if scaled % 1024 == 0 && scaled > 0 {
+        Size::new((scaled >> 10) as f64, SizeUnit::KiB)
+    } else {
+        Size::bytes_exact(scaled)
+    };
+    Spanned {
+        value,
+        pos: size.pos,
+    }
+}
+
+/// Warnings for communication outside every loop that was left much too long: it runs
+/// once in the scaled skeleton as in the application, and costs a noticeable part of
+/// the target.
+fn unscaled_communication(
+    program: &Program,
+    plan: &Plan,
+    model: &Model,
+    info: &Info,
+    target: f64,
+) -> Vec<Diag> {
+    // Sub-communicators are costed as the world: an upper bound, for a warning.
+    let n = program.ranks.value;
+    let _ = info;
+    let mut out = Vec::new();
+    for stmt in &program.body.stmts {
+        let residual = plan
+            .residual
+            .get(&(stmt as *const Stmt))
+            .copied()
+            .unwrap_or(1.0);
+        if residual <= 1.5 {
+            continue;
+        }
+        let cost = match &stmt.kind {
+            StmtKind::P2p(p) => model.p2p(p.size.value.bytes().unwrap_or(0)),
+            StmtKind::Collective(c) => {
+                let bytes = match &c.size {
+                    Some(SizeSpec::Fixed(s)) => s.value.bytes().unwrap_or(0),
+                    Some(SizeSpec::PerRank(v)) => {
+                        v.iter().filter_map(|s| s.value.bytes()).max().unwrap_or(0)
+                    }
+                    None => 0,
+                };
+                model.collective(c.op, bytes, n)
+            }
+            _ => continue,
+        };
+        if cost > 0.01 * target {
+            out.push(
+                Diag::warning(
+                    "communication-not-scaled",
+                    format!(
+                        "this communication runs once, outside any loop, and cannot be cut by {}",
+                        ratio_text(residual)
+                    ),
+                )
+                .at(
+                    stmt.pos,
+                    format!(
+                        "about {} of the target {}",
+                        seconds_text(cost),
+                        seconds_text(target)
+                    ),
+                )
+                .with_note("compute elsewhere is shortened to make up for it"),
+            );
+        }
+    }
+    out
+}
+
+/// "12.000 s", "1.500 ms", "120.0 us": a time for messages.
+pub fn seconds_text(s: f64) -> String {
+    if s >= 1.0 {
+        format!("{s:.3} s")
+    } else if s >= 1e-3 {
+        format!("{:.3} ms", s * 1e3)
+    } else {
+        format!("{:.1} us", s * 1e6)
+    }
+}
+
+fn factor_text(f: f64) -> String {
+    format!("{f:.4}")
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,496 @@
+//! Merged nest → skeleton IR: takes the SPMD nest, the directions and communicators,
+//! gives the statements of the program body with their call sites and comments saying
+//! where each loop came from (iterations, call sites, time covered).
+//!
+//! Compute spans are summarized per statement: the mean over every execution, fixed when
+//! the ranks agree; `per_rank(...)` when some ranks compute noticeably more (load
+//! imbalance, or ranks for which the following operation is a no-op); `normal(mean, sd)`
+//! when the spread within ranks is meaningful (at least 5 % of the mean) but narrow (at
+//! most a third of the mean: a wider normal would be clamped at zero by the back ends,
+//! which raises the mean, so a wide spread keeps a fixed mean and says so in a comment).
+
+use std::collections::BTreeMap;
+
+use perfskel_grammar::ast::{
+    BinOp, Block, Collective, Compute, Duration, Else, Expr, ExprKind, Ident, If, Loop, P2p, P2pOp,
+    Peer, Site, Size, SizeSpec, Spanned, Stmt, StmtKind, TimeSpec, TimeUnit, Wait, WaitOp,
+};
+
+use super::comms::{CommRef, Comms};
+use super::nest::{Acc, MNode};
+use super::tokens::{CollSize, Half, Kind, PeerAbs, Tok};
+use super::topo::Directions;
+
+/// Compute spans whose mean is below this on every rank are not written (loop overhead
+/// and timer noise; their time is reported).
+pub(crate) const MIN_COMPUTE_NS: f64 = 5_000.0;
+
+pub(crate) struct Builder<'a> {
+    pub dirs: &'a Directions,
+    pub comms: &'a Comms,
+    pub sites: &'a [String],
+    pub n_ranks: u32,
+    /// Ranks whose events were merged (the others run the program as inferred).
+    pub traced: Vec<u32>,
+    pub app_ns: f64,
+    // What the summary reports.
+    pub dropped_compute_ns: f64,
+    pub rank_conditionals: usize,
+    pub explicit_peer_stmts: usize,
+    pub loops: usize,
+}
+
+impl Builder<'_> {
+    pub fn block(&mut self, nodes: &[MNode], universe: &[u32]) -> Vec<Stmt> {
+        let mut out = Vec::new();
+        for node in nodes {
+            match node {
+                MNode::Tok { tok, acc } => {
+                    if let Some(c) = self.compute(acc, universe) {
+                        out.push(c);
+                    }
+                    if let Some(s) = self.op(tok) {
+                        out.push(s);
+                    }
+                }
+                MNode::Loop { counts, body } => out.push(self.looped(counts, body, universe)),
+                MNode::If { branches } => {
+                    self.rank_conditionals += 1;
+                    let mut built: Vec<(Option<Expr>, Vec<Stmt>)> = Vec::new();
+                    let n = branches.len();
+                    for (i, (ranks, body)) in branches.iter().enumerate() {
+                        let stmts = self.block(body, ranks);
+                        let cond = (i + 1 < n).then(|| rank_condition(ranks));
+                        built.push((cond, stmts));
+                    }
+                    let mut stmt = if_chain(built);
+                    stmt.trivia.leading.push(format!(
+                        "# Ranks differ here: {}.",
+                        branches
+                            .iter()
+                            .enumerate()
+                            .map(|(i, (ranks, _))| {
+                                let list = list_ranks(ranks);
+                                if i + 1 == n {
+                                    format!("else {list} (and untraced ranks)")
+                                } else {
+                                    list
+                                }
+                            })
+                            .collect::<Vec<_>>()
+                            .join("; ")
+                    ));
+                    out.push(stmt);
+                }
+            }
+        }
+        out
+    }
+
+    fn looped(&mut self, counts: &BTreeMap<u32, u64>, body: &[MNode], universe: &[u32]) -> Stmt {
+        self.loops += 1;
+        let mut by_count: BTreeMap<u64, Vec<u32>> = BTreeMap::new();
+        for (r, c) in counts {
+            by_count.entry(*c).or_default().push(*r);
+        }
+        let stmts = self.block(body, universe);
+        let provenance = self.provenance(counts, body);
+        if by_count.len() <= 1 {
+            let count = by_count.keys().next().copied().unwrap_or(0);
+            let mut stmt = Stmt::new(StmtKind::Loop(Loop {
+                count: Expr::int(count as i64),
+                body: Block {
+                    stmts,
+                    end_comments: Vec::new(),
+                },
+            }));
+            stmt.trivia.leading.push(provenance);
+            return stmt;
+        }
+        // A data-dependent count: each rank keeps its recorded count.
+        let mut groups: Vec<(u64, Vec<u32>)> = by_count.into_iter().collect();
+        groups.sort_by_key(|(_, ranks)| ranks.len());
+        let n = groups.len();
+        let built = groups
+            .iter()
+            .enumerate()
+            .map(|(i, (count, ranks))| {
+                let stmt = Stmt::new(StmtKind::Loop(Loop {
+                    count: Expr::int(*count as i64),
+                    body: Block {
+                        stmts: stmts.clone(),
+                        end_comments: Vec::new(),
+                    },
+                }));
+                ((i + 1 < n).then(|| rank_condition(ranks)), vec![stmt])
+            })
+            .collect();
+        let mut stmt = if_chain(built);
+        stmt.trivia.leading.push(provenance);
+        stmt.trivia.leading.push(format!(
+            "# The iteration count differs between ranks (data-dependent): {}.",
+            groups
+                .iter()
+                .map(|(c, r)| format!("{c} on {}", list_ranks(r)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+        stmt
+    }
+
+    fn provenance(&self, counts: &BTreeMap<u32, u64>, body: &[MNode]) -> String {
+        let mut sites = Vec::new();
+        collect_sites(body, &mut sites);
+        let first = sites.first().and_then(|s| self.site(*s));
+        let last = sites.last().and_then(|s| self.site(*s));
+        let from = match (first, last) {
+            (Some(a), Some(b)) if a == b => format!(" from {a}"),
+            (Some(a), Some(b)) => format!(" from {a} to {b}"),
+            _ => String::new(),
+        };
+        let n_ranks = counts.len().max(1) as f64;
+        let total: f64 = sum_time(body) / n_ranks;
+        let count = counts.values().max().copied().unwrap_or(0);
+        let share = if self.app_ns > 0.0 {
+            format!(", {:.1} % of the run", 100.0 * total / self.app_ns)
+        } else {
+            String::new()
+        };
+        format!(
+            "# {count} iterations{from}: {} per rank{share}.",
+            fmt_time(total)
+        )
+    }
+
+    fn site(&self, idx: u32) -> Option<String> {
+        self.sites
+            .get(idx as usize)
+            .filter(|s| !s.is_empty())
+            .cloned()
+    }
+
+    pub fn compute(&mut self, acc: &BTreeMap<u32, Acc>, universe: &[u32]) -> Option<Stmt> {
+        let total_n: u64 = acc.values().map(|a| a.n).sum();
+        if total_n == 0 {
+            return None;
+        }
+        let mean = acc.values().map(|a| a.sum_ns).sum::<f64>() / total_n as f64;
+        let per_rank: BTreeMap<u32, f64> = acc.iter().map(|(r, a)| (*r, a.mean())).collect();
+        let max = per_rank.values().copied().fold(0.0, f64::max);
+        if max < MIN_COMPUTE_NS {
+            self.dropped_compute_ns +=
+                acc.values().map(|a| a.sum_ns).sum::<f64>() / self.traced.len().max(1) as f64;
+            return None;
+        }
+        // Ranks of this block for which the statement is a no-op compute nothing here.
+        let idle = universe.iter().filter(|r| !acc.contains_key(r)).count();
+        let imbalanced = per_rank
+            .values()
+            .any(|m| (m - mean).abs() > (0.1 * mean).max(MIN_COMPUTE_NS));
+        let (time, note) = if imbalanced || (idle > 0 && mean >= MIN_COMPUTE_NS) {
+            let values = (0..self.n_ranks)
+                .map(|r| match per_rank.get(&r) {
+                    Some(m) => *m,
+                    None if universe.contains(&r) => 0.0,
+                    None => mean,
+                })
+                .map(|ns| Spanned::derived(duration(ns)))
+                .collect();
+            (TimeSpec::PerRank(values), None)
+        } else {
+            // Pooled spread within and between ranks.
+            let n = total_n as f64;
+            let within: f64 = acc
+                .values()
+                .map(|a| a.variance() * (a.n.saturating_sub(1)) as f64)
+                .sum();
+            let between: f64 = acc
+                .values()
+                .map(|a| a.n as f64 * (a.mean() - mean).powi(2))
+                .sum();
+            let sd = if n > 1.0 {
+                ((within + between) / (n - 1.0)).sqrt()
+            } else {
+                0.0
+            };
+            if sd >= 0.05 * mean && sd >= MIN_COMPUTE_NS && sd <= mean / 3.0 {
+                (
+                    TimeSpec::Normal {
+                        mean: Spanned::derived(duration(mean)),
+                        stddev: Spanned::derived(duration(sd)),
+                    },
+                    None,
+                )
+            } else if sd > mean / 3.0 && sd >= MIN_COMPUTE_NS {
+                (
+                    TimeSpec::Fixed(Spanned::derived(duration(mean))),
+                    Some(format!("# spread sd {} is wide: fixed mean", fmt_time(sd))),
+                )
+            } else {
+                (TimeSpec::Fixed(Spanned::derived(duration(mean))), None)
+            }
+        };
+        let mut stmt = Stmt::new(StmtKind::Compute(Compute {
+            time,
+            working_set: None,
+        }));
+        stmt.trivia.trailing = note;
+        Some(stmt)
+    }
+
+    fn op(&mut self, tok: &Tok) -> Option<Stmt> {
+        let comm = match tok.comm {
+            CommRef::World => None,
+            CommRef::Named(i) => Some(Ident::new(self.comms.decls.get(i as usize)?.name.clone())),
+        };
+        let kind = match &tok.kind {
+            Kind::P2p {
+                op,
+                halves,
+                tag,
+                req,
+            } => {
+                // A half towards MPI_PROC_NULL where the topology has no missing
+                // neighbour to name cannot be written: a sendrecv keeps its other half.
+                // A half that went to MPI_PROC_NULL on every traced rank has no recorded
+                // size; ranks the trace lacks may really send there: take the size of the
+                // other half (a halo exchange is symmetric).
+                let known = halves.iter().filter_map(|h| h.bytes).max().unwrap_or(0);
+                let mut parts = Vec::new();
+                let mut op = *op;
+                for (i, h) in halves.iter().enumerate() {
+                    match self.peer(h) {
+                        Some(p) => parts.push((p, size(h.bytes.unwrap_or(known)))),
+                        None if op == P2pOp::Sendrecv => {
+                            op = if i == 0 { P2pOp::Recv } else { P2pOp::Send };
+                        }
+                        None => return None,
+                    }
+                }
+                let op = &op;
+                if parts.iter().any(|(p, _)| matches!(p, Peer::Rank(_))) {
+                    self.explicit_peer_stmts += 1;
+                }
+                let parts_len = parts.len();
+                let mut it = parts.into_iter();
+                let (peer, sz) = it.next()?;
+                StmtKind::P2p(P2p {
+                    op: *op,
+                    request: req.map(handle),
+                    peer: Spanned::derived(peer),
+                    size: Spanned::derived(sz),
+                    recv: if *op == P2pOp::Sendrecv && parts_len == 2 {
+                        it.next()
+                            .map(|(p, s)| (Spanned::derived(p), Spanned::derived(s)))
+                    } else {
+                        None
+                    },
+                    tag: tag.map(Spanned::derived),
+                    comm,
+                })
+            }
+            Kind::Coll {
+                op,
+                nonblocking,
+                size: sz,
+                root,
+                req,
+            } => StmtKind::Collective(Collective {
+                op: *op,
+                nonblocking: *nonblocking,
+                request: req.map(handle),
+                size: match sz {
+                    CollSize::None => None,
+                    CollSize::One(b) => Some(SizeSpec::Fixed(Spanned::derived(size(*b)))),
+                    CollSize::PerRank(m) => {
+                        let fill = m.values().copied().max().unwrap_or(0);
+                        Some(SizeSpec::PerRank(
+                            (0..self.n_ranks)
+                                .map(|r| Spanned::derived(size(m.get(&r).copied().unwrap_or(fill))))
+                                .collect(),
+                        ))
+                    }
+                },
+                root: root
+                    .filter(|r| *r != 0 && op.has_root())
+                    .map(|r| Expr::int(i64::from(r))),
+                comm,
+            }),
+            Kind::Wait { op, slots } => StmtKind::Wait(Wait {
+                op: if slots.len() == 1 { WaitOp::Wait } else { *op },
+                handles: slots.iter().map(|s| handle(*s)).collect(),
+            }),
+        };
+        let mut stmt = Stmt::new(kind);
+        stmt.site = self.site(tok.site).map(|text| Site {
+            text,
+            pos: Default::default(),
+        });
+        if tok.site == u32::MAX {
+            stmt.trivia.trailing = Some("# requests the trace never completed".into());
+        }
+        Some(stmt)
+    }
+
+    fn peer(&self, h: &Half) -> Option<Peer> {
+        match &h.peer {
+            PeerAbs::Any => Some(Peer::Any),
+            PeerAbs::Rank(r) => Some(Peer::Rank(Expr::int(i64::from(*r)))),
+            PeerAbs::Dirs { mask, .. } => {
+                let bit = mask.trailing_zeros() as usize;
+                self.dirs.dirs.get(bit).cloned().map(Peer::Dir)
+            }
+        }
+    }
+}
+
+fn handle(slot: u32) -> Ident {
+    Ident::new(format!("r{slot}"))
+}
+
+fn size(bytes: u64) -> Size {
+    Size::bytes_exact(bytes)
+}
+
+/// A duration from nanoseconds, in the largest unit that keeps it at least 1, rounded to
+/// three decimals.
+pub(crate) fn duration(ns: f64) -> Duration {
+    let (value, unit) = if ns >= 1e9 {
+        (ns / 1e9, TimeUnit::S)
+    } else if ns >= 1e6 {
+        (ns / 1e6, TimeUnit::Ms)
+    } else if ns >= 1e3 {
+        (ns / 1e3, TimeUnit::Us)
+    } else {
+        (ns, TimeUnit::Ns)
+    };
+    let value = if unit == TimeUnit::Ns {
+        value.round()
+    } else {
+        (value * 1000.0).round() / 1000.0
+    };
+    Duration::new(value, unit)
+}
+
+pub(crate) fn fmt_time(ns: f64) -> String {
+    let d = duration(ns);
+    format!("{} {}", d.value, d.unit.as_str())
+}
+
+fn sum_time(nodes: &[MNode]) -> f64 {
+    nodes
+        .iter()
+        .map(|n| match n {
+            MNode::Tok { acc, .. } => acc.values().map(|a| a.sum_ns + a.mpi_ns).sum(),
+            MNode::Loop { body, .. } => sum_time(body),
+            MNode::If { branches } => branches.iter().map(|(_, b)| sum_time(b)).sum(),
+        })
+        .sum()
+}
+
+fn collect_sites(nodes: &[MNode], out: &mut Vec<u32>) {
+    for n in nodes {
+        match n {
+            MNode::Tok { tok, .. } => {
+                if tok.site != u32::MAX {
+                    out.push(tok.site);
+                }
+            }
+            MNode::Loop { body, .. } => collect_sites(body, out),
+            MNode::If { branches } => branches.iter().for_each(|(_, b)| collect_sites(b, out)),
+        }
+    }
+}
+
+fn if_chain(branches: Vec<(Option<Expr>, Vec<Stmt>)>) -> Stmt {
+    let mut iter = branches.into_iter().rev();
+    let mut tail: Option<Else> = None;
+    let mut last_if: Option<If> = None;
+    for (cond, stmts) in iter.by_ref() {
+        let block = Block {
+            stmts,
+            end_comments: Vec::new(),
+        };
+        match cond {
+            None => tail = (!block.stmts.is_empty()).then_some(Else::Block(block)),
+            Some(cond) => {
+                let else_branch = match last_if.take() {
+                    Some(i) => Some(Else::If(Box::new(i))),
+                    None => tail.take(),
+                };
+                last_if = Some(If {
+                    cond,
+                    then_block: block,
+                    else_branch,
+                });
+            }
+        }
+    }
+    let i = last_if.unwrap_or(If {
+        cond: Expr::new(ExprKind::Bool(true)),
+        then_block: match tail {
+            Some(Else::Block(b)) => b,
+            _ => Block::default(),
+        },
+        else_branch: None,
+    });
+    Stmt::new(StmtKind::If(i))
+}
+
+/// `rank == 3`, `rank >= 1 and rank <= 5`, joined with `or`.
+pub(crate) fn rank_condition(ranks: &[u32]) -> Expr {
+    let rank = || Expr::new(ExprKind::Rank);
+    let bin = |op, a: Expr, b: Expr| Expr::new(ExprKind::Binary(op, Box::new(a), Box::new(b)));
+    let mut terms = Vec::new();
+    for (lo, hi) in ranges(ranks) {
+        let int = |v: u32| Expr::int(i64::from(v));
+        terms.push(if lo == hi {
+            bin(BinOp::Eq, rank(), int(lo))
+        } else {
+            bin(
+                BinOp::And,
+                bin(BinOp::Ge, rank(), int(lo)),
+                bin(BinOp::Le, rank(), int(hi)),
+            )
+        });
+    }
+    terms
+        .into_iter()
+        .reduce(|a, b| bin(BinOp::Or, a, b))
+        .unwrap_or(Expr::new(ExprKind::Bool(false)))
+}
+
+fn ranges(ranks: &[u32]) -> Vec<(u32, u32)> {
+    let mut sorted = ranks.to_vec();
+    sorted.sort_unstable();
+    let mut out: Vec<(u32, u32)> = Vec::new();
+    for r in sorted {
+        match out.last_mut() {
+            Some((_, hi)) if *hi + 1 == r => *hi = r,
+            _ => out.push((r, r)),
+        }
+    }
+    out
+}
+
+pub(crate) fn list_ranks(ranks: &[u32]) -> String {
+    let parts: Vec<String> = ranks_text(ranks);
+    format!(
+        "rank{} {}",
+        if ranks.len() == 1 { "" } else { "s" },
+        parts.join(", ")
+    )
+}
+
+fn ranks_text(ranks: &[u32]) -> Vec<String> {
+    ranges(ranks)
+        .into_iter()
+        .map(|(lo, hi)| {
+            if lo == hi {
+                lo.to_string()
+            } else {
+                format!("{lo}-{hi}")
+            }
+        })
+        .collect()
+}

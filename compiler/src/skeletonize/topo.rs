@@ -1,0 +1,176 @@
+//! The skeleton's topology and its directions: takes the logicalization of the trace,
+//! gives the DSL [`Topology`] of the header and, for every rank, which world rank each
+//! topology direction names (through [`Shape`], the same semantics the checker and the
+//! back ends use), so that a direction is written only where it means exactly the peer
+//! that was recorded.
+
+use perfskel_grammar::ast::{AxisDir, AxisSpelling, Direction, Expr, Topology};
+
+use crate::logicalize::{self, Logicalization};
+use crate::semantics::{Env, Shape};
+
+/// Directions are kept in a bit set; a topology offers at most this many.
+pub(crate) const MAX_DIRS: usize = 64;
+
+/// The world topology with every rank's neighbours.
+#[derive(Clone, Debug)]
+pub(crate) struct Directions {
+    pub topology: Topology,
+    /// The directions the topology offers, indexed by bit position.
+    pub dirs: Vec<Direction>,
+    /// `peers[rank][dir]`: the world rank `dir` names from `rank`, `None` for no neighbour.
+    pub peers: Vec<Vec<Option<u64>>>,
+}
+
+impl Directions {
+    /// Of the logicalization's pattern and the usual topologies over `n_ranks` ranks
+    /// (chain, ring, every 2-D and 3-D grid with and without wrap-around, binary tree,
+    /// star, hypercube), the one whose directions name the most recorded peers,
+    /// `MPI_PROC_NULL` included (a border must have a missing neighbour). The
+    /// logicalization's pattern wins ties. Matching the communication graph alone cannot
+    /// tell a 2 × 2 grid from a ring of 4; the peers of the calls can.
+    pub fn choose(
+        report: Option<&Logicalization>,
+        n_ranks: u32,
+        peers: &[(u32, Option<u64>)],
+    ) -> Directions {
+        let mut candidates: Vec<Topology> = Vec::new();
+        if let Some(t) = report
+            .and_then(|r| r.patterns.first())
+            .and_then(|p| dsl_topology(&p.topology, n_ranks))
+        {
+            candidates.push(t);
+        }
+        candidates.extend(usual_topologies(n_ranks));
+        let mut best: Option<(usize, Directions)> = None;
+        for t in candidates {
+            let d = Directions::new(t, n_ranks);
+            let score = peers.iter().filter(|(r, p)| d.mask(*r, *p) != 0).count();
+            if best.as_ref().is_none_or(|(s, _)| score > *s) {
+                best = Some((score, d));
+            }
+        }
+        best.map(|(_, d)| d)
+            .unwrap_or_else(|| Directions::new(Topology::Complete, n_ranks))
+    }
+
+    pub fn new(topology: Topology, n_ranks: u32) -> Directions {
+        let n = u64::from(n_ranks);
+        let shape = Shape::of_topology(&topology, n);
+        let dirs = directions_of(&shape, n);
+        let peers = (0..n)
+            .map(|rank| {
+                let env = Env {
+                    rank,
+                    n_ranks: n,
+                    coords: shape.coords(rank),
+                };
+                dirs.iter()
+                    .map(|d| shape.peer(rank, n, d, &env).ok().flatten())
+                    .collect()
+            })
+            .collect();
+        Directions {
+            topology,
+            dirs,
+            peers,
+        }
+    }
+
+    /// Directions from `rank` that name `peer` (`None`: that have no neighbour).
+    pub fn mask(&self, rank: u32, peer: Option<u64>) -> u64 {
+        let Some(row) = self.peers.get(rank as usize) else {
+            return 0;
+        };
+        row.iter()
+            .enumerate()
+            .filter(|(_, p)| **p == peer)
+            .fold(0, |m, (i, _)| m | (1 << i))
+    }
+}
+
+fn usual_topologies(n: u32) -> Vec<Topology> {
+    let n64 = u64::from(n);
+    let mut out = vec![Topology::Chain, Topology::Ring];
+    let grid = |dims: Vec<u64>, wrap: bool| Topology::Grid {
+        periodic: vec![wrap; dims.len()],
+        dims,
+    };
+    for a in 2..n64 {
+        if n64 % a != 0 || n64 / a < 2 {
+            continue;
+        }
+        let rest = n64 / a;
+        for wrap in [false, true] {
+            out.push(grid(vec![a, rest], wrap));
+        }
+        for b in 2..rest {
+            if rest % b == 0 && rest / b >= 2 {
+                for wrap in [false, true] {
+                    out.push(grid(vec![a, b, rest / b], wrap));
+                }
+            }
+        }
+    }
+    out.push(Topology::Tree { arity: 2 });
+    out.push(Topology::Star);
+    if n.is_power_of_two() && n > 1 {
+        out.push(Topology::Hypercube);
+    }
+    out
+}
+
+fn dsl_topology(t: &logicalize::Topology, n_ranks: u32) -> Option<Topology> {
+    Some(match t {
+        logicalize::Topology::Grid { dims, periodic } if dims.len() == 1 => {
+            if periodic.first().copied().unwrap_or(false) && n_ranks > 2 {
+                Topology::Ring
+            } else {
+                Topology::Chain
+            }
+        }
+        logicalize::Topology::Grid { dims, periodic } => Topology::Grid {
+            dims: dims.iter().map(|d| u64::from(*d)).collect(),
+            periodic: periodic.clone(),
+        },
+        logicalize::Topology::Hypercube { .. } => Topology::Hypercube,
+        logicalize::Topology::Tree { arity } => Topology::Tree {
+            arity: u64::from(*arity),
+        },
+        logicalize::Topology::Star => Topology::Star,
+        logicalize::Topology::Complete => Topology::Complete,
+        logicalize::Topology::BinomialTree => return None,
+    })
+}
+
+fn directions_of(shape: &Shape, n: u64) -> Vec<Direction> {
+    let axis = |dim: u32, forward: bool, n_dims: usize| {
+        Direction::Axis(AxisDir {
+            dim,
+            forward,
+            spelling: if n_dims <= 3 {
+                AxisSpelling::Compass
+            } else {
+                AxisSpelling::Numbered
+            },
+        })
+    };
+    let mut dirs = match shape {
+        Shape::Grid { dims, .. } if dims.len() == 1 => vec![Direction::Next, Direction::Prev],
+        Shape::Grid { dims, .. } => (0..dims.len() as u32)
+            .flat_map(|d| [axis(d, true, dims.len()), axis(d, false, dims.len())])
+            .collect(),
+        Shape::Hypercube { bits } => (0..i64::from(*bits))
+            .map(|b| Direction::Bit(Expr::int(b)))
+            .collect(),
+        Shape::Tree { arity } => std::iter::once(Direction::Parent)
+            .chain((0..*arity as i64).map(|i| Direction::Child(Expr::int(i))))
+            .collect(),
+        Shape::Star => std::iter::once(Direction::Hub)
+            .chain((0..n.saturating_sub(1) as i64).map(|i| Direction::Leaf(Expr::int(i))))
+            .collect(),
+        _ => Vec::new(),
+    };
+    dirs.truncate(MAX_DIRS);
+    dirs
+}

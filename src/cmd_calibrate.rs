@@ -1,0 +1,189 @@
+//! `perfskel calibrate`: measures the latency/bandwidth model of this machine and MPI with
+//! a ping-pong program it builds and runs, and saves it where `perfskel compile` finds it
+//! (`~/.cache/perfskel/model-<mpi>.json`) or in `--output`.
+
+use std::path::PathBuf;
+use std::process::{Command, ExitCode};
+
+use perfskel_compiler::scale::Model;
+
+use crate::cmd_record::MpiKind;
+use crate::cmd_run::{default_launcher, launch, mpicc};
+
+const PINGPONG: &str = include_str!("../runtime/c/calibrate.c");
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Which MPI to measure.
+    #[arg(long, value_enum, default_value = "openmpi")]
+    mpi: MpiKind,
+    /// Ranks to run the ping-pong on (ranks 0 and 1 bounce messages; others wait).
+    #[arg(short = 'n', long = "np", default_value_t = 2)]
+    np: u64,
+    /// Where to save the model (default: the cache, where `compile` looks for it).
+    #[arg(short = 'o', long = "output")]
+    output: Option<PathBuf>,
+    /// The launcher and its options (default: the MPI's own mpirun).
+    #[arg(long)]
+    mpirun: Option<String>,
+}
+
+/// perfskel's cache directory: `$PERFSKEL_CACHE_DIR`, `$XDG_CACHE_HOME/perfskel` or
+/// `~/.cache/perfskel`.
+pub fn cache_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("PERFSKEL_CACHE_DIR") {
+        return PathBuf::from(d);
+    }
+    if let Some(d) = std::env::var_os("XDG_CACHE_HOME") {
+        return PathBuf::from(d).join("perfskel");
+    }
+    if let Some(d) = std::env::var_os("HOME") {
+        return PathBuf::from(d).join(".cache").join("perfskel");
+    }
+    std::env::temp_dir().join("perfskel-cache")
+}
+
+/// Where `calibrate` saves the model of `mpi` and `compile` looks for it.
+pub fn default_model_path(mpi: MpiKind) -> PathBuf {
+    cache_dir().join(format!("model-{}.json", mpi.name()))
+}
+
+pub fn run(args: Args) -> Result<ExitCode, String> {
+    if args.np < 2 {
+        return Err("calibrate needs at least 2 ranks (-np 2)".into());
+    }
+    let dir = cache_dir().join(format!("calibrate-{}", args.mpi.name()));
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    std::fs::write(dir.join("calibrate.c"), PINGPONG)
+        .map_err(|e| format!("cannot write the ping-pong program: {e}"))?;
+    let cc = mpicc(args.mpi);
+    let out = Command::new(&cc)
+        .args([
+            "-O2",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            "-o",
+            "calibrate",
+            "calibrate.c",
+        ])
+        .current_dir(&dir)
+        .output()
+        .map_err(|e| format!("cannot run {cc}: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "building the ping-pong program with {cc} failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    let launcher: Vec<String> = match &args.mpirun {
+        Some(cmd) => cmd.split_whitespace().map(str::to_string).collect(),
+        None => vec![default_launcher(args.mpi)],
+    };
+    let run = launch(&dir, args.mpi, &launcher, args.np, "./calibrate", &[])?;
+    if !run.success {
+        return Err(format!(
+            "the ping-pong program failed ({}):\n{}",
+            run.status, run.stderr
+        ));
+    }
+    let model = fit(args.mpi.name(), &run.stdout)?;
+    let path = args.output.unwrap_or_else(|| default_model_path(args.mpi));
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent)
+            .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
+    }
+    std::fs::write(&path, model.to_json() + "\n")
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    println!(
+        "{}: latency {:.2} us, bandwidth {:.2} GB/s, communicator creation {:.1} us; saved to {}",
+        args.mpi.name(),
+        model.latency_s * 1e6,
+        model.bandwidth_bytes_per_s / 1e9,
+        model.comm_create_s * 1e6,
+        path.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The model from the ping-pong output: latency is the half round trip of an empty
+/// message; bandwidth the least-squares slope over messages of 64 KiB and more.
+pub fn fit(mpi: &str, output: &str) -> Result<Model, String> {
+    let mut points: Vec<(f64, f64)> = Vec::new();
+    let mut split = None;
+    for line in output.lines() {
+        let fields: Vec<(&str, &str)> = line
+            .split_whitespace()
+            .filter_map(|w| w.split_once('='))
+            .collect();
+        let get = |key: &str| {
+            fields
+                .iter()
+                .find(|(k, _)| *k == key)
+                .and_then(|(_, v)| v.parse::<f64>().ok())
+        };
+        if line.starts_with("pingpong") {
+            if let (Some(b), Some(s)) = (get("bytes"), get("seconds")) {
+                points.push((b, s));
+            }
+        } else if line.starts_with("comm_split") {
+            split = get("seconds");
+        }
+    }
+    let latency = points
+        .iter()
+        .find(|(b, _)| *b == 0.0)
+        .map(|p| p.1)
+        .ok_or("the ping-pong program printed no timing of empty messages")?;
+    let large: Vec<(f64, f64)> = points
+        .iter()
+        .copied()
+        .filter(|(b, _)| *b >= 65536.0)
+        .collect();
+    if large.len() < 2 {
+        return Err("the ping-pong program printed too few large-message timings".into());
+    }
+    let n = large.len() as f64;
+    let (mb, ms) = (
+        large.iter().map(|p| p.0).sum::<f64>() / n,
+        large.iter().map(|p| p.1).sum::<f64>() / n,
+    );
+    let cov: f64 = large.iter().map(|p| (p.0 - mb) * (p.1 - ms)).sum();
+    let var: f64 = large.iter().map(|p| (p.0 - mb).powi(2)).sum();
+    let slope = cov / var;
+    if !(slope > 0.0) {
+        return Err(
+            "large messages were not slower than small ones: the timing is unusable".into(),
+        );
+    }
+    let defaults = Model::default();
+    Ok(Model {
+        mpi: mpi.to_string(),
+        latency_s: latency.max(1e-8),
+        bandwidth_bytes_per_s: 1.0 / slope,
+        eager_limit_bytes: defaults.eager_limit_bytes,
+        comm_create_s: split.unwrap_or(defaults.comm_create_s),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fits_latency_and_bandwidth() {
+        let mut text = String::from("pingpong bytes=0 seconds=1.0e-6\n");
+        for b in [65536.0f64, 262144.0, 1048576.0, 4194304.0] {
+            text.push_str(&format!(
+                "pingpong bytes={b} seconds={:e}\n",
+                1e-6 + b / 2e9
+            ));
+        }
+        text.push_str("comm_split seconds=3e-5\n");
+        let m = fit("openmpi", &text).expect("fits");
+        assert!((m.latency_s - 1e-6).abs() < 1e-12);
+        assert!((m.bandwidth_bytes_per_s - 2e9).abs() / 2e9 < 1e-6);
+        assert!((m.comm_create_s - 3e-5).abs() < 1e-12);
+        assert!(fit("openmpi", "garbage").is_err());
+    }
+}

@@ -1,0 +1,302 @@
+//! `perfskel compile`: a skeleton file and a ratio 1:K → a program directory (C-MPI or
+//! Rust-rsmpi) that runs 1/K of the application's time. Reads the file and the model,
+//! runs check → scale → check → back end, reports what scaling reached, and writes the
+//! output directory without ever touching files it did not write (unless `--force`).
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use perfskel_compiler::back::{self, Backend, GeneratedFile};
+use perfskel_compiler::check::{check, Options as CheckOptions};
+use perfskel_compiler::scale::{self, seconds_text, Model, ScaleOptions, Scaled};
+use perfskel_grammar::Diag;
+
+use crate::cmd_calibrate;
+use crate::cmd_record::MpiKind;
+use crate::files::{emit, plural, read_source};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// The skeleton file (`app.skel`).
+    file: PathBuf,
+    /// Target ratio 1:K: the program runs 1/K of the application's time (`1:1000`).
+    #[arg(long, value_parser = parse_ratio)]
+    ratio: u64,
+    /// The back end: `c` (C-MPI) or `rust` (Rust-rsmpi).
+    #[arg(long, value_parser = parse_backend, default_value = "c")]
+    backend: Backend,
+    /// Output directory; created if needed.
+    #[arg(short = 'o', long = "output", required_unless_present = "emit")]
+    output: Option<PathBuf>,
+    /// Write into an output directory that holds files perfskel did not write (they are
+    /// kept, except those with the name of a generated file).
+    #[arg(long)]
+    force: bool,
+    /// Print an intermediate form instead of writing the program: `skel`, the scaled
+    /// skeleton.
+    #[arg(long, value_parser = ["skel"])]
+    emit: Option<String>,
+    /// A latency/bandwidth model from `perfskel calibrate`; by default the one saved for
+    /// `--mpi`, or built-in defaults.
+    #[arg(long)]
+    model: Option<PathBuf>,
+    /// Whose saved model to use when `--model` is not given.
+    #[arg(long, value_enum, default_value = "openmpi")]
+    mpi: MpiKind,
+}
+
+/// Reads `1:K` with K a whole number of at least 1.
+pub fn parse_ratio(text: &str) -> Result<u64, String> {
+    let Some((one, k)) = text.split_once(':') else {
+        return Err(format!(
+            "`{text}` is not a ratio: write 1:K, for example 1:100"
+        ));
+    };
+    if one.trim() != "1" {
+        return Err(format!("`{text}`: the ratio must be 1:K (the skeleton runs 1/K of the application), for example 1:100"));
+    }
+    let k = k.trim();
+    match k.parse::<u64>() {
+        Ok(0) => Err("the ratio 1:0 is meaningless: K must be at least 1".into()),
+        Ok(k) => Ok(k),
+        Err(_) => match k.parse::<f64>() {
+            Ok(v) if v < 1.0 => Err(format!(
+                "the ratio 1:{k} is below 1: a skeleton runs at most as long as the application (K ≥ 1)"
+            )),
+            Ok(_) => Err(format!("the ratio 1:{k} must have a whole number K")),
+            Err(_) => Err(format!("`{text}` is not a ratio: K must be a whole number, as in 1:100")),
+        },
+    }
+}
+
+pub fn parse_backend(name: &str) -> Result<Backend, String> {
+    Backend::from_name(name).ok_or_else(|| {
+        let names: Vec<&str> = Backend::ALL.iter().map(|b| b.name()).collect();
+        format!(
+            "unknown back end `{name}`; choose one of {}",
+            names.join(", ")
+        )
+    })
+}
+
+/// The file listing what perfskel wrote into an output directory.
+pub const MANIFEST: &str = ".perfskel-generated";
+
+/// Files and folders that building or running a generated program creates.
+pub const BUILD_PRODUCTS: &[&str] = &["skeleton", ".build-flags", "Cargo.lock", "target", MANIFEST];
+
+/// A compiled skeleton: the scaled program, its generated files, the diagnostics
+/// (warnings) and a one-line report of what scaling reached.
+pub struct Compiled {
+    pub scaled: Scaled,
+    pub files: Vec<GeneratedFile>,
+    pub diags: Vec<Diag>,
+    pub report: String,
+}
+
+/// Why a skeleton did not compile: diagnostics to show with the source, or a message.
+pub enum CompileError {
+    Diags(Vec<Diag>),
+    Message(String),
+}
+
+/// Parses, checks, scales and emits one skeleton. `source_name` is the file name used
+/// in generated comments; `files` is empty when `backend` is `None` (only scaling).
+pub fn compile(
+    source_name: &str,
+    source: &str,
+    ratio: u64,
+    backend: Option<Backend>,
+    model: &Model,
+) -> Result<Compiled, CompileError> {
+    let (program, mut diags) = perfskel_grammar::parse(source);
+    let mut info = None;
+    if !diags.iter().any(Diag::is_error) {
+        let checked = check(&program, source, CheckOptions::default());
+        diags.extend(checked.diags);
+        info = checked.info;
+    }
+    let Some(info) = info.filter(|_| !diags.iter().any(Diag::is_error)) else {
+        return Err(CompileError::Diags(diags));
+    };
+    let options = ScaleOptions {
+        ratio,
+        model: model.clone(),
+    };
+    let scaled = scale::scale(&program, &info, &options).map_err(|d| {
+        diags.push(d);
+        CompileError::Diags(diags.clone())
+    })?;
+    diags.extend(scaled.warnings.iter().cloned());
+    let rechecked = check(&scaled.program, source, CheckOptions::default());
+    let Some(scaled_info) = rechecked.info else {
+        diags.extend(rechecked.diags);
+        diags.push(Diag::error(
+            "scaling-broke-check",
+            "the scaled skeleton does not check: this is a bug in the scaling pass",
+        ));
+        return Err(CompileError::Diags(diags));
+    };
+    let report = format!(
+        "{source_name} at 1:{ratio}: expected skeleton time {} (target {}), ratio reached 1:{:.1}; compute x{:.4}, message sizes x{:.4}; model {}{}",
+        seconds_text(scaled.expected_skeleton_s),
+        seconds_text(program.app_time.value.seconds() / ratio as f64),
+        scaled.ratio_reached,
+        scaled.compute_factor,
+        scaled.size_factor,
+        model.mpi,
+        scaled
+            .unscaled_model_s
+            .map(|t| format!("; the model gives the unscaled skeleton {}", seconds_text(t)))
+            .unwrap_or_default()
+    );
+    let files = match backend {
+        None => Vec::new(),
+        Some(backend) => {
+            let options = back::Options {
+                ratio,
+                app_time_s: program.app_time.value.seconds(),
+                source_name: source_name.to_string(),
+                source: source.to_string(),
+            };
+            back::emit(&scaled.program, &scaled_info, backend, &options)
+                .map_err(CompileError::Message)?
+        }
+    };
+    Ok(Compiled {
+        scaled,
+        files,
+        diags,
+        report,
+    })
+}
+
+pub fn run(args: Args) -> Result<ExitCode, String> {
+    let name = args.file.display().to_string();
+    let source = read_source(&args.file)?;
+    let (model, model_from) = load_model(args.model.as_deref(), args.mpi)?;
+    let source_name = args
+        .file
+        .file_name()
+        .map_or_else(|| name.clone(), |f| f.to_string_lossy().into_owned());
+    let backend = args.emit.is_none().then_some(args.backend);
+    let compiled = match compile(&source_name, &source, args.ratio, backend, &model) {
+        Ok(c) => c,
+        Err(CompileError::Diags(diags)) => {
+            emit(&name, &source, &diags);
+            return Ok(ExitCode::FAILURE);
+        }
+        Err(CompileError::Message(m)) => return Err(m),
+    };
+    emit(&name, &source, &compiled.diags);
+    eprintln!("perfskel compile: {} ({model_from})", compiled.report);
+    if args.emit.is_some() {
+        print!("{}", perfskel_grammar::print(&compiled.scaled.program));
+        return Ok(ExitCode::SUCCESS);
+    }
+    let Some(output) = args.output else {
+        return Err("give an output directory with -o".into());
+    };
+    write_output(&output, &compiled.files, args.force)?;
+    eprintln!(
+        "perfskel compile: wrote {} into {} ({} back end); `perfskel run {} -np {}` builds and runs it",
+        plural(compiled.files.len(), "file"),
+        output.display(),
+        args.backend,
+        output.display(),
+        compiled.scaled.program.ranks.value
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The model to scale with and where it came from.
+fn load_model(path: Option<&Path>, mpi: MpiKind) -> Result<(Model, String), String> {
+    let (path, explicit) = match path {
+        Some(p) => (p.to_path_buf(), true),
+        None => (cmd_calibrate::default_model_path(mpi), false),
+    };
+    if !explicit && !path.is_file() {
+        return Ok((
+            Model::default(),
+            "built-in defaults (run `perfskel calibrate` to measure this machine)".into(),
+        ));
+    }
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| format!("cannot read the model {}: {e}", path.display()))?;
+    let model = Model::from_json(&text)
+        .map_err(|e| format!("{} is not a perfskel model: {e}", path.display()))?;
+    Ok((model, path.display().to_string()))
+}
+
+/// Writes `files` into `dir`. Refuses a directory with files perfskel did not write
+/// unless `force`; removes files an earlier compile wrote that are no longer generated.
+pub fn write_output(dir: &Path, files: &[GeneratedFile], force: bool) -> Result<(), String> {
+    let previous: BTreeSet<String> = std::fs::read_to_string(dir.join(MANIFEST))
+        .map(|text| text.lines().map(str::to_string).collect())
+        .unwrap_or_default();
+    if dir.exists() {
+        let entries = std::fs::read_dir(dir)
+            .map_err(|e| format!("cannot read the output directory {}: {e}", dir.display()))?;
+        let mut foreign: Vec<String> = entries
+            .filter_map(Result::ok)
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|name| {
+                !BUILD_PRODUCTS.contains(&name.as_str())
+                    && !previous
+                        .iter()
+                        .any(|p| p == name || p.starts_with(&format!("{name}/")))
+            })
+            .collect();
+        foreign.sort();
+        if !foreign.is_empty() && !force {
+            let shown: Vec<&str> = foreign.iter().take(5).map(String::as_str).collect();
+            return Err(format!(
+                "{} holds files perfskel did not write ({}{}); choose an empty directory, or pass --force to write into it (other files are kept)",
+                dir.display(),
+                shown.join(", "),
+                if foreign.len() > 5 { ", ..." } else { "" }
+            ));
+        }
+    }
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let new: BTreeSet<String> = files.iter().map(|f| f.path.clone()).collect();
+    for stale in previous.difference(&new) {
+        // Only plain relative paths that an earlier compile recorded.
+        if !stale.split('/').any(|part| part == ".." || part.is_empty()) {
+            let _ = std::fs::remove_file(dir.join(stale));
+        }
+    }
+    for file in files {
+        let path = dir.join(&file.path);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)
+                .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
+        }
+        std::fs::write(&path, &file.contents)
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    }
+    let manifest: Vec<&str> = new.iter().map(String::as_str).collect();
+    std::fs::write(dir.join(MANIFEST), manifest.join("\n") + "\n")
+        .map_err(|e| format!("cannot write {}: {e}", dir.join(MANIFEST).display()))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ratios() {
+        assert_eq!(parse_ratio("1:100"), Ok(100));
+        assert_eq!(parse_ratio("1:1"), Ok(1));
+        assert!(parse_ratio("1:0").unwrap_err().contains("at least 1"));
+        assert!(parse_ratio("1:0.5").unwrap_err().contains("below 1"));
+        assert!(parse_ratio("2:100").unwrap_err().contains("1:K"));
+        assert!(parse_ratio("100").unwrap_err().contains("not a ratio"));
+        assert!(parse_ratio("1:abc").unwrap_err().contains("whole number"));
+        assert!(parse_backend("fortran")
+            .unwrap_err()
+            .contains("unknown back end"));
+    }
+}

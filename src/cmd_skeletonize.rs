@@ -1,0 +1,240 @@
+//! `perfskel skeletonize TRACE_DIR -o app.skel`: reads every rank file of a trace written
+//! by `perfskel record` and the traced objects (to name call sites), runs
+//! `perfskel_compiler::skeletonize`, writes the skeleton (never over an existing file
+//! without `--force`), checks it like `perfskel check` and prints the summary as text or
+//! JSON. A progress bar shows on a terminal for long traces.
+
+use std::collections::BTreeMap;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use perfskel_compiler::check::Options as CheckOptions;
+use perfskel_compiler::compress::Algorithm;
+use perfskel_compiler::skeletonize::{self, Input, Options, RankSource, Skeleton};
+use perfskel_compiler::trace::format;
+use perfskel_compiler::trace::manifest::Manifest;
+use perfskel_compiler::trace::RankTrace;
+
+use crate::cmd_trace::{self, Symbols};
+use crate::files::{emit, tally};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum AlgorithmArg {
+    /// Shortest description, outer loops first.
+    Exact,
+    /// Inner loops first, near-linear.
+    Greedy,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Text,
+    Json,
+}
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Trace directory written by `perfskel record`.
+    pub trace: PathBuf,
+    /// The skeleton file to write.
+    #[arg(short = 'o', long = "output")]
+    pub output: PathBuf,
+    /// Loop-discovery algorithm.
+    #[arg(long, value_enum, default_value_t = AlgorithmArg::Exact)]
+    pub algorithm: AlgorithmArg,
+    /// Format of the summary on standard output.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+    /// Merge message sizes within PCT percent of each other (reported).
+    #[arg(long, value_name = "PCT")]
+    pub merge_sizes: Option<f64>,
+    /// Logicalization threshold (see `perfskel topo --threshold`).
+    #[arg(long, default_value_t = perfskel_compiler::logicalize::DEFAULT_THRESHOLD)]
+    pub threshold: f64,
+    /// Overwrite the output file if it exists.
+    #[arg(long)]
+    pub force: bool,
+}
+
+/// What the command produced, for `perfskel demo`.
+pub struct Outcome {
+    pub skeleton: Skeleton,
+    pub text: String,
+    pub check_errors: usize,
+    pub check_warnings: usize,
+}
+
+pub fn run(args: Args) -> Result<ExitCode, String> {
+    let outcome = skeletonize_dir(&args)?;
+    match args.format {
+        Format::Text => {
+            println!("wrote {}", args.output.display());
+            print!("{}", outcome.skeleton.summary.to_text());
+            println!(
+                "check              {} error(s), {} warning(s)",
+                outcome.check_errors, outcome.check_warnings
+            );
+        }
+        Format::Json => {
+            let mut value = serde_json::to_value(&outcome.skeleton.summary)
+                .map_err(|e| format!("cannot write JSON: {e}"))?;
+            if let Some(map) = value.as_object_mut() {
+                map.insert("check_errors".into(), outcome.check_errors.into());
+                map.insert("check_warnings".into(), outcome.check_warnings.into());
+            }
+            let json = serde_json::to_string_pretty(&value)
+                .map_err(|e| format!("cannot write JSON: {e}"))?;
+            println!("{json}");
+        }
+    }
+    Ok(if outcome.check_errors > 0 {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// Reads the trace, writes the skeleton, checks it.
+pub fn skeletonize_dir(args: &Args) -> Result<Outcome, String> {
+    if args.output.exists() && !args.force {
+        return Err(format!(
+            "{} exists; pass --force to overwrite it",
+            args.output.display()
+        ));
+    }
+    if let Some(pct) = args.merge_sizes {
+        if !(0.0..=100.0).contains(&pct) {
+            return Err(format!(
+                "--merge-sizes {pct} is not a percentage between 0 and 100"
+            ));
+        }
+    }
+    if !(0.0..=1.0).contains(&args.threshold) {
+        return Err(format!(
+            "--threshold {} is not between 0 and 1",
+            args.threshold
+        ));
+    }
+    let dir = &args.trace;
+    let n = cmd_trace::n_ranks(dir)?;
+    if n == 0 {
+        return Err(format!(
+            "{}: no manifest.json and no rank files: not a trace directory",
+            dir.display()
+        ));
+    }
+    let mut traces: Vec<Result<Option<RankTrace>, String>> = Vec::new();
+    for rank in 0..n {
+        let read = cmd_trace::open_rank(dir, rank)
+            .and_then(|r| r.map(RankTrace::read).transpose())
+            .map_err(|e| e.to_string());
+        if let Err(e) = &read {
+            eprintln!("warning: trace: {e}");
+        }
+        traces.push(read);
+    }
+    let sources: Vec<RankSource<'_>> = traces
+        .iter()
+        .map(|t| match t {
+            Ok(Some(t)) => RankSource::Trace(t),
+            Ok(None) => RankSource::Missing,
+            Err(_) => RankSource::Unreadable,
+        })
+        .collect();
+    let symbols = Symbols::default();
+    let mut site_names = BTreeMap::new();
+    for t in traces
+        .iter()
+        .filter_map(|t| t.as_ref().ok().and_then(Option::as_ref))
+    {
+        for key in t.sites.values() {
+            if !site_names.contains_key(key) {
+                if let Some(name) = symbols.locate(key).short() {
+                    site_names.insert(key.clone(), name);
+                }
+            }
+        }
+    }
+    let input = Input {
+        name: skeleton_name(dir, &traces),
+        ranks: sources,
+        site_names,
+        origin: origin(dir, n),
+    };
+    let options = Options {
+        algorithm: match args.algorithm {
+            AlgorithmArg::Exact => Algorithm::Exact,
+            AlgorithmArg::Greedy => Algorithm::Greedy,
+        },
+        merge_sizes_pct: args.merge_sizes,
+        threshold: args.threshold,
+    };
+    let bar = indicatif::ProgressBar::hidden();
+    let mut shown = false;
+    let mut progress = |p: skeletonize::Progress| {
+        if !shown && p.total >= 200_000 && std::io::stderr().is_terminal() {
+            bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+            bar.set_length(p.total);
+            bar.set_message("compressing");
+            shown = true;
+        }
+        bar.set_position(p.done);
+    };
+    let skeleton = skeletonize::skeletonize(&input, &options, &mut progress);
+    bar.finish_and_clear();
+    let text = perfskel_grammar::printer::print(&skeleton.program);
+    std::fs::write(&args.output, &text)
+        .map_err(|e| format!("cannot write {}: {e}", args.output.display()))?;
+    let diags = crate::cmd_check::check_source(&text, CheckOptions::default());
+    emit(&args.output.display().to_string(), &text, &diags);
+    let (check_errors, check_warnings) = tally(&diags);
+    Ok(Outcome {
+        skeleton,
+        text,
+        check_errors,
+        check_warnings,
+    })
+}
+
+/// The traced executable's file name (the object of rank 0's first call site), as a
+/// word; else the trace directory's name.
+fn skeleton_name(dir: &Path, traces: &[Result<Option<RankTrace>, String>]) -> String {
+    let from_object = traces
+        .iter()
+        .filter_map(|t| t.as_ref().ok().and_then(Option::as_ref))
+        .find_map(|t| {
+            let first = t.events.first()?;
+            let key = t.sites.get(&first.site)?;
+            Path::new(&key.object)
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+        });
+    let raw = from_object.unwrap_or_else(|| {
+        dir.file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "app".into())
+    });
+    let mut name: String = raw
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
+    if !name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') {
+        name.insert(0, '_');
+    }
+    name
+}
+
+/// `trace `t-stencil` (4 ranks, openmpi)`: no absolute paths in generated text.
+fn origin(dir: &Path, n: u32) -> String {
+    let name = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| ".".into());
+    let mpi = std::fs::read_to_string(dir.join(format::MANIFEST_FILE))
+        .ok()
+        .and_then(|t| Manifest::from_json(&t).ok())
+        .map(|m| format!(", {}", m.mpi))
+        .unwrap_or_default();
+    format!("trace `{name}` ({n} ranks{mpi})")
+}

@@ -1,0 +1,432 @@
+//! `perfskel compile` and `perfskel run` with the C back end:
+//! - snapshots of the generated C for every example skeleton at 1:10, 1:100 and 1:1000
+//!   (`snapshots/c_mpi/<example>@<ratio>.snap`: source, scaling report, warnings, the
+//!   scaled skeleton and the C file);
+//! - every example compiled for 4 ranks, built with `mpicc -Wall -Wextra -Werror` and run
+//!   by `perfskel run` under OpenMPI and MPICH; the other checked skeletons of the test
+//!   data at their own rank counts under OpenMPI;
+//! - bad input through the command line: ratios, back ends, skeletons too short to scale,
+//!   output directories holding user files.
+
+use std::path::{Path, PathBuf};
+
+use perfskel::cmd_compile::{compile, CompileError};
+use perfskel::files::render_plain;
+use perfskel_compiler::back::{Backend, RunResult};
+use perfskel_compiler::scale::Model;
+
+use crate::common::{files_in, relative, root, text, MPI_LOCK};
+
+const RATIOS: [u64; 3] = [10, 100, 1000];
+
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+fn work_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("compile-tests")
+}
+
+fn stem(path: &Path) -> String {
+    path.file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// Runs the perfskel binary with a private cache.
+fn perfskel(dir: &Path, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_perfskel"))
+        .args(args)
+        .current_dir(dir)
+        .env("PERFSKEL_CACHE_DIR", work_dir().join("cache"))
+        .output()
+        .expect("the perfskel binary runs")
+}
+
+#[test]
+fn generated_c_of_every_example_matches_its_snapshot() {
+    let examples = files_in("examples/skeletons", "skel");
+    assert!(examples.len() >= 7, "examples are missing: {examples:?}");
+    for path in examples {
+        let source = read(&path);
+        let name = relative(&path);
+        let file_name = format!("{}.skel", stem(&path));
+        for ratio in RATIOS {
+            let compiled = match compile(
+                &file_name,
+                &source,
+                ratio,
+                Some(Backend::C),
+                &Model::default(),
+            ) {
+                Ok(c) => c,
+                Err(CompileError::Diags(d)) => {
+                    panic!("{name} 1:{ratio}:\n{}", render_plain(&name, &source, &d))
+                }
+                Err(CompileError::Message(m)) => panic!("{name} 1:{ratio}: {m}"),
+            };
+            let c_file = compiled
+                .files
+                .iter()
+                .find(|f| f.path.ends_with(".c"))
+                .expect("a C file");
+            assert!(compiled.files.iter().any(|f| f.path == "perfskel.h"));
+            assert!(compiled.files.iter().any(|f| f.path == "Makefile"));
+            assert!(compiled.files.iter().any(|f| f.path == "job.slurm"));
+            let warnings = render_plain(&name, &source, &compiled.diags);
+            let snapshot = format!(
+                "SOURCE ({name})\n{source}\nREPORT\n{}\n\nWARNINGS\n{}\nSCALED SKELETON\n{}\nC ({})\n{}",
+                compiled.report,
+                if warnings.is_empty() { "none\n" } else { &warnings },
+                perfskel_grammar::print(&compiled.scaled.program),
+                c_file.path,
+                c_file.contents
+            );
+            insta::with_settings!({
+                snapshot_path => "../snapshots/c_mpi",
+                prepend_module_to_snapshot => false,
+                omit_expression => true,
+                description => format!("{name} compiled for 1:{ratio} with the C back end"),
+            }, {
+                insta::assert_snapshot!(format!("{}@{ratio}", stem(&path)), snapshot);
+            });
+        }
+    }
+}
+
+#[test]
+fn build_files_match_their_snapshot() {
+    let path = root().join("examples/skeletons/stencil2d.skel");
+    let Ok(compiled) = compile(
+        "stencil2d.skel",
+        &read(&path),
+        100,
+        Some(Backend::C),
+        &Model::default(),
+    ) else {
+        panic!("stencil2d compiles");
+    };
+    let mut out = String::new();
+    for file in compiled
+        .files
+        .iter()
+        .filter(|f| f.path == "Makefile" || f.path == "job.slurm")
+    {
+        out.push_str(&format!("==> {} <==\n{}\n", file.path, file.contents));
+    }
+    insta::with_settings!({
+        snapshot_path => "../snapshots/c_mpi",
+        prepend_module_to_snapshot => false,
+        omit_expression => true,
+        description => "Makefile and job.slurm of examples/skeletons/stencil2d.skel at 1:100",
+    }, {
+        insta::assert_snapshot!("stencil2d@100-build-files", out);
+    });
+}
+
+/// The example rewritten for 4 ranks: rank counts and grid shapes in the header.
+fn at_four_ranks(source: &str) -> String {
+    let mut out = String::new();
+    for line in source.lines() {
+        let line = if line.starts_with("ranks ") {
+            "ranks 4".to_string()
+        } else if line.starts_with("topology ") {
+            line.replace("(4, 4)", "(2, 2)")
+        } else {
+            line.to_string()
+        };
+        out.push_str(&line);
+        out.push('\n');
+    }
+    out
+}
+
+/// A ratio that makes the skeleton run about 30 ms.
+fn short_ratio(source: &str) -> u64 {
+    let (program, _) = perfskel_grammar::parse(source);
+    ((program.app_time.value.seconds() / 0.03).floor() as u64).max(1)
+}
+
+/// Compiles `source` for 1:`ratio` into a fresh directory, then builds and runs it with
+/// `perfskel run` under `mpi` at `np` ranks; checks the result line.
+fn compile_and_run(name: &str, source: &str, ratio: u64, mpi: &str, np: u64) {
+    let dir = work_dir().join(format!("{name}-{mpi}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("work dir");
+    std::fs::write(dir.join(format!("{name}.skel")), source).expect("write skeleton");
+    let ratio_arg = format!("1:{ratio}");
+    let out = perfskel(
+        &dir,
+        &[
+            "compile",
+            &format!("{name}.skel"),
+            "--ratio",
+            &ratio_arg,
+            "--backend",
+            "c",
+            "-o",
+            "out",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "compile {name}: {}",
+        text(&out.stderr)
+    );
+    let report = text(&out.stderr);
+    let np_arg = np.to_string();
+    let out = {
+        let _guard = MPI_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        perfskel(&dir, &["run", "out", "-np", &np_arg, "--mpi", mpi])
+    };
+    let stdout = text(&out.stdout);
+    assert!(
+        out.status.success(),
+        "run {name} under {mpi}: {stdout}\n{}",
+        text(&out.stderr)
+    );
+    let result = RunResult::find_in(&stdout)
+        .unwrap_or_else(|| panic!("{name} under {mpi} printed no result line: {stdout}"));
+    let (program, _) = perfskel_grammar::parse(source);
+    assert_eq!(result.skeleton, program.name.value.name);
+    assert_eq!(result.backend, "c");
+    assert_eq!(result.ranks, np);
+    assert_eq!(result.ratio, ratio);
+    let app_time = program.app_time.value.seconds();
+    assert!((result.app_time_s - app_time).abs() < 1e-6, "{result:?}");
+    assert!(
+        (result.predicted_s - result.skeleton_s * ratio as f64).abs() <= 1e-6 * ratio as f64,
+        "{result:?}"
+    );
+    // Compute spans run for their whole time, so the skeleton cannot be much faster
+    // than the model expects; it can be slower on a loaded machine.
+    let expected = report
+        .split("expected skeleton time ")
+        .nth(1)
+        .and_then(|rest| rest.split(" (").next())
+        .expect("the report gives the expected time");
+    let expected_s = parse_seconds(expected);
+    assert!(
+        result.skeleton_s >= 0.6 * expected_s,
+        "{name} under {mpi}: ran {} s, the model expects {expected}",
+        result.skeleton_s
+    );
+    assert!(stdout.contains("predicted application time"), "{stdout}");
+}
+
+/// Reads "120.030 ms", "1.200 s" or "500.0 us".
+fn parse_seconds(text: &str) -> f64 {
+    let (value, unit) = text.split_once(' ').expect("value and unit");
+    let value: f64 = value.parse().expect("a number");
+    match unit {
+        "s" => value,
+        "ms" => value * 1e-3,
+        "us" => value * 1e-6,
+        other => panic!("unit {other}"),
+    }
+}
+
+#[test]
+fn every_example_runs_at_four_ranks_under_openmpi_and_mpich() {
+    for path in files_in("examples/skeletons", "skel") {
+        let source = at_four_ranks(&read(&path));
+        let ratio = short_ratio(&source);
+        for mpi in ["openmpi", "mpich"] {
+            compile_and_run(&stem(&path), &source, ratio, mpi, 4);
+        }
+    }
+}
+
+#[test]
+fn other_topologies_and_every_construct_run_under_openmpi() {
+    let mut files = files_in("tests/data/dsl/ok", "skel");
+    files.push(root().join("grammar/every_construct.skel"));
+    for path in files {
+        let source = read(&path);
+        let (program, _) = perfskel_grammar::parse(&source);
+        compile_and_run(
+            &stem(&path),
+            &source,
+            short_ratio(&source),
+            "openmpi",
+            program.ranks.value,
+        );
+    }
+}
+
+const SHORT: &str =
+    "skeleton short\nranks 2\ntopology ring\napp_time 1 ms\nloop 10 {\n    compute 100 us\n}\n";
+const TINY: &str = "skeleton tiny\nranks 2\ntopology ring\napp_time 1 s\nloop 10 {\n    compute 100 ms\n    sendrecv to next 1 KiB from prev 1 KiB\n}\n";
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = work_dir().join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    std::fs::write(dir.join("short.skel"), SHORT).expect("write");
+    std::fs::write(dir.join("tiny.skel"), TINY).expect("write");
+    dir
+}
+
+fn fails_with(dir: &Path, args: &[&str], message: &str) {
+    let out = perfskel(dir, args);
+    let stderr = text(&out.stderr);
+    assert!(!out.status.success(), "{args:?} succeeded: {stderr}");
+    assert!(
+        stderr.contains(message),
+        "{args:?}: expected `{message}` in:\n{stderr}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+#[test]
+fn bad_ratios_and_back_ends_are_refused() {
+    let dir = scratch("bad-args");
+    let compile =
+        |ratio: &str| ["compile", "tiny.skel", "--ratio", ratio, "-o", "out"].map(String::from);
+    for (ratio, message) in [
+        ("1:0", "K must be at least 1"),
+        ("1:0.5", "below 1"),
+        ("0", "not a ratio"),
+        ("1:ten", "whole number"),
+        ("3:100", "must be 1:K"),
+        ("1:2.5", "whole number"),
+    ] {
+        let args = compile(ratio);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        fails_with(&dir, &args, message);
+    }
+    fails_with(
+        &dir,
+        &[
+            "compile",
+            "tiny.skel",
+            "--ratio",
+            "1:10",
+            "--backend",
+            "fortran",
+            "-o",
+            "out",
+        ],
+        "unknown back end `fortran`",
+    );
+    fails_with(
+        &dir,
+        &["compile", "short.skel", "--ratio", "1:1000", "-o", "out"],
+        "error[too-short-to-scale]: at 1:1000 the skeleton would run 1.0 us",
+    );
+    fails_with(
+        &dir,
+        &["compile", "missing.skel", "--ratio", "1:10", "-o", "out"],
+        "cannot read missing.skel",
+    );
+    std::fs::write(
+        dir.join("broken.skel"),
+        "skeleton b\nranks 2\ntopology ring\napp_time 1 s\nsend next 1 KiB\n",
+    )
+    .expect("write");
+    fails_with(
+        &dir,
+        &["compile", "broken.skel", "--ratio", "1:10", "-o", "out"],
+        "error[",
+    );
+    assert!(
+        !dir.join("out").exists(),
+        "nothing is written for bad input"
+    );
+    fails_with(&dir, &["run", "nowhere", "-np", "2"], "has no Makefile");
+}
+
+#[test]
+fn output_directories_with_user_files_are_refused_without_force() {
+    let dir = scratch("user-files");
+    let out_dir = dir.join("out");
+    std::fs::create_dir_all(&out_dir).expect("mkdir");
+    std::fs::write(out_dir.join("notes.txt"), "mine").expect("write");
+    fails_with(
+        &dir,
+        &["compile", "tiny.skel", "--ratio", "1:10", "-o", "out"],
+        "holds files perfskel did not write (notes.txt)",
+    );
+    assert!(!out_dir.join("tiny.c").exists());
+    let ok = perfskel(
+        &dir,
+        &[
+            "compile",
+            "tiny.skel",
+            "--ratio",
+            "1:10",
+            "-o",
+            "out",
+            "--force",
+        ],
+    );
+    assert!(ok.status.success(), "{}", text(&ok.stderr));
+    assert_eq!(read(&out_dir.join("notes.txt")), "mine");
+    assert!(out_dir.join("tiny.c").is_file());
+    // Writing again over what perfskel wrote needs no --force, even after a build.
+    std::fs::remove_file(out_dir.join("notes.txt")).expect("rm");
+    std::fs::write(out_dir.join("skeleton"), "a build product").expect("write");
+    let again = perfskel(
+        &dir,
+        &["compile", "tiny.skel", "--ratio", "1:100", "-o", "out"],
+    );
+    assert!(again.status.success(), "{}", text(&again.stderr));
+    // Another skeleton into the same directory replaces the files of the first one.
+    std::fs::write(
+        dir.join("other.skel"),
+        TINY.replace("skeleton tiny", "skeleton other"),
+    )
+    .expect("write");
+    let other = perfskel(
+        &dir,
+        &["compile", "other.skel", "--ratio", "1:10", "-o", "out"],
+    );
+    assert!(other.status.success(), "{}", text(&other.stderr));
+    assert!(out_dir.join("other.c").is_file());
+    assert!(
+        !out_dir.join("tiny.c").exists(),
+        "the stale generated file is removed"
+    );
+    assert!(
+        out_dir.join("skeleton").is_file(),
+        "build products are left alone"
+    );
+}
+
+#[test]
+fn emit_skel_prints_a_scaled_skeleton_that_checks() {
+    let dir = scratch("emit-skel");
+    let out = perfskel(
+        &dir,
+        &["compile", "tiny.skel", "--ratio", "1:10", "--emit", "skel"],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let scaled = text(&out.stdout);
+    assert!(scaled.contains("loop 1 {"), "{scaled}");
+    assert!(scaled.contains("app_time 100 ms"), "{scaled}");
+    let diags =
+        perfskel::cmd_check::check_source(&scaled, perfskel_compiler::check::Options::default());
+    assert!(diags.is_empty(), "{diags:?}");
+    assert!(text(&out.stderr).contains("ratio reached 1:10.0"));
+    assert!(!dir.join("out").exists());
+}
+
+#[test]
+fn a_skeleton_refuses_the_wrong_rank_count() {
+    let dir = scratch("wrong-np");
+    let out = perfskel(
+        &dir,
+        &["compile", "tiny.skel", "--ratio", "1:10", "-o", "out"],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let run = {
+        let _guard = MPI_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        perfskel(&dir, &["run", "out", "-np", "3"])
+    };
+    assert!(!run.status.success());
+    let all = format!("{}{}", text(&run.stdout), text(&run.stderr));
+    assert!(
+        all.contains("this skeleton runs on 2 ranks, not 3"),
+        "{all}"
+    );
+}

@@ -1,0 +1,577 @@
+//! `perfskel skeletonize` tests: every example application is recorded at 4 ranks under
+//! the real `mpirun` (OpenMPI; stencil and cg also under MPICH), skeletonized with the
+//! CLI, and the skeleton is checked three ways: `perfskel check` accepts it, its loops
+//! have the iteration counts given on the application's command line, and the checker's
+//! simulation of it sends, per rank, exactly the messages and collectives the trace
+//! recorded. Irregular input (a truncated rank, a missing rank, requests never completed,
+//! a trace without repetition) still gives a valid skeleton with a summary saying why.
+//! One skeleton of a synthetic trace is a snapshot.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use perfskel_compiler::check::{check, Options as CheckOptions};
+use perfskel_compiler::compress::Algorithm;
+use perfskel_compiler::skeletonize::{self, Input, Options, RankSource};
+use perfskel_compiler::trace::format::{self, PEER_PROC_NULL};
+use perfskel_compiler::trace::{Completion, Event, Header, Op, OpClass, RankReader, RankTrace};
+use perfskel_grammar::ast::{Else, ExprKind, Stmt, StmtKind};
+
+use crate::tracer::{build_app, perfskel, Mpi, MPI_LOCK};
+
+const N_RANKS: u32 = 4;
+
+/// Records `app args` at 4 ranks under `mpi` into a temporary directory.
+fn record(mpi: Mpi, app: &str, args: &[&str]) -> (tempfile::TempDir, PathBuf) {
+    let exe = build_app(mpi, app);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let trace = dir.path().join(format!("trace-{app}"));
+    let launcher = match mpi {
+        Mpi::OpenMpi => "mpirun.openmpi",
+        Mpi::Mpich => "mpirun.mpich",
+    };
+    let np = N_RANKS.to_string();
+    let mut cmd = vec!["record", "-o", trace.to_str().expect("utf-8"), "--"];
+    cmd.extend([launcher, "-np", &np, exe.to_str().expect("utf-8")]);
+    cmd.extend(args);
+    let out = {
+        let _guard = MPI_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        perfskel(&cmd)
+    };
+    assert!(
+        out.status.success(),
+        "record {app}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (dir, trace)
+}
+
+/// Runs `perfskel skeletonize --format json`; gives the skeleton text and the summary.
+fn skeletonize_cli(trace: &Path, extra: &[&str]) -> (String, serde_json::Value) {
+    let out_file = trace.with_extension("skel");
+    let mut args = vec![
+        "skeletonize",
+        trace.to_str().expect("utf-8"),
+        "-o",
+        out_file.to_str().expect("utf-8"),
+        "--format",
+        "json",
+        "--force",
+    ];
+    args.extend(extra);
+    let out = perfskel(&args);
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "summary JSON: {e}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    let text = std::fs::read_to_string(&out_file).expect("skeleton written");
+    assert!(out.status.success(), "{text}\n{summary:#}");
+    let checked = perfskel(&["check", out_file.to_str().expect("utf-8")]);
+    assert!(
+        checked.status.success(),
+        "perfskel check rejects the skeleton:\n{text}\n{}",
+        String::from_utf8_lossy(&checked.stderr)
+    );
+    (text, summary)
+}
+
+/// Every loop count of the program, outermost first, with its body's statements.
+fn loops(stmts: &[Stmt], out: &mut Vec<(i64, usize)>) {
+    for s in stmts {
+        match &s.kind {
+            StmtKind::Loop(l) => {
+                if let ExprKind::Int(c) = l.count.kind {
+                    out.push((c, l.body.stmts.len()));
+                }
+                loops(&l.body.stmts, out);
+            }
+            StmtKind::If(i) => {
+                loops(&i.then_block.stmts, out);
+                let mut next = &i.else_branch;
+                while let Some(e) = next {
+                    match e {
+                        Else::Block(b) => {
+                            loops(&b.stmts, out);
+                            next = &None;
+                        }
+                        Else::If(inner) => {
+                            loops(&inner.then_block.stmts, out);
+                            next = &inner.else_branch;
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+fn has_if(stmts: &[Stmt]) -> bool {
+    stmts.iter().any(|s| match &s.kind {
+        StmtKind::If(_) => true,
+        StmtKind::Loop(l) => has_if(&l.body.stmts),
+        _ => false,
+    })
+}
+
+/// Per rank: messages sent to a real peer and collective calls, in the trace.
+fn trace_counts(trace: &Path) -> Vec<(u64, u64)> {
+    (0..N_RANKS)
+        .map(|rank| {
+            let file =
+                std::fs::File::open(trace.join(format::rank_file_name(rank))).expect("rank file");
+            let reader = RankReader::new(file, Some(rank)).expect("header");
+            let rt = RankTrace::read(reader).expect("rank reads");
+            let sends = rt
+                .events
+                .iter()
+                .filter(|e| {
+                    matches!(
+                        e.op,
+                        Op::Send | Op::Isend | Op::Ssend | Op::Bsend | Op::Rsend | Op::Sendrecv
+                    ) && e.peer.is_some_and(|p| p != PEER_PROC_NULL)
+                })
+                .count() as u64;
+            let colls = rt
+                .events
+                .iter()
+                .filter(|e| e.op.class() == OpClass::Collective)
+                .count() as u64;
+            (sends, colls)
+        })
+        .collect()
+}
+
+/// Records, skeletonizes and checks one application; `iters` is the loop count its
+/// command line asked for.
+fn check_app(mpi: Mpi, app: &str, args: &[&str], iters: i64) {
+    check_app_with(mpi, app, args, iters, &[]);
+}
+
+fn check_app_with(mpi: Mpi, app: &str, args: &[&str], iters: i64, options: &[&str]) {
+    let (_dir, trace) = record(mpi, app, args);
+    let (text, summary) = skeletonize_cli(&trace, options);
+    let (program, diags) = perfskel_grammar::parse(&text);
+    assert!(diags.is_empty(), "{text}");
+    let mut found = Vec::new();
+    loops(&program.body.stmts, &mut found);
+    assert!(
+        found.iter().any(|(c, _)| *c == iters),
+        "{app}: no loop of {iters} iterations in\n{text}"
+    );
+    // Same messages and collectives per rank as the application (comm creation counts as
+    // a collective in the checker; the trace's comm calls are not collectives there).
+    let checked = check(&program, &text, CheckOptions::default());
+    let info = checked.info.expect("checked");
+    let expected = trace_counts(&trace);
+    let n_comms = program
+        .body
+        .stmts
+        .iter()
+        .filter(|s| matches!(s.kind, StmtKind::CommDecl(_)))
+        .count() as u64;
+    for (rank, (sends, colls)) in expected.iter().enumerate() {
+        let r = &info.ranks[rank];
+        assert_eq!(r.messages_sent, *sends, "{app} rank {rank} sends\n{text}");
+        assert_eq!(
+            r.collectives - n_comms.min(r.collectives),
+            *colls,
+            "{app} rank {rank} collectives\n{text}"
+        );
+    }
+    assert_eq!(summary["n_ranks"], N_RANKS);
+    assert!(summary["statements"].as_u64().unwrap_or(0) > 0);
+    if app != "master_worker" {
+        assert!(
+            !has_if(&program.body.stmts),
+            "{app}: rank conditionals\n{text}"
+        );
+        assert!(
+            summary["loop_time_pct"].as_f64().unwrap_or(0.0) > 0.0,
+            "{summary:#}"
+        );
+    }
+}
+
+#[test]
+fn stencil_openmpi() {
+    check_app(Mpi::OpenMpi, "stencil", &["16", "3"], 3);
+}
+#[test]
+fn stencil_mpich() {
+    check_app(Mpi::Mpich, "stencil", &["16", "3"], 3);
+}
+#[test]
+fn stencil_fortran_openmpi() {
+    check_app(Mpi::OpenMpi, "stencil_f", &["16", "3"], 3);
+}
+#[test]
+fn cg_openmpi() {
+    check_app(Mpi::OpenMpi, "cg", &["32", "4"], 4);
+}
+#[test]
+fn cg_mpich() {
+    check_app(Mpi::Mpich, "cg", &["32", "4"], 4);
+}
+#[test]
+fn cg_fortran_openmpi() {
+    check_app(Mpi::OpenMpi, "cg_f", &["32", "4"], 4);
+}
+#[test]
+fn ring_openmpi() {
+    check_app(Mpi::OpenMpi, "ring", &["32", "5"], 5);
+}
+#[test]
+fn ring_fortran_openmpi() {
+    check_app(Mpi::OpenMpi, "ring_f", &["32", "5"], 5);
+}
+#[test]
+fn transpose_openmpi() {
+    check_app(Mpi::OpenMpi, "transpose", &["4", "3"], 3);
+}
+#[test]
+fn tree_reduce_openmpi() {
+    check_app_with(
+        Mpi::OpenMpi,
+        "tree_reduce",
+        &["1000", "3"],
+        3,
+        &["--algorithm", "greedy", "--merge-sizes", "5"],
+    );
+}
+#[test]
+fn rowcol_openmpi() {
+    check_app(Mpi::OpenMpi, "rowcol", &["16", "3"], 3);
+}
+/// Workers share 6 tasks: the simulation must send exactly the recorded results.
+#[test]
+fn master_worker_openmpi() {
+    let (_dir, trace) = record(Mpi::OpenMpi, "master_worker", &["2000", "6"]);
+    let (text, summary) = skeletonize_cli(&trace, &[]);
+    let (program, _) = perfskel_grammar::parse(&text);
+    let info = check(&program, &text, CheckOptions::default())
+        .info
+        .expect("checked");
+    let worker_results: u64 = info.ranks[1..].iter().map(|r| r.messages_sent).sum();
+    assert_eq!(worker_results, 6, "{text}");
+    assert_eq!(info.ranks[0].messages_sent, 6 + 3, "{text}");
+    // The master answers whichever worker is done: its peers vary, so it has its own
+    // branch, and the summary says so.
+    assert!(has_if(&program.body.stmts), "{text}");
+    let notes = summary["notes"].to_string();
+    assert!(notes.contains("rank-conditional"), "{notes}");
+}
+
+/// A rank file cut in half and a missing rank: the skeleton is still valid, built from
+/// the other ranks, and the summary names both.
+#[test]
+fn truncated_and_missing_ranks() {
+    let (_dir, trace) = record(Mpi::OpenMpi, "stencil", &["16", "4"]);
+    let rank1 = trace.join("rank-00001.pst");
+    let bytes = std::fs::read(&rank1).expect("rank 1");
+    std::fs::write(&rank1, &bytes[..bytes.len() / 2]).expect("truncate");
+    std::fs::remove_file(trace.join("rank-00003.pst")).expect("remove rank 3");
+    let (text, summary) = skeletonize_cli(&trace, &[]);
+    assert_eq!(summary["incomplete_ranks"], serde_json::json!([1]));
+    assert_eq!(summary["missing_ranks"], serde_json::json!([3]));
+    let notes = summary["notes"].to_string();
+    assert!(notes.contains("stopped before MPI_Finalize"), "{notes}");
+    assert!(notes.contains("missing for rank(s) 3"), "{notes}");
+    assert!(text.contains("loop 4"), "{text}");
+}
+
+#[test]
+fn refuses_to_overwrite_without_force() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("x.skel");
+    std::fs::write(&out, "keep me").expect("write");
+    let result = perfskel(&[
+        "skeletonize",
+        dir.path().to_str().expect("utf-8"),
+        "-o",
+        out.to_str().expect("utf-8"),
+    ]);
+    assert!(!result.status.success());
+    assert!(String::from_utf8_lossy(&result.stderr).contains("--force"));
+    assert_eq!(std::fs::read_to_string(&out).expect("read"), "keep me");
+}
+
+// ---- synthetic traces: deterministic times ----
+
+struct Synth {
+    events: Vec<Event>,
+    now: u64,
+}
+
+impl Synth {
+    fn new() -> Synth {
+        let mut s = Synth {
+            events: Vec::new(),
+            now: 0,
+        };
+        s.call(0, Op::Init, |_| {});
+        s
+    }
+    /// `gap_ns` of compute, then the call (1 us long).
+    fn call(&mut self, gap_ns: u64, op: Op, fill: impl FnOnce(&mut Event)) {
+        self.now += gap_ns;
+        let mut ev = Event {
+            op,
+            start_ns: self.now,
+            end_ns: self.now + 1_000,
+            site: 1 + op.code() as u64,
+            comm: Some(0),
+            ..Event::default()
+        };
+        fill(&mut ev);
+        self.now = ev.end_ns;
+        self.events.push(ev);
+    }
+    fn finish(mut self, rank: u32, n_ranks: u32) -> RankTrace {
+        self.call(0, Op::Finalize, |_| {});
+        let sites = Op::ALL
+            .iter()
+            .map(|op| {
+                (
+                    1 + op.code() as u64,
+                    perfskel_compiler::trace::stats::SiteKey {
+                        object: "/app".into(),
+                        offset: op.code() as u64,
+                    },
+                )
+            })
+            .collect();
+        RankTrace {
+            header: Header {
+                version: 1,
+                rank,
+                n_ranks,
+                pid: 1,
+                start_unix_ns: 0,
+                host: "h".into(),
+                mpi_library: "synthetic".into(),
+            },
+            completion: Completion::Complete {
+                end_ns: self.now,
+                n_events: self.events.len() as u64,
+            },
+            events: self.events,
+            sites,
+            comms: [(0, (0..i64::from(n_ranks)).collect())].into(),
+        }
+    }
+}
+
+fn site_names() -> BTreeMap<perfskel_compiler::trace::stats::SiteKey, String> {
+    Op::ALL
+        .iter()
+        .map(|op| {
+            (
+                perfskel_compiler::trace::stats::SiteKey {
+                    object: "/app".into(),
+                    offset: op.code() as u64,
+                },
+                format!("app.c:{}", op.code()),
+            )
+        })
+        .collect()
+}
+
+fn run_synthetic(ranks: &[RankTrace], algorithm: Algorithm) -> (String, skeletonize::Summary) {
+    let input = Input {
+        name: "synthetic".into(),
+        ranks: ranks.iter().map(RankSource::Trace).collect(),
+        site_names: site_names(),
+        origin: "a synthetic trace".into(),
+    };
+    let options = Options {
+        algorithm,
+        ..Options::default()
+    };
+    let sk = skeletonize::skeletonize(&input, &options, &mut |_| {});
+    let text = perfskel_grammar::printer::print(&sk.program);
+    let checked = check(&sk.program, &text, CheckOptions::default());
+    assert!(
+        checked.diags.is_empty(),
+        "{text}\n{:?}",
+        checked.diags.iter().map(|d| &d.message).collect::<Vec<_>>()
+    );
+    (text, sk.summary)
+}
+
+/// A 1-D halo exchange on a chain of 4 ranks (MPI_PROC_NULL at both ends), 6 iterations
+/// of 2 ms compute (rank 3 computes 3 ms: load imbalance) and an allreduce.
+fn chain_exchange(iters: u32) -> Vec<RankTrace> {
+    (0..N_RANKS)
+        .map(|rank| {
+            let mut s = Synth::new();
+            let left = if rank == 0 {
+                PEER_PROC_NULL
+            } else {
+                i64::from(rank) - 1
+            };
+            let right = if rank == N_RANKS - 1 {
+                PEER_PROC_NULL
+            } else {
+                i64::from(rank) + 1
+            };
+            let bytes = |p: i64| if p == PEER_PROC_NULL { 0 } else { 4096 };
+            for _ in 0..iters {
+                let work = if rank == 3 { 3_000_000 } else { 2_000_000 };
+                s.call(work, Op::Sendrecv, |e| {
+                    e.peer = Some(right);
+                    e.bytes = Some(bytes(right));
+                    e.src = Some(left);
+                    e.rbytes = Some(bytes(left));
+                    e.tag = Some(0);
+                    e.rtag = Some(0);
+                });
+                s.call(500, Op::Sendrecv, |e| {
+                    e.peer = Some(left);
+                    e.bytes = Some(bytes(left));
+                    e.src = Some(right);
+                    e.rbytes = Some(bytes(right));
+                    e.tag = Some(1);
+                    e.rtag = Some(1);
+                });
+                s.call(20_000, Op::Allreduce, |e| {
+                    e.bytes = Some(8);
+                    e.rbytes = Some(8);
+                });
+            }
+            s.finish(rank, N_RANKS)
+        })
+        .collect()
+}
+
+#[test]
+fn synthetic_chain_snapshot() {
+    let (text, summary) = run_synthetic(&chain_exchange(6), Algorithm::Exact);
+    assert_eq!(summary.loops, 1);
+    assert_eq!(summary.rank_conditionals, 0);
+    insta::with_settings!({snapshot_path => "../snapshots/skeletonize", prepend_module_to_snapshot => false}, {
+        insta::assert_snapshot!("chain_exchange", text);
+    });
+    // The greedy algorithm gives a skeleton of the same structure.
+    let (greedy, _) = run_synthetic(&chain_exchange(6), Algorithm::Greedy);
+    assert!(greedy.contains("loop 6"), "{greedy}");
+}
+
+/// No repetition at all (every message a different size): a valid, long skeleton and a
+/// summary that says why it is long.
+#[test]
+fn no_repetition_gives_a_long_valid_skeleton() {
+    let ranks: Vec<RankTrace> = (0..2)
+        .map(|rank| {
+            let mut s = Synth::new();
+            for i in 0..30u64 {
+                let op = if rank == 0 { Op::Send } else { Op::Recv };
+                s.call(10_000, op, |e| {
+                    e.peer = Some(1 - i64::from(rank));
+                    e.bytes = Some(8 * (i + 1));
+                    e.tag = Some(0);
+                });
+            }
+            s.finish(rank, 2)
+        })
+        .collect();
+    let (text, summary) = run_synthetic(&ranks, Algorithm::Exact);
+    assert_eq!(summary.loops, 0, "{text}");
+    assert!(summary.statements >= 30);
+    assert!(
+        summary
+            .notes
+            .iter()
+            .any(|n| n.contains("little repetition")),
+        "{:?}",
+        summary.notes
+    );
+}
+
+/// Requests posted and never completed are completed at the end and counted.
+#[test]
+fn unmatched_requests_are_completed_and_reported() {
+    let ranks: Vec<RankTrace> = (0..2)
+        .map(|rank| {
+            let mut s = Synth::new();
+            let op = if rank == 0 { Op::Isend } else { Op::Irecv };
+            s.call(10_000, op, |e| {
+                e.peer = Some(1 - i64::from(rank));
+                e.bytes = Some(64);
+                e.tag = Some(0);
+                e.req = Some(1);
+            });
+            s.finish(rank, 2)
+        })
+        .collect();
+    let (text, summary) = run_synthetic(&ranks, Algorithm::Exact);
+    assert_eq!(summary.unmatched_requests, 2);
+    assert!(text.contains("wait r0"), "{text}");
+    assert!(
+        summary.notes.iter().any(|n| n.contains("never completed")),
+        "{:?}",
+        summary.notes
+    );
+}
+
+/// An expression used as a loop count stays a literal: recorded counts are kept.
+#[test]
+fn loop_counts_are_recorded_literals() {
+    let (text, _) = run_synthetic(&chain_exchange(9), Algorithm::Exact);
+    let (program, _) = perfskel_grammar::parse(&text);
+    let mut found = Vec::new();
+    loops(&program.body.stmts, &mut found);
+    assert_eq!(found.first().map(|l| l.0), Some(9), "{text}");
+}
+
+/// `--merge-sizes`: sizes within 5 % of each other become one (the largest), so the
+/// iterations become one loop; the merges are reported.
+#[test]
+fn near_equal_sizes_merge_into_one_loop() {
+    let sizes = [1000u64, 1004, 1008, 1002, 1006, 1001];
+    let ranks: Vec<RankTrace> = (0..2)
+        .map(|rank| {
+            let mut s = Synth::new();
+            for b in sizes {
+                let op = if rank == 0 { Op::Send } else { Op::Recv };
+                s.call(50_000, op, |e| {
+                    e.peer = Some(1 - i64::from(rank));
+                    e.bytes = Some(b);
+                    e.tag = Some(0);
+                });
+            }
+            s.finish(rank, 2)
+        })
+        .collect();
+    let (plain, plain_summary) = run_synthetic(&ranks, Algorithm::Exact);
+    assert_eq!(plain_summary.loops, 0, "{plain}");
+    let input = Input {
+        name: "synthetic".into(),
+        ranks: ranks.iter().map(RankSource::Trace).collect(),
+        site_names: site_names(),
+        origin: "a synthetic trace".into(),
+    };
+    let options = Options {
+        merge_sizes_pct: Some(5.0),
+        ..Options::default()
+    };
+    let sk = skeletonize::skeletonize(&input, &options, &mut |_| {});
+    let text = perfskel_grammar::printer::print(&sk.program);
+    assert!(text.contains("loop 6"), "{text}");
+    assert!(text.contains("1008 B"), "{text}");
+    assert_eq!(sk.summary.merged_sizes.len(), 5);
+    assert!(
+        sk.summary.notes.iter().any(|n| n.contains("--merge-sizes")),
+        "{:?}",
+        sk.summary.notes
+    );
+    assert!(
+        check(&sk.program, &text, CheckOptions::default())
+            .diags
+            .is_empty(),
+        "{text}"
+    );
+}
