@@ -14,8 +14,8 @@ pub mod cmd_compile;
 pub mod cmd_demo;
 pub mod cmd_fmt;
 pub mod cmd_record;
-pub mod cmd_skeletonize;
 pub mod cmd_run;
+pub mod cmd_skeletonize;
 pub mod cmd_topo;
 pub mod cmd_trace;
 pub mod cmd_validate;
@@ -53,10 +53,6 @@ pub enum Command {
     /// Find the logical topology of a communication matrix or trace: the matched pattern,
     /// rank coordinates, rejected candidates and unexplained traffic; `--plot` draws it.
     Topo(cmd_topo::Args),
-    /// Validate skeletons: trace each example application, build its skeleton at 1:K, and
-    /// compare the skeleton's prediction with the application's time in scenarios (other
-    /// MPI, placement, competing job, slower network), beside two baselines.
-    Validate(cmd_validate::Args),
     /// Turn a trace into a skeleton: per-rank loop nests merged into one SPMD program
     /// over the logical topology; prints a summary (`--format json`).
     Skeletonize(cmd_skeletonize::Args),
@@ -69,6 +65,10 @@ pub enum Command {
     /// Measure this machine's MPI latency and bandwidth with a ping-pong program and save
     /// the model `compile` scales with.
     Calibrate(cmd_calibrate::Args),
+    /// Validate skeletons: trace each example application, build its skeleton at 1:K, and
+    /// compare the skeleton's prediction with the application's time in scenarios (other
+    /// MPI, placement, competing job, slower network), beside two baselines.
+    Validate(cmd_validate::Args),
 }
 
 /// `perfskel run OUT -np 4` spells the rank count as mpirun does; clap only knows
@@ -98,11 +98,11 @@ pub fn main() -> ExitCode {
         Command::Trace(args) => cmd_trace::run(args),
         Command::Analyze(args) => cmd_analyze::run(args),
         Command::Topo(args) => cmd_topo::run(args),
-        Command::Validate(args) => cmd_validate::run(args),
         Command::Skeletonize(args) => cmd_skeletonize::run(args),
         Command::Compile(args) => cmd_compile::run(args),
         Command::Run(args) => cmd_run::run(args),
         Command::Calibrate(args) => cmd_calibrate::run(args),
+        Command::Validate(args) => cmd_validate::run(args),
     };
     match result {
         Ok(code) => code,
