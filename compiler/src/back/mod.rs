@@ -12,6 +12,8 @@
 pub mod c;
 pub mod namer;
 
+pub mod rust;
+
 use std::fmt;
 
 use perfskel_grammar::ast::Program;
@@ -53,7 +55,7 @@ pub fn emit(
 ) -> Result<Vec<GeneratedFile>, String> {
     match backend {
         Backend::C => Ok(c::emit(program, info, options)),
-        Backend::Rust => Err("the Rust back end is not part of this build".into()),
+        Backend::Rust => Ok(rust::emit(program, info, options)),
     }
 }
 

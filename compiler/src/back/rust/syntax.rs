@@ -1,0 +1,375 @@
+//! Rust spellings of the IR's leaves for `code.rs`: topologies, quantities in the
+//! runtime's units, peers and directions, expressions (with the DSL's Euclidean `/`
+//! and `%`, and parentheses only where Rust needs them) and variable names.
+
+use perfskel_grammar::ast::*;
+
+pub(super) fn topology(t: &Topology) -> String {
+    let list = |v: &[u64]| v.iter().map(u64::to_string).collect::<Vec<_>>().join(", ");
+    match t {
+        Topology::Ring => "Topology::Ring".into(),
+        Topology::Chain => "Topology::Chain".into(),
+        Topology::Grid { dims, periodic } if periodic.iter().all(|&p| p) => {
+            format!("Topology::torus(&[{}])", list(dims))
+        }
+        Topology::Grid { dims, periodic } if periodic.iter().all(|&p| !p) => {
+            format!("Topology::grid(&[{}])", list(dims))
+        }
+        Topology::Grid { dims, periodic } => {
+            let flags: Vec<String> = periodic.iter().map(bool::to_string).collect();
+            format!(
+                "Topology::grid_periodic(&[{}], &[{}])",
+                list(dims),
+                flags.join(", ")
+            )
+        }
+        Topology::Hypercube => "Topology::Hypercube".into(),
+        Topology::Tree { arity } => format!("Topology::Tree {{ arity: {arity} }}"),
+        Topology::Star => "Topology::Star".into(),
+        Topology::Complete => "Topology::Complete".into(),
+        Topology::Graph { neighbors } => {
+            let entries: Vec<String> = neighbors
+                .iter()
+                .map(|(rank, l)| format!("({rank}, &[{}])", list(l)))
+                .collect();
+            format!("Topology::graph(&[{}])", entries.join(", "))
+        }
+    }
+}
+
+pub(super) fn time_spec(t: &TimeSpec) -> String {
+    match t {
+        TimeSpec::Fixed(d) => duration(d.value),
+        TimeSpec::PerRank(list) => {
+            let times: Vec<String> = list.iter().map(|d| duration(d.value)).collect();
+            format!("per_rank_times(&[{}])", times.join(", "))
+        }
+        TimeSpec::Normal { mean, stddev } => format!(
+            "normal({}, {})",
+            duration(mean.value),
+            duration(stddev.value)
+        ),
+        TimeSpec::Uniform { low, high } => {
+            format!("uniform({}, {})", duration(low.value), duration(high.value))
+        }
+    }
+}
+
+pub(super) fn duration(d: Duration) -> String {
+    let unit = match d.unit {
+        TimeUnit::Ns => "ns",
+        TimeUnit::Us => "us",
+        TimeUnit::Ms => "ms",
+        TimeUnit::S => "secs",
+    };
+    format!("{unit}({:?})", d.value)
+}
+
+/// A size in the unit it was written in when that is a whole number of the unit,
+/// otherwise in bytes.
+pub(super) fn size(s: Size) -> String {
+    let unit = match s.unit {
+        SizeUnit::B => "bytes",
+        SizeUnit::KiB => "kib",
+        SizeUnit::MiB => "mib",
+        SizeUnit::GiB => "gib",
+        SizeUnit::KB => "kb",
+        SizeUnit::MB => "mb",
+        SizeUnit::GB => "gb",
+    };
+    if s.value.fract() == 0.0 && s.value >= 0.0 && s.value < 1e15 {
+        format!("{unit}({})", s.value as u64)
+    } else {
+        bytes_literal(s.bytes().unwrap_or(0))
+    }
+}
+
+/// A byte count in the largest binary unit that divides it.
+pub(super) fn bytes_literal(n: u64) -> String {
+    for (shift, unit) in [(30, "gib"), (20, "mib"), (10, "kib")] {
+        if n >= 1 << shift && n.is_multiple_of(1 << shift) {
+            return format!("{unit}({})", n >> shift);
+        }
+    }
+    format!("bytes({n})")
+}
+
+pub(super) fn peer(p: &Peer) -> String {
+    match p {
+        Peer::Any => "ANY".into(),
+        Peer::Rank(e) => format!("Peer::Rank({})", expr(e)),
+        Peer::Dir(d) => direction(d),
+    }
+}
+
+fn direction(d: &Direction) -> String {
+    match d {
+        Direction::Axis(axis) => {
+            let sign = if axis.forward { "PLUS" } else { "MINUS" };
+            match (axis.spelling, axis.dim) {
+                (AxisSpelling::Compass, 0..=2) => {
+                    let names = [["WEST", "EAST"], ["SOUTH", "NORTH"], ["DOWN", "UP"]];
+                    names[axis.dim as usize][usize::from(axis.forward)].into()
+                }
+                (AxisSpelling::Letter, 0..=2) => {
+                    format!("{sign}_{}", ["X", "Y", "Z"][axis.dim as usize])
+                }
+                _ => format!("{}({})", sign.to_lowercase(), axis.dim),
+            }
+        }
+        Direction::Offset(steps) => {
+            let steps: Vec<String> = steps.iter().map(i64::to_string).collect();
+            format!("offset(&[{}])", steps.join(", "))
+        }
+        Direction::Next => "NEXT".into(),
+        Direction::Prev => "PREV".into(),
+        Direction::Parent => "PARENT".into(),
+        Direction::Hub => "HUB".into(),
+        Direction::Child(e) => format!("child({})", expr(e)),
+        Direction::Leaf(e) => format!("leaf({})", expr(e)),
+        Direction::Bit(e) => format!("bit({})", expr(e)),
+        Direction::Neighbor(e) => format!("neighbor({})", expr(e)),
+    }
+}
+
+/// Rust precedence levels of the code this module writes; higher binds tighter.
+const P_OR: u8 = 1;
+const P_AND: u8 = 2;
+const P_CMP: u8 = 4;
+const P_ADD: u8 = 5;
+const P_MUL: u8 = 6;
+const P_UNARY: u8 = 7;
+const P_ATOM: u8 = 8;
+
+/// An expression as Rust over `sk`, with parentheses only where Rust needs them.
+pub(super) fn expr(e: &Expr) -> String {
+    expr_prec(e).0
+}
+
+fn expr_prec(e: &Expr) -> (String, u8) {
+    let wrap = |e: &Expr, min: u8| {
+        let (text, prec) = expr_prec(e);
+        if prec < min {
+            format!("({text})")
+        } else {
+            text
+        }
+    };
+    match &e.kind {
+        ExprKind::Int(v) if i32::try_from(*v).is_ok() => (v.to_string(), P_ATOM),
+        ExprKind::Int(v) => (format!("{v}_i64"), P_ATOM),
+        ExprKind::Bool(b) => (b.to_string(), P_ATOM),
+        // Locals set after `init`: expressions then never borrow `sk` while an
+        // operation being built does.
+        ExprKind::Rank => ("rank".into(), P_ATOM),
+        ExprKind::NRanks => ("nranks".into(), P_ATOM),
+        ExprKind::Coord(i) => (format!("coords[{i}]"), P_ATOM),
+        ExprKind::Unary(UnaryOp::Neg, x) => (format!("-{}", wrap(x, P_ATOM)), P_UNARY),
+        ExprKind::Unary(UnaryOp::Not, x) => (format!("!{}", wrap(x, P_ATOM)), P_UNARY),
+        // The DSL's `/` and `%` are Euclidean, as in the checker.
+        ExprKind::Binary(BinOp::Div, l, r) => {
+            (format!("i64::div_euclid({}, {})", expr(l), expr(r)), P_ATOM)
+        }
+        ExprKind::Binary(BinOp::Rem, l, r) => {
+            (format!("i64::rem_euclid({}, {})", expr(l), expr(r)), P_ATOM)
+        }
+        ExprKind::Binary(op, l, r) => {
+            let (symbol, prec) = match op {
+                BinOp::Or => ("||", P_OR),
+                BinOp::And => ("&&", P_AND),
+                BinOp::Add => ("+", P_ADD),
+                BinOp::Sub => ("-", P_ADD),
+                BinOp::Mul => ("*", P_MUL),
+                cmp => (cmp.symbol(), P_CMP),
+            };
+            // Left-associative: the right operand binds tighter; comparisons do not
+            // chain, so both of their operands must.
+            let left_min = if prec == P_CMP { prec + 1 } else { prec };
+            (
+                format!("{} {symbol} {}", wrap(l, left_min), wrap(r, prec + 1)),
+                prec,
+            )
+        }
+    }
+}
+
+/// Rust keywords and the names the generated code uses itself: a skeleton name among
+/// them gets a trailing underscore.
+const RESERVED: &[&str] = &[
+    "as",
+    "async",
+    "await",
+    "break",
+    "const",
+    "continue",
+    "crate",
+    "dyn",
+    "else",
+    "enum",
+    "extern",
+    "false",
+    "fn",
+    "for",
+    "gen",
+    "if",
+    "impl",
+    "in",
+    "let",
+    "loop",
+    "match",
+    "mod",
+    "move",
+    "mut",
+    "pub",
+    "ref",
+    "return",
+    "self",
+    "Self",
+    "static",
+    "struct",
+    "super",
+    "trait",
+    "true",
+    "type",
+    "unsafe",
+    "use",
+    "where",
+    "while",
+    "abstract",
+    "become",
+    "box",
+    "do",
+    "final",
+    "macro",
+    "override",
+    "priv",
+    "typeof",
+    "unsized",
+    "virtual",
+    "yield",
+    "try",
+    "union",
+    "sk",
+    "main",
+    "i64",
+    "ns",
+    "us",
+    "ms",
+    "secs",
+    "bytes",
+    "kib",
+    "mib",
+    "gib",
+    "kb",
+    "mb",
+    "gb",
+    "per_rank",
+    "per_rank_times",
+    "normal",
+    "uniform",
+    "rank",
+    "plus",
+    "minus",
+    "offset",
+    "child",
+    "leaf",
+    "bit",
+    "neighbor",
+    "Skeleton",
+    "Topology",
+    "Peer",
+    "nranks",
+    "coords",
+];
+
+/// A skeleton name (communicator or request handle) as a Rust variable.
+pub fn to_rust_ident(name: &str) -> String {
+    if RESERVED.contains(&name) {
+        format!("{name}_")
+    } else {
+        name.to_string()
+    }
+}
+
+pub(super) fn ident(name: &str) -> String {
+    to_rust_ident(name)
+}
+
+pub(super) fn one_line(text: &str) -> String {
+    text.replace(['\n', '\r'], " ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_expr(text: &str) -> Expr {
+        let source = format!("skeleton t ranks 4 topology ring app_time 1 s\nloop {text} {{}}");
+        let (program, diags) = perfskel_grammar::parse(&source);
+        assert!(diags.is_empty(), "{diags:?}");
+        match &program.body.stmts[0].kind {
+            StmtKind::Loop(l) => l.count.clone(),
+            _ => Expr::int(0),
+        }
+    }
+
+    fn parse_cond(text: &str) -> Expr {
+        let source = format!("skeleton t ranks 4 topology ring app_time 1 s\nif {text} {{}}");
+        let (program, diags) = perfskel_grammar::parse(&source);
+        assert!(diags.is_empty(), "{diags:?}");
+        match &program.body.stmts[0].kind {
+            StmtKind::If(i) => i.cond.clone(),
+            _ => Expr::int(0),
+        }
+    }
+
+    #[test]
+    fn expressions_keep_their_meaning_in_rust() {
+        assert_eq!(expr(&parse_expr("40 * (nranks - 1)")), "40 * (nranks - 1)");
+        assert_eq!(expr(&parse_expr("1 - (2 - 3)")), "1 - (2 - 3)");
+        assert_eq!(expr(&parse_expr("1 - 2 - 3")), "1 - 2 - 3");
+        assert_eq!(
+            expr(&parse_expr("(rank - 1) % nranks")),
+            "i64::rem_euclid(rank - 1, nranks)"
+        );
+        assert_eq!(
+            expr(&parse_expr("rank / 2 * 2")),
+            "i64::div_euclid(rank, 2) * 2"
+        );
+        assert_eq!(expr(&parse_expr("-(coord(0) + 1)")), "-(coords[0] + 1)");
+        assert_eq!(expr(&parse_expr("5000000000")), "5000000000_i64");
+        // `not` binds looser than comparisons in the DSL, tighter in Rust.
+        assert_eq!(
+            expr(&parse_cond("coord(0) == 0 and not (coord(1) == 0)")),
+            "coords[0] == 0 && !(coords[1] == 0)"
+        );
+        assert_eq!(
+            expr(&parse_cond("not rank == 0 or rank > 2 and rank < 5")),
+            "!(rank == 0) || rank > 2 && rank < 5"
+        );
+        assert_eq!(
+            expr(&parse_cond("(rank == 0) == (nranks == 4)")),
+            "(rank == 0) == (nranks == 4)"
+        );
+    }
+
+    #[test]
+    fn names_that_collide_are_escaped() {
+        assert_eq!(to_rust_ident("row"), "row");
+        assert_eq!(to_rust_ident("type"), "type_");
+        assert_eq!(to_rust_ident("ms"), "ms_");
+        assert_eq!(to_rust_ident("sk"), "sk_");
+    }
+
+    #[test]
+    fn sizes_and_durations_in_their_units() {
+        assert_eq!(size(Size::new(4.0, SizeUnit::KiB)), "kib(4)");
+        assert_eq!(size(Size::new(0.5, SizeUnit::KiB)), "bytes(512)");
+        assert_eq!(size(Size::new(3.0, SizeUnit::MB)), "mb(3)");
+        assert_eq!(bytes_literal(3 << 20), "mib(3)");
+        assert_eq!(bytes_literal(1000), "bytes(1000)");
+        assert_eq!(duration(Duration::new(20.0, TimeUnit::Ms)), "ms(20.0)");
+        assert_eq!(duration(Duration::new(1.5, TimeUnit::S)), "secs(1.5)");
+        assert_eq!(duration(Duration::new(250.0, TimeUnit::Us)), "us(250.0)");
+    }
+}

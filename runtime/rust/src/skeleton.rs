@@ -1,0 +1,459 @@
+//! The skeleton context: MPI set-up, communicators with their topology, expressions
+//! over the rank, compute spans, and the timing that ends in the result line.
+
+use std::time::{Duration, Instant};
+
+use mpi::topology::{CartesianCommunicator, Color, Communicator, Group, SimpleCommunicator};
+use mpi::traits::*;
+
+use crate::buffers::Buffers;
+use crate::kernel::{ComputeMode, Kernel};
+use crate::requests::Requests;
+use crate::topology::{Shape, Topology};
+use crate::units::{Rng, TimeSpec};
+
+/// A communicator of the skeleton: [`WORLD`] or one made by [`Skeleton::split`],
+/// [`Skeleton::dup`] or [`Skeleton::cart_sub`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Comm(pub(crate) usize);
+
+/// All ranks, arranged in the skeleton's topology.
+pub const WORLD: Comm = Comm(0);
+
+pub(crate) enum Handle {
+    Plain(SimpleCommunicator),
+    Cart(CartesianCommunicator),
+    /// This rank is not a member (a negative `split` color).
+    Absent,
+}
+
+pub(crate) struct CommEntry {
+    pub name: String,
+    pub handle: Handle,
+    pub shape: Shape,
+    pub rank: u64,
+    pub size: u64,
+    /// The world rank of each member, by rank in this communicator.
+    pub world_ranks: Vec<u64>,
+}
+
+/// Runs `$body` with `$c` bound to the communicator of `$entry`, whatever its type.
+macro_rules! on_comm {
+    ($entry:expr, $c:ident => $body:expr) => {
+        match &$entry.handle {
+            $crate::skeleton::Handle::Plain($c) => $body,
+            $crate::skeleton::Handle::Cart($c) => $body,
+            $crate::skeleton::Handle::Absent => $crate::skeleton::not_member(&$entry.name),
+        }
+    };
+}
+pub(crate) use on_comm;
+
+pub(crate) fn not_member(name: &str) -> ! {
+    fatal(&format!(
+        "this rank is not a member of communicator `{name}`"
+    ))
+}
+
+/// Reports a misuse of the DSL on stderr and aborts the whole job: an MPI program
+/// whose ranks disagree cannot recover.
+pub(crate) fn fatal(message: &str) -> ! {
+    eprintln!("perfskel-runtime: error: {message}");
+    let world = SimpleCommunicator::world();
+    world.abort(1)
+}
+
+/// How a skeleton is set up; made by [`Skeleton::builder`], ended by [`Builder::init`].
+#[derive(Clone, Debug)]
+pub struct Builder {
+    name: String,
+    topology: Topology,
+    ranks: Option<u64>,
+    ratio: u64,
+    app_time: Duration,
+    working_sets: Vec<u64>,
+    buffer_bytes: u64,
+    backend: String,
+}
+
+impl Builder {
+    /// The rank count the skeleton was written for; the job must have exactly as many.
+    pub fn ranks(mut self, n_ranks: u64) -> Builder {
+        self.ranks = Some(n_ranks);
+        self
+    }
+
+    /// K of the target ratio 1:K: the skeleton runs 1/K of the application's time.
+    pub fn ratio(mut self, k: u64) -> Builder {
+        self.ratio = k.max(1);
+        self
+    }
+
+    /// The measured time of the application the (unscaled) skeleton stands for.
+    pub fn app_time(mut self, time: Duration) -> Builder {
+        self.app_time = time;
+        self
+    }
+
+    /// Working-set sizes that compute spans use, calibrated before the clock starts.
+    pub fn working_sets(mut self, sizes: &[u64]) -> Builder {
+        self.working_sets.extend_from_slice(sizes);
+        self
+    }
+
+    /// Bytes to allocate and touch for message buffers before the clock starts (they
+    /// grow when a message needs more).
+    pub fn buffers(mut self, bytes: u64) -> Builder {
+        self.buffer_bytes = bytes;
+        self
+    }
+
+    /// The back end named in the result line (`rust` unless a generator says otherwise).
+    pub fn backend(mut self, name: &str) -> Builder {
+        self.backend = name.to_string();
+        self
+    }
+
+    /// Initializes MPI, builds the world communicator in the topology, calibrates the
+    /// compute kernel, allocates buffers, and starts the clock after a barrier.
+    pub fn init(self) -> Skeleton {
+        let Some(universe) = mpi::initialize() else {
+            eprintln!("perfskel-runtime: error: MPI was already initialized");
+            std::process::exit(1);
+        };
+        let world = universe.world();
+        let n_ranks = world.size() as u64;
+        let rank = world.rank() as u64;
+        if let Some(expected) = self.ranks.filter(|&r| r != n_ranks) {
+            fatal(&format!(
+                "skeleton `{}` is written for {expected} ranks, the job has {n_ranks}",
+                self.name
+            ));
+        }
+        if let Some(why) = self.topology.mismatch(n_ranks) {
+            fatal(&format!("skeleton `{}`: {why}", self.name));
+        }
+        let shape = Shape::of_topology(&self.topology, n_ranks);
+        let handle = match &shape {
+            // Grids, rings and chains get an MPI cartesian communicator without
+            // reordering, so its ranks are the world's.
+            Shape::Grid { dims, periodic } => {
+                let dims: Vec<i32> = dims.iter().map(|&d| count(d)).collect();
+                match world.create_cartesian_communicator(&dims, periodic, false) {
+                    Some(cart) => Handle::Cart(cart),
+                    None => fatal("MPI_Cart_create gave no communicator"),
+                }
+            }
+            _ => Handle::Plain(world.duplicate()),
+        };
+        let world_coords = shape.coords(rank);
+        let mode = match std::env::var("PERFSKEL_COMPUTE") {
+            Ok(name) => ComputeMode::from_name(&name).unwrap_or_else(|| {
+                fatal(&format!(
+                    "PERFSKEL_COMPUTE is `{name}`; it must be `work`, `clock` or `auto`"
+                ))
+            }),
+            Err(_) => ComputeMode::Auto,
+        };
+        // Every rank calibrates at once, so the kernel sees the same sharing of cores
+        // as the run will.
+        world.barrier();
+        let kernel = Kernel::calibrate(&self.working_sets, mode);
+        let buffers = Buffers::new(self.buffer_bytes);
+        let mut skeleton = Skeleton {
+            requests: Requests::default(),
+            comms: vec![CommEntry {
+                name: "world".into(),
+                handle,
+                shape,
+                rank,
+                size: n_ranks,
+                world_ranks: (0..n_ranks).collect(),
+            }],
+            buffers,
+            kernel,
+            rng: Rng::new(rank),
+            name: self.name,
+            backend: self.backend,
+            ratio: self.ratio,
+            app_time: self.app_time,
+            rank,
+            n_ranks,
+            world_coords,
+            start: Instant::now(),
+            _universe: universe,
+        };
+        skeleton.barrier_world();
+        skeleton.start = Instant::now();
+        skeleton
+    }
+}
+
+/// A running skeleton: one per process, created by [`Skeleton::builder`]`(..).init()`
+/// and ended by [`Skeleton::finish`].
+pub struct Skeleton {
+    // Fields drop in order: requests and communicators before MPI is finalized with
+    // the universe.
+    pub(crate) requests: Requests,
+    pub(crate) comms: Vec<CommEntry>,
+    pub(crate) buffers: Buffers,
+    kernel: Kernel,
+    rng: Rng,
+    name: String,
+    backend: String,
+    ratio: u64,
+    app_time: Duration,
+    rank: u64,
+    n_ranks: u64,
+    world_coords: Vec<u64>,
+    start: Instant,
+    _universe: mpi::environment::Universe,
+}
+
+impl Skeleton {
+    /// Starts describing a skeleton called `name` over `topology`.
+    pub fn builder(name: &str, topology: Topology) -> Builder {
+        Builder {
+            name: name.to_string(),
+            topology,
+            ranks: None,
+            ratio: 1,
+            app_time: Duration::ZERO,
+            working_sets: Vec::new(),
+            buffer_bytes: 0,
+            backend: "rust".into(),
+        }
+    }
+
+    /// `rank`: this process's world rank.
+    pub fn rank(&self) -> i64 {
+        self.rank as i64
+    }
+
+    /// `nranks`: the number of ranks.
+    pub fn nranks(&self) -> i64 {
+        self.n_ranks as i64
+    }
+
+    /// `coord(i)`: this rank's coordinate in dimension `i` of the world topology.
+    pub fn coord(&self, dim: usize) -> i64 {
+        match self.world_coords.get(dim) {
+            Some(&c) => c as i64,
+            None => fatal(&format!(
+                "coord({dim}) is out of range: the topology has {} dimension(s)",
+                self.world_coords.len()
+            )),
+        }
+    }
+
+    /// This rank's coordinates in the world topology (grids, rings and chains: row-major;
+    /// hypercubes: its bits; none otherwise); `coords()[i]` is `coord(i)`.
+    pub fn coords(&self) -> Vec<i64> {
+        self.world_coords.iter().map(|&c| c as i64).collect()
+    }
+
+    /// `compute TIME [working_set SIZE]`: runs the calibrated kernel.
+    pub fn compute(&mut self, time: impl Into<TimeSpec>) -> Compute<'_> {
+        Compute {
+            skeleton: self,
+            time: time.into(),
+            working_set: None,
+        }
+    }
+
+    /// `comm NAME = split(PARENT, color = C)`: ranks ordered as in the parent; a
+    /// negative color leaves this rank out.
+    pub fn split(&mut self, name: &str, parent: Comm, color: i64) -> Comm {
+        let key = self.comm_entry(parent).rank as i64;
+        self.split_with_key(name, parent, color, key)
+    }
+
+    /// `comm NAME = split(PARENT, color = C, key = K)`: ranks ordered by key; a
+    /// negative color leaves this rank out.
+    pub fn split_with_key(&mut self, name: &str, parent: Comm, color: i64, key: i64) -> Comm {
+        let entry = self.comm_entry(parent);
+        let color = if color < 0 {
+            Color::undefined()
+        } else {
+            Color::with_value(i32::try_from(color).unwrap_or_else(|_| {
+                fatal(&format!("split color {color} of `{name}` is too large"))
+            }))
+        };
+        let key = i32::try_from(key)
+            .unwrap_or_else(|_| fatal(&format!("split key {key} of `{name}` is too large")));
+        let made = on_comm!(entry, c => c.split_by_color_with_key(color, key));
+        let handle = made.map_or(Handle::Absent, Handle::Plain);
+        self.add_comm(name, handle, Shape::Unstructured)
+    }
+
+    /// `comm NAME = dup(PARENT)`: the same ranks and topology, a separate message space.
+    pub fn dup(&mut self, name: &str, parent: Comm) -> Comm {
+        let entry = self.comm_entry(parent);
+        let shape = entry.shape.clone();
+        let handle = match &entry.handle {
+            Handle::Plain(c) => Handle::Plain(c.duplicate()),
+            // MPI_Comm_dup keeps the cartesian topology.
+            Handle::Cart(c) => match c.duplicate().into_topology() {
+                mpi::topology::IntoTopology::Cartesian(cart) => Handle::Cart(cart),
+                _ => fatal(&format!("dup of `{}` lost its grid", entry.name)),
+            },
+            Handle::Absent => Handle::Absent,
+        };
+        self.add_comm(name, handle, shape)
+    }
+
+    /// `comm NAME = cart_sub(PARENT, keep = [dims])`: the sub-grid of the kept
+    /// dimensions that contains this rank (`MPI_Cart_sub`).
+    pub fn cart_sub(&mut self, name: &str, parent: Comm, keep: &[u32]) -> Comm {
+        let entry = self.comm_entry(parent);
+        let shape = entry
+            .shape
+            .sub_grid(keep)
+            .unwrap_or_else(|why| fatal(&format!("`{name}`: {why}")));
+        let Handle::Cart(cart) = &entry.handle else {
+            fatal(&format!("`{name}`: cart_sub needs a grid communicator"))
+        };
+        let n_dims = match &entry.shape {
+            Shape::Grid { dims, .. } => dims.len(),
+            _ => 0,
+        };
+        let retain: Vec<bool> = (0..n_dims as u32).map(|d| keep.contains(&d)).collect();
+        let handle = Handle::Cart(cart.subgroup(&retain));
+        self.add_comm(name, handle, shape)
+    }
+
+    pub(crate) fn comm_entry(&self, comm: Comm) -> &CommEntry {
+        match self.comms.get(comm.0) {
+            Some(entry) => entry,
+            None => fatal(&format!("communicator {} does not exist", comm.0)),
+        }
+    }
+
+    fn add_comm(&mut self, name: &str, handle: Handle, shape: Shape) -> Comm {
+        let (rank, size, world_ranks) = match &handle {
+            Handle::Absent => (0, 0, Vec::new()),
+            Handle::Plain(c) => members(c),
+            Handle::Cart(c) => members(c),
+        };
+        self.comms.push(CommEntry {
+            name: name.to_string(),
+            handle,
+            shape,
+            rank,
+            size,
+            world_ranks,
+        });
+        Comm(self.comms.len() - 1)
+    }
+
+    fn barrier_world(&self) {
+        on_comm!(self.comms[0], c => c.barrier());
+    }
+
+    /// Seconds since the clock started (after set-up).
+    pub fn elapsed(&self) -> f64 {
+        self.start.elapsed().as_secs_f64()
+    }
+
+    /// Ends the run: stops the clock after a barrier and prints the result line on
+    /// rank 0 (a request still pending is an error). Returns the measured skeleton time in seconds. MPI is
+    /// finalized when the skeleton is dropped.
+    pub fn finish(mut self) -> f64 {
+        let pending = self.requests.pending_names();
+        if !pending.is_empty() {
+            fatal(&format!(
+                "the skeleton ends with request(s) not completed: {}",
+                pending.join(", ")
+            ));
+        }
+        self.barrier_world();
+        let skeleton_s = self.elapsed();
+        if self.rank == 0 {
+            println!(
+                "{}",
+                result_line(
+                    &self.name,
+                    &self.backend,
+                    self.n_ranks,
+                    self.ratio,
+                    skeleton_s,
+                    self.app_time.as_secs_f64()
+                )
+            );
+        }
+        self.requests.clear();
+        skeleton_s
+    }
+
+    fn run_compute(&mut self, time: &TimeSpec, working_set: Option<u64>) {
+        let span = time.draw(self.rank as usize, &mut self.rng);
+        self.kernel.run(span, working_set);
+    }
+}
+
+/// `compute ...`, waiting for `.working_set(..)` and `.run()`.
+#[must_use = "a compute span does nothing until `.run()`"]
+pub struct Compute<'s> {
+    skeleton: &'s mut Skeleton,
+    time: TimeSpec,
+    working_set: Option<u64>,
+}
+
+impl Compute<'_> {
+    /// `working_set SIZE`: the bytes the kernel touches.
+    pub fn working_set(mut self, bytes: u64) -> Self {
+        self.working_set = Some(bytes);
+        self
+    }
+
+    pub fn run(self) {
+        self.skeleton.run_compute(&self.time, self.working_set);
+    }
+}
+
+fn members<C: Communicator>(comm: &C) -> (u64, u64, Vec<u64>) {
+    let size = comm.size();
+    let world = SimpleCommunicator::world().group();
+    let ranks: Vec<i32> = (0..size).collect();
+    let world_ranks = comm
+        .group()
+        .translate_ranks(&ranks, &world)
+        .into_iter()
+        .map(|r| r.map_or(0, |r| r as u64))
+        .collect();
+    (comm.rank() as u64, size as u64, world_ranks)
+}
+
+/// A count as MPI takes it, or a clear error past 2³¹ - 1.
+pub(crate) fn count(n: u64) -> i32 {
+    i32::try_from(n).unwrap_or_else(|_| fatal(&format!("{n} is too large for an MPI count")))
+}
+
+/// The line every perfskel skeleton prints on rank 0 when it ends; the format of
+/// `perfskel_compiler::back::RunResult::line`, which `perfskel run` reads back.
+pub fn result_line(
+    name: &str,
+    backend: &str,
+    n_ranks: u64,
+    ratio: u64,
+    skeleton_s: f64,
+    app_time_s: f64,
+) -> String {
+    format!(
+        "perfskel-result skeleton={name} backend={backend} ranks={n_ranks} ratio={ratio} skeleton_s={skeleton_s:.6} predicted_s={:.6} app_time_s={app_time_s:.6}",
+        skeleton_s * ratio as f64
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn result_line_has_the_compiler_format() {
+        assert_eq!(
+            result_line("stencil2d", "c", 4, 100, 0.12, 11.8),
+            "perfskel-result skeleton=stencil2d backend=c ranks=4 ratio=100 skeleton_s=0.120000 predicted_s=12.000000 app_time_s=11.800000"
+        );
+    }
+}

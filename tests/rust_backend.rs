@@ -1,0 +1,462 @@
+//! Rust back end tests: snapshots of the generated `src/main.rs` for every example
+//! skeleton; the runtime crate's topology arithmetic against the checker's; and every
+//! example (plus `grammar/every_construct.skel`) compiled to a cargo project, built
+//! with `make` and run with the real `mpirun` at 4 ranks under OpenMPI and MPICH.
+//!
+//! One cargo target directory per MPI library (`<target>/rust-skeletons/<mpi>`) and one
+//! project directory per MPI that every example is generated into in turn, so rsmpi and
+//! the runtime crate build once per MPI and each example only compiles its `main.rs`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use perfskel_compiler::back::{self, GeneratedFile, RunResult};
+use perfskel_compiler::check;
+use perfskel_compiler::semantics::{self, Env, Shape};
+use perfskel_grammar::ast::*;
+
+use crate::common::{files_in, root, text, MPI_LOCK};
+
+#[allow(dead_code)]
+#[path = "../runtime/rust/src/topology.rs"]
+mod runtime_topology;
+
+/// Parses and checks `source`, then emits the Rust project at ratio 1.
+fn emit(source_name: &str, source: &str) -> (Program, Vec<GeneratedFile>) {
+    let (program, diags) = perfskel_grammar::parse(source);
+    assert!(diags.is_empty(), "{source_name} does not parse: {diags:?}");
+    let checked = check::check(&program, source, check::Options::default());
+    let info = match checked.info {
+        Some(info) => info,
+        None => panic!("{source_name} does not check: {:?}", checked.diags),
+    };
+    let options = back::Options {
+        ratio: 1,
+        app_time_s: program.app_time.value.seconds(),
+        source_name: source_name.to_string(),
+        source: source.to_string(),
+    };
+    let files = back::rust::emit(&program, &info, &options);
+    (program, files)
+}
+
+fn file<'f>(files: &'f [GeneratedFile], path: &str) -> &'f str {
+    match files.iter().find(|f| f.path == path) {
+        Some(f) => &f.contents,
+        None => panic!(
+            "no {path} among {:?}",
+            files.iter().map(|f| &f.path).collect::<Vec<_>>()
+        ),
+    }
+}
+
+fn examples() -> Vec<(String, String)> {
+    files_in("examples/skeletons", "skel")
+        .into_iter()
+        .map(|path| {
+            let name = path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let source = std::fs::read_to_string(&path).expect("example readable");
+            (name, source)
+        })
+        .collect()
+}
+
+#[test]
+fn snapshots_of_every_example() {
+    let examples = examples();
+    assert!(examples.len() >= 7, "examples missing: {}", examples.len());
+    for (name, source) in examples {
+        let (_, files) = emit(&name, &source);
+        let main_rs = file(&files, "src/main.rs");
+        let stem = name.trim_end_matches(".skel").to_string();
+        insta::with_settings!({snapshot_path => "../snapshots/rust_mpi", prepend_module_to_snapshot => false}, {
+            insta::assert_snapshot!(stem, format!("SOURCE {name}\n{source}\nsrc/main.rs\n{main_rs}"));
+        });
+    }
+}
+
+#[test]
+fn project_files_are_self_contained_and_deterministic() {
+    let (name, source) = examples()
+        .into_iter()
+        .find(|(n, _)| n == "stencil2d.skel")
+        .expect("stencil2d example");
+    let (_, files) = emit(&name, &source);
+    let (_, again) = emit(&name, &source);
+    assert_eq!(files, again, "emission is deterministic");
+    let manifest = file(&files, "Cargo.toml");
+    assert!(manifest.contains("\n[workspace]\n"));
+    assert!(manifest.contains("perfskel-runtime = { path = \"perfskel-runtime\" }"));
+    assert!(manifest.contains("mpi = { version = \"0.8.2\""));
+    let makefile = file(&files, "Makefile");
+    assert!(makefile.contains("\t$(CARGO) build --release\n"));
+    assert!(makefile.contains("export MPICC"));
+    assert!(makefile.contains("export CARGO_TARGET_DIR"));
+    let job = file(&files, "job.slurm");
+    assert!(job.contains("#SBATCH --ntasks=16\n"));
+    assert!(job.contains("\nsrun ./skeleton\n"));
+    let root_dir = root().to_string_lossy().into_owned();
+    for f in &files {
+        assert!(
+            !f.contents.contains(&root_dir),
+            "{} has an absolute path",
+            f.path
+        );
+    }
+    // The runtime's sources are embedded completely and verbatim.
+    let mut on_disk: Vec<String> = files_in("runtime/rust/src", "rs")
+        .iter()
+        .map(|p| {
+            format!(
+                "perfskel-runtime/src/{}",
+                p.file_name().unwrap_or_default().to_string_lossy()
+            )
+        })
+        .collect();
+    on_disk.push("perfskel-runtime/Cargo.toml".into());
+    on_disk.sort();
+    let mut embedded: Vec<String> = files
+        .iter()
+        .filter(|f| f.path.starts_with("perfskel-runtime/"))
+        .map(|f| f.path.clone())
+        .collect();
+    embedded.sort();
+    assert_eq!(embedded, on_disk);
+    for path in &embedded {
+        let disk = std::fs::read_to_string(
+            root()
+                .join("runtime/rust")
+                .join(&path["perfskel-runtime/".len()..]),
+        )
+        .expect("runtime file");
+        assert_eq!(
+            file(&files, path),
+            disk,
+            "{path} differs from the runtime crate"
+        );
+    }
+}
+
+/// The runtime resolves every direction exactly as the checker does.
+#[test]
+fn runtime_topology_agrees_with_the_checker() {
+    use runtime_topology as rt;
+    let topologies: Vec<(Topology, rt::Topology, u64)> = vec![
+        (Topology::Ring, rt::Topology::Ring, 5),
+        (Topology::Chain, rt::Topology::Chain, 5),
+        (
+            Topology::Grid {
+                dims: vec![3, 4],
+                periodic: vec![false, true],
+            },
+            rt::Topology::grid_periodic(&[3, 4], &[false, true]),
+            12,
+        ),
+        (
+            Topology::Grid {
+                dims: vec![2, 3, 2],
+                periodic: vec![true, true, true],
+            },
+            rt::Topology::torus(&[2, 3, 2]),
+            12,
+        ),
+        (Topology::Hypercube, rt::Topology::Hypercube, 8),
+        (
+            Topology::Tree { arity: 3 },
+            rt::Topology::Tree { arity: 3 },
+            13,
+        ),
+        (Topology::Star, rt::Topology::Star, 6),
+        (Topology::Complete, rt::Topology::Complete, 4),
+        (
+            Topology::Graph {
+                neighbors: vec![(0, vec![1, 2]), (2, vec![0])],
+            },
+            rt::Topology::graph(&[(0, &[1, 2]), (2, &[0])]),
+            3,
+        ),
+    ];
+    let axis = |dim, forward| {
+        (
+            Direction::Axis(AxisDir {
+                dim,
+                forward,
+                spelling: AxisSpelling::Numbered,
+            }),
+            rt::Dir::Axis { dim, forward },
+        )
+    };
+    let mut directions = vec![
+        (Direction::Next, rt::Dir::Next),
+        (Direction::Prev, rt::Dir::Prev),
+        (Direction::Parent, rt::Dir::Parent),
+        (Direction::Hub, rt::Dir::Hub),
+        (Direction::Offset(vec![1, -1]), rt::Dir::Offset(vec![1, -1])),
+        (
+            Direction::Offset(vec![-1, 2, 1]),
+            rt::Dir::Offset(vec![-1, 2, 1]),
+        ),
+    ];
+    for dim in 0..3 {
+        directions.push(axis(dim, true));
+        directions.push(axis(dim, false));
+    }
+    for i in 0..5 {
+        directions.push((Direction::Child(Expr::int(i)), rt::Dir::Child(i)));
+        directions.push((Direction::Leaf(Expr::int(i)), rt::Dir::Leaf(i)));
+        directions.push((Direction::Bit(Expr::int(i)), rt::Dir::Bit(i)));
+        directions.push((Direction::Neighbor(Expr::int(i)), rt::Dir::Neighbor(i)));
+    }
+    let mut compared = 0;
+    for (topology, rt_topology, n) in &topologies {
+        let shape = Shape::of_topology(topology, *n);
+        let rt_shape = rt::Shape::of_topology(rt_topology, *n);
+        assert_eq!(rt_topology.mismatch(*n), None);
+        for rank in 0..*n {
+            assert_eq!(shape.coords(rank), rt_shape.coords(rank));
+            let env = Env {
+                rank,
+                n_ranks: *n,
+                coords: shape.coords(rank),
+            };
+            for (dir, rt_dir) in &directions {
+                let expected = shape.peer(rank, *n, dir, &env);
+                let got = rt_shape.peer(rank, *n, rt_dir);
+                match expected {
+                    Ok(peer) => assert_eq!(got, Ok(peer), "{topology:?} rank {rank} {dir:?}"),
+                    Err(_) => assert!(got.is_err(), "{topology:?} rank {rank} {dir:?}: {got:?}"),
+                }
+                compared += 1;
+            }
+        }
+    }
+    // Sub-grids: the checker's cart_sub shapes are the kept dimensions in order.
+    let grid = rt::Shape::of_topology(&rt::Topology::grid_periodic(&[4, 3], &[true, false]), 12);
+    assert_eq!(
+        grid.sub_grid(&[1]),
+        Ok(rt::Shape::Grid {
+            dims: vec![3],
+            periodic: vec![false]
+        })
+    );
+    assert!(compared > 1000);
+    let _ = semantics::depends_on_rank(&Expr::int(0));
+}
+
+/// The example turned into a 4-rank program that runs in a second or two: topologies
+/// resized, per-rank lists cut to 4 entries, loop counts capped at 3, compute spans a
+/// tenth as long. Returns the printed text, which is then parsed and checked anew.
+fn four_rank_variant(source: &str) -> String {
+    let (mut program, diags) = perfskel_grammar::parse(source);
+    assert!(diags.is_empty(), "{diags:?}");
+    program.ranks.value = 4;
+    program.topology.value = match &program.topology.value {
+        Topology::Grid { dims, periodic } => {
+            let dims = match dims.len() {
+                1 => vec![4],
+                2 => vec![2, 2],
+                n => [vec![2, 2], vec![1; n - 2]].concat(),
+            };
+            Topology::Grid {
+                dims,
+                periodic: periodic.clone(),
+            }
+        }
+        Topology::Graph { neighbors } => Topology::Graph {
+            neighbors: neighbors
+                .iter()
+                .filter(|(r, _)| *r < 4)
+                .map(|(r, l)| (*r, l.iter().copied().filter(|&p| p < 4).collect()))
+                .collect(),
+        },
+        other => other.clone(),
+    };
+    shrink_block(&mut program.body);
+    perfskel_grammar::print(&program)
+}
+
+fn shrink_block(block: &mut Block) {
+    for stmt in &mut block.stmts {
+        match &mut stmt.kind {
+            StmtKind::Loop(l) => {
+                cap_literals(&mut l.count);
+                shrink_block(&mut l.body);
+            }
+            StmtKind::If(i) => shrink_if(i),
+            StmtKind::Compute(c) => {
+                let tenth = |d: &mut Spanned<Duration>| d.value.value /= 10.0;
+                match &mut c.time {
+                    TimeSpec::Fixed(d) => tenth(d),
+                    TimeSpec::PerRank(list) => {
+                        list.truncate(4);
+                        list.iter_mut().for_each(tenth);
+                    }
+                    TimeSpec::Normal { mean, stddev } => {
+                        tenth(mean);
+                        tenth(stddev);
+                    }
+                    TimeSpec::Uniform { low, high } => {
+                        tenth(low);
+                        tenth(high);
+                    }
+                }
+            }
+            StmtKind::Collective(c) => {
+                if let Some(SizeSpec::PerRank(list)) = &mut c.size {
+                    list.truncate(4);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+fn shrink_if(i: &mut If) {
+    shrink_block(&mut i.then_block);
+    match &mut i.else_branch {
+        Some(Else::Block(b)) => shrink_block(b),
+        Some(Else::If(next)) => shrink_if(next),
+        None => {}
+    }
+}
+
+/// Integer literals above 3 in a loop count become 3 (`40 * (nranks - 1)` becomes
+/// `3 * (nranks - 1)`, which still matches the workers' `loop 3`).
+fn cap_literals(e: &mut Expr) {
+    match &mut e.kind {
+        ExprKind::Int(v) if *v > 3 => *v = 3,
+        ExprKind::Unary(_, x) => cap_literals(x),
+        ExprKind::Binary(_, l, r) => {
+            cap_literals(l);
+            cap_literals(r);
+        }
+        _ => {}
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Mpi {
+    OpenMpi,
+    Mpich,
+}
+
+impl Mpi {
+    fn name(self) -> &'static str {
+        match self {
+            Mpi::OpenMpi => "openmpi",
+            Mpi::Mpich => "mpich",
+        }
+    }
+}
+
+fn target_dir() -> PathBuf {
+    // CARGO_TARGET_TMPDIR is `<target>/tmp`.
+    let tmp = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    tmp.parent()
+        .map_or(tmp.clone(), Path::to_path_buf)
+        .join("rust-skeletons")
+}
+
+/// Writes `files` into `dir`, replacing the previous example's.
+fn write_project(dir: &Path, files: &[GeneratedFile]) {
+    for f in files {
+        let path = dir.join(&f.path);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).expect("create project dirs");
+        }
+        // Unchanged files keep their modification time, so cargo does not rebuild the
+        // runtime crate for every example.
+        if std::fs::read_to_string(&path).ok().as_deref() != Some(f.contents.as_str()) {
+            std::fs::write(&path, &f.contents).expect("write generated file");
+        }
+    }
+}
+
+/// Builds and runs every example's 4-rank variant under `mpi`; returns the failures.
+fn run_examples(mpi: Mpi) {
+    let cargo_target = target_dir().join(mpi.name());
+    let project = target_dir().join("projects").join(mpi.name());
+    let mut programs: Vec<(String, String)> = examples()
+        .into_iter()
+        .map(|(name, source)| (name, four_rank_variant(&source)))
+        .collect();
+    let every = std::fs::read_to_string(root().join("grammar/every_construct.skel"))
+        .expect("every_construct.skel");
+    programs.push(("every_construct.skel".into(), four_rank_variant(&every)));
+    let mut failures = BTreeMap::new();
+    for (name, source) in programs {
+        let (program, files) = emit(&name, &source);
+        write_project(&project, &files);
+        let _ = std::fs::remove_file(project.join("skeleton"));
+        let build = Command::new("make")
+            .current_dir(&project)
+            .env("MPICC", format!("mpicc.{}", mpi.name()))
+            .env("CARGO_TARGET_DIR", &cargo_target)
+            .output()
+            .expect("make runs");
+        if !build.status.success() {
+            failures.insert(name, format!("make failed:\n{}", text(&build.stderr)));
+            continue;
+        }
+        let warnings: Vec<&str> = std::str::from_utf8(&build.stderr)
+            .unwrap_or("")
+            .lines()
+            .filter(|l| l.starts_with("warning"))
+            .collect();
+        if !warnings.is_empty() {
+            failures.insert(name, format!("warnings:\n{}", text(&build.stderr)));
+            continue;
+        }
+        let mut run = Command::new(format!("mpirun.{}", mpi.name()));
+        if let Mpi::OpenMpi = mpi {
+            run.arg("--oversubscribe")
+                .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+                .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+        }
+        run.args(["-np", "4", "./skeleton"]).current_dir(&project);
+        let output = {
+            let _guard = MPI_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+            run.output().expect("mpirun runs")
+        };
+        let stdout = text(&output.stdout);
+        let result = RunResult::find_in(&stdout);
+        let expected_name = program.name.value.name.clone();
+        match result {
+            Some(r)
+                if output.status.success()
+                    && r.skeleton == expected_name
+                    && r.backend == "rust"
+                    && r.ranks == 4
+                    && r.ratio == 1
+                    && r.skeleton_s > 0.0
+                    && (r.predicted_s - r.skeleton_s).abs() < 1e-5
+                    && (r.app_time_s - program.app_time.value.seconds()).abs() < 1e-5
+                    && stdout.matches("perfskel-result").count() == 1 => {}
+            _ => {
+                failures.insert(
+                    name,
+                    format!(
+                        "run: {}\nstdout:\n{stdout}\nstderr:\n{}",
+                        output.status,
+                        text(&output.stderr)
+                    ),
+                );
+            }
+        }
+    }
+    assert!(failures.is_empty(), "under {}: {failures:#?}", mpi.name());
+}
+
+#[test]
+fn examples_build_and_run_under_openmpi() {
+    run_examples(Mpi::OpenMpi);
+}
+
+#[test]
+fn examples_build_and_run_under_mpich() {
+    run_examples(Mpi::Mpich);
+}
