@@ -203,6 +203,7 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
         quiet: args.quiet,
         n_logged: 0,
         model: None,
+        built_programs: Default::default(),
     };
     if plan.scenarios.iter().any(|s| s.competing_jobs > 0) {
         runner.progress("build the competing job");

@@ -3,6 +3,7 @@
 //! `skeletonize`, `compile`, `run`) as subprocesses, each in its own process group with
 //! a time limit, its output kept in `WORKDIR/logs/`.
 
+use std::collections::BTreeSet;
 use std::fs::File;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -56,7 +57,12 @@ pub struct ProcessRunner {
     pub n_logged: u32,
     /// The model `calibrate` saved, once it has.
     pub model: Option<PathBuf>,
+    /// Program directories whose skeleton was built by an earlier run.
+    pub built_programs: BTreeSet<PathBuf>,
 }
+
+/// The limit of a skeleton's first run, which builds it.
+const FIRST_RUN_LIMIT: Duration = Duration::from_secs(900);
 
 impl ProcessRunner {
     /// The application with the timing shim linked in: what the scenarios run.
@@ -97,11 +103,16 @@ impl ProcessRunner {
 
     /// Runs `command` to completion within the limit, with competing jobs alongside
     /// when `competing > 0`; gives its standard output.
-    fn run(
+    fn run(&mut self, label: &str, command: Command, competing: u32) -> Result<String, RunError> {
+        self.run_within(label, command, competing, self.limit)
+    }
+
+    fn run_within(
         &mut self,
         label: &str,
         mut command: Command,
         competing: u32,
+        limit: Duration,
     ) -> Result<String, RunError> {
         if interrupted() {
             return Err(RunError::failed(format!(
@@ -125,12 +136,18 @@ impl ProcessRunner {
             .process_group(0);
         let mut jobs = Vec::new();
         for _ in 0..competing {
-            jobs.push(self.start_competing_job()?);
+            match self.start_competing_job(limit) {
+                Ok(job) => jobs.push(job),
+                Err(e) => {
+                    jobs.into_iter().for_each(stop_group);
+                    return Err(e);
+                }
+            }
         }
         let outcome = command
             .spawn()
             .map_err(|e| RunError::failed(format!("cannot start {label}: {e}")))
-            .and_then(|child| wait_limited(child, self.limit));
+            .and_then(|child| wait_limited(child, limit));
         for job in jobs {
             stop_group(job);
         }
@@ -153,7 +170,7 @@ impl ProcessRunner {
                 if e.timed_out {
                     e.message = format!(
                         "{label}: killed after {} s (log: {})",
-                        self.limit.as_secs(),
+                        limit.as_secs(),
                         relative(&err_path)
                     );
                 }
@@ -164,10 +181,10 @@ impl ProcessRunner {
 
     /// A CPU-bound process in its own group, bounded in time by itself too (the limit
     /// plus a margin) so that it never outlives the harness for long.
-    fn start_competing_job(&self) -> Result<Child, RunError> {
+    fn start_competing_job(&self, limit: Duration) -> Result<Child, RunError> {
         let burn = self.workdir.join("build").join("burn");
         Command::new(&burn)
-            .arg((self.limit.as_secs() + 10).to_string())
+            .arg((limit.as_secs() + 10).to_string())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -322,18 +339,17 @@ impl Runner for ProcessRunner {
             .arg(self.n_ranks.to_string())
             .args(["--mpi", scenario.mpi.name(), "--mpirun"])
             .arg(self.launcher(scenario));
-        if backend == Backend::Rust {
-            // rsmpi does not rebuild when the MPI changes: one target directory per MPI.
-            command
-                .env(
-                    "CARGO_TARGET_DIR",
-                    self.workdir
-                        .join(format!("cargo-target-{}", scenario.mpi.name())),
-                )
-                .env("MPICC", scenario.mpi.mpicc());
-        }
         let label = format!("skeleton {} {backend} {}", app.name, scenario.name);
-        let stdout = self.run(&label, command, scenario.competing_jobs)?;
+        // The first run of a program builds it (`make`; for Rust, cargo and rsmpi), which
+        // may take minutes: it gets a longer limit. The build is not in the timed region.
+        let dir = self.program_dir(app, backend, scenario.mpi);
+        let limit = if self.built_programs.contains(&dir) {
+            self.limit
+        } else {
+            self.limit.max(FIRST_RUN_LIMIT)
+        };
+        let stdout = self.run_within(&label, command, scenario.competing_jobs, limit)?;
+        self.built_programs.insert(dir);
         RunResult::find_in(&stdout).ok_or_else(|| {
             RunError::failed(format!("{label}: no perfskel-result line in the output"))
         })
