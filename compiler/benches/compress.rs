@@ -6,8 +6,8 @@
 //! tokens (elements) per second. Goals: greedy ≥ 10 M tokens/s, exact ≥ 1 M tokens/s.
 //! `scripts/bench-compress.sh` prints the same figures as a table.
 
-use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use perfskel_compiler::compress::{description_len, discover, expand, synthetic, Algorithm};
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use perfskel_compiler::compress::{Algorithm, description_len, discover, expand, synthetic};
 use rand::{RngExt, SeedableRng};
 
 fn nas(c: &mut Criterion) {

@@ -22,8 +22,8 @@
 //! optimal, never wrong: every loop is checked against the tokens before it is emitted,
 //! and the caller keeps the greedy nest when it is shorter.
 
-use super::runs::{runs, Run};
-use super::{description_len, Node};
+use super::runs::{Run, runs};
+use super::{Node, description_len};
 use rustc_hash::FxHashMap;
 use std::rc::Rc;
 
@@ -81,8 +81,7 @@ impl Solver {
         let mut candidates = candidates(&runs, n);
         // Solve the bodies of the widest candidates first, so that the budget goes to the
         // outer loops when it runs short.
-        candidates
-            .sort_unstable_by_key(|c| std::cmp::Reverse(c.period as usize * c.count as usize));
+        candidates.sort_unstable_by_key(|c| std::cmp::Reverse(c.period as usize * c.count as usize));
         let mut bodies: Vec<Option<Rc<Solved>>> = Vec::with_capacity(candidates.len());
         for c in &candidates {
             let body = &tokens[c.start as usize..(c.start + c.period) as usize];
@@ -189,9 +188,7 @@ fn candidates(runs: &[Run], n: usize) -> Vec<Candidate> {
 
 /// Whether `tokens` repeats with period `period`.
 fn is_periodic(tokens: &[u32], period: usize) -> bool {
-    period > 0
-        && tokens.len() % period == 0
-        && (period..tokens.len()).all(|k| tokens[k] == tokens[k - period])
+    period > 0 && tokens.len() % period == 0 && (period..tokens.len()).all(|k| tokens[k] == tokens[k - period])
 }
 
 #[cfg(test)]

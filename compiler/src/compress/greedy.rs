@@ -214,13 +214,8 @@ impl GreedyCompressor {
         let t = self.live.len() - 1;
         let last = self.live[t];
         // 1. merge two adjacent loops with the same body.
-        if let (
-            Elem::Loop { count, body },
-            Some(&Elem::Loop {
-                count: c0,
-                body: b0,
-            }),
-        ) = (last, t.checked_sub(1).and_then(|i| self.live.get(i)))
+        if let (Elem::Loop { count, body }, Some(&Elem::Loop { count: c0, body: b0 })) =
+            (last, t.checked_sub(1).and_then(|i| self.live.get(i)))
         {
             if body == b0 {
                 self.truncate(t - 1);

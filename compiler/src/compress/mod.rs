@@ -16,10 +16,10 @@
 
 mod exact;
 mod greedy;
-#[cfg(test)]
-mod proptests;
 mod runs;
 pub mod synthetic;
+#[cfg(test)]
+mod proptests;
 
 pub use greedy::{GreedyCompressor, Stats as GreedyStats, WINDOW as GREEDY_WINDOW};
 

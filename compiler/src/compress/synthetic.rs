@@ -174,19 +174,14 @@ fn mg(calls: &mut Calls) -> Vec<Node> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::compress::{description_len, discover, expand, Algorithm};
+    use crate::compress::{Algorithm, description_len, discover, expand};
 
     #[test]
     fn generators_have_the_seed_lengths() {
         for row in NAS {
             let synthetic = nas(row.name).unwrap_or_else(|| panic!("no generator {}", row.name));
             assert_eq!(synthetic.tokens.len(), row.raw, "{}", row.name);
-            assert_eq!(
-                description_len(&synthetic.nest),
-                row.compressed,
-                "{}",
-                row.name
-            );
+            assert_eq!(description_len(&synthetic.nest), row.compressed, "{}", row.name);
         }
     }
 
@@ -196,12 +191,7 @@ mod tests {
             let synthetic = nas(row.name).unwrap_or_else(|| panic!("no generator {}", row.name));
             for algorithm in [Algorithm::Exact, Algorithm::Greedy] {
                 let nest = discover(&synthetic.tokens, algorithm);
-                assert_eq!(
-                    expand(&nest),
-                    synthetic.tokens,
-                    "{} {algorithm:?}",
-                    row.name
-                );
+                assert_eq!(expand(&nest), synthetic.tokens, "{} {algorithm:?}", row.name);
                 assert_eq!(
                     description_len(&nest),
                     row.compressed,
