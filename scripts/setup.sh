@@ -1,21 +1,25 @@
 #!/usr/bin/env bash
 # Installs the system packages perfskel's demo and tests need, if they are missing:
 # OpenMPI and MPICH (compilers, launchers, headers), gfortran for the Fortran example,
-# libclang for rsmpi, make for the example applications' Makefile. Debian/Ubuntu; uses sudo when not root.
+# libclang for rsmpi, make for the example applications' Makefile, time (GNU time) for the
+# peak-memory figure of scripts/bench-compress.sh, Slurm and munge for
+# `perfskel record -- srun` (then starts a single-node Slurm with slurm-local.sh).
+# Debian/Ubuntu; uses sudo when not root.
 set -euo pipefail
 
-packages=(openmpi-bin libopenmpi-dev mpich libmpich-dev gfortran libclang-dev pkg-config make)
+packages=(openmpi-bin libopenmpi-dev mpich libmpich-dev gfortran libclang-dev pkg-config make time
+    slurm-wlm munge)
 missing=()
 for p in "${packages[@]}"; do
     dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
 done
-if [ ${#missing[@]} -eq 0 ]; then
-    exit 0
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "setup: installing ${missing[*]}" >&2
+    sudo=""
+    if [ "$(id -u)" -ne 0 ]; then
+        sudo="sudo"
+    fi
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
-echo "setup: installing ${missing[*]}" >&2
-sudo=""
-if [ "$(id -u)" -ne 0 ]; then
-    sudo="sudo"
-fi
-$sudo apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+"$(dirname "$0")/slurm-local.sh"

@@ -211,7 +211,7 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
 }
 
 /// The model to scale with and where it came from.
-fn load_model(path: Option<&Path>, mpi: MpiKind) -> Result<(Model, String), String> {
+pub fn load_model(path: Option<&Path>, mpi: MpiKind) -> Result<(Model, String), String> {
     let (path, explicit) = match path {
         Some(p) => (p.to_path_buf(), true),
         None => (cmd_calibrate::default_model_path(mpi), false),

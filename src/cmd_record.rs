@@ -1,7 +1,8 @@
-//! `perfskel record`: takes a launcher command line (`mpirun -np 4 ./app args`), gives a
-//! trace directory. It finds which MPI the launcher belongs to, builds the PMPI tracer
-//! (embedded C source) with that MPI's `mpicc` once and caches it, runs the launcher with
-//! the tracer preloaded in every rank, then writes `manifest.json` from the rank files.
+//! `perfskel record`: takes a launcher command line (`mpirun -np 4 ./app args`, or
+//! `srun …`), gives a trace directory. It finds which MPI the job runs on (launcher.rs),
+//! builds the PMPI tracer (embedded C source) with that MPI's `mpicc` once and caches it,
+//! runs the launcher with the tracer preloaded in every rank, then writes
+//! `manifest.json` from the rank files.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -11,6 +12,7 @@ use perfskel_compiler::trace::format;
 use perfskel_compiler::trace::manifest::{Manifest, RunInfo};
 
 use crate::cmd_trace;
+use crate::launcher;
 
 const TRACER_SOURCES: &[(&str, &str)] = &[
     ("tracer.c", include_str!("../runtime/tracer/tracer.c")),
@@ -33,34 +35,15 @@ pub struct Args {
     command: Vec<String>,
 }
 
-/// The MPI implementations the tracer is built for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum MpiKind {
-    Openmpi,
-    Mpich,
-}
-
-impl MpiKind {
-    pub fn name(self) -> &'static str {
-        match self {
-            MpiKind::Openmpi => "openmpi",
-            MpiKind::Mpich => "mpich",
-        }
-    }
-}
+pub use crate::launcher::MpiKind;
 
 pub fn run(args: Args) -> Result<ExitCode, String> {
     let launcher = args
         .command
         .first()
         .ok_or("record: give the launcher command after `--`")?;
-    let version_text = launcher_version(launcher)?;
-    let mpi = match args.mpi {
-        Some(m) => m,
-        None => detect_mpi(&version_text).ok_or_else(|| {
-            format!("record: cannot tell which MPI `{launcher}` belongs to from its --version; pass --mpi openmpi|mpich")
-        })?,
-    };
+    let launch = launcher::understand(&args.command, args.mpi)?;
+    let mpi = launch.mpi;
     let tracer = ensure_tracer(mpi)?;
 
     std::fs::create_dir_all(&args.output)
@@ -74,24 +57,12 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
         _ => tracer.display().to_string(),
     };
     let dir_text = dir.display().to_string();
-    // The launcher itself is not preloaded: each MPI's own option passes the variables
-    // to the ranks only, on every node.
-    let env_args: Vec<String> = match mpi {
-        MpiKind::Openmpi => vec![
-            "-x".into(),
-            format!("LD_PRELOAD={preload}"),
-            "-x".into(),
-            format!("PERFSKEL_TRACE_DIR={dir_text}"),
-        ],
-        MpiKind::Mpich => vec![
-            "-genv".into(),
-            "LD_PRELOAD".into(),
-            preload,
-            "-genv".into(),
-            "PERFSKEL_TRACE_DIR".into(),
-            dir_text,
-        ],
-    };
+    // The launcher itself is not preloaded: each launcher's own option passes the
+    // variables to the ranks only, on every node.
+    let env_args = launcher::env_args(
+        launch.style,
+        &[("LD_PRELOAD", &preload), ("PERFSKEL_TRACE_DIR", &dir_text)],
+    )?;
     let start_unix_ns = unix_ns();
     let status = Command::new(launcher)
         .args(&env_args)
@@ -110,7 +81,7 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
     let manifest = Manifest::build(
         RunInfo {
             mpi: mpi.name().into(),
-            launcher_version: version_line(&version_text),
+            launcher_version: launch.version.clone(),
             command: args.command.clone(),
             start_unix_ns,
             end_unix_ns,
@@ -149,38 +120,6 @@ fn unix_ns() -> u64 {
         .duration_since(UNIX_EPOCH)
         .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
         .unwrap_or(0)
-}
-
-fn launcher_version(launcher: &str) -> Result<String, String> {
-    let out = Command::new(launcher)
-        .arg("--version")
-        .output()
-        .map_err(|e| format!("record: cannot run `{launcher} --version`: {e}"))?;
-    let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
-    text.push_str(&String::from_utf8_lossy(&out.stderr));
-    Ok(text)
-}
-
-/// The line of a launcher's `--version` output that names its version: Open MPI's first
-/// line, MPICH (Hydra)'s `Version:` line.
-fn version_line(text: &str) -> String {
-    let lines = || text.lines().map(str::trim).filter(|l| !l.is_empty());
-    lines()
-        .find(|l| l.contains("Open MPI") || l.starts_with("Version:"))
-        .or_else(|| lines().next())
-        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
-        .unwrap_or_default()
-}
-
-/// Tells the MPI from a launcher's `--version` output.
-pub fn detect_mpi(version_text: &str) -> Option<MpiKind> {
-    if version_text.contains("Open MPI") || version_text.contains("OpenRTE") {
-        Some(MpiKind::Openmpi)
-    } else if version_text.contains("HYDRA") || version_text.contains("MPICH") {
-        Some(MpiKind::Mpich)
-    } else {
-        None
-    }
 }
 
 fn clear_old_trace(dir: &Path) -> Result<(), String> {

@@ -4,17 +4,20 @@
 //! without `--force`), checks it like `perfskel check` and prints the summary as text or
 //! JSON. A progress bar shows on a terminal for long traces.
 
-use std::collections::BTreeMap;
-use std::io::IsTerminal;
+use std::borrow::Cow;
+use std::cell::RefCell;
+use std::collections::BTreeSet;
+use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use perfskel_compiler::check::Options as CheckOptions;
 use perfskel_compiler::compress::Algorithm;
-use perfskel_compiler::skeletonize::{self, Input, Options, RankSource, Skeleton};
+use perfskel_compiler::skeletonize::{self, Input, Loaded, Options, Ranks, Skeleton};
 use perfskel_compiler::trace::format;
 use perfskel_compiler::trace::manifest::Manifest;
-use perfskel_compiler::trace::RankTrace;
+use perfskel_compiler::trace::stats::SiteKey;
+use perfskel_compiler::trace::{Event, RankTrace};
 
 use crate::cmd_trace::{self, Symbols};
 use crate::files::{emit, tally};
@@ -67,11 +70,14 @@ pub struct Outcome {
 
 pub fn run(args: Args) -> Result<ExitCode, String> {
     let outcome = skeletonize_dir(&args)?;
+    // Write errors on standard output (a closed pipe) end the output, not the program.
+    let mut stdout = std::io::stdout().lock();
     match args.format {
         Format::Text => {
-            println!("wrote {}", args.output.display());
-            print!("{}", outcome.skeleton.summary.to_text());
-            println!(
+            let _ = writeln!(stdout, "wrote {}", args.output.display());
+            let _ = write!(stdout, "{}", outcome.skeleton.summary.to_text());
+            let _ = writeln!(
+                stdout,
                 "check              {} error(s), {} warning(s)",
                 outcome.check_errors, outcome.check_warnings
             );
@@ -85,7 +91,7 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
             }
             let json = serde_json::to_string_pretty(&value)
                 .map_err(|e| format!("cannot write JSON: {e}"))?;
-            println!("{json}");
+            let _ = writeln!(stdout, "{json}");
         }
     }
     Ok(if outcome.check_errors > 0 {
@@ -124,42 +130,17 @@ pub fn skeletonize_dir(args: &Args) -> Result<Outcome, String> {
             dir.display()
         ));
     }
-    let mut traces: Vec<Result<Option<RankTrace>, String>> = Vec::new();
-    for rank in 0..n {
-        let read = cmd_trace::open_rank(dir, rank)
-            .and_then(|r| r.map(RankTrace::read).transpose())
-            .map_err(|e| e.to_string());
-        if let Err(e) = &read {
-            eprintln!("warning: trace: {e}");
-        }
-        traces.push(read);
-    }
-    let sources: Vec<RankSource<'_>> = traces
-        .iter()
-        .map(|t| match t {
-            Ok(Some(t)) => RankSource::Trace(t),
-            Ok(None) => RankSource::Missing,
-            Err(_) => RankSource::Unreadable,
-        })
-        .collect();
+    let ranks = DirRanks {
+        dir: dir.clone(),
+        n_ranks: n,
+        reported: RefCell::new(BTreeSet::new()),
+    };
     let symbols = Symbols::default();
-    let mut site_names = BTreeMap::new();
-    for t in traces
-        .iter()
-        .filter_map(|t| t.as_ref().ok().and_then(Option::as_ref))
-    {
-        for key in t.sites.values() {
-            if !site_names.contains_key(key) {
-                if let Some(name) = symbols.locate(key).short() {
-                    site_names.insert(key.clone(), name);
-                }
-            }
-        }
-    }
+    let site_name = |key: &SiteKey| symbols.locate(key).short();
     let input = Input {
-        name: skeleton_name(dir, &traces),
-        ranks: sources,
-        site_names,
+        name: skeleton_name(dir, n),
+        ranks: &ranks,
+        site_name: &site_name,
         origin: origin(dir, n),
     };
     let options = Options {
@@ -173,7 +154,7 @@ pub fn skeletonize_dir(args: &Args) -> Result<Outcome, String> {
     let bar = indicatif::ProgressBar::hidden();
     let mut shown = false;
     let mut progress = |p: skeletonize::Progress| {
-        if !shown && p.total >= 200_000 && std::io::stderr().is_terminal() {
+        if !shown && p.total >= 400_000 && std::io::stderr().is_terminal() {
             bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
             bar.set_length(p.total);
             bar.set_message("compressing");
@@ -197,19 +178,50 @@ pub fn skeletonize_dir(args: &Args) -> Result<Outcome, String> {
     })
 }
 
-/// The traced executable's file name (the object of rank 0's first call site), as a
-/// word; else the trace directory's name.
-fn skeleton_name(dir: &Path, traces: &[Result<Option<RankTrace>, String>]) -> String {
-    let from_object = traces
-        .iter()
-        .filter_map(|t| t.as_ref().ok().and_then(Option::as_ref))
-        .find_map(|t| {
-            let first = t.events.first()?;
-            let key = t.sites.get(&first.site)?;
-            Path::new(&key.object)
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-        });
+/// Reads a trace directory one rank at a time, for the pass's two sweeps; a rank file
+/// that cannot be read is reported once.
+struct DirRanks {
+    dir: PathBuf,
+    n_ranks: u32,
+    reported: RefCell<BTreeSet<u32>>,
+}
+
+impl Ranks for DirRanks {
+    fn n_ranks(&self) -> u32 {
+        self.n_ranks
+    }
+
+    fn load(&self, rank: u32) -> Loaded<'_> {
+        let read =
+            cmd_trace::open_rank(&self.dir, rank).and_then(|r| r.map(RankTrace::read).transpose());
+        match read {
+            Ok(Some(t)) => Loaded::Trace(Cow::Owned(t)),
+            Ok(None) => Loaded::Missing,
+            Err(e) => {
+                if self.reported.borrow_mut().insert(rank) {
+                    eprintln!("warning: trace: {e}");
+                }
+                Loaded::Unreadable
+            }
+        }
+    }
+}
+
+/// The traced executable's file name (the object of the first call site of the first
+/// readable rank), as a word; else the trace directory's name.
+fn skeleton_name(dir: &Path, n_ranks: u32) -> String {
+    let from_object = (0..n_ranks).find_map(|rank| {
+        let mut reader = cmd_trace::open_rank(dir, rank).ok().flatten()?;
+        let mut ev = Event::default();
+        reader.next_event(&mut ev).ok()?;
+        let site = reader
+            .sites()
+            .get(usize::try_from(ev.site).ok()?.checked_sub(1)?)?;
+        let object = reader.object(site.object)?;
+        Path::new(&object.path)
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+    });
     let raw = from_object.unwrap_or_else(|| {
         dir.file_name()
             .map(|n| n.to_string_lossy().into_owned())

@@ -1,18 +1,29 @@
-//! The trace half of `perfskel demo`: takes nothing, builds the bundled stencil
-//! application with `mpicc` in a scratch directory, records it at 4 ranks under `mpirun`
-//! (by running this executable's `record`), skeletonizes the trace and checks the
-//! skeleton, printing each step. Gives whether every step succeeded.
+//! The pipeline half of `perfskel demo`: takes nothing, builds the bundled stencil
+//! application with `mpicc` in a scratch directory, records it at 2 ranks under `mpirun`
+//! (by running this executable's `record`), skeletonizes the trace, checks the skeleton,
+//! compiles it for 1:10 and 1:100 with both back ends, runs each program under Open MPI
+//! and prints its predicted application time next to the measured one. Gives whether
+//! every step succeeded.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
+use perfskel_compiler::back::{Backend, RunResult};
+
+use crate::cmd_compile::{self, CompileError};
+use crate::cmd_record::MpiKind;
+use crate::cmd_run;
 use crate::cmd_skeletonize::{self, AlgorithmArg, Format};
 
 const STENCIL_C: &str = include_str!("../examples/apps/stencil.c");
-/// Points per rank side and iterations: a second of work at most, a short trace.
-const APP_ARGS: [&str; 2] = ["64", "20"];
-const N_RANKS: &str = "4";
+/// Points per rank side and iterations: about two seconds of work on an idle core, long
+/// enough that its 1:100 skeleton still runs for tens of milliseconds.
+const APP_ARGS: [&str; 2] = ["512", "4000"];
+/// Two ranks, one per core of a small machine, so the times mean something.
+const N_RANKS: &str = "2";
+/// The ratios the demo compiles the skeleton for.
+const RATIOS: [u64; 2] = [10, 100];
 
 pub fn run() -> Result<bool, String> {
     let scratch = std::env::temp_dir().join(format!("perfskel-demo-{}", std::process::id()));
@@ -52,11 +63,31 @@ fn steps(scratch: &Path) -> Result<bool, String> {
     let trace = scratch.join("trace-stencil");
     let me = std::env::current_exe().map_err(|e| format!("demo: {e}"))?;
     let started = Instant::now();
-    let out = Command::new(me)
+    // Open MPI needs --oversubscribe for 4 ranks on fewer cores, and refuses to run as
+    // root (containers) unless told; MPICH's launcher takes neither.
+    let version = Command::new("mpirun")
+        .arg("--version")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default();
+    let openmpi = crate::launcher::detect_mpi(&version) == Some(MpiKind::Openmpi);
+    let mut launcher = vec!["mpirun"];
+    if openmpi {
+        launcher.push("--oversubscribe");
+    }
+    launcher.extend(["-np", N_RANKS]);
+    let mut record = Command::new(me);
+    if openmpi {
+        record
+            .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+            .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+    }
+    let out = record
         .arg("record")
         .arg("-o")
         .arg(&trace)
-        .args(["--", "mpirun", "--oversubscribe", "-np", N_RANKS])
+        .arg("--")
+        .args(&launcher)
         .arg(&exe)
         .args(APP_ARGS)
         .output()
@@ -110,5 +141,86 @@ fn steps(scratch: &Path) -> Result<bool, String> {
     for line in outcome.text.lines() {
         println!("    {line}");
     }
+    if !ok {
+        return Ok(false);
+    }
+    compile_and_run(scratch, &outcome.text)
+}
+
+/// Steps 5 and 6: compile the skeleton for every ratio and back end, run each program
+/// and compare its prediction with the application's measured time.
+fn compile_and_run(scratch: &Path, skeleton: &str) -> Result<bool, String> {
+    let (model, model_from) = cmd_compile::load_model(None, MpiKind::Openmpi)?;
+    println!(
+        "\n5. compile    1:{} and 1:{} with the C and Rust back ends (model: {model_from})",
+        RATIOS[0], RATIOS[1]
+    );
+    println!("6. run        {N_RANKS} ranks under Open MPI (the Rust program builds rsmpi the first time)\n");
+    println!(
+        "   {:<8} {:>6} {:>12} {:>14} {:>14} {:>8}",
+        "back end", "ratio", "skeleton", "predicted", "measured", "error"
+    );
+    let mut ok = true;
+    for backend in Backend::ALL {
+        for ratio in RATIOS {
+            match compile_run_one(scratch, skeleton, &model, backend, ratio) {
+                Ok(result) => {
+                    let error =
+                        100.0 * (result.predicted_s - result.app_time_s) / result.app_time_s;
+                    println!(
+                        "   {:<8} {:>6} {:>10.3} s {:>12.3} s {:>12.3} s {:>+7.1}%",
+                        backend.name(),
+                        format!("1:{ratio}"),
+                        result.skeleton_s,
+                        result.predicted_s,
+                        result.app_time_s,
+                        error
+                    );
+                }
+                Err(message) => {
+                    ok = false;
+                    println!(
+                        "   {:<8} {:>6} failed: {message}",
+                        backend.name(),
+                        format!("1:{ratio}")
+                    );
+                }
+            }
+        }
+    }
+    println!(
+        "\n   measured: the traced run's time (end of MPI_Init to start of MPI_Finalize); predicted: skeleton time x K."
+    );
     Ok(ok)
+}
+
+fn compile_run_one(
+    scratch: &Path,
+    skeleton: &str,
+    model: &perfskel_compiler::scale::Model,
+    backend: Backend,
+    ratio: u64,
+) -> Result<RunResult, String> {
+    let compiled = match cmd_compile::compile("stencil.skel", skeleton, ratio, Some(backend), model)
+    {
+        Ok(compiled) => compiled,
+        Err(CompileError::Message(message)) => return Err(message),
+        Err(CompileError::Diags(diags)) => {
+            let messages: Vec<String> = diags.iter().map(|d| d.message.clone()).collect();
+            return Err(messages.join("; "));
+        }
+    };
+    let dir = scratch.join(format!("stencil-{}-{ratio}", backend.name()));
+    cmd_compile::write_output(&dir, &compiled.files, true)?;
+    cmd_run::build(&dir, MpiKind::Openmpi)?;
+    let launcher = [cmd_run::default_launcher(MpiKind::Openmpi)];
+    let np: u64 = N_RANKS.parse().map_err(|_| "bad rank count".to_string())?;
+    let launched = cmd_run::launch(&dir, MpiKind::Openmpi, &launcher, np, "./skeleton", &[])?;
+    RunResult::find_in(&launched.stdout).ok_or_else(|| {
+        format!(
+            "no perfskel-result line ({}): {}",
+            launched.status,
+            launched.stderr.lines().last().unwrap_or("")
+        )
+    })
 }

@@ -21,6 +21,7 @@ pub mod cmd_trace;
 pub mod cmd_validate;
 pub mod demo_pipeline;
 pub mod files;
+pub mod launcher;
 
 /// Performance skeletons of MPI applications.
 ///

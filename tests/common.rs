@@ -46,3 +46,14 @@ pub fn perfskel(dir: &Path, args: &[&str]) -> Output {
 pub fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
+
+/// The perfskel cache directory the tests share (`PERFSKEL_CACHE_DIR`): under the cargo
+/// target directory, so that the generated Rust programs of every test, and of the demo,
+/// build rsmpi once per MPI into `cargo-target-<mpi>` there, as `perfskel run` does.
+pub fn shared_cache_dir() -> PathBuf {
+    // CARGO_TARGET_TMPDIR is `<target>/tmp`.
+    let tmp = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    tmp.parent()
+        .map_or(tmp.clone(), Path::to_path_buf)
+        .join("perfskel-cache")
+}

@@ -248,7 +248,8 @@ fn fmt_leaves_files_with_syntax_errors_untouched() {
 
 #[test]
 fn demo_checks_formats_and_summarizes_every_bundled_skeleton() {
-    let out = perfskel(&root(), &["demo"]);
+    // The recorded pipeline half of the demo is `skeletonize::demo_runs_the_pipeline`.
+    let out = perfskel(&root(), &["demo", "--skip-record"]);
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
     for name in [
@@ -277,7 +278,19 @@ fn demo_checks_formats_and_summarizes_every_bundled_skeleton() {
 
 #[test]
 fn every_subcommand_has_help() {
-    for sub in ["check", "fmt", "demo"] {
+    for sub in [
+        "check",
+        "fmt",
+        "demo",
+        "record",
+        "trace",
+        "topo",
+        "analyze",
+        "skeletonize",
+        "compile",
+        "run",
+        "calibrate",
+    ] {
         let out = perfskel(&root(), &[sub, "--help"]);
         assert!(out.status.success());
         assert!(text(&out.stdout).contains("Usage: perfskel"), "{sub}");

@@ -338,6 +338,66 @@ fn cap_literals(e: &mut Expr) {
     }
 }
 
+/// Every collective, blocking and nonblocking, on the world and on sub-communicators,
+/// with fixed and per-rank sizes (reductions of whole doubles and of odd byte counts),
+/// and point-to-point with `any`, `waitany` and `test`: the runtime's less travelled
+/// paths, at 4 ranks.
+const COLLECTIVES: &str = "skeleton collectives
+ranks 4
+topology torus(2, 2)
+app_time 1 s
+
+comm pair = split(world, color = rank / 2)
+comm row = cart_sub(world, keep = [1])
+comm copy = dup(row)
+loop 2 {
+    barrier
+    bcast 3 B root 1
+    reduce 16 B root 1 on pair
+    allreduce 5 B on row
+    gather 24 B root 3
+    gatherv per_rank(8 B, 16 B, 0 B, 3 B) root 1
+    scatter 7 B root 0 on copy
+    scatterv per_rank(1 B, 2 B, 3 B, 4 B) root 2
+    allgather 16 B on pair
+    allgatherv per_rank(8 B, 8 B, 16 B, 1 B)
+    alltoall 9 B
+    alltoallv per_rank(1 B, 8 B, 0 B, 5 B)
+    reduce_scatter 8 B
+    scan 12 B on row
+    req NEXT = ibarrier
+    req b = ibcast 100 B root 3
+    req c = ireduce 8 B root 1 on pair
+    req d = iallreduce 7 B
+    req e = igather 16 B root 0 on row
+    req f = igatherv per_rank(8 B, 1 B, 2 B, 3 B) root 2
+    req g = iscatter 24 B root 1
+    req h = iscatterv per_rank(4 B, 4 B, 8 B, 0 B) root 0
+    req i = iallgather 3 B
+    req j = iallgatherv per_rank(1 B, 2 B, 3 B, 4 B)
+    req k = ialltoall 16 B on copy
+    req l = ialltoallv per_rank(2 B, 0 B, 8 B, 1 B)
+    req m = ireduce_scatter 16 B
+    req None = iscan 8 B
+    waitall NEXT, b, c, d, e, f, g, h, i, j, k, l, m, None
+    if rank == 0 {
+        recv any 1 KiB tag 4
+        recv any 1 KiB tag 4
+        recv any 1 KiB tag 4
+    } else {
+        send rank(0) 1 KiB tag 4
+    }
+    req x = irecv offset(1, 1) 2 KiB tag 5
+    req y = isend offset(-1, -1) 2 KiB tag 5
+    test x
+    waitany x, y
+    waitany x, y
+    sendrecv to east 64 KiB from west 64 KiB tag 6 on copy
+    compute normal(1 ms, 100 us)
+    compute per_rank(1 ms, 2 ms, 1 ms, 2 ms) working_set 3 MiB
+}
+";
+
 #[derive(Clone, Copy, Debug)]
 enum Mpi {
     OpenMpi,
@@ -353,12 +413,11 @@ impl Mpi {
     }
 }
 
+/// The cargo target directories live where `perfskel run` puts them
+/// (`<cache>/cargo-target-<mpi>`) in the tests' shared cache, so the demo test reuses
+/// the rsmpi these tests build.
 fn target_dir() -> PathBuf {
-    // CARGO_TARGET_TMPDIR is `<target>/tmp`.
-    let tmp = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
-    tmp.parent()
-        .map_or(tmp.clone(), Path::to_path_buf)
-        .join("rust-skeletons")
+    crate::common::shared_cache_dir()
 }
 
 /// Writes `files` into `dir`, replacing the previous example's.
@@ -376,9 +435,10 @@ fn write_project(dir: &Path, files: &[GeneratedFile]) {
     }
 }
 
-/// Builds and runs every example's 4-rank variant under `mpi`; returns the failures.
+/// Builds and runs every example's 4-rank variant, `COLLECTIVES` and the runtime's
+/// hand-written `halo` example under `mpi`.
 fn run_examples(mpi: Mpi) {
-    let cargo_target = target_dir().join(mpi.name());
+    let cargo_target = target_dir().join(format!("cargo-target-{}", mpi.name()));
     let project = target_dir().join("projects").join(mpi.name());
     let mut programs: Vec<(String, String)> = examples()
         .into_iter()
@@ -387,10 +447,34 @@ fn run_examples(mpi: Mpi) {
     let every = std::fs::read_to_string(root().join("grammar/every_construct.skel"))
         .expect("every_construct.skel");
     programs.push(("every_construct.skel".into(), four_rank_variant(&every)));
+    programs.push(("collectives.skel".into(), COLLECTIVES.into()));
+    // The hand-written example of the runtime crate, built as the project's main.rs.
+    programs.push(("halo".into(), String::new()));
+    let halo = std::fs::read_to_string(root().join("runtime/rust/examples/halo.rs"))
+        .expect("halo example");
+    // The workspace's lock file pins the project's dependencies to the versions the
+    // workspace builds (cargo drops the entries the project does not use).
+    std::fs::create_dir_all(&project).expect("project dir");
+    if !project.join("Cargo.lock").exists() {
+        std::fs::copy(root().join("Cargo.lock"), project.join("Cargo.lock")).expect("copy lock");
+    }
     let mut failures = BTreeMap::new();
     for (name, source) in programs {
-        let (program, files) = emit(&name, &source);
-        write_project(&project, &files);
+        let (expected_name, app_time_s) = if name == "halo" {
+            let main_rs = GeneratedFile {
+                path: "src/main.rs".into(),
+                contents: halo.clone(),
+            };
+            write_project(&project, &[main_rs]);
+            ("halo".to_string(), 0.5)
+        } else {
+            let (program, files) = emit(&name, &source);
+            write_project(&project, &files);
+            (
+                program.name.value.name.clone(),
+                program.app_time.value.seconds(),
+            )
+        };
         let _ = std::fs::remove_file(project.join("skeleton"));
         let build = Command::new("make")
             .current_dir(&project)
@@ -423,8 +507,27 @@ fn run_examples(mpi: Mpi) {
             run.output().expect("mpirun runs")
         };
         let stdout = text(&output.stdout);
+        if name == "cg.skel" {
+            // A job with another rank count than the skeleton's is refused clearly.
+            let mut wrong = Command::new(format!("mpirun.{}", mpi.name()));
+            if let Mpi::OpenMpi = mpi {
+                wrong
+                    .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+                    .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+            }
+            wrong.args(["-np", "2", "./skeleton"]).current_dir(&project);
+            let refused = {
+                let _guard = MPI_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+                wrong.output().expect("mpirun runs")
+            };
+            let stderr = text(&refused.stderr);
+            if refused.status.success()
+                || !stderr.contains("skeleton `cg` is written for 4 ranks, the job has 2")
+            {
+                failures.insert(format!("{name} at 2 ranks"), stderr);
+            }
+        }
         let result = RunResult::find_in(&stdout);
-        let expected_name = program.name.value.name.clone();
         match result {
             Some(r)
                 if output.status.success()
@@ -434,7 +537,7 @@ fn run_examples(mpi: Mpi) {
                     && r.ratio == 1
                     && r.skeleton_s > 0.0
                     && (r.predicted_s - r.skeleton_s).abs() < 1e-5
-                    && (r.app_time_s - program.app_time.value.seconds()).abs() < 1e-5
+                    && (r.app_time_s - app_time_s).abs() < 1e-5
                     && stdout.matches("perfskel-result").count() == 1 => {}
             _ => {
                 failures.insert(

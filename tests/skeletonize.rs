@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use perfskel_compiler::check::{check, Options as CheckOptions};
 use perfskel_compiler::compress::Algorithm;
-use perfskel_compiler::skeletonize::{self, Input, Options, RankSource};
+use perfskel_compiler::skeletonize::{self, InMemory, Input, Options, RankSource};
 use perfskel_compiler::trace::format::{self, PEER_PROC_NULL};
 use perfskel_compiler::trace::{Completion, Event, Header, Op, OpClass, RankReader, RankTrace};
 use perfskel_grammar::ast::{Else, ExprKind, Stmt, StmtKind};
@@ -381,10 +381,13 @@ fn site_names() -> BTreeMap<perfskel_compiler::trace::stats::SiteKey, String> {
 }
 
 fn run_synthetic(ranks: &[RankTrace], algorithm: Algorithm) -> (String, skeletonize::Summary) {
+    let names = site_names();
+    let site_name = |k: &perfskel_compiler::trace::stats::SiteKey| names.get(k).cloned();
+    let in_memory = InMemory(ranks.iter().map(RankSource::Trace).collect());
     let input = Input {
         name: "synthetic".into(),
-        ranks: ranks.iter().map(RankSource::Trace).collect(),
-        site_names: site_names(),
+        ranks: &in_memory,
+        site_name: &site_name,
         origin: "a synthetic trace".into(),
     };
     let options = Options {
@@ -548,10 +551,13 @@ fn near_equal_sizes_merge_into_one_loop() {
         .collect();
     let (plain, plain_summary) = run_synthetic(&ranks, Algorithm::Exact);
     assert_eq!(plain_summary.loops, 0, "{plain}");
+    let names = site_names();
+    let site_name = |k: &perfskel_compiler::trace::stats::SiteKey| names.get(k).cloned();
+    let in_memory = InMemory(ranks.iter().map(RankSource::Trace).collect());
     let input = Input {
         name: "synthetic".into(),
-        ranks: ranks.iter().map(RankSource::Trace).collect(),
-        site_names: site_names(),
+        ranks: &in_memory,
+        site_name: &site_name,
         origin: "a synthetic trace".into(),
     };
     let options = Options {
@@ -573,5 +579,129 @@ fn near_equal_sizes_merge_into_one_loop() {
             .diags
             .is_empty(),
         "{text}"
+    );
+}
+
+/// `perfskel demo` builds, records, skeletonizes, checks, compiles for 1:10 and 1:100
+/// with both back ends and runs the four programs: the skeleton has the app's 4000
+/// iterations, and every program prints a prediction. (The accuracy of the predictions is
+/// measured by `scripts/fidelity.sh` and `perfskel validate`, not here.)
+#[test]
+fn demo_runs_the_pipeline() {
+    let out = {
+        let _guard = MPI_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        std::process::Command::new(env!("CARGO_BIN_EXE_perfskel"))
+            .args(["demo", "--example", "stencil2d"])
+            .env("PERFSKEL_CACHE_DIR", crate::common::shared_cache_dir())
+            .output()
+            .expect("the perfskel binary runs")
+    };
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for step in [
+        "1. build",
+        "2. record     2 ranks",
+        "3. skeletonize",
+        "4. check      0 error(s), 0 warning(s)",
+        "5. compile",
+        "6. run",
+    ] {
+        assert!(stdout.contains(step), "{step}:\n{stdout}");
+    }
+    assert!(stdout.contains("    loop 4000 {"), "{stdout}");
+    for row in [
+        "c          1:10",
+        "c         1:100",
+        "rust       1:10",
+        "rust      1:100",
+    ] {
+        let line = stdout
+            .lines()
+            .find(|l| l.trim_start().starts_with(row.trim_start()) && l.contains(" s "))
+            .unwrap_or_else(|| panic!("no result row `{row}`:\n{stdout}"));
+        assert!(!line.contains("failed"), "{line}");
+    }
+}
+
+/// Nonblocking collectives and completion by `MPI_Waitany`/`MPI_Testall` become request
+/// handles the checker accepts; a test that found nothing complete leaves no statement.
+#[test]
+fn nonblocking_collectives_and_completions() {
+    let ranks: Vec<RankTrace> = (0..2)
+        .map(|rank| {
+            let mut s = Synth::new();
+            for i in 0..4u64 {
+                let base = 10 * i;
+                s.call(30_000, Op::Iallreduce, |e| {
+                    e.bytes = Some(8);
+                    e.rbytes = Some(8);
+                    e.req = Some(base + 1);
+                });
+                s.call(1_000, Op::Irecv, |e| {
+                    e.peer = Some(1 - i64::from(rank));
+                    e.bytes = Some(64);
+                    e.tag = Some(0);
+                    e.req = Some(base + 2);
+                });
+                s.call(1_000, Op::Isend, |e| {
+                    e.peer = Some(1 - i64::from(rank));
+                    e.bytes = Some(64);
+                    e.tag = Some(0);
+                    e.req = Some(base + 3);
+                });
+                s.call(1_000, Op::Testall, |e| {
+                    e.flag = Some(0);
+                });
+                s.call(1_000, Op::Waitany, |e| e.reqs = vec![base + 1]);
+                s.call(1_000, Op::Waitall, |e| e.reqs = vec![base + 3, base + 2]);
+            }
+            s.finish(rank, 2)
+        })
+        .collect();
+    let (text, summary) = run_synthetic(&ranks, Algorithm::Exact);
+    assert!(text.contains("loop 4"), "{text}");
+    assert!(text.contains("req r0 = iallreduce 8 B"), "{text}");
+    assert!(text.contains("wait r0"), "{text}");
+    assert!(text.contains("waitall r1, r2"), "{text}");
+    assert!(!text.contains("test"), "{text}");
+    assert_eq!(summary.rank_conditionals, 0, "{text}");
+}
+
+/// A single rank exchanging with `MPI_PROC_NULL` only: those calls do nothing anywhere,
+/// so they and their requests are left out, and the summary says so.
+#[test]
+fn single_rank_proc_null_exchanges_are_left_out() {
+    let mut s = Synth::new();
+    for i in 0..3u64 {
+        for (k, op) in [Op::Irecv, Op::Isend].into_iter().enumerate() {
+            s.call(1_000, op, |e| {
+                e.peer = Some(PEER_PROC_NULL);
+                e.bytes = Some(0);
+                e.tag = Some(0);
+                e.req = Some(10 * i + k as u64 + 1);
+            });
+        }
+        s.call(1_000, Op::Waitall, |e| {
+            e.reqs = vec![10 * i + 1, 10 * i + 2]
+        });
+        s.call(40_000, Op::Allreduce, |e| {
+            e.bytes = Some(8);
+            e.rbytes = Some(8);
+        });
+    }
+    let (text, summary) = run_synthetic(&[s.finish(0, 1)], Algorithm::Exact);
+    assert!(text.contains("loop 3"), "{text}");
+    assert!(!text.contains("irecv") && !text.contains("wait"), "{text}");
+    assert!(
+        summary
+            .notes
+            .iter()
+            .any(|n| n.contains("no-ops everywhere")),
+        "{:?}",
+        summary.notes
     );
 }

@@ -127,15 +127,20 @@ fn read_rank(dir: &Path, rank: u32) -> RankTrace {
     RankTrace::read(reader).expect("events read")
 }
 
-/// Traces `app args` at 4 ranks under `mpi` and reads every rank back.
+/// Traces `app args` at 4 ranks under `mpi`'s `mpirun` and reads every rank back.
 fn trace(mpi: Mpi, app: &str, args: &[&str]) -> Trace {
+    let launcher = format!("mpirun.{}", mpi.name());
+    let np = N_RANKS.to_string();
+    trace_launched(mpi, app, &[launcher.as_str(), "-np", np.as_str()], args)
+}
+
+/// Traces `launcher… app args` (4 ranks) built for `mpi` and reads every rank back.
+fn trace_launched(mpi: Mpi, app: &str, launcher: &[&str], args: &[&str]) -> Trace {
     let exe = build_app(mpi, app);
     let dir = tempfile::tempdir().expect("tempdir");
     let out_dir = dir.path().join("trace");
-    let launcher = format!("mpirun.{}", mpi.name());
-    let np = N_RANKS.to_string();
     let mut cmd: Vec<&str> = vec!["record", "-o", out_dir.to_str().expect("utf-8 path"), "--"];
-    cmd.extend([launcher.as_str(), "-np", np.as_str()]);
+    cmd.extend(launcher);
     cmd.push(exe.to_str().expect("utf-8 path"));
     cmd.extend(args);
     let out = {
@@ -1316,7 +1321,10 @@ fn sorted(mut v: Vec<u64>) -> Vec<u64> {
 /// persistent requests (tests/apps/calls_nb.c, calls_nb_f.f90, calls_nb_f08.f90: the
 /// same calls in the same order).
 fn check_calls_nb(mpi: Mpi, app: &str) {
-    let t = trace(mpi, app, &[]);
+    check_calls_nb_trace(&trace(mpi, app, &[]), mpi, app);
+}
+
+fn check_calls_nb_trace(t: &Trace, mpi: Mpi, app: &str) {
     for (r, rt) in t.ranks.iter().enumerate() {
         let ri = r as i64;
         let ru = r as u64;
@@ -1574,4 +1582,45 @@ fn nonblocking_and_persistent_fortran_f08_openmpi() {
 #[test]
 fn nonblocking_and_persistent_fortran_f08_mpich() {
     check_calls_nb(Mpi::Mpich, "test:calls_nb_f08");
+}
+
+/// `perfskel record -- srun …` on the local single-node Slurm that scripts/setup.sh
+/// starts: the MPI comes from the program's DT_NEEDED (no `--mpi`), the tracer reaches
+/// the ranks through `srun --export`. Open MPI runs under Slurm's PMIx plugin, MPICH
+/// under PMI2.
+fn check_srun(mpi: Mpi) {
+    let sinfo = Command::new("sinfo").args(["-h", "-o", "%T"]).output();
+    let up = sinfo
+        .as_ref()
+        .is_ok_and(|o| o.status.success() && String::from_utf8_lossy(&o.stdout).contains("idle"));
+    assert!(
+        up,
+        "no idle local Slurm node (run scripts/setup.sh, which starts one): {sinfo:?}"
+    );
+    let plugin = match mpi {
+        Mpi::OpenMpi => "--mpi=pmix",
+        Mpi::Mpich => "--mpi=pmi2",
+    };
+    let app = "test:calls_nb";
+    let t = trace_launched(mpi, app, &["srun", "-n", "4", plugin], &[]);
+    let manifest = Manifest::from_json(
+        &std::fs::read_to_string(t.dir.path().join("trace").join(format::MANIFEST_FILE))
+            .expect("manifest"),
+    )
+    .expect("manifest parses");
+    assert!(
+        manifest.launcher_version.starts_with("slurm"),
+        "{}",
+        manifest.launcher_version
+    );
+    check_calls_nb_trace(&t, mpi, app);
+}
+
+#[test]
+fn srun_openmpi() {
+    check_srun(Mpi::OpenMpi);
+}
+#[test]
+fn srun_mpich() {
+    check_srun(Mpi::Mpich);
 }

@@ -4,10 +4,13 @@
 //!
 //! Run with `cargo bench -p perfskel-compiler --bench compress`; throughput is reported in
 //! tokens (elements) per second. Goals: greedy ≥ 10 M tokens/s, exact ≥ 1 M tokens/s.
-//! `scripts/bench-compress.sh` prints the same figures as a table.
+//! `scripts/bench-compress.sh` prints the same figures as a table, with CPU time.
+//! Measured on the shared 2-core development machine at load average 12–15 (median wall
+//! clock, so 2–4× the CPU time): LU exact 320 ms, LU greedy 100 ms, the other NAS shapes
+//! 1–33 ms; 100 k random tokens over two letters, exact 138 ms.
 
-use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use perfskel_compiler::compress::{Algorithm, description_len, discover, expand, synthetic};
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use perfskel_compiler::compress::{description_len, discover, expand, synthetic, Algorithm};
 use rand::{RngExt, SeedableRng};
 
 fn nas(c: &mut Criterion) {

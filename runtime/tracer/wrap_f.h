@@ -461,7 +461,7 @@ void lname(F *src, F *tag, F *comm, F *flag, F *status, F *ierr) {              
     FSTATUS(status);                                                                              \
     FBEGIN(real_(src, tag, comm, flag, st_, ierr));                                               \
     MPI_Status c_;                                                                                \
-    f_status_done(status, f08, st_, &c_);                                                         \
+    if (*flag) f_status_done(status, f08, st_, &c_);                                              \
     ev_p2p(&e_, CCOMM(comm), *src, *tag, 0, MPI_BYTE);                                            \
     if (*flag && *src != MPI_PROC_NULL) ev_recv_status(&e_, CCOMM(comm), &c_, MPI_BYTE);          \
     e_.mask |= F_FLAG;                                                                            \

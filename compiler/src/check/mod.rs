@@ -12,6 +12,7 @@
 //!   truncation, collectives not all ranks reach, and roots out of range, each with the
 //!   ranks involved and what they block on.
 
+mod lower;
 mod requests;
 mod sim;
 mod statics;
@@ -97,7 +98,7 @@ pub fn check(program: &Program, source: &str, options: Options) -> Checked {
                     .into_values()
                     .map(|(name, c)| CommInfo {
                         name: name.clone(),
-                        shape: c.shape.clone(),
+                        shape: (*c.shape).clone(),
                     })
                     .collect(),
                 requests,

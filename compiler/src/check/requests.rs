@@ -3,7 +3,9 @@
 //! loops (the body is walked twice, so an iteration sees what the previous one left)
 //! and branches (states are joined).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
+
+use rustc_hash::FxHashMap as HashMap;
 
 use perfskel_grammar::ast::*;
 use perfskel_grammar::Diag;
@@ -23,23 +25,63 @@ enum State {
     AnyWaited(Pos),
 }
 
-type States<'p> = BTreeMap<&'p str, State>;
+/// The state of every handle name, indexed by [`Names`] id; `None` before it is posted.
+type States = Vec<Option<State>>;
+
+/// Handle names (posted or waited for) and their ids.
+#[derive(Default)]
+struct Names<'p> {
+    ids: HashMap<&'p str, usize>,
+    names: Vec<&'p str>,
+    declared: Vec<bool>,
+}
+
+impl<'p> Names<'p> {
+    fn id(&mut self, name: &'p str) -> usize {
+        // Programs use a handful of names: comparing them is cheaper than hashing.
+        if self.names.len() <= 16 {
+            if let Some(i) = self.names.iter().position(|&n| n == name) {
+                return i;
+            }
+        }
+        let next = self.names.len();
+        let id = *self.ids.entry(name).or_insert(next);
+        if id == next {
+            self.names.push(name);
+            self.declared.push(false);
+        }
+        id
+    }
+}
 
 pub(super) fn check(program: &Program, diags: &mut Vec<Diag>) {
-    let mut declared = BTreeSet::new();
-    collect_declared(&program.body, &mut declared);
+    let mut names = Names::default();
+    collect_names(&program.body, &mut names);
+    let mut declared: Vec<&str> = (0..names.names.len())
+        .filter(|&i| names.declared[i])
+        .map(|i| names.names[i])
+        .collect();
+    declared.sort_unstable();
+    let n = names.names.len();
     let mut walk = Walk {
+        names,
         declared,
-        used: BTreeSet::new(),
+        used: vec![false; n],
         reported: BTreeSet::new(),
         diags,
     };
-    let mut states = States::new();
+    let mut states: States = vec![None; n];
     walk.block(&program.body, &mut states);
-    for (name, state) in &states {
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_unstable_by_key(|&i| walk.names.names[i]);
+    for id in order {
+        let Some(state) = &states[id] else {
+            continue;
+        };
+        let name = walk.names.names[id];
         match state {
             State::Pending(pos) => {
-                let message = if walk.used.contains(*name) {
+                let message = if walk.used[id] {
                     format!("request `{name}` is not completed by the end of the program")
                 } else {
                     format!("request `{name}` is never waited for")
@@ -65,7 +107,8 @@ pub(super) fn check(program: &Program, diags: &mut Vec<Diag>) {
     }
 }
 
-fn collect_declared(block: &Block, out: &mut BTreeSet<String>) {
+/// Gives every handle name an id and marks the posted (declared) ones.
+fn collect_names<'p>(block: &'p Block, out: &mut Names<'p>) {
     for stmt in &block.stmts {
         match &stmt.kind {
             StmtKind::P2p(P2p {
@@ -74,17 +117,23 @@ fn collect_declared(block: &Block, out: &mut BTreeSet<String>) {
             | StmtKind::Collective(Collective {
                 request: Some(r), ..
             }) => {
-                out.insert(r.name.clone());
+                let id = out.id(&r.name);
+                out.declared[id] = true;
             }
-            StmtKind::Loop(l) => collect_declared(&l.body, out),
+            StmtKind::Wait(w) => {
+                for h in &w.handles {
+                    out.id(&h.name);
+                }
+            }
+            StmtKind::Loop(l) => collect_names(&l.body, out),
             StmtKind::If(i) => {
                 let mut current = i;
                 loop {
-                    collect_declared(&current.then_block, out);
+                    collect_names(&current.then_block, out);
                     match &current.else_branch {
                         None => break,
                         Some(Else::Block(b)) => {
-                            collect_declared(b, out);
+                            collect_names(b, out);
                             break;
                         }
                         Some(Else::If(next)) => current = next,
@@ -96,16 +145,18 @@ fn collect_declared(block: &Block, out: &mut BTreeSet<String>) {
     }
 }
 
-struct Walk<'d> {
-    declared: BTreeSet<String>,
-    used: BTreeSet<String>,
+struct Walk<'p, 'd> {
+    names: Names<'p>,
+    /// Posted names, sorted (for hints).
+    declared: Vec<&'p str>,
+    used: Vec<bool>,
     /// (code, start of primary span) of reported problems: a loop body is walked twice
     /// and must not report the same problem twice.
     reported: BTreeSet<(&'static str, u32, String)>,
     diags: &'d mut Vec<Diag>,
 }
 
-impl Walk<'_> {
+impl<'p> Walk<'p, '_> {
     fn report(&mut self, diag: Diag) {
         let key = (
             diag.code,
@@ -117,13 +168,13 @@ impl Walk<'_> {
         }
     }
 
-    fn block<'p>(&mut self, block: &'p Block, states: &mut States<'p>) {
+    fn block(&mut self, block: &'p Block, states: &mut States) {
         for stmt in &block.stmts {
             self.stmt(stmt, states);
         }
     }
 
-    fn stmt<'p>(&mut self, stmt: &'p Stmt, states: &mut States<'p>) {
+    fn stmt(&mut self, stmt: &'p Stmt, states: &mut States) {
         match &stmt.kind {
             StmtKind::P2p(P2p {
                 request: Some(r), ..
@@ -169,8 +220,9 @@ impl Walk<'_> {
         }
     }
 
-    fn post<'p>(&mut self, handle: &'p Ident, pos: Pos, states: &mut States<'p>) {
-        match states.get(handle.name.as_str()) {
+    fn post(&mut self, handle: &'p Ident, pos: Pos, states: &mut States) {
+        let id = self.names.id(&handle.name);
+        match &states[id] {
             Some(State::Pending(prev)) => {
                 let prev = *prev;
                 let again = prev.span() == pos.span();
@@ -213,13 +265,14 @@ impl Walk<'_> {
             }
             _ => {}
         }
-        states.insert(handle.name.as_str(), State::Pending(pos));
+        states[id] = Some(State::Pending(pos));
     }
 
-    fn wait<'p>(&mut self, wait: &'p Wait, pos: Pos, states: &mut States<'p>) {
-        let mut seen = BTreeSet::new();
+    fn wait(&mut self, wait: &'p Wait, pos: Pos, states: &mut States) {
+        let mut seen: smallvec::SmallVec<[usize; 8]> = smallvec::SmallVec::new();
         for handle in &wait.handles {
-            if !seen.insert(handle.name.as_str()) {
+            let id = self.names.id(&handle.name);
+            if seen.contains(&id) {
                 self.report(
                     Diag::error(
                         "request-twice",
@@ -229,17 +282,18 @@ impl Walk<'_> {
                 );
                 continue;
             }
-            self.used.insert(handle.name.clone());
-            let state = states.get(handle.name.as_str()).copied();
+            seen.push(id);
+            self.used[id] = true;
+            let state = states[id];
             match state {
-                None if !self.declared.contains(&handle.name) => {
-                    let names: Vec<&str> = self.declared.iter().map(String::as_str).collect();
+                None if !self.names.declared[id] => {
+                    let names = &self.declared;
                     let mut diag = Diag::error(
                         "undefined-request",
                         format!("request `{}` is never posted", handle.name),
                     )
                     .at(handle.pos, "unknown request");
-                    if let Some(best) = closest(&handle.name, &names) {
+                    if let Some(best) = closest(&handle.name, names) {
                         diag = diag.with_note(format!("hint: did you mean `{best}`?"));
                     }
                     self.report(diag);
@@ -270,16 +324,16 @@ impl Walk<'_> {
                 }
                 Some(State::Pending(posted) | State::Maybe(posted)) => match wait.op {
                     WaitOp::Wait | WaitOp::Waitall => {
-                        states.insert(handle.name.as_str(), State::Done(pos));
+                        states[id] = Some(State::Done(pos));
                     }
                     WaitOp::Waitany => {
-                        states.insert(handle.name.as_str(), State::AnyWaited(posted));
+                        states[id] = Some(State::AnyWaited(posted));
                     }
                     WaitOp::Test => {}
                 },
                 Some(State::AnyWaited(_)) => {
                     if wait.op != WaitOp::Test && wait.op != WaitOp::Waitany {
-                        states.insert(handle.name.as_str(), State::Done(pos));
+                        states[id] = Some(State::Done(pos));
                     }
                 }
                 Some(State::Done(_)) => {}
@@ -288,14 +342,15 @@ impl Walk<'_> {
     }
 }
 
-fn join<'p>(branches: &[States<'p>]) -> States<'p> {
-    let mut names = BTreeSet::new();
-    for b in branches {
-        names.extend(b.keys().copied());
-    }
-    let mut out = States::new();
-    for name in names {
-        let states: Vec<Option<State>> = branches.iter().map(|b| b.get(name).copied()).collect();
+fn join(branches: &[States]) -> States {
+    let n = branches.first().map_or(0, Vec::len);
+    let mut out = vec![None; n];
+    for (id, slot) in out.iter_mut().enumerate() {
+        let states: smallvec::SmallVec<[Option<State>; 4]> =
+            branches.iter().map(|b| b[id]).collect();
+        if states.iter().all(Option::is_none) {
+            continue;
+        }
         let posted = states.iter().find_map(|s| match s {
             Some(State::Pending(p) | State::Maybe(p)) => Some(*p),
             _ => None,
@@ -319,7 +374,7 @@ fn join<'p>(branches: &[States<'p>]) -> States<'p> {
                 None => continue,
             },
         };
-        out.insert(name, joined);
+        *slot = Some(joined);
     }
     out
 }

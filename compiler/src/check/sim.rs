@@ -23,12 +23,16 @@ use perfskel_grammar::ast::*;
 use perfskel_grammar::printer;
 use perfskel_grammar::Diag;
 
+use super::lower::{self, CollPlan, Op, P2pPlan, PeerRef, Plan, WORLD};
 use super::statics::Statics;
 use super::{ranks_phrase, ranks_verb, Lines, Options};
 use crate::semantics::{eval_bool, eval_int, Env, EvalError, PeerError, Shape};
 
 /// The largest rank count the simulation handles; beyond it the checker skips it.
 const MAX_SIMULATED_RANKS: u64 = 1 << 16;
+
+/// The most `if` outcomes (statements × ranks) the simulation remembers.
+const MAX_IF_MEMO: usize = 1 << 23;
 
 pub(super) struct Outcome {
     pub ops: u64,
@@ -70,8 +74,25 @@ pub(super) fn simulate(
             ranks: Vec::new(),
         };
     }
-    let mut sim = Sim::new(program, statics, lines, options.simulation_budget, diags);
-    let result = sim.create_comms().and_then(|()| sim.run());
+    let handle_index: HashMap<&str, usize> = statics
+        .request_names
+        .iter()
+        .enumerate()
+        .map(|(i, name)| (name.as_str(), i))
+        .collect();
+    let plan = lower::lower(program, &handle_index);
+    let mut sim = Sim::new(
+        program,
+        statics,
+        &plan,
+        lines,
+        options.simulation_budget,
+        diags,
+    );
+    let result = sim.create_comms().and_then(|()| {
+        sim.index_insts();
+        sim.run()
+    });
     // An aborted run reported its problem; it is not an incomplete check.
     let complete = result.unwrap_or(true);
     if !complete {
@@ -104,6 +125,10 @@ fn compute_seconds(spec: &TimeSpec, rank: u64) -> f64 {
 /// A future member of a new communicator: (key, rank in the parent, world rank).
 type Member = (i64, u64, u64);
 
+/// Per world rank of one communicator name: its instance and its rank there, if a
+/// member.
+type Members = Vec<Option<(usize, u64)>>;
+
 /// A problem that makes further simulation meaningless (it was reported).
 struct Abort;
 
@@ -121,6 +146,8 @@ struct Req<'p> {
     owner: u64,
     done: bool,
     consumed: bool,
+    /// The handle the request is bound to, if any.
+    handle: Option<usize>,
     kind: ReqKind,
     stmt: &'p Stmt,
 }
@@ -139,7 +166,7 @@ struct PendingRecv {
     req: ReqId,
 }
 
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 enum CollKey {
     Op {
         op: CollOp,
@@ -147,7 +174,8 @@ enum CollKey {
         root: Option<u64>,
         bytes: Option<u64>,
     },
-    CommCreate(String),
+    /// The creation of the communicator with this id (ids stand for names).
+    CommCreate(usize),
 }
 
 struct CollEntry<'p> {
@@ -160,15 +188,29 @@ struct CollEntry<'p> {
 
 struct CommInst {
     name: String,
+    /// Which declaration made it (`world` is 0): a rank is a member of at most one
+    /// instance of each.
+    decl: usize,
     members: Vec<u64>,
     shape: Shape,
+    /// Index of its rank 0 in `Sim::sends` and `Sim::recvs`.
+    base: usize,
 }
 
-struct Frame<'p> {
-    stmts: &'p [Stmt],
-    idx: usize,
-    /// Iterations left, including the current one.
-    left: u64,
+/// The collectives of one instance that some members called and others not yet:
+/// `entries[i]` is collective number `first + i`. They complete in order.
+#[derive(Default)]
+struct CollQueue<'p> {
+    first: u64,
+    entries: VecDeque<Option<CollEntry<'p>>>,
+}
+
+/// A peer table entry: not computed yet, no neighbour, or the peer.
+#[derive(Clone, Copy)]
+enum Slot {
+    Unknown,
+    Missing,
+    Peer(u64),
 }
 
 /// The requests one statement waits for; almost always one or two.
@@ -181,10 +223,15 @@ struct Blocked<'p> {
 }
 
 struct RankState<'p> {
-    frames: Vec<Frame<'p>>,
+    /// The next op of the plan.
+    pc: usize,
+    /// Iterations left (including the current one) of each loop being run, innermost
+    /// last.
+    loops: Vec<u64>,
     /// Request of each handle name (indexed like `Sim::handle_index`), if pending.
     handles: Vec<Option<ReqId>>,
-    coll_seq: BTreeMap<usize, u64>,
+    /// Collectives called so far on each instance, by `CommInst::decl`.
+    coll_seq: Vec<u64>,
     blocked: Option<Blocked<'p>>,
     done: bool,
     env: Env,
@@ -197,45 +244,59 @@ struct Sim<'p, 'd> {
     budget: u64,
     diags: &'d mut Vec<Diag>,
     n: u64,
+    plan: &'p Plan<'p>,
     ranks: Vec<RankState<'p>>,
     insts: Vec<CommInst>,
-    /// Communicator name → per world rank: (instance, rank in it).
-    membership: HashMap<&'p str, Vec<Option<(usize, u64)>>>,
-    /// Handle name → index into `RankState::handles`.
-    handle_index: HashMap<&'p str, usize>,
+    /// Communicator id → per world rank: (instance, rank in it); `None` until created.
+    membership: Vec<Option<Members>>,
     /// Requests completed and consumed, ready for reuse: a long run allocates only as
     /// many requests as are in flight at once.
     free_reqs: Vec<ReqId>,
     reqs: Vec<Req<'p>>,
-    sends: HashMap<(usize, u64), VecDeque<PendingSend>>,
-    recvs: HashMap<(usize, u64), VecDeque<PendingRecv>>,
-    colls: HashMap<(usize, u64), CollEntry<'p>>,
+    /// Unmatched sends and receives by destination: `CommInst::base` + rank in it.
+    sends: Vec<VecDeque<PendingSend>>,
+    recvs: Vec<VecDeque<PendingRecv>>,
+    /// Pending collectives of each instance.
+    colls: Vec<CollQueue<'p>>,
+    /// Emptied request and rank lists of completed collectives, for reuse.
+    spare_lists: Vec<(Vec<ReqId>, Vec<u64>)>,
+    /// Peer tables of the plan, per world rank.
+    peers: Vec<Vec<Slot>>,
+    /// The op each `If` of the plan continues at, per rank (`index * n + rank`), plus
+    /// one; 0 when not decided yet. Empty when it would be too large.
+    if_memo: Vec<u32>,
     ready: VecDeque<u64>,
     in_ready: Vec<bool>,
     ops: u64,
     /// Statements already reported, so a problem is reported once, not once per rank.
     reported: BTreeSet<(&'static str, u32)>,
-    comm_free: HashMap<*const Block, bool>,
 }
 
 impl<'p, 'd> Sim<'p, 'd> {
     fn new(
         program: &'p Program,
         statics: &'p Statics,
+        plan: &'p Plan<'p>,
         lines: &'p Lines,
         budget: u64,
         diags: &'d mut Vec<Diag>,
     ) -> Sim<'p, 'd> {
         let n = statics.n_ranks;
+        let n_comms = plan.comm_names.len();
+        let n_decls = program
+            .body
+            .stmts
+            .iter()
+            .filter(|s| matches!(s.kind, StmtKind::CommDecl(_)))
+            .count();
+        let mut membership = vec![None; n_comms];
+        membership[WORLD] = Some((0..n).map(|r| Some((0, r))).collect());
         let ranks = (0..n)
             .map(|rank| RankState {
-                frames: vec![Frame {
-                    stmts: &program.body.stmts,
-                    idx: 0,
-                    left: 1,
-                }],
+                pc: 0,
+                loops: Vec::new(),
                 handles: vec![None; statics.request_names.len()],
-                coll_seq: BTreeMap::new(),
+                coll_seq: vec![0; n_decls + 1],
                 blocked: None,
                 done: false,
                 env: Env {
@@ -252,29 +313,31 @@ impl<'p, 'd> Sim<'p, 'd> {
             budget,
             diags,
             n,
+            peers: vec![vec![Slot::Unknown; n as usize]; plan.tables.len()],
+            if_memo: match plan.ifs.checked_mul(n as usize) {
+                Some(len) if len <= MAX_IF_MEMO => vec![0; len],
+                _ => Vec::new(),
+            },
+            plan,
             ranks,
             insts: vec![CommInst {
                 name: "world".into(),
+                decl: 0,
                 members: (0..n).collect(),
                 shape: statics.world.clone(),
+                base: 0,
             }],
-            membership: HashMap::from_iter([("world", (0..n).map(|r| Some((0, r))).collect())]),
-            handle_index: statics
-                .request_names
-                .iter()
-                .enumerate()
-                .map(|(i, name)| (name.as_str(), i))
-                .collect(),
+            membership,
             free_reqs: Vec::new(),
             reqs: Vec::new(),
-            sends: HashMap::default(),
-            recvs: HashMap::default(),
-            colls: HashMap::default(),
+            sends: Vec::new(),
+            recvs: Vec::new(),
+            colls: Vec::new(),
+            spare_lists: Vec::new(),
             ready: (0..n).collect(),
             in_ready: vec![true; n as usize],
             ops: 0,
             reported: BTreeSet::new(),
-            comm_free: HashMap::default(),
         }
     }
 
@@ -297,14 +360,19 @@ impl<'p, 'd> Sim<'p, 'd> {
     /// their groups can be computed before the run; the run still treats each
     /// declaration as a collective over its parent.
     fn create_comms(&mut self) -> Result<(), Abort> {
-        for stmt in &self.program.body.stmts {
-            let StmtKind::CommDecl(decl) = &stmt.kind else {
-                continue;
-            };
+        let decls = self
+            .program
+            .body
+            .stmts
+            .iter()
+            .filter_map(|s| match &s.kind {
+                StmtKind::CommDecl(decl) => Some(decl),
+                _ => None,
+            });
+        for (ordinal, decl) in decls.enumerate() {
             let Some(parent) = self
-                .membership
-                .get(decl.def.parent().name.as_str())
-                .cloned()
+                .comm_id(decl.def.parent().name.as_str())
+                .and_then(|id| self.membership[id].clone())
             else {
                 return Err(Abort);
             };
@@ -373,13 +441,34 @@ impl<'p, 'd> Sim<'p, 'd> {
                 }
                 self.insts.push(CommInst {
                     name: decl.name.name.clone(),
+                    decl: ordinal + 1,
                     members: members.iter().map(|&(_, _, w)| w).collect(),
                     shape,
+                    base: 0,
                 });
             }
-            self.membership.insert(decl.name.name.as_str(), member_of);
+            if let Some(id) = self.comm_id(&decl.name.name) {
+                self.membership[id] = Some(member_of);
+            }
         }
         Ok(())
+    }
+
+    /// The id the plan gives a communicator name.
+    fn comm_id(&self, name: &str) -> Option<usize> {
+        self.plan.comm_names.iter().position(|&c| c == name)
+    }
+
+    /// Sizes the per-instance tables once every instance exists.
+    fn index_insts(&mut self) {
+        let mut base = 0;
+        for inst in &mut self.insts {
+            inst.base = base;
+            base += inst.members.len();
+        }
+        self.sends.resize_with(base, VecDeque::new);
+        self.recvs.resize_with(base, VecDeque::new);
+        self.colls.resize_with(self.insts.len(), CollQueue::default);
     }
 
     /// Runs until every rank is done or blocked. `Ok(false)` when the budget ran out.
@@ -399,42 +488,12 @@ impl<'p, 'd> Sim<'p, 'd> {
         Ok(true)
     }
 
+    #[inline]
     fn wake(&mut self, rank: u64) {
         if !self.in_ready[rank as usize] {
             self.in_ready[rank as usize] = true;
             self.ready.push_back(rank);
         }
-    }
-
-    fn next_stmt(&mut self, rank: u64) -> Option<&'p Stmt> {
-        let frames = &mut self.ranks[rank as usize].frames;
-        loop {
-            let top = frames.last_mut()?;
-            if let Some(stmt) = top.stmts.get(top.idx) {
-                top.idx += 1;
-                return Some(stmt);
-            }
-            if top.left > 1 {
-                top.left -= 1;
-                top.idx = 0;
-            } else {
-                frames.pop();
-            }
-        }
-    }
-
-    fn is_comm_free(&mut self, block: &'p Block) -> bool {
-        let key = block as *const Block;
-        if let Some(&v) = self.comm_free.get(&key) {
-            return v;
-        }
-        let free = block.stmts.iter().all(|s| match &s.kind {
-            StmtKind::Compute(_) => true,
-            StmtKind::Loop(l) => self.is_comm_free(&l.body),
-            _ => false,
-        });
-        self.comm_free.insert(key, free);
-        free
     }
 
     /// The compute time of one execution of a block that holds only computation.
@@ -462,18 +521,44 @@ impl<'p, 'd> Sim<'p, 'd> {
                 return Ok(());
             }
         }
+        let ops: &'p [Op<'p>] = &self.plan.ops;
         while self.ops <= self.budget {
-            let Some(stmt) = self.next_stmt(rank) else {
+            let pc = self.ranks[r].pc;
+            let Some(op) = ops.get(pc) else {
                 self.ranks[r].done = true;
                 return Ok(());
             };
-            let env = &self.ranks[r].env;
-            match &stmt.kind {
-                StmtKind::Compute(c) => {
-                    self.ranks[r].stats.compute_seconds += compute_seconds(&c.time, rank);
+            self.ranks[r].pc = pc + 1;
+            match op {
+                Op::Compute(time) => {
+                    self.ranks[r].stats.compute_seconds += compute_seconds(time, rank);
                 }
-                StmtKind::Loop(l) => {
-                    let count = eval_int(&l.count, env).map_err(|e| self.eval_error(rank, e))?;
+                Op::Jump(to) => self.ranks[r].pc = *to,
+                Op::EndLoop { start } => {
+                    let state = &mut self.ranks[r];
+                    match state.loops.last_mut() {
+                        Some(left) if *left > 1 => {
+                            *left -= 1;
+                            state.pc = start + 1;
+                        }
+                        _ => {
+                            state.loops.pop();
+                        }
+                    }
+                }
+                Op::Loop {
+                    l,
+                    end,
+                    comm_free,
+                    constant,
+                } => {
+                    let count = match constant {
+                        Some(v) => *v,
+                        None => {
+                            let env = &self.ranks[r].env;
+                            eval_int(&l.count, env).map_err(|e| self.eval_error(rank, e))?
+                        }
+                    };
                     if count < 0 {
                         let pos = l.count.pos;
                         self.report_once("bad-count", pos, || {
@@ -485,151 +570,79 @@ impl<'p, 'd> Sim<'p, 'd> {
                         });
                         return Err(Abort);
                     }
-                    if count > 0 && self.is_comm_free(&l.body) {
+                    if count > 0 && *comm_free {
                         // Only computation inside: account for it without running it.
-                        let env = self.ranks[r].env.clone();
+                        let env = &self.ranks[r].env;
                         let once = self
-                            .compute_only(&l.body, &env)
+                            .compute_only(&l.body, env)
                             .map_err(|e| self.eval_error(rank, e))?;
                         self.ranks[r].stats.compute_seconds += once * count as f64;
+                        self.ranks[r].pc = end + 1;
                     } else if count > 0 {
-                        self.ranks[r].frames.push(Frame {
-                            stmts: &l.body.stmts,
-                            idx: 0,
-                            left: count as u64,
-                        });
+                        self.ranks[r].loops.push(count as u64);
+                    } else {
+                        self.ranks[r].pc = end + 1;
                     }
                 }
-                StmtKind::If(i) => {
-                    let mut current = i;
-                    let chosen = loop {
-                        let env = &self.ranks[r].env;
-                        if eval_bool(&current.cond, env).map_err(|e| self.eval_error(rank, e))? {
-                            break Some(&current.then_block);
-                        }
-                        match &current.else_branch {
-                            None => break None,
-                            Some(Else::Block(b)) => break Some(b),
-                            Some(Else::If(next)) => current = next,
-                        }
-                    };
-                    if let Some(block) = chosen {
-                        self.ranks[r].frames.push(Frame {
-                            stmts: &block.stmts,
-                            idx: 0,
-                            left: 1,
-                        });
-                    }
-                }
-                StmtKind::P2p(p) => {
-                    self.ops += 1;
-                    let mut reqs = Reqs::new();
-                    // The send half and the receive half of the operation.
-                    let (send, recv) = match p.op {
-                        P2pOp::Recv | P2pOp::Irecv => (None, Some((&p.peer, &p.size))),
-                        P2pOp::Sendrecv => (
-                            Some((&p.peer, &p.size)),
-                            p.recv.as_ref().map(|(peer, size)| (peer, size)),
-                        ),
-                        P2pOp::Send | P2pOp::Isend => (Some((&p.peer, &p.size)), None),
-                    };
-                    let tag = p.tag.map_or(0, |t| t.value);
-                    let comm = p.comm.as_ref().map_or("world", |c| c.name.as_str());
-                    let (inst, me) = self.member(rank, comm, stmt)?;
-                    if let Some((peer, size)) = send {
-                        let to = self.resolve(rank, inst, me, peer)?;
-                        let bytes = size.value.bytes().unwrap_or(0);
-                        reqs.push(self.post_send(rank, inst, me, to, tag, bytes, stmt));
-                    }
-                    if let Some((peer, size)) = recv {
-                        let from = match &peer.value {
-                            Peer::Any => Some(None),
-                            _ => self.resolve(rank, inst, me, peer)?.map(Some),
-                        };
-                        let bytes = size.value.bytes().unwrap_or(0);
-                        reqs.push(self.post_recv(rank, inst, me, from, tag, bytes, stmt));
-                    }
-                    if let Some(handle) = &p.request {
-                        if let Some(&req) = reqs.first() {
-                            self.bind(rank, handle, req);
-                        }
-                    } else if !self.block_on(rank, reqs, false, stmt) {
-                        return Ok(());
-                    }
-                }
-                StmtKind::Collective(c) => {
-                    self.ops += 1;
-                    let comm = c.comm.as_ref().map_or("world", |c| c.name.as_str());
-                    let (inst, _) = self.member(rank, comm, stmt)?;
-                    let size = self.insts[inst].members.len() as u64;
-                    let root = match (&c.root, c.op.has_root()) {
-                        (Some(e), _) => {
+                Op::If {
+                    arms,
+                    otherwise,
+                    index,
+                } => {
+                    // Conditions depend only on the rank: decide once per rank.
+                    let memo = index * self.n as usize + r;
+                    let known = self.if_memo.get(memo).copied().unwrap_or(0);
+                    let to = if known > 0 {
+                        known as usize - 1
+                    } else {
+                        let mut to = *otherwise;
+                        for &(cond, start) in arms {
                             let env = &self.ranks[r].env;
-                            let v = eval_int(e, env).map_err(|err| self.eval_error(rank, err))?;
-                            if v < 0 || v as u64 >= size {
-                                let pos = e.pos;
-                                let name = comm.to_string();
-                                self.report_once("bad-root", pos, || {
-                                    Diag::error(
-                                        "bad-root",
-                                        format!("root {v} is out of range on rank {rank}"),
-                                    )
-                                    .at(pos, "root")
-                                    .with_note(format!(
-                                        "`{name}` has ranks 0 to {} there",
-                                        size - 1
-                                    ))
-                                });
-                                return Err(Abort);
+                            if eval_bool(cond, env).map_err(|e| self.eval_error(rank, e))? {
+                                to = start;
+                                break;
                             }
-                            Some(v as u64)
                         }
-                        (None, true) => Some(0),
-                        (None, false) => None,
+                        if let Some(slot) = self.if_memo.get_mut(memo) {
+                            *slot = u32::try_from(to + 1).unwrap_or(0);
+                        }
+                        to
                     };
-                    let bytes = match &c.size {
-                        Some(SizeSpec::Fixed(s)) if !c.op.is_vector() => s.value.bytes(),
-                        _ => None,
-                    };
-                    let key = CollKey::Op {
-                        op: c.op,
-                        nonblocking: c.nonblocking,
-                        root,
-                        bytes,
-                    };
-                    let req = self.arrive(rank, inst, key, stmt)?;
-                    if let Some(handle) = &c.request {
-                        self.bind(rank, handle, req);
-                    } else if !self.block_on(rank, smallvec::smallvec![req], false, stmt) {
+                    self.ranks[r].pc = to;
+                }
+                Op::P2p(p) => {
+                    if !self.p2p(rank, p)? {
                         return Ok(());
                     }
                 }
-                StmtKind::CommDecl(d) => {
+                Op::Collective(c) => {
+                    if !self.collective(rank, c)? {
+                        return Ok(());
+                    }
+                }
+                Op::CommDecl {
+                    stmt,
+                    parent,
+                    parent_name,
+                    name,
+                } => {
                     self.ops += 1;
-                    let (inst, _) = self.member(rank, &d.def.parent().name, stmt)?;
-                    let req =
-                        self.arrive(rank, inst, CollKey::CommCreate(d.name.name.clone()), stmt)?;
+                    let (inst, _) = self.member(rank, *parent, parent_name, stmt)?;
+                    let req = self.arrive(rank, inst, CollKey::CommCreate(*name), stmt)?;
                     if !self.block_on(rank, smallvec::smallvec![req], false, stmt) {
                         return Ok(());
                     }
                 }
-                StmtKind::Wait(w) => {
-                    if w.op == WaitOp::Test {
-                        continue;
-                    }
+                Op::Wait {
+                    stmt,
+                    handles: ids,
+                    any,
+                } => {
                     // A handle whose request was completed is MPI_REQUEST_NULL: waiting
                     // for it returns at once.
                     let handles = &self.ranks[r].handles;
-                    let reqs: Reqs = w
-                        .handles
-                        .iter()
-                        .filter_map(|h| {
-                            self.handle_index
-                                .get(h.name.as_str())
-                                .and_then(|&i| handles[i])
-                        })
-                        .collect();
-                    if !self.block_on(rank, reqs, w.op == WaitOp::Waitany, stmt) {
+                    let reqs: Reqs = ids.iter().filter_map(|&i| handles[i]).collect();
+                    if !self.block_on(rank, reqs, *any, stmt) {
                         return Ok(());
                     }
                 }
@@ -640,7 +653,103 @@ impl<'p, 'd> Sim<'p, 'd> {
         Ok(())
     }
 
+    /// Runs a point-to-point operation; returns whether the rank can go on.
+    fn p2p(&mut self, rank: u64, p: &P2pPlan<'p>) -> Result<bool, Abort> {
+        self.ops += 1;
+        let stmt = p.stmt;
+        let mut reqs = Reqs::new();
+        let (inst, me) = self.member(rank, p.comm, p.comm_name, stmt)?;
+        if let Some((peer, bytes)) = p.send {
+            let to = self.peer(rank, inst, me, peer)?;
+            reqs.push(self.post_send(rank, inst, me, to, p.tag, bytes, stmt));
+        }
+        if let Some((peer, bytes)) = p.recv {
+            let from = match &peer.peer.value {
+                Peer::Any => Some(None),
+                _ => self.peer(rank, inst, me, peer)?.map(Some),
+            };
+            reqs.push(self.post_recv(rank, inst, me, from, p.tag, bytes, stmt));
+        }
+        if p.request {
+            if let (Some(&req), Some(handle)) = (reqs.first(), p.handle) {
+                self.bind(rank, handle, req);
+            }
+            Ok(true)
+        } else {
+            Ok(self.block_on(rank, reqs, false, stmt))
+        }
+    }
+
+    /// Runs a collective; returns whether the rank can go on.
+    fn collective(&mut self, rank: u64, p: &CollPlan<'p>) -> Result<bool, Abort> {
+        self.ops += 1;
+        let (c, stmt) = (p.c, p.stmt);
+        let (inst, _) = self.member(rank, p.comm, p.comm_name, stmt)?;
+        let size = self.insts[inst].members.len() as u64;
+        let root = match (&c.root, c.op.has_root()) {
+            (Some(e), _) => {
+                let env = &self.ranks[rank as usize].env;
+                let v = eval_int(e, env).map_err(|err| self.eval_error(rank, err))?;
+                if v < 0 || v as u64 >= size {
+                    let pos = e.pos;
+                    let name = p.comm_name.to_string();
+                    self.report_once("bad-root", pos, || {
+                        Diag::error(
+                            "bad-root",
+                            format!("root {v} is out of range on rank {rank}"),
+                        )
+                        .at(pos, "root")
+                        .with_note(format!("`{name}` has ranks 0 to {} there", size - 1))
+                    });
+                    return Err(Abort);
+                }
+                Some(v as u64)
+            }
+            (None, true) => Some(0),
+            (None, false) => None,
+        };
+        let key = CollKey::Op {
+            op: c.op,
+            nonblocking: c.nonblocking,
+            root,
+            bytes: p.bytes,
+        };
+        let req = self.arrive(rank, inst, key, stmt)?;
+        if p.request {
+            if let Some(handle) = p.handle {
+                self.bind(rank, handle, req);
+            }
+            Ok(true)
+        } else {
+            Ok(self.block_on(rank, smallvec::smallvec![req], false, stmt))
+        }
+    }
+
+    /// The peer of a point-to-point operation, from its table when it has one.
+    #[inline]
+    fn peer(
+        &mut self,
+        rank: u64,
+        inst: usize,
+        me: u64,
+        peer: PeerRef<'p>,
+    ) -> Result<Option<u64>, Abort> {
+        let Some(t) = peer.table else {
+            return self.resolve(rank, inst, me, peer.peer);
+        };
+        match self.peers[t][rank as usize] {
+            Slot::Peer(p) => Ok(Some(p)),
+            Slot::Missing => Ok(None),
+            Slot::Unknown => {
+                let found = self.resolve(rank, inst, me, peer.peer)?;
+                self.peers[t][rank as usize] = found.map_or(Slot::Missing, Slot::Peer);
+                Ok(found)
+            }
+        }
+    }
+
     /// Waits for `reqs`; returns whether the rank can go on now.
+    #[inline]
     fn block_on(&mut self, rank: u64, reqs: Reqs, any: bool, stmt: &'p Stmt) -> bool {
         let blocked = Blocked { reqs, any, stmt };
         if self.try_complete(&blocked) {
@@ -651,6 +760,7 @@ impl<'p, 'd> Sim<'p, 'd> {
     }
 
     /// Completes the wait if its requests allow; consumes what it completes.
+    #[inline]
     fn try_complete(&mut self, blocked: &Blocked) -> bool {
         if blocked.reqs.is_empty() {
             return true;
@@ -673,6 +783,7 @@ impl<'p, 'd> Sim<'p, 'd> {
         }
     }
 
+    #[inline]
     fn complete(&mut self, id: ReqId) {
         self.reqs[id].done = true;
         let owner = self.reqs[id].owner;
@@ -681,11 +792,13 @@ impl<'p, 'd> Sim<'p, 'd> {
         }
     }
 
+    #[inline]
     fn new_req(&mut self, owner: u64, kind: ReqKind, stmt: &'p Stmt) -> ReqId {
         let req = Req {
             owner,
             done: kind == ReqKind::Done,
             consumed: false,
+            handle: None,
             kind,
             stmt,
         };
@@ -701,21 +814,24 @@ impl<'p, 'd> Sim<'p, 'd> {
         }
     }
 
-    fn bind(&mut self, rank: u64, handle: &Ident, req: ReqId) {
-        if let Some(&i) = self.handle_index.get(handle.name.as_str()) {
-            self.ranks[rank as usize].handles[i] = Some(req);
-        }
+    #[inline]
+    fn bind(&mut self, rank: u64, handle: usize, req: ReqId) {
+        self.ranks[rank as usize].handles[handle] = Some(req);
+        self.reqs[req].handle = Some(handle);
     }
 
     /// A completed request has been waited for: its handle becomes null and the slot
     /// is reused. Nothing else refers to a completed request.
+    #[inline]
     fn consume(&mut self, id: ReqId) {
         if self.reqs[id].consumed {
             return;
         }
         self.reqs[id].consumed = true;
         let owner = self.reqs[id].owner as usize;
-        for slot in &mut self.ranks[owner].handles {
+        // A request is bound to at most one handle, which may have moved on since.
+        if let Some(handle) = self.reqs[id].handle {
+            let slot = &mut self.ranks[owner].handles[handle];
             if *slot == Some(id) {
                 *slot = None;
             }
@@ -724,22 +840,33 @@ impl<'p, 'd> Sim<'p, 'd> {
     }
 
     /// The instance of communicator `name` that `rank` belongs to, and its rank there.
-    fn member(&mut self, rank: u64, name: &str, stmt: &'p Stmt) -> Result<(usize, u64), Abort> {
-        match self.membership.get(name).and_then(|m| m[rank as usize]) {
+    #[inline]
+    fn member(
+        &mut self,
+        rank: u64,
+        comm: Option<usize>,
+        name: &str,
+        stmt: &'p Stmt,
+    ) -> Result<(usize, u64), Abort> {
+        let membership = comm.and_then(|c| self.membership[c].as_ref());
+        match membership.and_then(|m| m[rank as usize]) {
             Some(found) => Ok(found),
-            None => {
-                let name = name.to_string();
-                self.report_once("not-member", stmt.pos, || {
-                    Diag::error(
-                        "not-member",
-                        format!("rank {rank} is not a member of `{name}`"),
-                    )
-                    .at(stmt.pos, "used here")
-                    .with_note("a negative split color leaves a rank out of the new communicator")
-                });
-                Err(Abort)
-            }
+            None => Err(self.not_member(rank, name, stmt)),
         }
+    }
+
+    #[cold]
+    fn not_member(&mut self, rank: u64, name: &str, stmt: &'p Stmt) -> Abort {
+        let name = name.to_string();
+        self.report_once("not-member", stmt.pos, || {
+            Diag::error(
+                "not-member",
+                format!("rank {rank} is not a member of `{name}`"),
+            )
+            .at(stmt.pos, "used here")
+            .with_note("a negative split color leaves a rank out of the new communicator")
+        });
+        Abort
     }
 
     /// The peer's rank in the communicator, or `None` for a missing neighbour.
@@ -802,22 +929,25 @@ impl<'p, 'd> Sim<'p, 'd> {
         stats.messages_sent += 1;
         stats.bytes_sent += bytes;
         let req = self.new_req(rank, ReqKind::Send { inst, to }, stmt);
-        let queue = self.recvs.entry((inst, to)).or_default();
+        let slot = self.insts[inst].base + to as usize;
+        let queue = &mut self.recvs[slot];
         let matched = queue
             .iter()
             .position(|r| r.tag == tag && r.src.is_none_or(|s| s == me));
-        match matched.and_then(|i| queue.remove(i)) {
+        // The match is usually the oldest entry: `pop_front` moves nothing.
+        let taken = match matched {
+            Some(0) => queue.pop_front(),
+            Some(i) => queue.remove(i),
+            None => None,
+        };
+        match taken {
             Some(recv) => self.matched(req, bytes, recv.req, recv.bytes),
-            None => self
-                .sends
-                .entry((inst, to))
-                .or_default()
-                .push_back(PendingSend {
-                    src: me,
-                    tag,
-                    bytes,
-                    req,
-                }),
+            None => self.sends[slot].push_back(PendingSend {
+                src: me,
+                tag,
+                bytes,
+                req,
+            }),
         }
         req
     }
@@ -838,28 +968,39 @@ impl<'p, 'd> Sim<'p, 'd> {
             return self.new_req(rank, ReqKind::Done, stmt);
         };
         let req = self.new_req(rank, ReqKind::Recv { inst, from }, stmt);
-        let queue = self.sends.entry((inst, me)).or_default();
+        let slot = self.insts[inst].base + me as usize;
+        let queue = &mut self.sends[slot];
         let matched = queue
             .iter()
             .position(|s| s.tag == tag && from.is_none_or(|f| f == s.src));
-        match matched.and_then(|i| queue.remove(i)) {
+        let taken = match matched {
+            Some(0) => queue.pop_front(),
+            Some(i) => queue.remove(i),
+            None => None,
+        };
+        match taken {
             Some(send) => self.matched(send.req, send.bytes, req, bytes),
-            None => self
-                .recvs
-                .entry((inst, me))
-                .or_default()
-                .push_back(PendingRecv {
-                    src: from,
-                    tag,
-                    bytes,
-                    req,
-                }),
+            None => self.recvs[slot].push_back(PendingRecv {
+                src: from,
+                tag,
+                bytes,
+                req,
+            }),
         }
         req
     }
 
     fn matched(&mut self, send: ReqId, send_bytes: u64, recv: ReqId, recv_bytes: u64) {
         if send_bytes > recv_bytes {
+            self.truncation(send, send_bytes, recv, recv_bytes);
+        }
+        self.complete(send);
+        self.complete(recv);
+    }
+
+    #[cold]
+    fn truncation(&mut self, send: ReqId, send_bytes: u64, recv: ReqId, recv_bytes: u64) {
+        {
             let (s, r) = (&self.reqs[send], &self.reqs[recv]);
             let (sstmt, rstmt) = (s.stmt, r.stmt);
             let (sender, receiver) = (s.owner, r.owner);
@@ -876,8 +1017,6 @@ impl<'p, 'd> Sim<'p, 'd> {
                 .with_note(format!("MPI fails with MPI_ERR_TRUNCATE; the send is at {line}"))
             });
         }
-        self.complete(send);
-        self.complete(recv);
     }
 
     fn arrive(
@@ -888,48 +1027,90 @@ impl<'p, 'd> Sim<'p, 'd> {
         stmt: &'p Stmt,
     ) -> Result<ReqId, Abort> {
         let seq = {
-            let counter = self.ranks[rank as usize].coll_seq.entry(inst).or_insert(0);
+            let counter = &mut self.ranks[rank as usize].coll_seq[self.insts[inst].decl];
             *counter += 1;
             *counter - 1
         };
         self.ranks[rank as usize].stats.collectives += 1;
         let req = self.new_req(rank, ReqKind::Coll { inst }, stmt);
-        let entry = self.colls.entry((inst, seq)).or_insert_with(|| CollEntry {
-            key: key.clone(),
-            first_rank: rank,
-            first_stmt: stmt,
-            reqs: Vec::new(),
-            arrived: Vec::new(),
+        let spare = &mut self.spare_lists;
+        let queue = &mut self.colls[inst];
+        // Collectives before `first` completed: every member passed them.
+        let index = (seq - queue.first) as usize;
+        if queue.entries.len() <= index {
+            queue.entries.resize_with(index + 1, || None);
+        }
+        let entry = queue.entries[index].get_or_insert_with(|| {
+            let (reqs, arrived) = spare.pop().unwrap_or_default();
+            CollEntry {
+                key,
+                first_rank: rank,
+                first_stmt: stmt,
+                reqs,
+                arrived,
+            }
         });
         if entry.key != key {
             let (first_rank, first_stmt) = (entry.first_rank, entry.first_stmt);
-            let comm = self.insts[inst].name.clone();
-            let line = self.lines.describe(first_stmt.pos);
-            let mine = printer::stmt_head(stmt);
-            let theirs = printer::stmt_head(first_stmt);
-            self.report_once("collective-mismatch", stmt.pos, || {
-                Diag::error(
-                    "collective-mismatch",
-                    format!("collectives on `{comm}` do not match: rank {rank} calls `{mine}` where rank {first_rank} calls `{theirs}`"),
-                )
-                .at(stmt.pos, format!("rank {rank}'s collective number {}", seq + 1))
-                .with_secondary(first_stmt.pos, format!("rank {first_rank}'s"))
-                .with_note(format!(
-                    "all ranks of a communicator must call the same collectives (operation, root and size) in the same order; rank {first_rank}'s is at {line}"
-                ))
-            });
-            return Err(Abort);
+            return Err(self.mismatch(rank, inst, seq, stmt, first_rank, first_stmt));
         }
         entry.reqs.push(req);
         entry.arrived.push(rank);
         if entry.arrived.len() == self.insts[inst].members.len() {
-            if let Some(entry) = self.colls.remove(&(inst, seq)) {
-                for id in entry.reqs {
+            let queue = &mut self.colls[inst];
+            if let Some(entry) = queue.entries[index].take() {
+                while let Some(None) = queue.entries.front() {
+                    queue.entries.pop_front();
+                    queue.first += 1;
+                }
+                let (mut reqs, mut arrived) = (entry.reqs, entry.arrived);
+                for &id in &reqs {
                     self.complete(id);
                 }
+                reqs.clear();
+                arrived.clear();
+                self.spare_lists.push((reqs, arrived));
             }
         }
         Ok(req)
+    }
+
+    #[cold]
+    fn mismatch(
+        &mut self,
+        rank: u64,
+        inst: usize,
+        seq: u64,
+        stmt: &'p Stmt,
+        first_rank: u64,
+        first_stmt: &'p Stmt,
+    ) -> Abort {
+        let comm = self.insts[inst].name.clone();
+        let line = self.lines.describe(first_stmt.pos);
+        let mine = printer::stmt_head(stmt);
+        let theirs = printer::stmt_head(first_stmt);
+        self.report_once("collective-mismatch", stmt.pos, || {
+            Diag::error(
+                "collective-mismatch",
+                format!("collectives on `{comm}` do not match: rank {rank} calls `{mine}` where rank {first_rank} calls `{theirs}`"),
+            )
+            .at(stmt.pos, format!("rank {rank}'s collective number {}", seq + 1))
+            .with_secondary(first_stmt.pos, format!("rank {first_rank}'s"))
+            .with_note(format!(
+                "all ranks of a communicator must call the same collectives (operation, root and size) in the same order; rank {first_rank}'s is at {line}"
+            ))
+        });
+        Abort
+    }
+
+    /// Collectives some members called and others not, by instance and number.
+    fn pending_colls(&self) -> impl Iterator<Item = (usize, u64, &CollEntry<'p>)> {
+        self.colls.iter().enumerate().flat_map(|(inst, q)| {
+            q.entries
+                .iter()
+                .enumerate()
+                .filter_map(move |(i, e)| e.as_ref().map(|e| (inst, q.first + i as u64, e)))
+        })
     }
 
     /// What the first unfinished request of a blocked rank waits for.
@@ -1054,7 +1235,7 @@ impl<'p, 'd> Sim<'p, 'd> {
                         .iter()
                         .copied()
                         .filter(|&m| {
-                            !self.colls.values().any(|e| {
+                            !self.pending_colls().any(|(_, _, e)| {
                                 e.arrived.contains(&m)
                                     && e.reqs.iter().any(|&q| b.reqs.contains(&q))
                             })
@@ -1088,11 +1269,13 @@ impl<'p, 'd> Sim<'p, 'd> {
 
     /// After every rank finished: messages nobody received and the like.
     fn report_leftovers(&mut self) {
-        let mut sends: Vec<(usize, u64, ReqId)> = self
-            .sends
-            .iter()
-            .flat_map(|(&(inst, dst), q)| q.iter().map(move |s| (inst, dst, s.req)))
-            .collect();
+        let mut sends: Vec<(usize, u64, ReqId)> = Vec::new();
+        for (i, inst) in self.insts.iter().enumerate() {
+            for dst in 0..inst.members.len() {
+                let queue = &self.sends[inst.base + dst];
+                sends.extend(queue.iter().map(|s| (i, dst as u64, s.req)));
+            }
+        }
         sends.sort_unstable_by_key(|&(_, _, req)| req);
         for (inst, dst, req) in sends {
             let (stmt, owner) = (self.reqs[req].stmt, self.reqs[req].owner);
@@ -1108,7 +1291,7 @@ impl<'p, 'd> Sim<'p, 'd> {
         }
         let mut recvs: Vec<ReqId> = self
             .recvs
-            .values()
+            .iter()
             .flat_map(|q| q.iter().map(|r| r.req))
             .collect();
         recvs.sort_unstable();
@@ -1122,13 +1305,13 @@ impl<'p, 'd> Sim<'p, 'd> {
                 .at(stmt.pos, "receive posted here")
             });
         }
-        let mut pending: Vec<(usize, u64)> = self.colls.keys().copied().collect();
-        pending.sort_unstable();
-        for key in pending {
-            if let Some(entry) = self.colls.get(&key) {
-                let stmt = entry.first_stmt;
-                let arrived = entry.arrived.clone();
-                let comm = self.insts[key.0].name.clone();
+        let pending: Vec<(usize, &'p Stmt, Vec<u64>)> = self
+            .pending_colls()
+            .map(|(inst, _, e)| (inst, e.first_stmt, e.arrived.clone()))
+            .collect();
+        for (inst, stmt, arrived) in pending {
+            {
+                let comm = self.insts[inst].name.clone();
                 self.report_once("collective-not-reached", stmt.pos, || {
                     Diag::error(
                         "collective-not-reached",
@@ -1204,6 +1387,32 @@ mod tests {
         let src = "skeleton mw\nranks 4\ntopology star\napp_time 1 s\n\
                    if rank == 0 { loop 3 * (nranks - 1) { recv any 1 KiB } } else { loop 3 { send hub 1 KiB } }";
         assert!(codes(src).is_empty());
+    }
+
+    #[test]
+    fn branches_and_loops_follow_each_rank() {
+        // An `else if` chain inside nested loops: each rank takes its own arm on every
+        // iteration, and a loop of only computation is accounted without running it.
+        let src = format!(
+            "{HEAD}loop 3 {{\n\
+             if rank == 0 {{ compute 1 ms }} else if rank == 1 {{ compute 2 ms }} else {{ compute 3 ms }}\n\
+             loop 2 {{ sendrecv to next 1 KiB from prev 1 KiB }}\n\
+             loop rank {{ compute 1 ms }}\n\
+             }}"
+        );
+        let (program, diags) = perfskel_grammar::parse(&src);
+        assert!(diags.is_empty(), "{diags:#?}");
+        let checked = check(&program, &src, Options::default());
+        assert!(checked.diags.is_empty(), "{:#?}", checked.diags);
+        let info = checked.info.expect("clean");
+        let ms: Vec<u64> = info
+            .ranks
+            .iter()
+            .map(|r| (r.compute_seconds * 1e3).round() as u64)
+            .collect();
+        assert_eq!(ms, vec![3, 9, 9 + 6, 9 + 9]);
+        assert!(info.ranks.iter().all(|r| r.messages_sent == 6));
+        assert_eq!(info.simulated_ops, 4 * 6);
     }
 
     #[test]

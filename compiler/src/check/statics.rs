@@ -2,6 +2,7 @@
 //! topology, expression types, counts, sizes and per-rank lists.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::rc::Rc;
 
 use perfskel_grammar::ast::*;
 use perfskel_grammar::printer;
@@ -22,7 +23,8 @@ pub(super) struct Statics {
 pub(super) struct CommEntry {
     /// Declaration order; `world` is 0.
     pub order: usize,
-    pub shape: Shape,
+    /// Shared: every use of the communicator looks at it.
+    pub shape: Rc<Shape>,
     pub pos: Pos,
     pub used: bool,
 }
@@ -36,7 +38,7 @@ pub(super) fn check(program: &Program, diags: &mut Vec<Diag>) -> Statics {
         "world".to_string(),
         CommEntry {
             order: 0,
-            shape: world.clone(),
+            shape: Rc::new(world.clone()),
             pos: Pos::Derived,
             used: true,
         },
@@ -252,7 +254,9 @@ impl Pass<'_> {
             request: Some(r), ..
         }) = &stmt.kind
         {
-            self.request_names.insert(r.name.clone());
+            if !self.request_names.contains(&r.name) {
+                self.request_names.insert(r.name.clone());
+            }
         }
     }
 
@@ -342,7 +346,7 @@ impl Pass<'_> {
         }
     }
 
-    fn comm(&mut self, comm: Option<&Ident>) -> Option<Shape> {
+    fn comm(&mut self, comm: Option<&Ident>) -> Option<Rc<Shape>> {
         let Some(comm) = comm else {
             return self.comms.get("world").map(|c| c.shape.clone());
         };
@@ -369,10 +373,10 @@ impl Pass<'_> {
 
     fn p2p(&mut self, p: &P2p) {
         let shape = self.comm(p.comm.as_ref());
-        self.peer(&p.peer, shape.as_ref());
+        self.peer(&p.peer, shape.as_deref());
         self.size(&p.size);
         if let Some((peer, size)) = &p.recv {
-            self.peer(peer, shape.as_ref());
+            self.peer(peer, shape.as_deref());
             self.size(size);
         }
         if let Some(tag) = &p.tag {
@@ -475,7 +479,7 @@ impl Pass<'_> {
             );
         }
         let parent = self.comm(Some(d.def.parent()));
-        let shape = match (&d.def, parent) {
+        let shape = match (&d.def, parent.as_deref()) {
             (_, None) => Shape::Unstructured,
             (CommDef::Split { color, key, .. }, Some(_)) => {
                 self.expr(color, Ty::Int, "a color");
@@ -484,7 +488,7 @@ impl Pass<'_> {
                 }
                 Shape::Unstructured
             }
-            (CommDef::Dup { .. }, Some(shape)) => shape,
+            (CommDef::Dup { .. }, Some(shape)) => shape.clone(),
             (CommDef::CartSub { keep, parent }, Some(shape)) => match shape {
                 Shape::Grid { dims, periodic } => {
                     let mut kept = BTreeSet::new();
@@ -558,7 +562,7 @@ impl Pass<'_> {
             d.name.name.clone(),
             CommEntry {
                 order,
-                shape,
+                shape: Rc::new(shape),
                 pos: d.name.pos,
                 used: false,
             },

@@ -13,7 +13,9 @@
 //! equal bodies of different rotations and nesting levels are solved once. A dynamic
 //! program over positions then picks the cheapest cover of the sequence by tokens and
 //! candidate loops, where a loop costs one header plus its body's cost (the
-//! [`super::description_len`] measure), preferring loops on ties.
+//! [`super::description_len`] measure). Ties go to the path found first, i.e. to the
+//! loop that starts earliest: of the rotations of an equally cheap loop it keeps the one
+//! that begins where the repetition begins.
 //!
 //! Bounded work: the recursion is charged for every token it analyses; once the budget
 //! ([`BUDGET_PER_TOKEN`] × n) is spent, further bodies count as straight-line tokens.
@@ -22,8 +24,8 @@
 //! optimal, never wrong: every loop is checked against the tokens before it is emitted,
 //! and the caller keeps the greedy nest when it is shorter.
 
-use super::runs::{Run, runs};
-use super::{Node, description_len};
+use super::runs::{runs, Run};
+use super::{description_len, Node};
 use rustc_hash::FxHashMap;
 use std::rc::Rc;
 
@@ -54,9 +56,15 @@ impl Candidate {
     }
 }
 
-/// The exact nest of `tokens`, or `None` when the sequence is too long for the suffix
-/// sorter.
+/// The longest sequence exact discovery takes on (its working memory is about 150 bytes
+/// per token); longer ones get the greedy nest.
+pub const MAX_TOKENS: usize = 1 << 22;
+
+/// The exact nest of `tokens`, or `None` when the sequence is longer than [`MAX_TOKENS`].
 pub fn discover(tokens: &[u32]) -> Option<Vec<Node>> {
+    if tokens.len() > MAX_TOKENS {
+        return None;
+    }
     let mut solver = Solver {
         memo: FxHashMap::default(),
         budget: BUDGET_PER_TOKEN
@@ -81,29 +89,43 @@ impl Solver {
         let mut candidates = candidates(&runs, n);
         // Solve the bodies of the widest candidates first, so that the budget goes to the
         // outer loops when it runs short.
-        candidates.sort_unstable_by_key(|c| std::cmp::Reverse(c.period as usize * c.count as usize));
+        candidates
+            .sort_unstable_by_key(|c| std::cmp::Reverse(c.period as usize * c.count as usize));
         let mut bodies: Vec<Option<Rc<Solved>>> = Vec::with_capacity(candidates.len());
         for c in &candidates {
             let body = &tokens[c.start as usize..(c.start + c.period) as usize];
             bodies.push(self.body(body)?);
         }
-        // Cheapest cover of tokens[..i] for every i.
-        let mut by_end: Vec<Vec<u32>> = vec![Vec::new(); n + 1];
-        for (k, c) in candidates.iter().enumerate() {
-            by_end[c.end()].push(k as u32);
+        // A loop must not cut through a run of its own first or last inner loop: that
+        // would force iterations whose inner counts differ into one loop (data-dependent
+        // structure). Such a candidate leaves its first or last iteration out.
+        for (c, body) in candidates.iter_mut().zip(&bodies) {
+            if let Some(body) = body {
+                trim_data_dependent(c, &body.nest, tokens);
+            }
         }
+        // Cheapest cover of tokens[..i] for every i.
+        let mut by_end: Vec<u32> = (0..candidates.len() as u32)
+            .filter(|&k| candidates[k as usize].count >= 2)
+            .collect();
+        by_end.sort_by_key(|&k| candidates[k as usize].end());
+        let mut next = by_end.iter().peekable();
         let mut best = vec![0usize; n + 1];
         let mut choice: Vec<u32> = vec![u32::MAX; n + 1];
         for i in 1..=n {
             best[i] = best[i - 1] + 1;
             choice[i] = u32::MAX;
-            for &k in &by_end[i] {
+            while let Some(&&k) = next.peek() {
                 let c = &candidates[k as usize];
+                if c.end() != i {
+                    break;
+                }
+                next.next();
                 let body_cost = bodies[k as usize]
                     .as_ref()
                     .map_or(c.period as usize, |b| b.cost);
                 let cost = best[c.start as usize] + 1 + body_cost;
-                if cost <= best[i] {
+                if cost < best[i] {
                     best[i] = cost;
                     choice[i] = k;
                 }
@@ -186,9 +208,60 @@ fn candidates(runs: &[Run], n: usize) -> Vec<Candidate> {
     out
 }
 
+/// Drops the first (last) iteration of a candidate when the inner loops its body starts
+/// (ends) with would continue into the tokens before (after) it.
+fn trim_data_dependent(c: &mut Candidate, body: &[Node], tokens: &[u32]) {
+    let continues_before = |start: usize| {
+        edge_periods(body, |nest| nest.first()).any(|q| {
+            start >= q
+                && start + q <= tokens.len()
+                && tokens[start - q..start] == tokens[start..start + q]
+        })
+    };
+    let continues_after = |end: usize| {
+        edge_periods(body, |nest| nest.last()).any(|q| {
+            end >= q && end + q <= tokens.len() && tokens[end - q..end] == tokens[end..end + q]
+        })
+    };
+    if c.count >= 2 && continues_before(c.start as usize) {
+        c.start += c.period;
+        c.count -= 1;
+    }
+    if c.count >= 2 && continues_after(c.end()) {
+        c.count -= 1;
+    }
+}
+
+/// The one-iteration lengths of the loops nested at one edge of a nest: `(a × 3)` for the
+/// first edge of `[(((a × 3) b) × 2) c]` gives 4 (for `(a × 3) b`), then 1.
+fn edge_periods<'a>(
+    nest: &'a [Node],
+    edge: impl Fn(&'a [Node]) -> Option<&'a Node> + 'a,
+) -> impl Iterator<Item = usize> + 'a {
+    let mut current = nest;
+    std::iter::from_fn(move || match edge(current) {
+        Some(Node::Loop { body, .. }) => {
+            current = body;
+            Some(expanded_len(body))
+        }
+        _ => None,
+    })
+}
+
+fn expanded_len(nest: &[Node]) -> usize {
+    nest.iter()
+        .map(|node| match node {
+            Node::Token(_) => 1,
+            Node::Loop { count, body } => (*count as usize).saturating_mul(expanded_len(body)),
+        })
+        .fold(0, usize::saturating_add)
+}
+
 /// Whether `tokens` repeats with period `period`.
 fn is_periodic(tokens: &[u32], period: usize) -> bool {
-    period > 0 && tokens.len() % period == 0 && (period..tokens.len()).all(|k| tokens[k] == tokens[k - period])
+    period > 0
+        && tokens.len().is_multiple_of(period)
+        && (period..tokens.len()).all(|k| tokens[k] == tokens[k - period])
 }
 
 #[cfg(test)]

@@ -12,15 +12,22 @@
 //!   two iterations of a loop (they stay as straight-line tokens around it).
 //!
 //! Whatever the algorithm, [`expand`] of the result is the input: compression is
-//! lossless.
+//! lossless. Loops only ever fold equal iterations, so outer iterations whose inner loop
+//! counts differ (data-dependent structure) stay separate loops.
+//!
+//! Files: `runs.rs` (all maximal repetitions: suffix array, Lyndon roots, fingerprint
+//! LCE), `exact.rs` (the shortest nest over the runs' candidate loops, bounded work),
+//! `greedy.rs` ([`GreedyCompressor`], streaming), `synthetic.rs` (traces shaped like the
+//! seed's NAS table, for tests and benchmarks), `proptests.rs`.
 
 mod exact;
 mod greedy;
-mod runs;
-pub mod synthetic;
 #[cfg(test)]
 mod proptests;
+mod runs;
+pub mod synthetic;
 
+pub use exact::MAX_TOKENS as EXACT_MAX_TOKENS;
 pub use greedy::{GreedyCompressor, Stats as GreedyStats, WINDOW as GREEDY_WINDOW};
 
 /// One element of a loop nest.
@@ -45,8 +52,8 @@ pub enum Algorithm {
 /// Finds a loop nest whose expansion is `tokens`.
 ///
 /// Exact keeps the greedy nest instead when that one is shorter (only on adversarial
-/// input, where exact's work bounds cut its search short) or when the sequence is too
-/// long for 32-bit suffix arrays.
+/// input, where exact's work bounds cut its search short) or when the sequence is longer
+/// than [`EXACT_MAX_TOKENS`].
 pub fn discover(tokens: &[u32], algorithm: Algorithm) -> Vec<Node> {
     match algorithm {
         Algorithm::Greedy => greedy::discover(tokens),

@@ -51,10 +51,12 @@ pub(crate) fn runs(tokens: &[u32]) -> Option<Vec<Run>> {
             dense.clone()
         };
         let lyndon = lyndon_array(text, alphabet)?;
+        // End of the last run found per period: a root inside it only finds it again.
+        let mut last_end = vec![0u32; n / 2 + 1];
         for (i, &len) in lyndon.iter().enumerate() {
             let period = len as usize;
             let j = i + period;
-            if j >= n {
+            if j >= n || period > n / 2 || j < last_end[period] as usize {
                 continue;
             }
             let right = lce.forward(i, j);
@@ -62,6 +64,7 @@ pub(crate) fn runs(tokens: &[u32]) -> Option<Vec<Run>> {
             let left = if i > 0 { lce.backward(i - 1, j - 1) } else { 0 };
             let start = i - left;
             if end - start >= 2 * period {
+                last_end[period] = end as u32;
                 found.push(Run {
                     start: start as u32,
                     end: end as u32,
@@ -125,7 +128,7 @@ fn lyndon_array(mut text: Vec<i32>, alphabet: i32) -> Option<Vec<u32>> {
 }
 
 const MERSENNE: u64 = (1 << 61) - 1;
-const BASE: u64 = 0x1234_5678_9abc_def % MERSENNE;
+const BASE: u64 = 0x0123_4567_89ab_cdef % MERSENNE;
 
 fn mul_mod(a: u64, b: u64) -> u64 {
     let product = u128::from(a) * u128::from(b);

@@ -75,9 +75,9 @@ pub fn nas(name: &str) -> Option<Synthetic> {
     })
 }
 
-/// A nest of `count` iterations of `body` repeated as a loop, times `outer`: the token
-/// stream of a regular application of any length, for streaming benchmarks. Each
-/// iteration is `body` distinct calls then an inner loop of `inner` iterations of 3 calls.
+/// A regular application's nest, for streaming benchmarks: 4 calls, then `iterations`
+/// iterations of `body` distinct calls and an inner loop of `inner` iterations of 3
+/// calls, then 4 calls.
 pub fn regular(iterations: u64, body: usize, inner: u64) -> Vec<Node> {
     let mut calls = Calls(0);
     let mut loop_body = calls.take(body);
@@ -174,14 +174,19 @@ fn mg(calls: &mut Calls) -> Vec<Node> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::compress::{Algorithm, description_len, discover, expand};
+    use crate::compress::{description_len, discover, expand, Algorithm};
 
     #[test]
     fn generators_have_the_seed_lengths() {
         for row in NAS {
             let synthetic = nas(row.name).unwrap_or_else(|| panic!("no generator {}", row.name));
             assert_eq!(synthetic.tokens.len(), row.raw, "{}", row.name);
-            assert_eq!(description_len(&synthetic.nest), row.compressed, "{}", row.name);
+            assert_eq!(
+                description_len(&synthetic.nest),
+                row.compressed,
+                "{}",
+                row.name
+            );
         }
     }
 
@@ -191,7 +196,12 @@ mod tests {
             let synthetic = nas(row.name).unwrap_or_else(|| panic!("no generator {}", row.name));
             for algorithm in [Algorithm::Exact, Algorithm::Greedy] {
                 let nest = discover(&synthetic.tokens, algorithm);
-                assert_eq!(expand(&nest), synthetic.tokens, "{} {algorithm:?}", row.name);
+                assert_eq!(
+                    expand(&nest),
+                    synthetic.tokens,
+                    "{} {algorithm:?}",
+                    row.name
+                );
                 assert_eq!(
                     description_len(&nest),
                     row.compressed,

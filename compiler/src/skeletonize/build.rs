@@ -21,8 +21,8 @@ use super::nest::{Acc, MNode};
 use super::tokens::{CollSize, Half, Kind, PeerAbs, Tok};
 use super::topo::Directions;
 
-/// Compute spans whose mean is below this on every rank are not written (loop overhead
-/// and timer noise; their time is reported).
+/// Compute spans whose mean over all executions is below this are not written (loop
+/// overhead and timer noise; their time is reported).
 pub(crate) const MIN_COMPUTE_NS: f64 = 5_000.0;
 
 pub(crate) struct Builder<'a> {
@@ -38,6 +38,9 @@ pub(crate) struct Builder<'a> {
     pub rank_conditionals: usize,
     pub explicit_peer_stmts: usize,
     pub loops: usize,
+    pub omitted_noops: usize,
+    /// Request slots whose operation was left out as a no-op everywhere.
+    pub vanished: std::collections::BTreeSet<u32>,
 }
 
 impl Builder<'_> {
@@ -62,6 +65,17 @@ impl Builder<'_> {
                         let stmts = self.block(body, ranks);
                         let cond = (i + 1 < n).then(|| rank_condition(ranks));
                         built.push((cond, stmts));
+                    }
+                    // `if A {} else {B}` reads better as `if not A {B}`.
+                    if let [(Some(cond), first), (None, _)] = built.as_slice() {
+                        if first.is_empty() {
+                            let cond = Expr::new(ExprKind::Unary(
+                                perfskel_grammar::ast::UnaryOp::Not,
+                                Box::new(cond.clone()),
+                            ));
+                            let rest = built.pop().map(|b| b.1).unwrap_or_default();
+                            built = vec![(Some(cond), rest)];
+                        }
                     }
                     let mut stmt = if_chain(built);
                     stmt.trivia.leading.push(format!(
@@ -176,8 +190,7 @@ impl Builder<'_> {
         }
         let mean = acc.values().map(|a| a.sum_ns).sum::<f64>() / total_n as f64;
         let per_rank: BTreeMap<u32, f64> = acc.iter().map(|(r, a)| (*r, a.mean())).collect();
-        let max = per_rank.values().copied().fold(0.0, f64::max);
-        if max < MIN_COMPUTE_NS {
+        if mean < MIN_COMPUTE_NS {
             self.dropped_compute_ns +=
                 acc.values().map(|a| a.sum_ns).sum::<f64>() / self.traced.len().max(1) as f64;
             return None;
@@ -250,6 +263,19 @@ impl Builder<'_> {
                 tag,
                 req,
             } => {
+                // An operation towards no neighbour on every rank of the world does
+                // nothing anywhere (a single rank's exchange with MPI_PROC_NULL): it is
+                // left out, and so is its request in the completion that follows.
+                if self.noop_everywhere(halves) {
+                    if let Some(slot) = req {
+                        self.vanished.insert(*slot);
+                    }
+                    self.omitted_noops += 1;
+                    return None;
+                }
+                if let Some(slot) = req {
+                    self.vanished.remove(slot);
+                }
                 // A half towards MPI_PROC_NULL where the topology has no missing
                 // neighbour to name cannot be written: a sendrecv keeps its other half.
                 // A half that went to MPI_PROC_NULL on every traced rank has no recorded
@@ -295,31 +321,48 @@ impl Builder<'_> {
                 size: sz,
                 root,
                 req,
-            } => StmtKind::Collective(Collective {
-                op: *op,
-                nonblocking: *nonblocking,
-                request: req.map(handle),
-                size: match sz {
-                    CollSize::None => None,
-                    CollSize::One(b) => Some(SizeSpec::Fixed(Spanned::derived(size(*b)))),
-                    CollSize::PerRank(m) => {
-                        let fill = m.values().copied().max().unwrap_or(0);
-                        Some(SizeSpec::PerRank(
-                            (0..self.n_ranks)
-                                .map(|r| Spanned::derived(size(m.get(&r).copied().unwrap_or(fill))))
-                                .collect(),
-                        ))
-                    }
-                },
-                root: root
-                    .filter(|r| *r != 0 && op.has_root())
-                    .map(|r| Expr::int(i64::from(r))),
-                comm,
-            }),
-            Kind::Wait { op, slots } => StmtKind::Wait(Wait {
-                op: if slots.len() == 1 { WaitOp::Wait } else { *op },
-                handles: slots.iter().map(|s| handle(*s)).collect(),
-            }),
+            } => {
+                if let Some(slot) = req {
+                    self.vanished.remove(slot);
+                }
+                StmtKind::Collective(Collective {
+                    op: *op,
+                    nonblocking: *nonblocking,
+                    request: req.map(handle),
+                    size: match sz {
+                        CollSize::None => None,
+                        CollSize::One(b) => Some(SizeSpec::Fixed(Spanned::derived(size(*b)))),
+                        CollSize::PerRank(m) => {
+                            let fill = m.values().copied().max().unwrap_or(0);
+                            Some(SizeSpec::PerRank(
+                                (0..self.n_ranks)
+                                    .map(|r| {
+                                        Spanned::derived(size(m.get(&r).copied().unwrap_or(fill)))
+                                    })
+                                    .collect(),
+                            ))
+                        }
+                    },
+                    root: root
+                        .filter(|r| *r != 0 && op.has_root())
+                        .map(|r| Expr::int(i64::from(r))),
+                    comm,
+                })
+            }
+            Kind::Wait { op, slots } => {
+                let slots: Vec<u32> = slots
+                    .iter()
+                    .copied()
+                    .filter(|s| !self.vanished.remove(s))
+                    .collect();
+                if slots.is_empty() {
+                    return None;
+                }
+                StmtKind::Wait(Wait {
+                    op: if slots.len() == 1 { WaitOp::Wait } else { *op },
+                    handles: slots.iter().map(|s| handle(*s)).collect(),
+                })
+            }
         };
         let mut stmt = Stmt::new(kind);
         stmt.site = self.site(tok.site).map(|text| Site {
@@ -330,6 +373,21 @@ impl Builder<'_> {
             stmt.trivia.trailing = Some("# requests the trace never completed".into());
         }
         Some(stmt)
+    }
+
+    fn noop_everywhere(&self, halves: &[Half]) -> bool {
+        halves.iter().all(|h| match h.peer {
+            PeerAbs::Dirs { mask, null: true } => {
+                let bit = mask.trailing_zeros() as usize;
+                mask == 0
+                    || self
+                        .dirs
+                        .peers
+                        .iter()
+                        .all(|row| row.get(bit).copied().flatten().is_none())
+            }
+            _ => false,
+        })
     }
 
     fn peer(&self, h: &Half) -> Option<Peer> {

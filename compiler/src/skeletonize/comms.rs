@@ -28,8 +28,8 @@ pub(crate) enum CommRef {
 pub(crate) struct Decl {
     pub name: String,
     pub def: CommDef,
-    /// The rank-0 call site id of the creating call, and the rank it was read on.
-    pub site: (u32, u64),
+    /// Where the first rank that made it called it.
+    pub site: Option<String>,
     pub op: Op,
 }
 
@@ -48,38 +48,62 @@ pub(crate) struct Comms {
     pub unexpressed: Vec<String>,
 }
 
-impl Comms {
-    pub fn build(ranks: &[(u32, &RankTrace)], n_ranks: u32, topology: &Topology) -> Comms {
-        let mut comms = Comms {
-            n_ranks,
-            ..Comms::default()
-        };
-        // The k-th creating call of every rank creates the same communicator.
-        let mut created: BTreeMap<usize, Vec<Creation>> = BTreeMap::new();
-        for (rank, trace) in ranks {
-            for (id, members) in &trace.comms {
-                comms.members.insert((*rank, *id), members.clone());
-            }
-            let creating = trace.events.iter().filter(|ev| {
-                matches!(
-                    ev.op,
-                    Op::CommDup | Op::CommSplit | Op::CommCreate | Op::CartCreate | Op::CartSub
-                )
-            });
-            for (k, ev) in creating.enumerate() {
-                if let Some(new) = ev.newcomm {
-                    created
-                        .entry(k)
-                        .or_default()
-                        .push((*rank, new, ev.comm, ev.site, ev.op));
+/// Collects the communicator-creating calls rank by rank (the survey pass).
+#[derive(Debug, Default)]
+pub(crate) struct CommSurvey {
+    members: BTreeMap<(u32, u64), Vec<i64>>,
+    /// The k-th creating call of every rank creates the same communicator.
+    created: BTreeMap<usize, Vec<Creation>>,
+    /// Call-site name of each creating call on the first rank that made it.
+    site_names: BTreeMap<usize, String>,
+}
+
+impl CommSurvey {
+    pub fn add_rank(
+        &mut self,
+        rank: u32,
+        trace: &RankTrace,
+        site_name: &mut dyn FnMut(u64) -> Option<String>,
+    ) {
+        for (id, members) in &trace.comms {
+            self.members.insert((rank, *id), members.clone());
+        }
+        let creating = trace.events.iter().filter(|ev| {
+            matches!(
+                ev.op,
+                Op::CommDup | Op::CommSplit | Op::CommCreate | Op::CartCreate | Op::CartSub
+            )
+        });
+        for (k, ev) in creating.enumerate() {
+            if let Some(new) = ev.newcomm {
+                self.created
+                    .entry(k)
+                    .or_default()
+                    .push((rank, new, ev.comm, ev.site, ev.op));
+                if let std::collections::btree_map::Entry::Vacant(slot) = self.site_names.entry(k) {
+                    if let Some(name) = site_name(ev.site) {
+                        slot.insert(name);
+                    }
                 }
             }
         }
+    }
+}
+
+impl Comms {
+    pub fn build(survey: CommSurvey, n_ranks: u32, topology: &Topology) -> Comms {
+        let mut comms = Comms {
+            n_ranks,
+            members: survey.members,
+            ..Comms::default()
+        };
+        let created = survey.created;
         let shape = Shape::of_topology(topology, u64::from(n_ranks));
-        for calls in created.values() {
-            let Some(&(first_rank, _, _, site, op)) = calls.first() else {
+        for (k, calls) in &created {
+            let Some(&(_, _, _, _, op)) = calls.first() else {
                 continue;
             };
+            let site = survey.site_names.get(k).cloned();
             let parents: Vec<Option<CommRef>> = calls
                 .iter()
                 .map(|(r, _, parent, _, _)| match parent {
@@ -122,7 +146,7 @@ impl Comms {
                     comms.decls.push(Decl {
                         name: format!("{prefix}{}", idx + 1),
                         def,
-                        site: (first_rank, site),
+                        site: site.clone(),
                         op,
                     });
                     CommRef::Named(idx)

@@ -32,6 +32,7 @@ mod topo;
 #[cfg(test)]
 mod tests;
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use perfskel_grammar::ast::{Block, Decl, Ident, Program, Site, Stmt, StmtKind, Trivia};
@@ -39,6 +40,7 @@ use perfskel_grammar::ast::{Block, Decl, Ident, Program, Site, Stmt, StmtKind, T
 use crate::compress::Algorithm;
 use crate::logicalize::{self, trace::RankInput};
 use crate::trace::stats::SiteKey;
+use crate::trace::Event;
 use crate::trace::{Completion, RankTrace};
 
 pub use summary::Summary;
@@ -51,14 +53,45 @@ pub enum RankSource<'a> {
     Unreadable,
 }
 
-/// The trace, as the caller read it.
+/// One rank as [`Ranks::load`] gives it: borrowed from memory or read for the occasion.
+pub enum Loaded<'a> {
+    Trace(Cow<'a, RankTrace>),
+    Missing,
+    Unreadable,
+}
+
+/// Gives one rank's trace at a time, so that only one rank's events are in memory: the
+/// pass reads every rank twice (a survey, then the compression) and keeps per rank only
+/// its loop nest.
+pub trait Ranks {
+    fn n_ranks(&self) -> u32;
+    fn load(&self, rank: u32) -> Loaded<'_>;
+}
+
+/// Ranks already in memory.
+pub struct InMemory<'a>(pub Vec<RankSource<'a>>);
+
+impl Ranks for InMemory<'_> {
+    fn n_ranks(&self) -> u32 {
+        self.0.len() as u32
+    }
+
+    fn load(&self, rank: u32) -> Loaded<'_> {
+        match self.0.get(rank as usize) {
+            Some(RankSource::Trace(t)) => Loaded::Trace(Cow::Borrowed(*t)),
+            Some(RankSource::Unreadable) => Loaded::Unreadable,
+            Some(RankSource::Missing) | None => Loaded::Missing,
+        }
+    }
+}
+
+/// The trace, as the caller reads it.
 pub struct Input<'a> {
     /// The skeleton's name (a word).
     pub name: String,
-    /// One entry per world rank.
-    pub ranks: Vec<RankSource<'a>>,
-    /// Call sites as `file.c:42` (sites not in the map get no annotation).
-    pub site_names: BTreeMap<SiteKey, String>,
+    pub ranks: &'a dyn Ranks,
+    /// Names a call site as `file.c:42` (`None`: no annotation).
+    pub site_name: &'a dyn Fn(&SiteKey) -> Option<String>,
     /// One line saying where the trace came from, for the header comment.
     pub origin: String,
 }
@@ -83,7 +116,8 @@ impl Default for Options {
     }
 }
 
-/// Where the pass is, for a progress bar: `done` of `total` tokens compressed.
+/// Where the pass is, for a progress bar: `done` of `total` events (surveyed, then
+/// compressed: `total` is twice the events).
 #[derive(Clone, Copy, Debug)]
 pub struct Progress {
     pub done: u64,
@@ -96,6 +130,17 @@ pub struct Skeleton {
     pub summary: Summary,
 }
 
+/// What the survey pass learns from every rank before tokens are made.
+struct Survey {
+    matrix: logicalize::CommMatrix,
+    peers: Vec<topo::RecordedPeer>,
+    comms: comms::CommSurvey,
+    events: tokens::EventSurvey,
+    complete: Vec<u32>,
+    readable: Vec<u32>,
+    events_per_rank: BTreeMap<u32, u64>,
+}
+
 /// Runs the pass; never fails: an unusual trace gives a (long) skeleton and a summary
 /// saying why.
 pub fn skeletonize(
@@ -103,7 +148,7 @@ pub fn skeletonize(
     options: &Options,
     progress: &mut dyn FnMut(Progress),
 ) -> Skeleton {
-    let n_ranks = input.ranks.len() as u32;
+    let n_ranks = input.ranks.n_ranks();
     let mut summary = Summary {
         n_ranks,
         algorithm: match options.algorithm {
@@ -113,79 +158,94 @@ pub fn skeletonize(
         .into(),
         ..Summary::default()
     };
-    // Which ranks are merged: those read to their end.
-    let mut merged: Vec<(u32, &RankTrace)> = Vec::new();
-    let mut all: Vec<&RankTrace> = Vec::new();
-    for (rank, src) in (0..n_ranks).zip(&input.ranks) {
-        match src {
-            RankSource::Trace(t) => {
-                all.push(t);
-                summary.raw_events += t.events.len() as u64;
-                if matches!(t.completion, Completion::Complete { .. }) {
-                    merged.push((rank, t));
-                } else {
-                    summary.incomplete_ranks.push(rank);
-                }
+    let mut names: BTreeMap<SiteKey, Option<String>> = BTreeMap::new();
+    let mut site_name = |key: &SiteKey| -> Option<String> {
+        names
+            .entry(key.clone())
+            .or_insert_with(|| (input.site_name)(key))
+            .clone()
+    };
+
+    // Survey: matrix, peers, communicators, tags, sizes; one rank at a time.
+    let mut survey = Survey {
+        matrix: logicalize::CommMatrix::new(n_ranks)
+            .unwrap_or_else(|_| logicalize::CommMatrix::default()),
+        peers: Vec::new(),
+        comms: comms::CommSurvey::default(),
+        events: tokens::EventSurvey::default(),
+        complete: Vec::new(),
+        readable: Vec::new(),
+        events_per_rank: BTreeMap::new(),
+    };
+    for rank in 0..n_ranks {
+        let trace = match input.ranks.load(rank) {
+            Loaded::Trace(t) => t,
+            Loaded::Missing => {
+                summary.missing_ranks.push(rank);
+                continue;
             }
-            RankSource::Missing => summary.missing_ranks.push(rank),
-            RankSource::Unreadable => summary.unreadable_ranks.push(rank),
+            Loaded::Unreadable => {
+                summary.unreadable_ranks.push(rank);
+                continue;
+            }
+        };
+        let complete = matches!(trace.completion, Completion::Complete { .. });
+        summary.raw_events += trace.events.len() as u64;
+        survey
+            .events_per_rank
+            .insert(rank, trace.events.len() as u64);
+        survey.readable.push(rank);
+        if complete {
+            survey.complete.push(rank);
+        } else {
+            summary.incomplete_ranks.push(rank);
         }
+        add_to_matrix(&mut survey.matrix, rank, n_ranks, &trace.events, complete);
+        let per_rank = (PEER_SAMPLE / n_ranks.max(1) as usize).max(64);
+        survey.peers.extend(recorded_peers(rank, &trace, per_rank));
+        let sites = &trace.sites;
+        survey.comms.add_rank(rank, &trace, &mut |id| {
+            sites.get(&id).and_then(&mut site_name)
+        });
+        survey.events.add_rank(&trace);
+        progress(Progress {
+            done: summary.raw_events,
+            total: 0,
+        });
     }
-    if merged.is_empty() {
-        // Nothing complete: use what there is rather than nothing.
-        merged = (0..n_ranks)
-            .zip(&input.ranks)
-            .filter_map(|(r, s)| match s {
-                RankSource::Trace(t) => Some((r, *t)),
-                _ => None,
-            })
-            .collect();
-    }
+    let total = 2 * summary.raw_events;
+    // Ranks read to their end are merged; with none, whatever there is.
+    let merged_ranks = if survey.complete.is_empty() {
+        survey.readable.clone()
+    } else {
+        survey.complete.clone()
+    };
 
     // 1. Topology.
-    let rank_inputs: Vec<RankInput<'_>> = input
-        .ranks
-        .iter()
-        .map(|s| match s {
-            RankSource::Trace(t) => RankInput::Events {
-                events: &t.events,
-                complete: matches!(t.completion, Completion::Complete { .. }),
-            },
-            RankSource::Missing => RankInput::Missing,
-            RankSource::Unreadable => RankInput::Unreadable,
-        })
-        .collect();
-    let report = logicalize::trace::matrix(&rank_inputs)
-        .map(|m| {
-            logicalize::logicalize(
-                &m.matrix,
-                &logicalize::Options {
-                    threshold: options.threshold,
-                },
-            )
-        })
-        .ok();
-    let peers = recorded_peers(&merged);
-    let dirs = topo::Directions::choose(report.as_ref(), n_ranks, &peers);
-    if let Some(r) = &report {
-        summary.unexplained_bytes_pct = r.unexplained.bytes_pct;
-        summary.set_aside_bytes_pct = r.set_aside.bytes_pct;
-        summary.matched_pattern = r.patterns.first().map(|p| p.name.clone());
-    }
+    let report = logicalize::logicalize(
+        &survey.matrix,
+        &logicalize::Options {
+            threshold: options.threshold,
+        },
+    );
+    let dirs = topo::Directions::choose(Some(&report), n_ranks, &survey.peers);
+    summary.unexplained_bytes_pct = report.unexplained.bytes_pct;
+    summary.set_aside_bytes_pct = report.set_aside.bytes_pct;
+    summary.matched_pattern = report.patterns.first().map(|p| p.name.clone());
     summary.topology = perfskel_grammar::printer::topology(&dirs.topology);
 
-    // 2. Tokens.
-    let comms = comms::Comms::build(&merged, n_ranks, &dirs.topology);
+    // 2. Tokens and 3. per-rank nests, one rank at a time.
+    let comms = comms::Comms::build(survey.comms, n_ranks, &dirs.topology);
     summary.notes.extend(
         comms
             .unexpressed
             .iter()
             .map(|u| format!("communicator not declared ({u}); calls on it are left out")),
     );
-    let keep_tags = tokens::tags_are_constant(&all);
+    let keep_tags = survey.events.tags_are_constant();
     summary.tags_dropped = !keep_tags;
     let size_map = match options.merge_sizes_pct {
-        Some(pct) if pct > 0.0 => tokens::merge_sizes(&all, pct),
+        Some(pct) if pct > 0.0 => survey.events.merge_sizes(pct),
         _ => BTreeMap::new(),
     };
     summary.merged_sizes = size_map.iter().map(|(a, b)| (*a, *b)).collect();
@@ -204,57 +264,55 @@ pub fn skeletonize(
             next
         })
     };
-    let mut rank_tokens = Vec::new();
-    for (rank, trace) in &merged {
+    let mut done = summary.raw_events;
+    let mut nests = Vec::new();
+    let mut trailing: BTreeMap<u32, nest::Acc> = BTreeMap::new();
+    let mut app_ns = 0u64;
+    let mut in_loop = 0.0;
+    let mut covered = 0.0;
+    let (mut p2p_bytes, mut explicit_bytes) = (0u64, 0u64);
+    for &rank in &merged_ranks {
+        let Loaded::Trace(trace) = input.ranks.load(rank) else {
+            continue;
+        };
         let local: BTreeMap<u64, u32> = trace
             .sites
             .iter()
-            .map(|(id, key)| {
-                let name = input.site_names.get(key).cloned().unwrap_or_default();
-                (*id, intern_site(name))
-            })
+            .map(|(id, key)| (*id, intern_site(site_name(key).unwrap_or_default())))
             .collect();
         let unknown = intern_site(String::new());
         let site_of = |id: u64| local.get(&id).copied().unwrap_or(unknown);
-        rank_tokens.push(tokens::tokenize(*rank, trace, &policy, &site_of));
-    }
-    let comm_sites: Vec<Option<String>> = comms
-        .decls
-        .iter()
-        .map(|d| {
-            merged
-                .iter()
-                .find(|(r, _)| *r == d.site.0)
-                .and_then(|(_, t)| t.sites.get(&d.site.1))
-                .and_then(|k| input.site_names.get(k))
-                .cloned()
-        })
-        .collect();
-
-    // 3. Per-rank nests.
-    let total: u64 = rank_tokens.iter().map(|t| t.ids.len() as u64).sum();
-    let mut done = 0;
-    progress(Progress { done, total });
-    let mut nests = Vec::new();
-    for t in &rank_tokens {
-        let nest = nest::rank_nest(t, options.algorithm);
-        done += t.ids.len() as u64;
+        let tokens = tokens::tokenize(rank, &trace, &policy, &site_of);
+        drop(trace);
+        let nest = nest::rank_nest(&tokens, options.algorithm);
+        done += survey.events_per_rank.get(&rank).copied().unwrap_or(0);
         progress(Progress { done, total });
         summary.tokens += nest.tokens;
         summary.rank_description_len += nest.description_len as u64;
-        summary.unmatched_requests += t.unmatched_requests;
-        summary.unknown_waits += t.unknown_waits;
-        summary.dropped_events += t.dropped_events;
-        nests.push((t.rank, nest));
+        summary.unmatched_requests += tokens.unmatched_requests;
+        summary.unknown_waits += tokens.unknown_waits;
+        summary.dropped_events += tokens.dropped_events;
+        p2p_bytes += tokens.p2p_bytes;
+        explicit_bytes += tokens.explicit_bytes;
+        app_ns = app_ns.max(tokens.app_ns);
+        in_loop += nest.in_loop_ns;
+        covered += (tokens.app_ns as f64).max(nest.total_ns);
+        let acc = nest::Acc {
+            n: 1,
+            sum_ns: tokens.trailing_gap_ns as f64,
+            sum_sq: (tokens.trailing_gap_ns as f64).powi(2),
+            mpi_ns: 0.0,
+        };
+        trailing.insert(rank, acc);
+        nests.push((rank, nest));
     }
-    let app_ns = rank_tokens.iter().map(|t| t.app_ns).max().unwrap_or(0) as f64;
+    let app_ns = app_ns as f64;
+    summary.explicit_peer_bytes_pct = if p2p_bytes > 0 {
+        (10_000.0 * explicit_bytes as f64 / p2p_bytes as f64).round() / 100.0
+    } else {
+        0.0
+    };
     // Share of each rank's run (MPI_Init end to MPI_Finalize start) inside loops.
-    let in_loop: f64 = nests.iter().map(|(_, n)| n.in_loop_ns).sum();
-    let covered: f64 = rank_tokens
-        .iter()
-        .zip(&nests)
-        .map(|(t, (_, n))| (t.app_ns as f64).max(n.total_ns))
-        .sum();
     summary.loop_time_pct = if covered > 0.0 {
         (1000.0 * in_loop / covered).round() / 10.0
     } else {
@@ -282,17 +340,18 @@ pub fn skeletonize(
         rank_conditionals: 0,
         explicit_peer_stmts: 0,
         loops: 0,
+        omitted_noops: 0,
+        vanished: Default::default(),
     };
     let mut stmts: Vec<Stmt> = comms
         .decls
         .iter()
-        .zip(&comm_sites)
-        .map(|(d, site)| {
+        .map(|d| {
             let mut s = Stmt::new(StmtKind::CommDecl(perfskel_grammar::ast::CommDecl {
                 name: Ident::new(d.name.clone()),
                 def: d.def.clone(),
             }));
-            s.site = site.clone().map(|text| Site {
+            s.site = d.site.clone().map(|text| Site {
                 text,
                 pos: Default::default(),
             });
@@ -302,24 +361,19 @@ pub fn skeletonize(
         .collect();
     stmts.extend(builder.block(&merged_nest, &traced));
     // The compute between the last call and MPI_Finalize.
-    let trailing: BTreeMap<u32, nest::Acc> = rank_tokens
-        .iter()
-        .map(|t| {
-            let mut acc = nest::Acc::default();
-            acc.n = 1;
-            acc.sum_ns = t.trailing_gap_ns as f64;
-            acc.sum_sq = acc.sum_ns * acc.sum_ns;
-            (t.rank, acc)
-        })
-        .collect();
     if let Some(c) = builder.compute(&trailing, &traced) {
         stmts.push(c);
     }
-
     summary.statements = count_statements(&stmts);
     summary.loops = builder.loops;
     summary.rank_conditionals = builder.rank_conditionals;
     summary.explicit_peer_statements = builder.explicit_peer_stmts;
+    if builder.omitted_noops > 0 {
+        summary.notes.push(format!(
+            "{} operation(s) towards MPI_PROC_NULL on every rank (no-ops everywhere) are left out",
+            builder.omitted_noops
+        ));
+    }
     summary.dropped_compute_s = builder.dropped_compute_ns * 1e-9;
     summary.app_time_s = app_ns * 1e-9;
     summary.compression_ratio = if summary.statements > 0 {
@@ -369,29 +423,73 @@ pub fn skeletonize(
     Skeleton { program, summary }
 }
 
-/// At most this many point-to-point peers per rank are scored when choosing the topology.
-const PEER_SAMPLE: usize = 20_000;
+/// At most this many point-to-point peers, over all ranks, are scored when choosing the
+/// topology (and at least 64 per rank).
+const PEER_SAMPLE: usize = 200_000;
 
-/// The peers of the first point-to-point calls of every rank (`None`: `MPI_PROC_NULL`).
-fn recorded_peers(ranks: &[(u32, &RankTrace)]) -> Vec<(u32, Option<u64>)> {
+/// Adds one rank's sends and collectives to the trace's matrix.
+fn add_to_matrix(
+    matrix: &mut logicalize::CommMatrix,
+    rank: u32,
+    n_ranks: u32,
+    events: &[Event],
+    complete: bool,
+) {
+    let inputs: Vec<RankInput<'_>> = (0..n_ranks)
+        .map(|r| {
+            if r == rank {
+                RankInput::Events { events, complete }
+            } else {
+                RankInput::Events {
+                    events: &[],
+                    complete: true,
+                }
+            }
+        })
+        .collect();
+    let Ok(part) = logicalize::trace::matrix(&inputs) else {
+        return;
+    };
+    for ((src, dst), traffic) in part.matrix.p2p {
+        let _ = matrix.add_p2p(src, dst, traffic);
+    }
+    for (name, traffic) in &part.matrix.collectives {
+        matrix.add_collective(name, *traffic);
+    }
+    matrix.self_traffic.add(&part.matrix.self_traffic);
+}
+
+/// The peers of the first point-to-point calls of a rank (`None`: `MPI_PROC_NULL`), each
+/// with its call site (object and offset) and half (0: send or receive, 1: the receive
+/// of a sendrecv).
+fn recorded_peers(rank: u32, trace: &RankTrace, limit: usize) -> Vec<topo::RecordedPeer> {
     use crate::trace::format::PEER_PROC_NULL;
     use crate::trace::OpClass;
-    let mut out = Vec::new();
-    for (rank, trace) in ranks {
-        let p2p = trace
-            .events
-            .iter()
-            .filter(|e| e.op.class() == OpClass::PointToPoint)
-            .flat_map(|e| [e.peer, e.src])
-            .flatten()
-            .filter_map(|p| match p {
-                PEER_PROC_NULL => Some(None),
-                p => u64::try_from(p).ok().map(Some),
+    let site = |id: u64| {
+        trace
+            .sites
+            .get(&id)
+            .map(|k| (k.object.clone(), k.offset))
+            .unwrap_or_default()
+    };
+    trace
+        .events
+        .iter()
+        .filter(|e| e.op.class() == OpClass::PointToPoint)
+        .flat_map(|e| [(e, 0u8, e.peer), (e, 1, e.src)])
+        .filter_map(|(e, half, p)| {
+            let peer = match p? {
+                PEER_PROC_NULL => None,
+                p => Some(u64::try_from(p).ok()?),
+            };
+            Some(topo::RecordedPeer {
+                rank,
+                site: (site(e.site), half),
+                peer,
             })
-            .take(PEER_SAMPLE);
-        out.extend(p2p.map(|p| (*rank, p)));
-    }
-    out
+        })
+        .take(limit)
+        .collect()
 }
 
 /// Statements of a block, counting nested ones.

@@ -33,6 +33,9 @@ pub struct Summary {
     /// Point-to-point bytes below the logicalization threshold.
     pub set_aside_bytes_pct: f64,
     pub explicit_peer_statements: usize,
+    /// Point-to-point bytes the chosen topology's directions do not name (explicit
+    /// `rank(N)` or `any` peers): the traffic not explained by the topology.
+    pub explicit_peer_bytes_pct: f64,
     pub rank_conditionals: usize,
     /// Tags varied per call (or receives took any tag): all tags written as 0.
     pub tags_dropped: bool,
@@ -102,19 +105,17 @@ impl Summary {
                     .join(", ")
             ));
         }
-        // Why long: little repetition, explicit peers, rank conditionals.
-        let long =
-            self.compression_ratio > 0.0 && self.compression_ratio < 4.0 && self.raw_events > 40;
-        if long || self.loop_time_pct < 50.0 && self.tokens > 20 {
+        // Why long: little repetition.
+        if self.compression_ratio > 0.0 && self.compression_ratio < 4.0 && self.statements > 20 {
             notes.push(format!(
-                "long skeleton: only {} % of the time is inside loops; the call sequence has little repetition",
-                self.loop_time_pct
+                "long skeleton: {} raw events became {} statements; the call sequence has little repetition ({} % of the time is inside loops)",
+                self.raw_events, self.statements, self.loop_time_pct
             ));
         }
         if self.explicit_peer_statements > 0 {
             notes.push(format!(
-                "{} statement(s) name explicit ranks: their peers are not explained by the topology ({} % of the bytes unexplained) or vary between iterations",
-                self.explicit_peer_statements, self.unexplained_bytes_pct
+                "{} statement(s) name explicit ranks: their peers are not explained by the topology ({} % of the point-to-point bytes) or vary between iterations",
+                self.explicit_peer_statements, self.explicit_peer_bytes_pct
             ));
         }
         if self.rank_conditionals > 0 {
@@ -153,8 +154,8 @@ impl Summary {
         let _ = writeln!(out, "app_time           {:.6} s", self.app_time_s);
         let _ = writeln!(
             out,
-            "unexplained p2p    {:.2} % of bytes (+ {:.2} % below the threshold)",
-            self.unexplained_bytes_pct, self.set_aside_bytes_pct
+            "unexplained p2p    {:.2} % of bytes not named by {} directions (matrix: {:.2} % unexplained, {:.2} % below the threshold)",
+            self.explicit_peer_bytes_pct, self.topology, self.unexplained_bytes_pct, self.set_aside_bytes_pct
         );
         for note in &self.notes {
             let _ = writeln!(out, "note: {note}");

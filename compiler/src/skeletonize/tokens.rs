@@ -106,6 +106,9 @@ pub(crate) struct RankTokens {
     pub unmatched_requests: u64,
     pub unknown_waits: u64,
     pub explicit_peers: u64,
+    /// Point-to-point bytes (both directions) and those written with explicit peers.
+    pub p2p_bytes: u64,
+    pub explicit_bytes: u64,
     pub dropped_events: u64,
 }
 
@@ -249,8 +252,11 @@ fn kind_of(
     };
     let half = |peer: Option<i64>, bytes: Option<u64>, out: &mut RankTokens| -> Half {
         let peer_abs = peer_abs(rank, peer, comm, policy);
-        if matches!(peer_abs, PeerAbs::Rank(_)) {
+        let b = bytes.unwrap_or(0);
+        out.p2p_bytes += b;
+        if matches!(peer_abs, PeerAbs::Rank(_) | PeerAbs::Any) {
             out.explicit_peers += 1;
+            out.explicit_bytes += b;
         }
         let null = matches!(peer_abs, PeerAbs::Dirs { null: true, .. });
         Half {
@@ -428,65 +434,77 @@ fn coll_op(op: Op) -> Option<(CollOp, bool)> {
     })
 }
 
-/// Whether tags can be kept: every call site uses one constant tag and no receive takes
-/// `MPI_ANY_TAG`.
-pub(crate) fn tags_are_constant(ranks: &[&RankTrace]) -> bool {
-    let mut by_site: BTreeMap<(String, u64), i64> = BTreeMap::new();
-    for trace in ranks {
+/// What the survey pass learns from every event about tags and sizes.
+#[derive(Debug, Default)]
+pub(crate) struct EventSurvey {
+    tag_by_site: BTreeMap<(String, u64), i64>,
+    tags_vary: bool,
+    sizes: BTreeSet<u64>,
+}
+
+impl EventSurvey {
+    pub fn add_rank(&mut self, trace: &RankTrace) {
         for ev in &trace.events {
+            self.sizes.extend(
+                [ev.bytes, ev.rbytes]
+                    .into_iter()
+                    .flatten()
+                    .filter(|b| *b > 0),
+            );
+            if self.tags_vary {
+                continue;
+            }
             // A sendrecv has one tag clause in the DSL.
             if let (Some(t), Some(r)) = (ev.tag, ev.rtag) {
                 if t != r {
-                    return false;
+                    self.tags_vary = true;
                 }
             }
             for t in [ev.tag, ev.rtag].into_iter().flatten() {
                 if t == TAG_ANY || t < 0 {
-                    return false;
+                    self.tags_vary = true;
                 }
                 let key = trace
                     .sites
                     .get(&ev.site)
                     .map(|k| (k.object.clone(), k.offset))
                     .unwrap_or_default();
-                if *by_site.entry(key).or_insert(t) != t {
-                    return false;
+                if *self.tag_by_site.entry(key).or_insert(t) != t {
+                    self.tags_vary = true;
                 }
             }
         }
     }
-    true
-}
 
-/// `--merge-sizes PCT`: message sizes within `pct` % of the smallest of their group are
-/// written as the group's largest (so that no receive gets truncated). Gives recorded →
-/// written for every size that changes.
-pub(crate) fn merge_sizes(ranks: &[&RankTrace], pct: f64) -> BTreeMap<u64, u64> {
-    let sizes: BTreeSet<u64> = ranks
-        .iter()
-        .flat_map(|t| t.events.iter())
-        .flat_map(|ev| [ev.bytes, ev.rbytes])
-        .flatten()
-        .filter(|b| *b > 0)
-        .collect();
-    let mut map = BTreeMap::new();
-    let mut group: Vec<u64> = Vec::new();
-    let mut flush = |group: &mut Vec<u64>| {
-        if let Some(&top) = group.last() {
-            for &s in group.iter().filter(|s| **s != top) {
-                map.insert(s, top);
-            }
-        }
-        group.clear();
-    };
-    for s in sizes {
-        if let Some(&first) = group.first() {
-            if (s as f64) > first as f64 * (1.0 + pct / 100.0) {
-                flush(&mut group);
-            }
-        }
-        group.push(s);
+    /// Whether tags can be kept: every call site uses one constant tag, no receive takes
+    /// `MPI_ANY_TAG` and every sendrecv uses one tag both ways.
+    pub fn tags_are_constant(&self) -> bool {
+        !self.tags_vary
     }
-    flush(&mut group);
-    map
+
+    /// `--merge-sizes PCT`: message sizes within `pct` % of the smallest of their group
+    /// are written as the group's largest (so that no receive gets truncated). Gives
+    /// recorded → written for every size that changes.
+    pub fn merge_sizes(&self, pct: f64) -> BTreeMap<u64, u64> {
+        let mut map = BTreeMap::new();
+        let mut group: Vec<u64> = Vec::new();
+        let mut flush = |group: &mut Vec<u64>| {
+            if let Some(&top) = group.last() {
+                for &s in group.iter().filter(|s| **s != top) {
+                    map.insert(s, top);
+                }
+            }
+            group.clear();
+        };
+        for &s in &self.sizes {
+            if let Some(&first) = group.first() {
+                if (s as f64) > first as f64 * (1.0 + pct / 100.0) {
+                    flush(&mut group);
+                }
+            }
+            group.push(s);
+        }
+        flush(&mut group);
+        map
+    }
 }

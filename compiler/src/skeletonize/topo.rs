@@ -4,6 +4,8 @@
 //! back ends use), so that a direction is written only where it means exactly the peer
 //! that was recorded.
 
+use std::collections::BTreeMap;
+
 use perfskel_grammar::ast::{AxisDir, AxisSpelling, Direction, Expr, Topology};
 
 use crate::logicalize::{self, Logicalization};
@@ -11,6 +13,18 @@ use crate::semantics::{Env, Shape};
 
 /// Directions are kept in a bit set; a topology offers at most this many.
 pub(crate) const MAX_DIRS: usize = 64;
+
+/// A call site (object, offset) and which half of the call.
+pub(crate) type SiteHalf = ((String, u64), u8);
+
+/// One recorded peer, for choosing the topology.
+#[derive(Clone, Debug)]
+pub(crate) struct RecordedPeer {
+    pub rank: u32,
+    pub site: SiteHalf,
+    /// `None`: `MPI_PROC_NULL`.
+    pub peer: Option<u64>,
+}
 
 /// The world topology with every rank's neighbours.
 #[derive(Clone, Debug)]
@@ -29,10 +43,14 @@ impl Directions {
     /// `MPI_PROC_NULL` included (a border must have a missing neighbour). The
     /// logicalization's pattern wins ties. Matching the communication graph alone cannot
     /// tell a 2 × 2 grid from a ring of 4; the peers of the calls can.
+    ///
+    /// Ties go to the topology in which more call sites use one direction on every rank
+    /// (on two ranks, a ring's `next` is every rank's partner; a chain needs `next` on
+    /// one and `prev` on the other, hence rank conditions).
     pub fn choose(
         report: Option<&Logicalization>,
         n_ranks: u32,
-        peers: &[(u32, Option<u64>)],
+        peers: &[RecordedPeer],
     ) -> Directions {
         let mut candidates: Vec<Topology> = Vec::new();
         if let Some(t) = report
@@ -42,10 +60,20 @@ impl Directions {
             candidates.push(t);
         }
         candidates.extend(usual_topologies(n_ranks));
-        let mut best: Option<(usize, Directions)> = None;
+        let mut best: Option<((usize, usize), Directions)> = None;
         for t in candidates {
             let d = Directions::new(t, n_ranks);
-            let score = peers.iter().filter(|(r, p)| d.mask(*r, *p) != 0).count();
+            let mut reached = 0;
+            let mut by_site: BTreeMap<&SiteHalf, u64> = BTreeMap::new();
+            for p in peers {
+                let mask = d.mask(p.rank, p.peer);
+                if mask != 0 {
+                    reached += 1;
+                }
+                *by_site.entry(&p.site).or_insert(u64::MAX) &= mask;
+            }
+            let consistent = by_site.values().filter(|m| **m != 0).count();
+            let score = (reached, consistent);
             if best.as_ref().is_none_or(|(s, _)| score > *s) {
                 best = Some((score, d));
             }

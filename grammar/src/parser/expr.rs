@@ -95,15 +95,28 @@ fn spend<'a>(input: &Tokens<'a>, span: Span) -> Result<(), Err<PErr>> {
 }
 
 fn or_expr(input: Tokens) -> PResult<Expr> {
-    left_assoc(input, and_expr, |i| value(BinOp::Or, kw("or")).parse(i))
+    left_assoc(
+        input,
+        and_expr,
+        |t, i| t.kind == TokKind::Word && i.text(t) == "or",
+        |i| value(BinOp::Or, kw("or")).parse(i),
+    )
 }
 
 fn and_expr(input: Tokens) -> PResult<Expr> {
-    left_assoc(input, not_expr, |i| value(BinOp::And, kw("and")).parse(i))
+    left_assoc(
+        input,
+        not_expr,
+        |t, i| t.kind == TokKind::Word && i.text(t) == "and",
+        |i| value(BinOp::And, kw("and")).parse(i),
+    )
 }
 
 fn not_expr(input: Tokens) -> PResult<Expr> {
-    if let Ok((rest, start)) = kw("not")(input) {
+    let is_not = input
+        .first()
+        .is_some_and(|t| t.kind == TokKind::Word && input.text(t) == "not");
+    if let Some(Ok((rest, start))) = is_not.then(|| kw("not")(input)) {
         spend(&input, start)?;
         let (rest, operand) = nested(&input, start, || cut(not_expr).parse(rest))?;
         let pos = join(Pos::Source(start), operand.pos);
@@ -120,6 +133,15 @@ fn not_expr(input: Tokens) -> PResult<Expr> {
 
 fn cmp_expr(input: Tokens) -> PResult<Expr> {
     let (rest, lhs) = sum_expr(input)?;
+    let is_cmp = rest.first().is_some_and(|t| {
+        matches!(
+            t.kind,
+            TokKind::EqEq | TokKind::Ne | TokKind::Lt | TokKind::Le | TokKind::Gt | TokKind::Ge
+        )
+    });
+    if !is_cmp {
+        return Ok((rest, lhs));
+    }
     let op = alt((
         value(BinOp::Eq, punct(TokKind::EqEq)),
         value(BinOp::Ne, punct(TokKind::Ne)),
@@ -152,28 +174,39 @@ fn cmp_expr(input: Tokens) -> PResult<Expr> {
 }
 
 fn sum_expr(input: Tokens) -> PResult<Expr> {
-    left_assoc(input, term_expr, |i| {
-        alt((
-            value(BinOp::Add, punct(TokKind::Plus)),
-            value(BinOp::Sub, punct(TokKind::Minus)),
-        ))
-        .parse(i)
-    })
+    left_assoc(
+        input,
+        term_expr,
+        |t, _| matches!(t.kind, TokKind::Plus | TokKind::Minus),
+        |i| {
+            alt((
+                value(BinOp::Add, punct(TokKind::Plus)),
+                value(BinOp::Sub, punct(TokKind::Minus)),
+            ))
+            .parse(i)
+        },
+    )
 }
 
 fn term_expr(input: Tokens) -> PResult<Expr> {
-    left_assoc(input, unary_expr, |i| {
-        alt((
-            value(BinOp::Mul, punct(TokKind::Star)),
-            value(BinOp::Div, punct(TokKind::Slash)),
-            value(BinOp::Rem, punct(TokKind::Percent)),
-        ))
-        .parse(i)
-    })
+    left_assoc(
+        input,
+        unary_expr,
+        |t, _| matches!(t.kind, TokKind::Star | TokKind::Slash | TokKind::Percent),
+        |i| {
+            alt((
+                value(BinOp::Mul, punct(TokKind::Star)),
+                value(BinOp::Div, punct(TokKind::Slash)),
+                value(BinOp::Rem, punct(TokKind::Percent)),
+            ))
+            .parse(i)
+        },
+    )
 }
 
 fn unary_expr(input: Tokens) -> PResult<Expr> {
-    if let Ok((rest, start)) = punct(TokKind::Minus)(input) {
+    let minus = input.first().is_some_and(|t| t.kind == TokKind::Minus);
+    if let Some(Ok((rest, start))) = minus.then(|| punct(TokKind::Minus)(input)) {
         spend(&input, start)?;
         let (rest, operand) = nested(&input, start, || cut(unary_expr).parse(rest))?;
         let pos = join(Pos::Source(start), operand.pos);
@@ -225,6 +258,31 @@ fn atom(input: Tokens) -> PResult<Expr> {
         inner.pos = Pos::Source(start.to(end));
         Ok((rest, inner))
     };
+    // The alternative the first token selects; the others would fail on it.
+    if let Some(tok) = input.first() {
+        let fast = match (tok.kind, input.text(tok)) {
+            (TokKind::Number, _) => Some(int(input)),
+            (TokKind::Word, "true") => Some(Ok((
+                input_after(&input),
+                leaf(ExprKind::Bool(true), tok.span),
+            ))),
+            (TokKind::Word, "false") => Some(Ok((
+                input_after(&input),
+                leaf(ExprKind::Bool(false), tok.span),
+            ))),
+            (TokKind::Word, "rank") => {
+                Some(Ok((input_after(&input), leaf(ExprKind::Rank, tok.span))))
+            }
+            (TokKind::Word, "nranks") => {
+                Some(Ok((input_after(&input), leaf(ExprKind::NRanks, tok.span))))
+            }
+            (TokKind::Word, "coord") => Some(coord(input)),
+            _ => None,
+        };
+        if let Some(result) = fast {
+            return result;
+        }
+    }
     let result = alt((
         int,
         map(kw("true"), |s| leaf(ExprKind::Bool(true), s)),
@@ -256,13 +314,23 @@ impl PErr {
     }
 }
 
+/// The input after its first token.
+fn input_after<'a>(input: &Tokens<'a>) -> Tokens<'a> {
+    nom::Input::take_from(input, 1)
+}
+
+/// `operand (op operand)*`; `could_be_op` rules out tokens `op` cannot start with.
 fn left_assoc<'a>(
     input: Tokens<'a>,
     operand: fn(Tokens<'a>) -> PResult<'a, Expr>,
+    could_be_op: fn(crate::lexer::Tok, &Tokens<'a>) -> bool,
     op: impl Fn(Tokens<'a>) -> PResult<'a, BinOp>,
 ) -> PResult<'a, Expr> {
     let (mut rest, mut lhs) = operand(input)?;
     loop {
+        if !rest.first().is_some_and(|t| could_be_op(t, &rest)) {
+            return Ok((rest, lhs));
+        }
         match op(rest) {
             Ok((after_op, bin)) => {
                 spend(&rest, op_span(&rest))?;

@@ -261,7 +261,7 @@ impl<'a> Parser<'a> {
     fn blank_between(&self, from: u32, to: u32) -> bool {
         self.src
             .get(from as usize..to as usize)
-            .is_some_and(|gap| gap.matches('\n').count() >= 2)
+            .is_some_and(|gap| gap.bytes().filter(|&b| b == b'\n').nth(1).is_some())
     }
 
     fn next_start(&self) -> u32 {

@@ -395,6 +395,34 @@ fn spanned_peer(input: Tokens) -> PResult<Spanned<Peer>> {
 
 /// `any`, `rank(EXPR)` or a direction.
 fn peer(input: Tokens) -> PResult<Peer> {
+    // The common argument-free words, without trying every alternative first (the
+    // alternatives before them all fail on a word that is neither `any` nor `rank`).
+    if let Some(tok) = input.first().filter(|t| t.kind == TokKind::Word) {
+        let axis = |dim, forward| {
+            Peer::Dir(Direction::Axis(AxisDir {
+                dim,
+                forward,
+                spelling: AxisSpelling::Compass,
+            }))
+        };
+        let fast = match input.text(tok) {
+            "any" => Some(Peer::Any),
+            "east" => Some(axis(0, true)),
+            "west" => Some(axis(0, false)),
+            "north" => Some(axis(1, true)),
+            "south" => Some(axis(1, false)),
+            "up" => Some(axis(2, true)),
+            "down" => Some(axis(2, false)),
+            "next" => Some(Peer::Dir(Direction::Next)),
+            "prev" => Some(Peer::Dir(Direction::Prev)),
+            "parent" => Some(Peer::Dir(Direction::Parent)),
+            "hub" => Some(Peer::Dir(Direction::Hub)),
+            _ => None,
+        };
+        if let Some(peer) = fast {
+            return Ok((nom::Input::take_from(&input, 1), peer));
+        }
+    }
     let arg = |i| {
         delimited(
             punct(TokKind::LParen),

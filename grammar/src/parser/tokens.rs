@@ -253,6 +253,23 @@ pub const KEYWORDS: &[&str] = &[
     "iscan",
 ];
 
+/// Whether `text` is one of [`KEYWORDS`]. Names are checked on every use, so the list is
+/// split by length once and a word is compared only with keywords as long as it.
+pub fn is_keyword(text: &str) -> bool {
+    static BY_LEN: std::sync::OnceLock<Vec<Vec<&'static str>>> = std::sync::OnceLock::new();
+    let by_len = BY_LEN.get_or_init(|| {
+        let longest = KEYWORDS.iter().map(|k| k.len()).max().unwrap_or(0);
+        let mut by_len = vec![Vec::new(); longest + 1];
+        for k in KEYWORDS {
+            by_len[k.len()].push(*k);
+        }
+        by_len
+    });
+    by_len
+        .get(text.len())
+        .is_some_and(|same| same.contains(&text))
+}
+
 /// The punctuation token `kind`.
 pub fn punct(kind: TokKind) -> impl Fn(Tokens) -> PResult<Span> {
     move |input| match input.first() {
@@ -286,7 +303,7 @@ pub fn name(what: &'static str) -> impl Fn(Tokens) -> PResult<Ident> {
     move |input| {
         let (rest, (text, span)) = word(input)
             .map_err(|_| Err::Error(PErr::expected(&input, format!("the name of {what}"))))?;
-        if KEYWORDS.contains(&text) {
+        if is_keyword(text) {
             return failure(PErr::invalid(
                 &input,
                 span,
@@ -354,6 +371,12 @@ pub fn small_uint(input: Tokens) -> PResult<Spanned<u32>> {
 /// A finite non-negative decimal number.
 fn decimal(input: Tokens) -> PResult<(f64, Span)> {
     let (rest, (text, span)) = number(input)?;
+    // Whole numbers below 2^53 convert exactly; only others need the float parser.
+    if text.len() <= 15 && text.bytes().all(|b| b.is_ascii_digit()) {
+        if let Ok(whole) = text.parse::<u64>() {
+            return Ok((rest, (whole as f64, span)));
+        }
+    }
     match text.parse::<f64>() {
         Ok(value) if value.is_finite() => Ok((rest, (value, span))),
         _ => failure(PErr::invalid(
@@ -440,6 +463,9 @@ pub fn string(input: Tokens) -> PResult<(String, Span)> {
         Some(tok) if tok.kind == TokKind::Str => {
             let raw = input.text(tok);
             let inner = raw.get(1..raw.len().saturating_sub(1)).unwrap_or("");
+            if !inner.contains('\\') {
+                return Ok((input.advance(1), (inner.to_string(), tok.span)));
+            }
             let mut out = String::with_capacity(inner.len());
             let mut chars = inner.chars();
             while let Some(c) = chars.next() {

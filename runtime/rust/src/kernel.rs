@@ -10,10 +10,18 @@
 //!
 //! How a span is run is a [`ComputeMode`]. Fixed work (`Work`) slows down like the
 //! application when the core is shared, but inherits any calibration error for the whole
-//! run; re-measuring time inside the span (`Clock`) keeps a span's length right whatever
-//! phase the core is in, but does not slow down under CPU contention. `Auto` (the
-//! default) runs short spans as calibrated work, where reading the clock would cost too
-//! much, and re-measures time inside spans of [`CLOCK_THRESHOLD`] and longer.
+//! run, and on a loaded machine calibration errors are large (a 2 s loop of 20 ms spans
+//! took 0.2 s to 24 s at load average 16 on this project's 2-core VM). Re-measuring wall
+//! time inside the span (`Clock`: calibrated chunks of about 100 µs until the clock says
+//! the span is over) keeps a span's length right whatever phase the core is in (2.4 s to
+//! 2.7 s in the same conditions), but does not slow down when other jobs share the core,
+//! so it cannot predict a scenario with competing jobs or more ranks than cores.
+//! `Cpu` re-measures the thread's CPU time instead (`CLOCK_THREAD_CPUTIME_ID`): a span
+//! ends when this rank has computed for that long, so it is as long as asked on an idle
+//! core and stretches like the application's compute when the core is shared.
+//! `Auto` (the default) runs spans of [`CLOCK_THRESHOLD`] and longer as `Cpu` and
+//! shorter ones, where a reading of the clock would be a visible part of the span, as
+//! calibrated work.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -22,8 +30,8 @@ use std::time::{Duration, Instant};
 /// to stay in the L1 cache.
 pub const DEFAULT_WORKING_SET: u64 = 16 << 10;
 
-/// Spans at least this long re-measure time in [`ComputeMode::Auto`].
-pub const CLOCK_THRESHOLD: Duration = Duration::from_millis(2);
+/// Spans at least this long re-measure CPU time in [`ComputeMode::Auto`].
+pub const CLOCK_THRESHOLD: Duration = Duration::from_micros(100);
 
 /// How much calibrated work runs between two readings of the clock.
 const CHUNK: Duration = Duration::from_micros(100);
@@ -33,11 +41,12 @@ const TRIALS: usize = 15;
 const TRIAL: Duration = Duration::from_millis(3);
 
 /// How compute spans are run; chosen with the environment variable `PERFSKEL_COMPUTE`
-/// (`work`, `clock` or `auto`).
+/// (`work`, `clock`, `cpu` or `auto`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ComputeMode {
     Work,
     Clock,
+    Cpu,
     Auto,
 }
 
@@ -46,6 +55,7 @@ impl ComputeMode {
         match name {
             "work" => Some(ComputeMode::Work),
             "clock" => Some(ComputeMode::Clock),
+            "cpu" => Some(ComputeMode::Cpu),
             "auto" => Some(ComputeMode::Auto),
             _ => None,
         }
@@ -101,19 +111,22 @@ impl Kernel {
         let size = working_set.unwrap_or(DEFAULT_WORKING_SET).max(8);
         let n = elements(size).min(self.data.len());
         let per_element = self.seconds_per_element(size);
-        let use_clock = match self.mode {
-            ComputeMode::Work => false,
-            ComputeMode::Clock => true,
-            ComputeMode::Auto => time >= CLOCK_THRESHOLD,
+        let clock: fn() -> Duration = match self.mode {
+            ComputeMode::Work => {
+                self.sweep(n, (time.as_secs_f64() / per_element).round() as u64);
+                return;
+            }
+            ComputeMode::Auto if time < CLOCK_THRESHOLD => {
+                self.sweep(n, (time.as_secs_f64() / per_element).round() as u64);
+                return;
+            }
+            ComputeMode::Clock => wall_time,
+            ComputeMode::Cpu | ComputeMode::Auto => thread_cpu_time,
         };
-        if !use_clock {
-            self.sweep(n, (time.as_secs_f64() / per_element).round() as u64);
-            return;
-        }
-        let start = Instant::now();
+        let start = clock();
         let chunk = ((CHUNK.as_secs_f64() / per_element) as u64).max(1);
         loop {
-            let elapsed = start.elapsed();
+            let elapsed = clock().saturating_sub(start);
             if elapsed >= time {
                 break;
             }
@@ -154,6 +167,31 @@ impl Kernel {
             left -= len as u64;
         }
     }
+}
+
+/// Wall time since an arbitrary origin fixed for the process.
+fn wall_time() -> Duration {
+    static ORIGIN: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    ORIGIN.get_or_init(Instant::now).elapsed()
+}
+
+/// CPU time the calling thread has used.
+fn thread_cpu_time() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid timespec to write; CLOCK_THREAD_CPUTIME_ID exists on every
+    // Linux and POSIX system MPI runs on.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    if rc != 0 {
+        // Never on Linux; fall back to wall time rather than spinning forever.
+        return wall_time();
+    }
+    Duration::new(
+        ts.tv_sec.max(0) as u64,
+        ts.tv_nsec.clamp(0, 999_999_999) as u32,
+    )
 }
 
 fn elements(bytes: u64) -> usize {
@@ -209,5 +247,17 @@ mod tests {
         let start = Instant::now();
         kernel.run(Duration::from_millis(5), None);
         assert!(start.elapsed() >= Duration::from_millis(5));
+    }
+
+    #[test]
+    fn cpu_mode_spans_use_at_least_their_cpu_time() {
+        // A span in CPU-time mode ends when this thread has computed for its length, so
+        // the thread's CPU time grows by at least that much (and wall time too).
+        let mut kernel = Kernel::calibrate(&[], ComputeMode::Cpu);
+        let (wall, cpu) = (Instant::now(), thread_cpu_time());
+        kernel.run(Duration::from_millis(5), None);
+        assert!(thread_cpu_time() - cpu >= Duration::from_millis(5));
+        assert!(wall.elapsed() >= Duration::from_millis(5));
+        assert_eq!(ComputeMode::from_name("cpu"), Some(ComputeMode::Cpu));
     }
 }

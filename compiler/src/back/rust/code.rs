@@ -9,7 +9,9 @@ use std::fmt::Write;
 use perfskel_grammar::ast::*;
 use perfskel_grammar::printer;
 
-use super::syntax::{bytes_literal, expr, ident, one_line, peer, size, time_spec, topology};
+use super::syntax::{
+    bytes_literal, expr, ident, is_snake_case, one_line, peer, size, time_spec, topology,
+};
 use crate::back::Options;
 use crate::check::Info;
 
@@ -60,6 +62,16 @@ impl Gen {
         }
         if !program.name.trivia.leading.is_empty() {
             self.out.push('\n');
+        }
+        let names = info
+            .requests
+            .iter()
+            .chain(info.comms.iter().map(|c| &c.name));
+        if names.into_iter().any(|n| !is_snake_case(n)) {
+            self.out.push_str(
+                "// Variables keep the skeleton's names, capitals included.\n\
+                 #![allow(non_snake_case)]\n\n",
+            );
         }
         self.out
             .push_str("use perfskel_runtime::prelude::*;\n\nfn main() {\n");

@@ -193,9 +193,13 @@ fn expr_prec(e: &Expr) -> (String, u8) {
     }
 }
 
-/// Rust keywords and the names the generated code uses itself: a skeleton name among
-/// them gets a trailing underscore.
+/// Names a skeleton's communicator or request must not take in Rust: keywords, the
+/// generated code's own variables, and what `perfskel_runtime::prelude` and Rust's
+/// prelude bring into scope (a `let` of a constant's or a struct's name would be a
+/// pattern, not a new variable). Such a name gets a trailing underscore.
+#[rustfmt::skip]
 const RESERVED: &[&str] = &[
+    // Keywords, strict and reserved.
     "as",
     "async",
     "await",
@@ -249,9 +253,42 @@ const RESERVED: &[&str] = &[
     "yield",
     "try",
     "union",
+    // The generated code's variables and the types it names.
     "sk",
     "main",
+    "nranks",
+    "coords",
     "i64",
+    // perfskel_runtime::prelude.
+    "Skeleton",
+    "Topology",
+    "Comm",
+    "WORLD",
+    "Req",
+    "Peer",
+    "ANY",
+    "CollOp",
+    "Dir",
+    "Shape",
+    "TimeSpec",
+    "Sizes",
+    "Rng",
+    "EAST",
+    "WEST",
+    "NORTH",
+    "SOUTH",
+    "UP",
+    "DOWN",
+    "PLUS_X",
+    "MINUS_X",
+    "PLUS_Y",
+    "MINUS_Y",
+    "PLUS_Z",
+    "MINUS_Z",
+    "NEXT",
+    "PREV",
+    "PARENT",
+    "HUB",
     "ns",
     "us",
     "ms",
@@ -275,11 +312,16 @@ const RESERVED: &[&str] = &[
     "leaf",
     "bit",
     "neighbor",
-    "Skeleton",
-    "Topology",
-    "Peer",
-    "nranks",
-    "coords",
+    // Rust's prelude: variants and types a pattern would name.
+    "Some",
+    "None",
+    "Ok",
+    "Err",
+    "Option",
+    "Result",
+    "Vec",
+    "String",
+    "Box",
 ];
 
 /// A skeleton name (communicator or request handle) as a Rust variable.
@@ -289,6 +331,11 @@ pub fn to_rust_ident(name: &str) -> String {
     } else {
         name.to_string()
     }
+}
+
+/// Whether `name` is a variable name rustc does not warn about.
+pub(super) fn is_snake_case(name: &str) -> bool {
+    !name.chars().any(|c| c.is_ascii_uppercase())
 }
 
 pub(super) fn ident(name: &str) -> String {
@@ -359,6 +406,9 @@ mod tests {
         assert_eq!(to_rust_ident("type"), "type_");
         assert_eq!(to_rust_ident("ms"), "ms_");
         assert_eq!(to_rust_ident("sk"), "sk_");
+        assert_eq!(to_rust_ident("None"), "None_");
+        assert_eq!(to_rust_ident("NEXT"), "NEXT_");
+        assert!(!is_snake_case("Big") && is_snake_case("row_2") && is_snake_case("_x"));
     }
 
     #[test]
