@@ -18,6 +18,7 @@ pub mod cmd_run;
 pub mod cmd_skeletonize;
 pub mod cmd_topo;
 pub mod cmd_trace;
+pub mod cmd_validate;
 pub mod demo_pipeline;
 pub mod files;
 pub mod launcher;
@@ -65,6 +66,10 @@ pub enum Command {
     /// Measure this machine's MPI latency and bandwidth with a ping-pong program and save
     /// the model `compile` scales with.
     Calibrate(cmd_calibrate::Args),
+    /// Validate skeletons: trace each example application, build its skeleton at 1:K, and
+    /// compare the skeleton's prediction with the application's time in scenarios (other
+    /// MPI, placement, competing job, slower network), beside two baselines.
+    Validate(cmd_validate::Args),
 }
 
 /// `perfskel run OUT -np 4` spells the rank count as mpirun does; clap only knows
@@ -98,6 +103,7 @@ pub fn main() -> ExitCode {
         Command::Compile(args) => cmd_compile::run(args),
         Command::Run(args) => cmd_run::run(args),
         Command::Calibrate(args) => cmd_calibrate::run(args),
+        Command::Validate(args) => cmd_validate::run(args),
     };
     match result {
         Ok(code) => code,

@@ -8,3 +8,4 @@ mod rust_backend;
 mod skeletonize;
 mod topo;
 mod tracer;
+mod validate;

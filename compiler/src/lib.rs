@@ -12,3 +12,4 @@ pub mod scale;
 pub mod semantics;
 pub mod skeletonize;
 pub mod trace;
+pub mod validate;

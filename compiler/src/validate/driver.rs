@@ -1,0 +1,466 @@
+//! The orchestration: takes a [`Plan`] and a [`Runner`] that knows how to build, trace,
+//! skeletonize, compile and run, gives [`Observations`] (timings and failures). The
+//! order of the steps and what happens after a failure live here, so they are tested
+//! with a fake runner; the CLI's runner does the real work with subprocesses.
+
+use std::collections::BTreeSet;
+
+use super::evaluate::median;
+use super::{AppSpec, Failure, Mpi, Plan, Problem, RunError, Scenario, Step, BASE};
+use crate::back::{Backend, RunResult};
+
+/// What the harness needs done. Each method is one step; an error stops what depends
+/// on it, never the whole validation.
+pub trait Runner {
+    /// Measures the latency/bandwidth model in the base scenario (`perfskel calibrate`),
+    /// for `compile` to scale with; without it `compile` uses its defaults.
+    fn calibrate(&mut self, base: &Scenario) -> Result<(), RunError>;
+    /// Builds `app` with `mpi`'s compiler wrapper.
+    fn build(&mut self, app: &AppSpec, mpi: Mpi) -> Result<(), RunError>;
+    /// Traces `app` with `args` in the base scenario (`perfskel record`).
+    fn record(&mut self, app: &AppSpec, args: &[&str], base: &Scenario) -> Result<(), RunError>;
+    /// Turns the trace into a skeleton (`perfskel skeletonize`).
+    fn skeletonize(&mut self, app: &AppSpec) -> Result<(), RunError>;
+    /// Generates the skeleton program at 1:`ratio` for `backend`, to be built with
+    /// `mpi` (`perfskel compile`).
+    fn compile(
+        &mut self,
+        app: &AppSpec,
+        backend: Backend,
+        mpi: Mpi,
+        ratio: u64,
+    ) -> Result<(), RunError>;
+    /// Runs the (untraced) application in `scenario`; gives its time in seconds between
+    /// `MPI_Init` and `MPI_Finalize`.
+    fn run_app(
+        &mut self,
+        app: &AppSpec,
+        args: &[&str],
+        scenario: &Scenario,
+    ) -> Result<f64, RunError>;
+    /// Builds if needed and runs the skeleton in `scenario` (`perfskel run`); gives the
+    /// result line it printed.
+    fn run_skeleton(
+        &mut self,
+        app: &AppSpec,
+        backend: Backend,
+        scenario: &Scenario,
+    ) -> Result<RunResult, RunError>;
+    /// Told before each step, for a progress display.
+    fn progress(&mut self, _message: &str) {}
+}
+
+/// Timings of one application in one scenario; `None` where the run failed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Observation {
+    pub app: &'static str,
+    pub scenario: &'static str,
+    /// Each run of the application (its problem in this scenario), seconds.
+    pub app_runs: Vec<f64>,
+    /// Each run of the application at the small problem size.
+    pub small_runs: Vec<f64>,
+    pub skeletons: Vec<SkeletonObservation>,
+}
+
+/// The runs of one back end's skeleton.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SkeletonObservation {
+    pub backend: Backend,
+    /// `skeleton_s` of each run.
+    pub skeleton_runs: Vec<f64>,
+    /// `app_time_s` of the skeleton: the traced application's time.
+    pub app_time_s: Option<f64>,
+}
+
+impl Observation {
+    pub fn app_s(&self) -> Option<f64> {
+        median(&self.app_runs)
+    }
+
+    pub fn small_s(&self) -> Option<f64> {
+        median(&self.small_runs)
+    }
+}
+
+/// Everything a validation run observed.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Observations {
+    /// One per application and scenario of the plan, in plan order.
+    pub cells: Vec<Observation>,
+    pub failures: Vec<Failure>,
+}
+
+/// Runs the plan: per application, build it with every MPI the scenarios need, trace
+/// it in base, skeletonize, compile for every back end and MPI; then per scenario run
+/// the application (traced problem, or the different one for the negative control),
+/// the small problem and the skeletons.
+pub fn drive(plan: &Plan, runner: &mut impl Runner) -> Observations {
+    let mut observations = Observations::default();
+    let base = plan
+        .scenarios
+        .iter()
+        .copied()
+        .find(|s| s.name == BASE)
+        .or_else(|| super::scenario::find(BASE));
+    if let Some(base) = base {
+        runner.progress("calibrate the latency/bandwidth model in base");
+        if let Err(error) = runner.calibrate(base) {
+            observations.failures.push(Failure {
+                app: None,
+                scenario: Some(base.name.to_string()),
+                step: Step::Calibrate,
+                backend: None,
+                error,
+            });
+        }
+    }
+    for app in &plan.apps {
+        let sizes = plan.sizes(app);
+        let fail = |step: Step, scenario: Option<&str>, backend: Option<Backend>, error| Failure {
+            app: Some(app.name.to_string()),
+            scenario: scenario.map(str::to_string),
+            step,
+            backend: backend.map(|b| b.name().to_string()),
+            error,
+        };
+        let mut built = BTreeSet::new();
+        for mpi in plan.mpis() {
+            runner.progress(&format!("{}: build with {}", app.name, mpi.mpicc()));
+            match runner.build(app, mpi) {
+                Ok(()) => {
+                    built.insert(mpi);
+                }
+                Err(e) => observations.failures.push(fail(Step::Build, None, None, e)),
+            }
+        }
+        let mut compiled = BTreeSet::new();
+        if let (Some(base), true) = (base, built.contains(&Mpi::OpenMpi)) {
+            runner.progress(&format!("{}: record in base", app.name));
+            let skeleton = runner
+                .record(app, sizes.traced, base)
+                .map_err(|e| fail(Step::Record, None, None, e))
+                .and_then(|()| {
+                    runner.progress(&format!("{}: skeletonize", app.name));
+                    runner
+                        .skeletonize(app)
+                        .map_err(|e| fail(Step::Skeletonize, None, None, e))
+                });
+            match skeleton {
+                Ok(()) => {
+                    for &backend in &plan.backends {
+                        for mpi in plan.mpis() {
+                            runner.progress(&format!(
+                                "{}: compile 1:{} for {backend} under {}",
+                                app.name,
+                                plan.ratio,
+                                mpi.name()
+                            ));
+                            match runner.compile(app, backend, mpi, plan.ratio) {
+                                Ok(()) => {
+                                    compiled.insert((backend, mpi));
+                                }
+                                Err(e) => observations.failures.push(fail(
+                                    Step::Compile,
+                                    None,
+                                    Some(backend),
+                                    e,
+                                )),
+                            }
+                        }
+                    }
+                }
+                Err(failure) => observations.failures.push(failure),
+            }
+        }
+        for scenario in &plan.scenarios {
+            let mut cell = Observation {
+                app: app.name,
+                scenario: scenario.name,
+                app_runs: Vec::new(),
+                small_runs: Vec::new(),
+                skeletons: Vec::new(),
+            };
+            if built.contains(&scenario.mpi) {
+                let args = match scenario.problem {
+                    Problem::Traced => sizes.traced,
+                    Problem::Different => sizes.different,
+                };
+                let what = format!("{} in {}", app.name, scenario.name);
+                for (step, args, runs) in [
+                    (Step::RunApp, args, &mut cell.app_runs),
+                    (Step::RunSmall, sizes.small, &mut cell.small_runs),
+                ] {
+                    for _ in 0..plan.app_repeats {
+                        runner.progress(&format!("{what}: {}", step.name()));
+                        match runner.run_app(app, args, scenario) {
+                            Ok(seconds) => runs.push(seconds),
+                            Err(e) => {
+                                observations.failures.push(fail(
+                                    step,
+                                    Some(scenario.name),
+                                    None,
+                                    e,
+                                ));
+                                break;
+                            }
+                        }
+                    }
+                }
+                for &backend in &plan.backends {
+                    if !compiled.contains(&(backend, scenario.mpi)) {
+                        continue;
+                    }
+                    let mut skeleton = SkeletonObservation {
+                        backend,
+                        skeleton_runs: Vec::new(),
+                        app_time_s: None,
+                    };
+                    for _ in 0..plan.skeleton_repeats {
+                        runner.progress(&format!("{what}: {backend} skeleton"));
+                        let result = runner
+                            .run_skeleton(app, backend, scenario)
+                            .and_then(|r| consistent(r, plan));
+                        match result {
+                            Ok(r) => {
+                                skeleton.skeleton_runs.push(r.skeleton_s);
+                                skeleton.app_time_s = Some(r.app_time_s);
+                            }
+                            Err(e) => {
+                                observations.failures.push(fail(
+                                    Step::RunSkeleton,
+                                    Some(scenario.name),
+                                    Some(backend),
+                                    e,
+                                ));
+                                break;
+                            }
+                        }
+                    }
+                    cell.skeletons.push(skeleton);
+                }
+            }
+            observations.cells.push(cell);
+        }
+    }
+    observations
+}
+
+/// A result line must be for the ratio and rank count the harness asked for.
+fn consistent(result: RunResult, plan: &Plan) -> Result<RunResult, RunError> {
+    if result.ratio != plan.ratio || result.ranks != u64::from(plan.n_ranks) {
+        return Err(RunError::failed(format!(
+            "the skeleton reported ratio 1:{} at {} ranks, the harness asked for 1:{} at {}",
+            result.ratio, result.ranks, plan.ratio, plan.n_ranks
+        )));
+    }
+    if !(result.skeleton_s.is_finite() && result.skeleton_s >= 0.0) {
+        return Err(RunError::failed(format!(
+            "the skeleton reported a time of {} s",
+            result.skeleton_s
+        )));
+    }
+    Ok(result)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Mode, Request};
+    use super::*;
+
+    /// A runner that answers from a table of times and fails where told; it records
+    /// the calls so the order of the steps is tested too.
+    #[derive(Default)]
+    struct Fake {
+        calls: Vec<String>,
+        fail_skeletonize: Option<&'static str>,
+        time_out_scenario: Option<&'static str>,
+    }
+
+    fn slowdown(scenario: &Scenario) -> f64 {
+        match scenario.name {
+            "competing" => 1.5,
+            "slow-net" => 1.2,
+            _ => 1.0,
+        }
+    }
+
+    impl Runner for Fake {
+        fn calibrate(&mut self, base: &Scenario) -> Result<(), RunError> {
+            self.calls.push(format!("calibrate {}", base.name));
+            Ok(())
+        }
+        fn build(&mut self, app: &AppSpec, mpi: Mpi) -> Result<(), RunError> {
+            self.calls
+                .push(format!("build {} {}", app.name, mpi.name()));
+            Ok(())
+        }
+        fn record(
+            &mut self,
+            app: &AppSpec,
+            args: &[&str],
+            base: &Scenario,
+        ) -> Result<(), RunError> {
+            self.calls.push(format!(
+                "record {} {} {}",
+                app.name,
+                args.join(" "),
+                base.name
+            ));
+            Ok(())
+        }
+        fn skeletonize(&mut self, app: &AppSpec) -> Result<(), RunError> {
+            self.calls.push(format!("skeletonize {}", app.name));
+            if self.fail_skeletonize == Some(app.name) {
+                return Err(RunError::failed("no loops found"));
+            }
+            Ok(())
+        }
+        fn compile(
+            &mut self,
+            app: &AppSpec,
+            backend: Backend,
+            mpi: Mpi,
+            ratio: u64,
+        ) -> Result<(), RunError> {
+            self.calls.push(format!(
+                "compile {} {backend} {} 1:{ratio}",
+                app.name,
+                mpi.name()
+            ));
+            Ok(())
+        }
+        fn run_app(
+            &mut self,
+            app: &AppSpec,
+            args: &[&str],
+            scenario: &Scenario,
+        ) -> Result<f64, RunError> {
+            self.calls.push(format!(
+                "app {} {} {}",
+                app.name,
+                args.join(" "),
+                scenario.name
+            ));
+            if self.time_out_scenario == Some(scenario.name) {
+                return Err(RunError {
+                    timed_out: true,
+                    message: "killed after 60 s".into(),
+                });
+            }
+            let size: f64 = args.iter().filter_map(|a| a.parse::<f64>().ok()).product();
+            Ok(size * 1e-6 * slowdown(scenario))
+        }
+        fn run_skeleton(
+            &mut self,
+            app: &AppSpec,
+            backend: Backend,
+            scenario: &Scenario,
+        ) -> Result<RunResult, RunError> {
+            self.calls
+                .push(format!("skeleton {} {backend} {}", app.name, scenario.name));
+            Ok(RunResult {
+                skeleton: app.name.into(),
+                backend: backend.name().into(),
+                ranks: 2,
+                ratio: 10,
+                skeleton_s: 0.1 * slowdown(scenario),
+                predicted_s: slowdown(scenario),
+                app_time_s: 1.0,
+            })
+        }
+    }
+
+    fn quick_plan(apps: &[&str], scenarios: &[&str]) -> Plan {
+        let request = Request {
+            apps: Some(apps.iter().map(|s| s.to_string()).collect()),
+            scenarios: Some(scenarios.iter().map(|s| s.to_string()).collect()),
+            ..Request::default()
+        };
+        Plan::new(Mode::Quick, &request).unwrap()
+    }
+
+    #[test]
+    fn steps_run_in_order() {
+        let plan = quick_plan(&["cg"], &["mpich", "negative-control"]);
+        let mut fake = Fake::default();
+        let obs = drive(&plan, &mut fake);
+        assert_eq!(
+            fake.calls,
+            [
+                "calibrate base",
+                "build cg openmpi",
+                "build cg mpich",
+                "record cg 50000 400 base",
+                "skeletonize cg",
+                "compile cg c openmpi 1:10",
+                "compile cg c mpich 1:10",
+                "app cg 50000 400 base",
+                "app cg 10000 100 base",
+                "skeleton cg c base",
+                "app cg 50000 400 mpich",
+                "app cg 10000 100 mpich",
+                "skeleton cg c mpich",
+                "app cg 100000 400 negative-control",
+                "app cg 10000 100 negative-control",
+                "skeleton cg c negative-control",
+            ]
+        );
+        assert!(obs.failures.is_empty());
+        assert_eq!(obs.cells.len(), 3);
+        assert_eq!(obs.cells[2].app_runs, [40.0]);
+        assert_eq!(obs.cells[0].skeletons[0].skeleton_runs, [0.1]);
+    }
+
+    #[test]
+    fn a_failed_skeleton_still_measures_the_app_for_the_baselines() {
+        let plan = quick_plan(&["cg", "stencil"], &["competing"]);
+        let mut fake = Fake {
+            fail_skeletonize: Some("stencil"),
+            ..Fake::default()
+        };
+        let obs = drive(&plan, &mut fake);
+        assert_eq!(obs.failures.len(), 1);
+        assert_eq!(obs.failures[0].step, Step::Skeletonize);
+        assert_eq!(obs.failures[0].app.as_deref(), Some("stencil"));
+        let stencil: Vec<&Observation> = obs.cells.iter().filter(|c| c.app == "stencil").collect();
+        assert_eq!(stencil.len(), 2);
+        assert!(stencil
+            .iter()
+            .all(|c| c.skeletons.is_empty() && c.app_s().is_some()));
+        assert!(!fake.calls.iter().any(|c| c.starts_with("compile stencil")));
+    }
+
+    #[test]
+    fn a_timeout_is_recorded_and_the_next_scenario_runs() {
+        let plan = quick_plan(&["cg"], &["competing", "slow-net"]);
+        let mut fake = Fake {
+            time_out_scenario: Some("competing"),
+            ..Fake::default()
+        };
+        let obs = drive(&plan, &mut fake);
+        let steps: Vec<(Step, Option<&str>, bool)> = obs
+            .failures
+            .iter()
+            .map(|f| (f.step, f.scenario.as_deref(), f.error.timed_out))
+            .collect();
+        assert_eq!(
+            steps,
+            [
+                (Step::RunApp, Some("competing"), true),
+                (Step::RunSmall, Some("competing"), true)
+            ]
+        );
+        let slow = obs.cells.iter().find(|c| c.scenario == "slow-net").unwrap();
+        assert!((slow.app_s().unwrap() - 20.0 * 1.2).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_result_for_another_ratio_is_rejected() {
+        let mut plan = quick_plan(&["cg"], &["base"]);
+        plan.ratio = 100;
+        let obs = drive(&plan, &mut Fake::default());
+        assert_eq!(obs.failures.len(), 1);
+        assert_eq!(obs.failures[0].step, Step::RunSkeleton);
+        assert!(obs.failures[0].error.message.contains("ratio 1:10"));
+    }
+}

@@ -1,0 +1,492 @@
+//! The real [`Runner`]: takes a prepared work directory, gives timings by running
+//! `mpicc`, the scenario launchers and the `perfskel` binary itself (`record`,
+//! `skeletonize`, `compile`, `run`) as subprocesses, each in its own process group with
+//! a time limit, its output kept in `WORKDIR/logs/`.
+
+use std::collections::BTreeSet;
+use std::fs::File;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use perfskel_compiler::back::{Backend, RunResult};
+use perfskel_compiler::validate::driver::Runner;
+use perfskel_compiler::validate::{AppSpec, Mpi, RunError, Scenario};
+
+/// The line the timing shim prints on rank 0: time between `MPI_Init` and
+/// `MPI_Finalize`.
+pub const APP_TIME_PREFIX: &str = "perfskel-app-time seconds=";
+
+/// Set by SIGINT or SIGTERM. Every run is in its own process group, so a Ctrl-C on the
+/// terminal reaches only the harness: it stops the current run's group itself, starts
+/// no other, and exits.
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_interrupt(_signal: libc::c_int) {
+    INTERRUPTED.store(true, Ordering::SeqCst);
+}
+
+/// Installs the SIGINT and SIGTERM handlers (they only set a flag).
+pub fn catch_interrupts() {
+    let handler = on_interrupt as extern "C" fn(libc::c_int) as libc::sighandler_t;
+    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+    unsafe {
+        libc::signal(libc::SIGINT, handler);
+        libc::signal(libc::SIGTERM, handler);
+    }
+}
+
+/// Whether the harness was told to stop.
+pub fn interrupted() -> bool {
+    INTERRUPTED.load(Ordering::SeqCst)
+}
+
+pub struct ProcessRunner {
+    /// The `perfskel` binary (this program).
+    pub exe: PathBuf,
+    /// Absolute path of the work directory.
+    pub workdir: PathBuf,
+    /// Limit of every subprocess; the process group is killed when it is reached.
+    pub limit: Duration,
+    pub n_ranks: u32,
+    pub started: Instant,
+    pub quiet: bool,
+    /// Numbers the log files in run order.
+    pub n_logged: u32,
+    /// The model `calibrate` saved, once it has.
+    pub model: Option<PathBuf>,
+    /// Program directories whose skeleton was built by an earlier run.
+    pub built_programs: BTreeSet<PathBuf>,
+}
+
+/// The limit of a skeleton's first run, which builds it.
+const FIRST_RUN_LIMIT: Duration = Duration::from_secs(900);
+
+impl ProcessRunner {
+    /// The application with the timing shim linked in: what the scenarios run.
+    pub fn app_binary(&self, app: &AppSpec, mpi: Mpi) -> PathBuf {
+        self.workdir.join("build").join(mpi.name()).join(app.name)
+    }
+
+    /// The application as it is: what is traced. The shim cannot be in the traced
+    /// binary: its `MPI_Init` and `MPI_Finalize` would hide the tracer's (the
+    /// executable's definitions come before preloaded libraries).
+    pub fn plain_binary(&self, app: &AppSpec, mpi: Mpi) -> PathBuf {
+        // Same file name as the application, so the skeleton is named after it.
+        self.workdir
+            .join("build")
+            .join(format!("{}-plain", mpi.name()))
+            .join(app.name)
+    }
+
+    fn trace_dir(&self, app: &AppSpec) -> PathBuf {
+        self.workdir.join("trace").join(app.name)
+    }
+
+    fn skel_file(&self, app: &AppSpec) -> PathBuf {
+        self.workdir.join("skel").join(format!("{}.skel", app.name))
+    }
+
+    fn program_dir(&self, app: &AppSpec, backend: Backend, mpi: Mpi) -> PathBuf {
+        self.workdir
+            .join("out")
+            .join(format!("{}-{backend}-{}", app.name, mpi.name()))
+    }
+
+    fn launcher(&self, scenario: &Scenario) -> PathBuf {
+        self.workdir
+            .join("launch")
+            .join(format!("{}.sh", scenario.name))
+    }
+
+    /// Runs `command` to completion within the limit, with competing jobs alongside
+    /// when `competing > 0`; gives its standard output.
+    fn run(&mut self, label: &str, command: Command, competing: u32) -> Result<String, RunError> {
+        self.run_within(label, command, competing, self.limit)
+    }
+
+    fn run_within(
+        &mut self,
+        label: &str,
+        mut command: Command,
+        competing: u32,
+        limit: Duration,
+    ) -> Result<String, RunError> {
+        if interrupted() {
+            return Err(RunError::failed(format!(
+                "{label}: not started (interrupted)"
+            )));
+        }
+        self.n_logged += 1;
+        let logs = self.workdir.join("logs");
+        let stem = format!("{:04}-{}", self.n_logged, label.replace([' ', '/'], "-"));
+        let out_path = logs.join(format!("{stem}.out"));
+        let err_path = logs.join(format!("{stem}.err"));
+        let out = File::create(&out_path).map_err(|e| io_error(&out_path, e))?;
+        let err = File::create(&err_path).map_err(|e| io_error(&err_path, e))?;
+        command
+            .current_dir(&self.workdir)
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+            .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+            .process_group(0);
+        let mut jobs = Vec::new();
+        for _ in 0..competing {
+            match self.start_competing_job(limit) {
+                Ok(job) => jobs.push(job),
+                Err(e) => {
+                    jobs.into_iter().for_each(stop_group);
+                    return Err(e);
+                }
+            }
+        }
+        let outcome = command
+            .spawn()
+            .map_err(|e| RunError::failed(format!("cannot start {label}: {e}")))
+            .and_then(|child| wait_limited(child, limit));
+        for job in jobs {
+            stop_group(job);
+        }
+        let stdout = std::fs::read_to_string(&out_path).unwrap_or_default();
+        let stderr = std::fs::read_to_string(&err_path).unwrap_or_default();
+        let relative = |p: &Path| {
+            p.strip_prefix(&self.workdir)
+                .unwrap_or(p)
+                .display()
+                .to_string()
+        };
+        match outcome {
+            Ok(true) => Ok(stdout),
+            Ok(false) => Err(RunError::failed(format!(
+                "{label} failed (log: {}): {}",
+                relative(&err_path),
+                tail(&stderr, &stdout)
+            ))),
+            Err(mut e) => {
+                if e.timed_out {
+                    e.message = format!(
+                        "{label}: killed after {} s (log: {})",
+                        limit.as_secs(),
+                        relative(&err_path)
+                    );
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// A CPU-bound process in its own group, bounded in time by itself too (the limit
+    /// plus a margin) so that it never outlives the harness for long.
+    fn start_competing_job(&self, limit: Duration) -> Result<Child, RunError> {
+        let burn = self.workdir.join("build").join("burn");
+        Command::new(&burn)
+            .arg((limit.as_secs() + 10).to_string())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .map_err(|e| {
+                RunError::failed(format!(
+                    "cannot start the competing job {}: {e}",
+                    burn.display()
+                ))
+            })
+    }
+
+    fn perfskel(&self) -> Command {
+        Command::new(&self.exe)
+    }
+}
+
+impl Runner for ProcessRunner {
+    fn calibrate(&mut self, base: &Scenario) -> Result<(), RunError> {
+        let model = self.workdir.join("model.json");
+        let mut command = self.perfskel();
+        command
+            .args(["calibrate", "--mpi", base.mpi.name(), "-np"])
+            .arg(self.n_ranks.to_string())
+            .arg("-o")
+            .arg(&model)
+            .arg("--mpirun")
+            .arg(self.launcher(base));
+        self.run("calibrate", command, 0)?;
+        self.model = Some(model);
+        Ok(())
+    }
+
+    fn build(&mut self, app: &AppSpec, mpi: Mpi) -> Result<(), RunError> {
+        let src = self.workdir.join("src");
+        let mut timed = Command::new(mpi.mpicc());
+        timed
+            .args(["-O2", "-o"])
+            .arg(self.app_binary(app, mpi))
+            .arg(src.join(app.source_file))
+            .arg(src.join("timing.c"));
+        self.run(&format!("build {} {}", app.name, mpi.name()), timed, 0)?;
+        let mut plain = Command::new(mpi.mpicc());
+        plain
+            .args(["-O2", "-o"])
+            .arg(self.plain_binary(app, mpi))
+            .arg(src.join(app.source_file));
+        self.run(
+            &format!("build {}.plain {}", app.name, mpi.name()),
+            plain,
+            0,
+        )
+        .map(drop)
+    }
+
+    fn record(&mut self, app: &AppSpec, args: &[&str], base: &Scenario) -> Result<(), RunError> {
+        let mut command = self.perfskel();
+        command
+            .args(["record", "--mpi", base.mpi.name(), "-o"])
+            .arg(self.trace_dir(app))
+            .arg("--")
+            .arg(self.launcher(base))
+            .arg("-np")
+            .arg(self.n_ranks.to_string())
+            .arg(self.plain_binary(app, base.mpi))
+            .args(args);
+        self.run(&format!("record {}", app.name), command, 0)
+            .map(drop)
+    }
+
+    fn skeletonize(&mut self, app: &AppSpec) -> Result<(), RunError> {
+        let skel = self.skel_file(app);
+        // The work directory is the harness's own: a skeleton of an earlier validation
+        // is replaced.
+        if skel.exists() {
+            std::fs::remove_file(&skel).map_err(|e| io_error(&skel, e))?;
+        }
+        let mut command = self.perfskel();
+        command
+            .arg("skeletonize")
+            .arg(self.trace_dir(app))
+            .arg("-o")
+            .arg(&skel);
+        self.run(&format!("skeletonize {}", app.name), command, 0)
+            .map(drop)
+    }
+
+    fn compile(
+        &mut self,
+        app: &AppSpec,
+        backend: Backend,
+        mpi: Mpi,
+        ratio: u64,
+    ) -> Result<(), RunError> {
+        let mut command = self.perfskel();
+        command
+            .arg("compile")
+            .arg(self.skel_file(app))
+            .args([
+                "--ratio",
+                &format!("1:{ratio}"),
+                "--backend",
+                backend.name(),
+                "-o",
+            ])
+            .arg(self.program_dir(app, backend, mpi))
+            .arg("--force");
+        if let Some(model) = &self.model {
+            command.arg("--model").arg(model);
+        }
+        self.run(
+            &format!("compile {} {backend} {}", app.name, mpi.name()),
+            command,
+            0,
+        )
+        .map(drop)
+    }
+
+    fn run_app(
+        &mut self,
+        app: &AppSpec,
+        args: &[&str],
+        scenario: &Scenario,
+    ) -> Result<f64, RunError> {
+        let mut command = Command::new(self.launcher(scenario));
+        command
+            .arg("-np")
+            .arg(self.n_ranks.to_string())
+            .arg(self.app_binary(app, scenario.mpi))
+            .args(args);
+        let label = format!("app {} {} {}", app.name, scenario.name, args.join("-"));
+        let stdout = self.run(&label, command, scenario.competing_jobs)?;
+        app_time(&stdout).ok_or_else(|| {
+            RunError::failed(format!(
+                "{label}: no `{APP_TIME_PREFIX}` line in the output (did the timing shim link?)"
+            ))
+        })
+    }
+
+    fn run_skeleton(
+        &mut self,
+        app: &AppSpec,
+        backend: Backend,
+        scenario: &Scenario,
+    ) -> Result<RunResult, RunError> {
+        let mut command = self.perfskel();
+        command
+            .arg("run")
+            .arg(self.program_dir(app, backend, scenario.mpi))
+            .arg("-np")
+            .arg(self.n_ranks.to_string())
+            .args(["--mpi", scenario.mpi.name(), "--mpirun"])
+            .arg(self.launcher(scenario));
+        let label = format!("skeleton {} {backend} {}", app.name, scenario.name);
+        // The first run of a program builds it (`make`; for Rust, cargo and rsmpi), which
+        // may take minutes: it gets a longer limit. The build is not in the timed region.
+        let dir = self.program_dir(app, backend, scenario.mpi);
+        let limit = if self.built_programs.contains(&dir) {
+            self.limit
+        } else {
+            self.limit.max(FIRST_RUN_LIMIT)
+        };
+        let stdout = self.run_within(&label, command, scenario.competing_jobs, limit)?;
+        self.built_programs.insert(dir);
+        RunResult::find_in(&stdout).ok_or_else(|| {
+            RunError::failed(format!("{label}: no perfskel-result line in the output"))
+        })
+    }
+
+    fn progress(&mut self, message: &str) {
+        if !self.quiet {
+            eprintln!(
+                "[{:>7.1} s] {message}",
+                self.started.elapsed().as_secs_f64()
+            );
+        }
+    }
+}
+
+/// The time the shim printed, if any.
+pub fn app_time(stdout: &str) -> Option<f64> {
+    stdout
+        .lines()
+        .rev()
+        .find_map(|l| l.trim().strip_prefix(APP_TIME_PREFIX))
+        .and_then(|v| v.trim().parse().ok())
+        .filter(|t: &f64| t.is_finite() && *t >= 0.0)
+}
+
+/// Waits for `child` until `limit`; `Ok(success)` when it ended, a timed-out error
+/// after killing its process group otherwise.
+fn wait_limited(mut child: Child, limit: Duration) -> Result<bool, RunError> {
+    let deadline = Instant::now() + limit;
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => return Ok(status.success()),
+            Ok(None) if interrupted() => {
+                stop_group(child);
+                return Err(RunError::failed("interrupted"));
+            }
+            Ok(None) if Instant::now() >= deadline => {
+                stop_group(child);
+                return Err(RunError {
+                    timed_out: true,
+                    message: String::new(),
+                });
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+            Err(e) => return Err(RunError::failed(format!("waiting for a run: {e}"))),
+        }
+    }
+}
+
+/// Ends a child's whole process group: SIGTERM first (launchers forward it to their
+/// ranks and clean up), SIGKILL after two seconds; then reaps the child.
+fn stop_group(mut child: Child) {
+    let Ok(pgid) = i32::try_from(child.id()) else {
+        let _ = child.kill();
+        let _ = child.wait();
+        return;
+    };
+    // SAFETY: kill(2) with a negative pid signals the process group we created with
+    // `process_group(0)` for this child (its id is the group id); it has no memory effects.
+    unsafe {
+        libc::kill(-pgid, libc::SIGTERM);
+    }
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < deadline {
+        if matches!(child.try_wait(), Ok(Some(_))) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SAFETY: as above; stragglers of the group (ranks that ignored SIGTERM) are killed.
+    unsafe {
+        libc::kill(-pgid, libc::SIGKILL);
+    }
+    let _ = child.wait();
+}
+
+/// The last lines of a failed run's output, for the report.
+fn tail(stderr: &str, stdout: &str) -> String {
+    let text = if stderr.trim().is_empty() {
+        stdout
+    } else {
+        stderr
+    };
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    let start = lines.len().saturating_sub(3);
+    let joined = lines[start..].join(" | ");
+    if joined.is_empty() {
+        "no output".into()
+    } else {
+        joined
+    }
+}
+
+fn io_error(path: &Path, error: std::io::Error) -> RunError {
+    RunError::failed(format!("{}: {error}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn app_time_reads_the_last_shim_line() {
+        assert_eq!(
+            app_time("x\nperfskel-app-time seconds=1.500000\n"),
+            Some(1.5)
+        );
+        assert_eq!(app_time("perfskel-app-time seconds=nan"), None);
+        assert_eq!(app_time("cg: residual 1e-3\n"), None);
+    }
+
+    #[test]
+    fn a_hung_group_is_killed_at_the_limit() {
+        // A shell whose child sleeps: both are in the group and both must go.
+        let child = Command::new("sh")
+            .args(["-c", "sleep 30 & sleep 30; wait"])
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let pgid = i32::try_from(child.id()).unwrap();
+        let started = Instant::now();
+        let outcome = wait_limited(child, Duration::from_millis(300));
+        assert!(matches!(
+            outcome,
+            Err(RunError {
+                timed_out: true,
+                ..
+            })
+        ));
+        assert!(started.elapsed() < Duration::from_secs(10));
+        // The background sleep is gone too (allow its new parent a moment to reap it).
+        let gone = (0..100).any(|_| {
+            // SAFETY: signal 0 only checks whether the group still exists.
+            let alive = unsafe { libc::kill(-pgid, 0) } == 0;
+            std::thread::sleep(Duration::from_millis(20));
+            !alive
+        });
+        assert!(gone, "process group {pgid} survived");
+    }
+}
