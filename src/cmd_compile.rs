@@ -41,11 +41,12 @@ pub struct Args {
     /// `--mpi`, or built-in defaults.
     #[arg(long)]
     model: Option<PathBuf>,
-    /// What the program's time is 1/K of: `model` (the model's time of the unscaled
-    /// skeleton; compute stays as written but for what loop cutting changes) or
-    /// `app-time` (the skeleton's app_time; compute is adjusted to make up the
-    /// difference, which counts waiting time twice when the model does not explain it).
-    #[arg(long, value_enum, default_value = "model")]
+    /// What the program's time is 1/K of: `app-time` (the skeleton's app_time; compute is
+    /// adjusted to make up what the model does not explain, which counts waiting time
+    /// twice when the traced run waited a lot, e.g. on a loaded machine) or `model` (the
+    /// model's time of the unscaled skeleton; compute stays as written but for what loop
+    /// cutting changes).
+    #[arg(long, value_enum, default_value = "app-time")]
     target: TargetArg,
     /// Whose saved model to use when `--model` is not given.
     #[arg(long, value_enum, default_value = "openmpi")]

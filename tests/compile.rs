@@ -58,7 +58,7 @@ fn generated_c_of_every_example_matches_its_snapshot() {
                 ratio,
                 Some(Backend::C),
                 &Model::default(),
-                Target::AppTime,
+                Target::default(),
             ) {
                 Ok(c) => c,
                 Err(CompileError::Diags(d)) => {

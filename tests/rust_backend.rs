@@ -70,12 +70,36 @@ fn snapshots_of_every_example() {
     let examples = examples();
     assert!(examples.len() >= 7, "examples missing: {}", examples.len());
     for (name, source) in examples {
-        let (_, files) = emit(&name, &source);
-        let main_rs = file(&files, "src/main.rs");
         let stem = name.trim_end_matches(".skel").to_string();
-        insta::with_settings!({snapshot_path => "../snapshots/rust_mpi", prepend_module_to_snapshot => false}, {
-            insta::assert_snapshot!(stem, format!("SOURCE {name}\n{source}\nsrc/main.rs\n{main_rs}"));
-        });
+        for ratio in [10, 100, 1000] {
+            let compiled = match perfskel::cmd_compile::compile(
+                &name,
+                &source,
+                ratio,
+                Some(back::Backend::Rust),
+                &perfskel_compiler::scale::Model::default(),
+                perfskel_compiler::scale::Target::default(),
+            ) {
+                Ok(c) => c,
+                Err(_) => panic!("{name} does not compile at 1:{ratio}"),
+            };
+            let main_rs = file(&compiled.files, "src/main.rs");
+            insta::with_settings!({
+                snapshot_path => "../snapshots/rust_mpi",
+                prepend_module_to_snapshot => false,
+                omit_expression => true,
+                description => format!("{name} compiled for 1:{ratio} with the Rust back end"),
+            }, {
+                insta::assert_snapshot!(
+                    format!("{stem}@{ratio}"),
+                    format!(
+                        "SOURCE {name}\n{source}\nREPORT\n{}\n\nSCALED SKELETON\n{}\nsrc/main.rs\n{main_rs}",
+                        compiled.report,
+                        perfskel_grammar::print(&compiled.scaled.program)
+                    )
+                );
+            });
+        }
     }
 }
 

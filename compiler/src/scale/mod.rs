@@ -55,13 +55,14 @@ pub enum Target {
     /// ranks spent waiting on a loaded machine, an uncalibrated model), the difference
     /// becomes compute, and the skeleton then both waits and computes it: `perfskel
     /// validate` measured compute factors of 3.9–6.1 and predictions 2–5 times too long
-    /// this way.
-    AppTime,
-    /// The model's time of the unscaled skeleton / K (the default): compute keeps the
-    /// times the skeleton gives and only makes up for what loop cutting changes
-    /// (communication that does not shrink). The model's errors are on both sides of
-    /// the ratio, so they cancel.
+    /// this way on a loaded machine. The default: it is what a skeleton's `app_time`
+    /// promises, and hand-written skeletons state `app_time` without a model behind it.
     #[default]
+    AppTime,
+    /// The model's time of the unscaled skeleton / K: compute keeps the times the
+    /// skeleton gives and only makes up for what loop cutting changes (communication
+    /// that does not shrink). The model's errors are on both sides of the ratio, so they
+    /// cancel: the choice for skeletons of runs on a loaded machine.
     Model,
 }
 
@@ -100,8 +101,9 @@ pub fn scale(program: &Program, info: &Info, options: &ScaleOptions) -> Result<S
         _ => app_time,
     };
     let target = reference / k;
-    if target < MIN_SKELETON_S {
-        let largest = (app_time / MIN_SKELETON_S).floor();
+    // At 1:1 nothing is cut: the skeleton runs as written, however short it is.
+    if k > 1.0 && target < MIN_SKELETON_S {
+        let largest = (reference / MIN_SKELETON_S).floor();
         return Err(Box::new(
             Diag::error(
                 "too-short-to-scale",
@@ -114,9 +116,10 @@ pub fn scale(program: &Program, info: &Info, options: &ScaleOptions) -> Result<S
             )
             .at(program.app_time.pos, "the application's time")
             .with_note(if largest >= 1.0 {
-                format!("the largest ratio for this app_time is 1:{largest:.0}")
+                format!("the largest ratio for this skeleton is 1:{largest:.0}")
             } else {
-                "app_time itself is shorter than that; record a longer run".to_string()
+                "the unscaled skeleton itself is shorter than that; record a longer run"
+                    .to_string()
             }),
         ));
     }
