@@ -118,8 +118,7 @@ pub fn scale(program: &Program, info: &Info, options: &ScaleOptions) -> Result<S
             .with_note(if largest >= 1.0 {
                 format!("the largest ratio for this skeleton is 1:{largest:.0}")
             } else {
-                "the unscaled skeleton itself is shorter than that; record a longer run"
-                    .to_string()
+                "the unscaled skeleton itself is shorter than that; record a longer run".to_string()
             }),
         ));
     }
