@@ -16,7 +16,8 @@
 # scheduling artefact), MPI (openmpi|mpich), KS (ratios), MIN_SKELETON_S (shortest
 # skeleton run worth timing, default 0.02), REPEAT (runs per ratio; the median is
 # shown), OUT (scratch directory), CALIBRATE=0 to keep an existing model, TARGET
-# (`perfskel compile --target`: app-time or model), PREFIX (see below).
+# (`perfskel compile --target`: model, the default here since skeletons of traces come
+# closer to the application with it, or app-time), PREFIX (see below).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -28,7 +29,7 @@ MIN_SKELETON_S=${MIN_SKELETON_S:-0.02}
 REPEAT=${REPEAT:-3}
 OUT=${OUT:-/tmp/perfskel-fidelity}
 CALIBRATE=${CALIBRATE:-1}
-TARGET=${TARGET:-app-time}
+TARGET=${TARGET:-model}
 # A command prefix for the traced run and the skeleton runs, e.g. PREFIX="chrt -f 1"
 # (real-time priority, root only) to shield both from other load on a shared machine.
 read -r -a PREFIX <<<"${PREFIX:-}"
@@ -60,7 +61,7 @@ app_args() {
         cg) echo "2000000 1500" ;;
         transpose) echo "512 400" ;;
         tree_reduce) echo "2000000 2000" ;;
-        master_worker) echo "20000000 400" ;;
+        master_worker) echo "2000000 200" ;;
         rowcol) echo "1000000 1500" ;;
         *) echo "" ;;
     esac
@@ -129,7 +130,7 @@ for app in $APPS; do
     t=$(rank_times "$trace" | awk '{if ($2 > m) m = $2} END {printf "%.6f", m / 1000}')
     skel="$OUT/$app.skel"
     if "$P" skeletonize --help >/dev/null 2>&1; then
-        "$P" skeletonize "$trace" -o "$skel" 2>"$OUT/skeletonize-$app.log" || {
+        "$P" skeletonize "$trace" -o "$skel" --force 2>"$OUT/skeletonize-$app.log" || {
             echo "$app: skeletonize failed (see $OUT/skeletonize-$app.log)" >&2
             continue
         }

@@ -45,7 +45,8 @@ pub struct Args {
     /// adjusted to make up what the model does not explain, which counts waiting time
     /// twice when the traced run waited a lot, e.g. on a loaded machine) or `model` (the
     /// model's time of the unscaled skeleton; compute stays as written but for what loop
-    /// cutting changes).
+    /// cutting changes: closer to the application for skeletons of traces, see the
+    /// README's fidelity table).
     #[arg(long, value_enum, default_value = "app-time")]
     target: TargetArg,
     /// Whose saved model to use when `--model` is not given.

@@ -207,7 +207,8 @@ fn compile_run_one(
         ratio,
         Some(backend),
         model,
-        perfskel_compiler::scale::Target::default(),
+        // A skeleton of a trace: compute stays as traced (see `perfskel compile --help`).
+        perfskel_compiler::scale::Target::Model,
     ) {
         Ok(compiled) => compiled,
         Err(CompileError::Message(message)) => return Err(message),

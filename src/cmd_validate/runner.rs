@@ -292,7 +292,11 @@ impl Runner for ProcessRunner {
                 "-o",
             ])
             .arg(self.program_dir(app, backend, mpi))
-            .arg("--force");
+            .arg("--force")
+            // Skeletons of traces: compute stays as traced, the model only makes up for
+            // what loop cutting changes (scripts/fidelity.sh measured this closer to the
+            // application than `app-time` on every example; see the README).
+            .args(["--target", "model"]);
         if let Some(model) = &self.model {
             command.arg("--model").arg(model);
         }
