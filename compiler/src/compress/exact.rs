@@ -267,18 +267,11 @@ fn is_periodic(tokens: &[u32], period: usize) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::compress::expand;
+    use crate::compress::{expand, nested_example};
 
     #[test]
     fn finds_the_outer_loop_of_a_nest() {
-        // 3 × (a, 4 × b, c), then d.
-        let mut tokens = Vec::new();
-        for _ in 0..3 {
-            tokens.push(0);
-            tokens.extend([1; 4]);
-            tokens.push(2);
-        }
-        tokens.push(3);
+        let tokens = nested_example();
         let nest = discover(&tokens).unwrap_or_default();
         assert_eq!(expand(&nest), tokens);
         assert_eq!(description_len(&nest), 6, "{nest:?}");

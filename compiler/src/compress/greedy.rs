@@ -433,18 +433,11 @@ pub fn discover(tokens: &[u32]) -> Vec<Node> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::compress::{description_len, expand};
+    use crate::compress::{description_len, expand, nested_example};
 
     #[test]
     fn nested_loops_are_found_inner_first() {
-        // 3 × (a, 4 × b, c), then d.
-        let mut tokens = Vec::new();
-        for _ in 0..3 {
-            tokens.push(0);
-            tokens.extend([1; 4]);
-            tokens.push(2);
-        }
-        tokens.push(3);
+        let tokens = nested_example();
         let nest = discover(&tokens);
         assert_eq!(expand(&nest), tokens);
         assert_eq!(description_len(&nest), 6, "{nest:?}");

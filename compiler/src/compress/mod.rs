@@ -156,20 +156,27 @@ fn fold_period(nodes: &[Node], period: usize) -> Option<Vec<Node>> {
     folded.then_some(out)
 }
 
+/// 3 × (a, 4 × b, c), then d: the small nest the unit tests of every algorithm start
+/// from (its shortest description has 6 elements).
+#[cfg(test)]
+pub(crate) fn nested_example() -> Vec<u32> {
+    let mut tokens = Vec::new();
+    for _ in 0..3 {
+        tokens.push(0);
+        tokens.extend([1; 4]);
+        tokens.push(2);
+    }
+    tokens.push(3);
+    tokens
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn reference_folds_nested_loops_and_expands_back() {
-        // 3 × (a, 4 × b, c), then d.
-        let mut tokens = Vec::new();
-        for _ in 0..3 {
-            tokens.push(0);
-            tokens.extend([1; 4]);
-            tokens.push(2);
-        }
-        tokens.push(3);
+        let tokens = nested_example();
         let nest = reference(&tokens);
         assert_eq!(
             nest,
