@@ -391,6 +391,20 @@ fn eval(e: &Expr, env: &Env) -> Result<Value, EvalError> {
     })
 }
 
+/// The split colour of a rank in `cart_sub` of a grid: ranks sharing every dropped
+/// coordinate (those not in `keep`) form one sub-grid, so the dropped coordinates,
+/// packed 20 bits each, are the colour. The checker's simulation and the scaler's timed
+/// simulation both use it, so they build the same sub-grids.
+pub fn cart_sub_color(coords: &[u64], keep: &[u32]) -> i64 {
+    coords
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !keep.iter().any(|&k| k as usize == *i))
+        .fold(0i64, |acc, (_, &c)| {
+            acc.saturating_mul(1 << 20).saturating_add(c as i64)
+        })
+}
+
 /// Whether the value of `e` can differ between ranks.
 pub fn depends_on_rank(e: &Expr) -> bool {
     match &e.kind {

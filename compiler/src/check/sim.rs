@@ -26,7 +26,7 @@ use perfskel_grammar::Diag;
 use super::lower::{self, CollPlan, Op, P2pPlan, PeerRef, Plan, WORLD};
 use super::statics::Statics;
 use super::{ranks_phrase, ranks_verb, Lines, Options};
-use crate::semantics::{eval_bool, eval_int, Env, EvalError, PeerError, Shape};
+use crate::semantics::{cart_sub_color, eval_bool, eval_int, Env, EvalError, PeerError, Shape};
 
 /// The largest rank count the simulation handles; beyond it the checker skips it.
 const MAX_SIMULATED_RANKS: u64 = 1 << 16;
@@ -394,17 +394,12 @@ impl<'p, 'd> Sim<'p, 'd> {
                     }
                     CommDef::Dup { .. } => (0, i64::try_from(prank).unwrap_or(i64::MAX)),
                     CommDef::CartSub { keep, .. } => {
-                        // Ranks sharing every dropped coordinate form one sub-grid.
                         let coords = self.insts[pinst].shape.coords(prank);
-                        let kept: BTreeSet<usize> = keep.iter().map(|k| k.value as usize).collect();
-                        let color = coords
-                            .iter()
-                            .enumerate()
-                            .filter(|(i, _)| !kept.contains(i))
-                            .fold(0i64, |acc, (_, &c)| {
-                                acc.saturating_mul(1 << 20).saturating_add(c as i64)
-                            });
-                        (color, i64::try_from(prank).unwrap_or(i64::MAX))
+                        let keep: Vec<u32> = keep.iter().map(|k| k.value).collect();
+                        (
+                            cart_sub_color(&coords, &keep),
+                            i64::try_from(prank).unwrap_or(i64::MAX),
+                        )
                     }
                 };
                 if color >= 0 {

@@ -16,7 +16,7 @@ use perfskel_grammar::ast::*;
 
 use super::model::Model;
 use crate::check::Info;
-use crate::semantics::{eval_bool, eval_int, Env, Shape};
+use crate::semantics::{cart_sub_color, eval_bool, eval_int, Env, Shape};
 
 /// What the timed simulation found.
 #[derive(Clone, Debug, PartialEq)]
@@ -235,15 +235,8 @@ impl<'p> Timed<'p> {
                     CommDef::Dup { .. } => (0, default_key),
                     CommDef::CartSub { keep, .. } => {
                         let coords = self.comms[pinst].shape.coords(prank);
-                        let kept: BTreeSet<usize> = keep.iter().map(|k| k.value as usize).collect();
-                        let color = coords
-                            .iter()
-                            .enumerate()
-                            .filter(|(i, _)| !kept.contains(i))
-                            .fold(0i64, |acc, (_, &c)| {
-                                acc.saturating_mul(1 << 20).saturating_add(c as i64)
-                            });
-                        (color, default_key)
+                        let keep: Vec<u32> = keep.iter().map(|k| k.value).collect();
+                        (cart_sub_color(&coords, &keep), default_key)
                     }
                 };
                 if color >= 0 {
