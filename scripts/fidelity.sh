@@ -61,7 +61,7 @@ app_args() {
         cg) echo "2000000 1500" ;;
         transpose) echo "512 400" ;;
         tree_reduce) echo "2000000 2000" ;;
-        master_worker) echo "2000000 200" ;;
+        master_worker) echo "100000 100" ;;
         rowcol) echo "1000000 1500" ;;
         *) echo "" ;;
     esac

@@ -147,11 +147,12 @@ fn trace_counts(trace: &Path) -> Vec<(u64, u64)> {
 
 /// Records, skeletonizes and checks one application; `iters` is the loop count its
 /// command line asked for.
-fn check_app(mpi: Mpi, app: &str, args: &[&str], iters: i64) {
-    check_app_with(mpi, app, args, iters, &[]);
+fn check_app(mpi: Mpi, app: &str, args: &[&str], iters: i64) -> String {
+    check_app_with(mpi, app, args, iters, &[])
 }
 
-fn check_app_with(mpi: Mpi, app: &str, args: &[&str], iters: i64, options: &[&str]) {
+/// As [`check_app`], with `perfskel skeletonize` options; gives the skeleton's text.
+fn check_app_with(mpi: Mpi, app: &str, args: &[&str], iters: i64, options: &[&str]) -> String {
     let (_dir, trace) = record(mpi, app, args);
     let (text, summary) = skeletonize_cli(&trace, options);
     let (program, diags) = perfskel_grammar::parse(&text);
@@ -194,6 +195,7 @@ fn check_app_with(mpi: Mpi, app: &str, args: &[&str], iters: i64, options: &[&st
             "{summary:#}"
         );
     }
+    text
 }
 
 #[test]
@@ -230,7 +232,10 @@ fn ring_fortran_openmpi() {
 }
 #[test]
 fn transpose_openmpi() {
-    check_app(Mpi::OpenMpi, "transpose", &["4", "3"], 3);
+    let text = check_app(Mpi::OpenMpi, "transpose", &["4", "3"], 3);
+    // Blocks of 4 x 4 doubles: 128 B per pair of ranks. The tracer records what a rank
+    // sends to all 4 ranks together (512 B); the skeleton must not send that to each.
+    assert!(text.contains("alltoall 128 B"), "{text}");
 }
 #[test]
 fn tree_reduce_openmpi() {

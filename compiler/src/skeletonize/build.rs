@@ -3,11 +3,14 @@
 //! where each loop came from (iterations, call sites, time covered).
 //!
 //! Compute spans are summarized per statement: the mean over every execution, fixed when
-//! the ranks agree; `per_rank(...)` when some ranks compute noticeably more (load
-//! imbalance, or ranks for which the following operation is a no-op); `normal(mean, sd)`
-//! when the spread within ranks is meaningful (at least 5 % of the mean) but narrow (at
-//! most a third of the mean: a wider normal would be clamped at zero by the back ends,
-//! which raises the mean, so a wide spread keeps a fixed mean and says so in a comment).
+//! the ranks agree; `per_rank(...)` when some ranks compute more (load imbalance: a rank
+//! whose median span differs by 2 % from the others' or whose mean differs by 10 %, or
+//! ranks for which the following operation is a no-op); `normal(mean, sd)` when the
+//! spread of the steady spans is meaningful (at least 5 % of the mean) but narrow (at most
+//! a third of the mean: a wider normal would be clamped at zero by the back ends, which
+//! raises the mean, so a wide spread keeps a fixed mean and says so in a comment). The
+//! spread is the interquartile range's (see [`super::spread`]): rare outliers count in
+//! the mean but do not become noise on every iteration.
 
 use std::collections::BTreeMap;
 
@@ -18,12 +21,17 @@ use perfskel_grammar::ast::{
 
 use super::comms::{CommRef, Comms};
 use super::nest::{Acc, MNode};
+use super::spread::Spread;
 use super::tokens::{CollSize, Half, Kind, PeerAbs, Tok};
 use super::topo::Directions;
 
 /// Compute spans whose mean over all executions is below this are not written (loop
 /// overhead and timer noise; their time is reported).
 pub(crate) const MIN_COMPUTE_NS: f64 = 5_000.0;
+
+/// When the ranks' median spans differ by more than this fraction of the pooled median,
+/// every rank gets its own compute time (`per_rank`).
+const IMBALANCE: f64 = 0.02;
 
 pub(crate) struct Builder<'a> {
     pub dirs: &'a Directions,
@@ -197,9 +205,23 @@ impl Builder<'_> {
         }
         // Ranks of this block for which the statement is a no-op compute nothing here.
         let idle = universe.iter().filter(|r| !acc.contains_key(r)).count();
+        // The steady spans of all ranks together: medians and quartiles are not moved by
+        // the rare outliers (first touch of memory, the scheduler), which the means keep.
+        let mut pooled = Spread::default();
+        for a in acc.values() {
+            pooled.merge(&a.spread);
+        }
+        let center = pooled.median();
+        // A rank whose typical span differs from the others' makes every rank wait for
+        // it wherever they synchronize, so even a small difference is kept per rank.
+        let medians = acc.values().map(|a| a.spread.median());
+        let (low, high) = medians.fold((f64::INFINITY, 0.0f64), |(lo, hi), m| {
+            (lo.min(m), hi.max(m))
+        });
         let imbalanced = per_rank
             .values()
-            .any(|m| (m - mean).abs() > (0.1 * mean).max(MIN_COMPUTE_NS));
+            .any(|m| (m - mean).abs() > (0.1 * mean).max(MIN_COMPUTE_NS))
+            || high - low > (IMBALANCE * center).max(MIN_COMPUTE_NS);
         let (time, note) = if imbalanced || (idle > 0 && mean >= MIN_COMPUTE_NS) {
             let values = (0..self.n_ranks)
                 .map(|r| match per_rank.get(&r) {
@@ -211,28 +233,31 @@ impl Builder<'_> {
                 .collect();
             (TimeSpec::PerRank(values), None)
         } else {
-            // Pooled spread within and between ranks.
+            // The spread of the steady spans (from the interquartile range), and the
+            // standard deviation with the outliers, for the comment.
+            let sd = pooled.robust_sd();
             let n = total_n as f64;
-            let within: f64 = acc
-                .values()
-                .map(|a| a.variance() * (a.n.saturating_sub(1)) as f64)
-                .sum();
-            let between: f64 = acc
-                .values()
-                .map(|a| a.n as f64 * (a.mean() - mean).powi(2))
-                .sum();
-            let sd = if n > 1.0 {
-                ((within + between) / (n - 1.0)).sqrt()
+            let sd_all = if n > 1.0 {
+                let sum_sq: f64 = acc.values().map(|a| a.sum_sq).sum();
+                ((sum_sq - n * mean * mean) / (n - 1.0)).max(0.0).sqrt()
             } else {
                 0.0
             };
+            let outliers =
+                (sd_all >= 0.05 * mean && sd_all > 2.0 * sd.max(MIN_COMPUTE_NS)).then(|| {
+                    format!(
+                        "# sd {} with outliers, {} without: their time is in the mean",
+                        fmt_time(sd_all),
+                        fmt_time(sd)
+                    )
+                });
             if sd >= 0.05 * mean && sd >= MIN_COMPUTE_NS && sd <= mean / 3.0 {
                 (
                     TimeSpec::Normal {
                         mean: Spanned::derived(duration(mean)),
                         stddev: Spanned::derived(duration(sd)),
                     },
-                    None,
+                    outliers,
                 )
             } else if sd > mean / 3.0 && sd >= MIN_COMPUTE_NS {
                 (
@@ -240,7 +265,7 @@ impl Builder<'_> {
                     Some(format!("# spread sd {} is wide: fixed mean", fmt_time(sd))),
                 )
             } else {
-                (TimeSpec::Fixed(Spanned::derived(duration(mean))), None)
+                (TimeSpec::Fixed(Spanned::derived(duration(mean))), outliers)
             }
         };
         let mut stmt = Stmt::new(StmtKind::Compute(Compute {

@@ -186,7 +186,7 @@ impl Merger<'_> {
                 let mut acc = BTreeMap::new();
                 for &i in members {
                     if let MNode::Tok { acc: a, .. } = &seqs[i].1[cursor[i]] {
-                        acc.extend(a.iter().map(|(r, v)| (*r, *v)));
+                        acc.extend(a.iter().map(|(r, v)| (*r, v.clone())));
                     }
                 }
                 MNode::Tok {

@@ -25,6 +25,7 @@ mod build;
 mod comms;
 mod merge;
 mod nest;
+mod spread;
 mod summary;
 mod tokens;
 mod topo;
@@ -297,12 +298,8 @@ pub fn skeletonize(
         app_ns = app_ns.max(tokens.app_ns);
         in_loop += nest.in_loop_ns;
         covered += (tokens.app_ns as f64).max(nest.total_ns);
-        let acc = nest::Acc {
-            n: 1,
-            sum_ns: tokens.trailing_gap_ns as f64,
-            sum_sq: (tokens.trailing_gap_ns as f64).powi(2),
-            mpi_ns: 0.0,
-        };
+        let mut acc = nest::Acc::default();
+        acc.add(tokens.trailing_gap_ns, 0);
         trailing.insert(rank, acc);
         nests.push((rank, nest));
     }

@@ -5,26 +5,29 @@
 
 use std::collections::BTreeMap;
 
+use super::spread::Spread;
 use super::tokens::{RankTokens, Tok};
 use crate::compress::{self, Algorithm, Node};
 
-/// Running statistics of the compute spans at one body position on one rank, and the
-/// MPI time of the calls there.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+/// Running statistics of the compute spans at one body position on one rank (count,
+/// sum, sum of squares and their distribution), and the MPI time of the calls there.
+#[derive(Clone, Debug, Default, PartialEq)]
 pub(crate) struct Acc {
     pub n: u64,
     pub sum_ns: f64,
     pub sum_sq: f64,
     pub mpi_ns: f64,
+    pub spread: Spread,
 }
 
 impl Acc {
-    fn add(&mut self, gap_ns: u64, mpi_ns: u64) {
+    pub fn add(&mut self, gap_ns: u64, mpi_ns: u64) {
         let x = gap_ns as f64;
         self.n += 1;
         self.sum_ns += x;
         self.sum_sq += x * x;
         self.mpi_ns += mpi_ns as f64;
+        self.spread.add(gap_ns);
     }
 
     pub fn mean(&self) -> f64 {
@@ -33,14 +36,6 @@ impl Acc {
         } else {
             self.sum_ns / self.n as f64
         }
-    }
-
-    pub fn variance(&self) -> f64 {
-        if self.n < 2 {
-            return 0.0;
-        }
-        let n = self.n as f64;
-        ((self.sum_sq - self.sum_ns * self.sum_ns / n) / (n - 1.0)).max(0.0)
     }
 }
 

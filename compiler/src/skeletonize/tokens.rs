@@ -346,13 +346,17 @@ fn kind_of(
                 CollOp::Scatterv => {
                     CollSize::PerRank([(rank, size(ev.rbytes.unwrap_or(0)))].into())
                 }
+                // The tracer records what a rank sends to all peers together; the
+                // language's size is the block per pair.
                 CollOp::Alltoallv => {
                     let n = policy.comms.size(rank, comm).max(1);
                     CollSize::PerRank([(rank, size(ev.bytes.unwrap_or(0) / n))].into())
                 }
-                CollOp::Gather | CollOp::Allgather | CollOp::Alltoall => {
-                    CollSize::One(size(ev.bytes.unwrap_or(0)))
+                CollOp::Alltoall => {
+                    let n = policy.comms.size(rank, comm).max(1);
+                    CollSize::One(size(ev.bytes.unwrap_or(0) / n))
                 }
+                CollOp::Gather | CollOp::Allgather => CollSize::One(size(ev.bytes.unwrap_or(0))),
                 CollOp::Scatter | CollOp::ReduceScatter => {
                     CollSize::One(size(ev.rbytes.unwrap_or(0)))
                 }
