@@ -24,8 +24,10 @@ pub struct AppSpec {
     pub source_file: &'static str,
     /// What the application does, for `--list`.
     pub summary: &'static str,
-    /// Full mode: the traced problem runs for about 5–10 s at 2 ranks on an idle
-    /// 2-core machine, so that at K = 100 the skeleton runs for 50–100 ms.
+    /// Full mode: the traced problem runs for about 4–5 s at 2 ranks on an idle
+    /// 2-core machine, about 3 ms per iteration (coarse enough that the busy-polling
+    /// `pinned` scenario, where every synchronization can cost a time slice, stays
+    /// within the run limit), so that at K = 100 the skeleton runs for 40–50 ms.
     pub full: Sizes,
     /// Quick mode: well under a second per run.
     pub quick: Sizes,
@@ -41,9 +43,9 @@ pub const APPS: &[AppSpec] = &[
         source_file: "stencil.c",
         summary: "2-D Jacobi stencil: four Sendrecv halo exchanges and an Allreduce per iteration",
         full: Sizes {
-            traced: &["512", "2400"],
-            small: &["256", "480"],
-            different: &["724", "2400"],
+            traced: &["1400", "1500"],
+            small: &["700", "300"],
+            different: &["1980", "1500"],
         },
         quick: Sizes {
             traced: &["256", "400"],
@@ -56,9 +58,9 @@ pub const APPS: &[AppSpec] = &[
         source_file: "cg.c",
         summary: "CG-like 1-D Laplacian solver: Irecv/Isend halo exchange and two Allreduce dot products per iteration",
         full: Sizes {
-            traced: &["100000", "2000"],
-            small: &["20000", "500"],
-            different: &["200000", "2000"],
+            traced: &["1000000", "1500"],
+            small: &["200000", "375"],
+            different: &["2000000", "1500"],
         },
         quick: Sizes {
             traced: &["50000", "400"],
@@ -71,9 +73,9 @@ pub const APPS: &[AppSpec] = &[
         source_file: "ring.c",
         summary: "ring pipeline: each rank receives a block from the left, transforms it and sends it right",
         full: Sizes {
-            traced: &["100000", "600"],
-            small: &["20000", "150"],
-            different: &["200000", "600"],
+            traced: &["200000", "1500"],
+            small: &["40000", "375"],
+            different: &["400000", "1500"],
         },
         quick: Sizes {
             traced: &["50000", "100"],
@@ -86,9 +88,9 @@ pub const APPS: &[AppSpec] = &[
         source_file: "transpose.c",
         summary: "all-to-all transpose: one Alltoall of B x B blocks per iteration, then a local smoothing",
         full: Sizes {
-            traced: &["256", "600"],
-            small: &["128", "120"],
-            different: &["362", "600"],
+            traced: &["512", "800"],
+            small: &["256", "160"],
+            different: &["724", "800"],
         },
         quick: Sizes {
             traced: &["128", "200"],
@@ -101,9 +103,9 @@ pub const APPS: &[AppSpec] = &[
         source_file: "tree_reduce.c",
         summary: "tree reduction: partial sums sent up a binary tree with Send/Recv, then a Bcast",
         full: Sizes {
-            traced: &["1000000", "500"],
-            small: &["200000", "125"],
-            different: &["2000000", "500"],
+            traced: &["2000000", "1500"],
+            small: &["400000", "375"],
+            different: &["4000000", "1500"],
         },
         quick: Sizes {
             traced: &["500000", "100"],
@@ -116,9 +118,9 @@ pub const APPS: &[AppSpec] = &[
         source_file: "rowcol.c",
         summary: "row and column communicators from Comm_split: Allreduce along rows, Bcast down columns",
         full: Sizes {
-            traced: &["100000", "700"],
-            small: &["20000", "175"],
-            different: &["200000", "700"],
+            traced: &["400000", "1200"],
+            small: &["80000", "300"],
+            different: &["800000", "1200"],
         },
         quick: Sizes {
             traced: &["50000", "100"],
@@ -131,9 +133,9 @@ pub const APPS: &[AppSpec] = &[
         source_file: "master_worker.c",
         summary: "master/worker: rank 0 hands out ranges, workers count primes and answer (MPI_ANY_SOURCE)",
         full: Sizes {
-            traced: &["100000", "60"],
-            small: &["20000", "30"],
-            different: &["200000", "60"],
+            traced: &["100000", "120"],
+            small: &["20000", "70"],
+            different: &["200000", "120"],
         },
         quick: Sizes {
             traced: &["20000", "20"],
