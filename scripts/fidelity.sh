@@ -30,8 +30,15 @@ REPEAT=${REPEAT:-3}
 OUT=${OUT:-/tmp/perfskel-fidelity}
 CALIBRATE=${CALIBRATE:-1}
 TARGET=${TARGET:-model}
-# A command prefix for the traced run and the skeleton runs, e.g. PREFIX="chrt -f 1"
-# (real-time priority, root only) to shield both from other load on a shared machine.
+# A command prefix for the traced run and the skeleton runs, to shield both from other
+# load on a shared machine: PREFIX="nice -n -20" (root). Linux applies nice only within
+# an autogroup (a session) unless `sysctl kernel.sched_autogroup_enabled=0`, so turn
+# that off first or the prefix does nothing against other sessions' builds. Real-time
+# priority (PREFIX="chrt -f 1") shields better but is throttled: real-time tasks may use
+# 950 ms of each second (kernel.sched_rt_runtime_us), so runs over a second stall 50 ms
+# every second, which the trace records as 50 ms compute outliers and a skeleton shorter
+# than a second never meets. Neither shields memory bandwidth and the shared L3 cache:
+# memory-bound applications (rowcol, stencil) still vary with other jobs.
 read -r -a PREFIX <<<"${PREFIX:-}"
 
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
