@@ -265,3 +265,113 @@ fn shape(
         })
         .collect()
 }
+
+#[cfg(test)]
+mod walk_tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// The statistics as a recursive walk over the nest with every token in memory
+    /// (how the pass computed them before it streamed).
+    fn recursive(nest: &[Node], gaps: &[(u64, u64)], pos: &mut usize, depth: usize, out: &mut Vec<Acc>, leaf: &mut usize, ns: &mut (f64, f64)) {
+        for node in nest {
+            match node {
+                Node::Token(_) => {
+                    let (gap, dur) = gaps[*pos];
+                    out[*leaf].add(gap, dur);
+                    let t = (gap + dur) as f64;
+                    ns.1 += t;
+                    if depth > 0 {
+                        ns.0 += t;
+                    }
+                    *pos += 1;
+                    *leaf += 1;
+                }
+                Node::Loop { count, body } => {
+                    let first = *leaf;
+                    for _ in 0..*count {
+                        *leaf = first;
+                        recursive(body, gaps, pos, depth + 1, out, leaf, ns);
+                    }
+                }
+            }
+        }
+    }
+
+    fn accs_of(nodes: &[MNode], out: &mut Vec<Acc>) {
+        for node in nodes {
+            match node {
+                MNode::Tok { acc, .. } => out.extend(acc.values().copied()),
+                MNode::Loop { body, .. } => accs_of(body, out),
+                MNode::If { .. } => {}
+            }
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn the_walk_sums_like_the_recursive_walk(
+            blocks in prop::collection::vec((prop::collection::vec(0u32..4, 1..5), 1u64..6), 1..8),
+            seed in any::<u64>(),
+        ) {
+            let ids: Vec<u32> = blocks
+                .iter()
+                .flat_map(|(body, n)| (0..*n).flat_map(move |_| body.clone()))
+                .collect();
+            let mut x = seed | 1;
+            let gaps: Vec<(u64, u64)> = ids
+                .iter()
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    (x % 1_000_003, x % 977)
+                })
+                .collect();
+            let table: Vec<Tok> = (0..4)
+                .map(|site| Tok {
+                    kind: super::super::tokens::Kind::Wait {
+                        op: perfskel_grammar::ast::WaitOp::Wait,
+                        slots: vec![0],
+                    },
+                    comm: super::super::comms::CommRef::World,
+                    site,
+                })
+                .collect();
+            for algorithm in [Algorithm::Exact, Algorithm::Greedy] {
+                let nest = compress::discover(&ids, algorithm);
+                let mut walk = Walk::new(&nest);
+                for (id, (gap, dur)) in ids.iter().zip(&gaps) {
+                    walk.visit(*id, *gap, *dur);
+                }
+                let got = walk.finish(&nest, &table, 0).expect("the nest's own tokens");
+                let mut want = vec![Acc::default(); compress::description_len(&nest)];
+                let (mut pos, mut leaf, mut ns) = (0, 0, (0.0, 0.0));
+                recursive(&nest, &gaps, &mut pos, 0, &mut want, &mut leaf, &mut ns);
+                let mut accs = Vec::new();
+                accs_of(&got.nodes, &mut accs);
+                want.truncate(accs.len());
+                prop_assert_eq!(accs, want);
+                prop_assert_eq!((got.in_loop_ns, got.total_ns), ns);
+                prop_assert_eq!(got.tokens, ids.len() as u64);
+            }
+        }
+    }
+
+    #[test]
+    fn other_tokens_than_the_nests_are_refused() {
+        let nest = compress::discover(&[1, 2, 1, 2, 3], Algorithm::Exact);
+        let table: Vec<Tok> = Vec::new();
+        let mut walk = Walk::new(&nest);
+        for id in [1, 2, 1, 3, 3] {
+            walk.visit(id, 0, 0);
+        }
+        assert!(walk.finish(&nest, &table, 0).is_none());
+        // One token short.
+        let mut walk = Walk::new(&nest);
+        for id in [1, 2, 1, 2] {
+            walk.visit(id, 0, 0);
+        }
+        assert!(walk.finish(&nest, &table, 0).is_none());
+    }
+}

@@ -142,8 +142,7 @@ pub(crate) struct Tokenizer<'a> {
     site_of: &'a dyn Fn(u64) -> u32,
     intern: FxHashMap<Tok, u32>,
     table: Vec<Tok>,
-    /// Request id → slot.
-    live: BTreeMap<u64, u32>,
+    live: Live,
     pending_gap: u64,
     prev_end: Option<u64>,
     init_end: Option<u64>,
@@ -160,7 +159,7 @@ impl<'a> Tokenizer<'a> {
             site_of,
             intern: FxHashMap::default(),
             table: Vec::new(),
-            live: BTreeMap::new(),
+            live: Live::default(),
             pending_gap: 0,
             prev_end: None,
             init_end: None,
@@ -248,9 +247,9 @@ impl<'a> Tokenizer<'a> {
             self.counts.trailing_gap_ns = self.pending_gap;
         }
         let mut last = None;
-        if !self.live.is_empty() {
-            self.counts.unmatched_requests = self.live.len() as u64;
-            let mut slots: Vec<u32> = self.live.values().copied().collect();
+        if !self.live.slot_of.is_empty() {
+            self.counts.unmatched_requests = self.live.slot_of.len() as u64;
+            let mut slots: Vec<u32> = self.live.slot_of.values().copied().collect();
             slots.sort_unstable();
             let tok = Tok {
                 kind: Kind::Wait {
@@ -282,6 +281,42 @@ impl<'a> Tokenizer<'a> {
     }
 }
 
+/// The requests posted and not yet completed, each named by a slot.
+#[derive(Debug, Default)]
+struct Live {
+    /// Request id → slot.
+    slot_of: BTreeMap<u64, u32>,
+    /// The slots in use (the values of `slot_of`), kept alongside so that posting does
+    /// not scan every live request.
+    used: BTreeSet<u32>,
+}
+
+impl Live {
+    /// Posts request `id` in the lowest free slot.
+    fn post(&mut self, id: u64) -> u32 {
+        let mut slot = 0;
+        for &u in &self.used {
+            if u != slot {
+                break;
+            }
+            slot += 1;
+        }
+        // An id posted again while live (a lost completion) frees its old slot.
+        if let Some(old) = self.slot_of.insert(id, slot) {
+            self.used.remove(&old);
+        }
+        self.used.insert(slot);
+        slot
+    }
+
+    /// Completes request `id`: its slot, if it was live.
+    fn complete(&mut self, id: u64) -> Option<u32> {
+        let slot = self.slot_of.remove(&id)?;
+        self.used.remove(&slot);
+        Some(slot)
+    }
+}
+
 /// Operations that become no statement by design (communicator creation is declared at
 /// the top; probes and unsuccessful tests only cost time).
 fn is_silent(op: Op) -> bool {
@@ -307,7 +342,7 @@ fn kind_of(
     ev: &Event,
     comm: CommRef,
     policy: &Policy<'_>,
-    live: &mut BTreeMap<u64, u32>,
+    live: &mut Live,
     out: &mut RankCounts,
 ) -> Option<Kind> {
     let size = |b: u64| policy.size_map.get(&b).copied().unwrap_or(b);
@@ -332,13 +367,7 @@ fn kind_of(
             bytes: (!null).then(|| size(bytes.unwrap_or(0))),
         }
     };
-    let mut post = |ev: &Event| -> Option<u32> {
-        let id = ev.req?;
-        let used: BTreeSet<u32> = live.values().copied().collect();
-        let slot = (0..).find(|s| !used.contains(s)).unwrap_or(0);
-        live.insert(id, slot);
-        Some(slot)
-    };
+    let mut post = |ev: &Event| -> Option<u32> { Some(live.post(ev.req?)) };
     let p2p = |op, halves, tag, req| {
         Some(Kind::P2p {
             op,
@@ -385,7 +414,7 @@ fn kind_of(
             }
             let mut slots = Vec::new();
             for id in &ev.reqs {
-                match live.remove(id) {
+                match live.complete(*id) {
                     Some(slot) => slots.push(slot),
                     None => out.unknown_waits += 1,
                 }
