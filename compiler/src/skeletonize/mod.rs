@@ -368,7 +368,7 @@ fn compress_rank(
     let mut seen = 0u64;
     let mut tick = |seen: &mut u64| {
         *seen += 1;
-        if *seen % survey::PROGRESS_EVERY == 0 {
+        if seen.is_multiple_of(survey::PROGRESS_EVERY) {
             progress(*seen);
         }
     };

@@ -273,7 +273,15 @@ mod walk_tests {
 
     /// The statistics as a recursive walk over the nest with every token in memory
     /// (how the pass computed them before it streamed).
-    fn recursive(nest: &[Node], gaps: &[(u64, u64)], pos: &mut usize, depth: usize, out: &mut Vec<Acc>, leaf: &mut usize, ns: &mut (f64, f64)) {
+    fn recursive(
+        nest: &[Node],
+        gaps: &[(u64, u64)],
+        pos: &mut usize,
+        depth: usize,
+        out: &mut Vec<Acc>,
+        leaf: &mut usize,
+        ns: &mut (f64, f64),
+    ) {
         for node in nest {
             match node {
                 Node::Token(_) => {

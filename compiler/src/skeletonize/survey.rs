@@ -68,7 +68,7 @@ pub(super) fn survey(
         let read = source::read_rank(input.ranks, rank, &mut |ev| {
             part.add(ev);
             seen += 1;
-            if seen % PROGRESS_EVERY == 0 {
+            if seen.is_multiple_of(PROGRESS_EVERY) {
                 progress(Progress {
                     done: before + seen,
                     total: 0,
