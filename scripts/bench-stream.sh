@@ -50,7 +50,7 @@ if [ ! -f "$TRACE/manifest.json" ]; then
   mpicc -O2 -g -Wall -Wextra -Werror -o "$DIR/small_calls" "$ROOT/examples/apps/small_calls.c"
   "$PERFSKEL" record -o "$TRACE" -- mpirun -np "$RANKS" "$DIR/small_calls" "$OUTER" "$INNER"
 fi
-echo "trace: $TRACE, $(du -sh "$TRACE" | cut -f1)"
+echo "trace: $TRACE, $(du -shL "$TRACE" | cut -f1)"
 echo
 
 field() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$1" "$2"; }
@@ -62,8 +62,8 @@ for algorithm in $ALGORITHMS; do
   load=$(cut -d' ' -f1-3 /proc/loadavg)
   out="$DIR/$algorithm"
   if ! /usr/bin/time -v -o "$out.time" "$PERFSKEL" skeletonize "$TRACE" -o "$out.skel" \
-      --algorithm "$algorithm" --format json --force >"$out.json"; then
-    echo "bench-stream: skeletonize --algorithm $algorithm failed (see $out.json)" >&2
+      --algorithm "$algorithm" --format json --force >"$out.json" 2>"$out.err"; then
+    echo "bench-stream: skeletonize --algorithm $algorithm failed (see $out.err)" >&2
     exit 1
   fi
   events=$(field "$out.json" raw_events)
@@ -74,10 +74,11 @@ for algorithm in $ALGORITHMS; do
       "$peak_kib" "$load" <<'EOF'
 import sys
 algorithm, events, statements, user, wall, peak_kib, load = sys.argv[1:]
-events, user, peak_kib = int(events), float(user), int(peak_kib)
+events, user, peak_kib = int(events), max(float(user), 0.01), int(peak_kib)
 secs = 0.0
 for part in wall.split(":"):
     secs = secs * 60 + float(part)
+secs = max(secs, 0.01)
 print(f"| {algorithm} | {events:,} | {statements} | {user:.1f} s | {secs:.1f} s "
       f"| {peak_kib / 1024:.1f} MiB | {events / user / 1e6:.2f} M | {events / secs / 1e6:.2f} M | {load} |")
 EOF
