@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::io::Read;
 
-use super::reader::{Completion, Event, Header, RankReader, TraceError};
+use super::reader::{Completion, Event, Header, RankReader, Site, TraceError};
 use super::stats::SiteKey;
 
 /// Everything one rank file holds.
@@ -46,20 +46,22 @@ pub fn site_keys<R: Read>(reader: &RankReader<R>) -> BTreeMap<u64, SiteKey> {
         .sites()
         .iter()
         .enumerate()
-        .map(|(i, s)| {
-            let key = match reader.object(s.object) {
-                Some(o) => SiteKey {
-                    object: o.path.clone(),
-                    offset: s.addr.wrapping_sub(o.bias),
-                },
-                None => SiteKey {
-                    object: String::new(),
-                    offset: s.addr,
-                },
-            };
-            (i as u64 + 1, key)
-        })
+        .map(|(i, s)| (i as u64 + 1, site_key(reader, s)))
         .collect()
+}
+
+/// Where call site `s` of `reader` is, independent of the load address.
+pub fn site_key<R: Read>(reader: &RankReader<R>, s: &Site) -> SiteKey {
+    match reader.object(s.object) {
+        Some(o) => SiteKey {
+            object: o.path.clone(),
+            offset: s.addr.wrapping_sub(o.bias),
+        },
+        None => SiteKey {
+            object: String::new(),
+            offset: s.addr,
+        },
+    }
 }
 
 /// The communicators `reader` has read so far: id → world rank of each member.
