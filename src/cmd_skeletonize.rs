@@ -1,30 +1,29 @@
 //! `perfskel skeletonize TRACE_DIR -o app.skel`: reads every rank file of a trace written
 //! by `perfskel record` and the traced objects (to name call sites), runs
-//! `perfskel_compiler::skeletonize`, writes the skeleton (never over an existing file
-//! without `--force`), checks it like `perfskel check` and prints the summary as text or
-//! JSON. A progress bar shows on a terminal for long traces.
+//! `perfskel_compiler::skeletonize` (which reads each rank file as a stream, three
+//! times), writes the skeleton (never over an existing file without `--force`), checks
+//! it like `perfskel check` and prints the summary as text or JSON. A progress bar shows on a terminal for long traces.
 
-use std::borrow::Cow;
 use std::cell::RefCell;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use perfskel_compiler::check::Options as CheckOptions;
 use perfskel_compiler::compress::Algorithm;
-use perfskel_compiler::skeletonize::{self, Input, Loaded, Options, Ranks, Skeleton};
+use perfskel_compiler::skeletonize::{self, Input, Opened, Options, RankEvents, Ranks, Skeleton};
 use perfskel_compiler::trace::format;
 use perfskel_compiler::trace::manifest::Manifest;
 use perfskel_compiler::trace::stats::SiteKey;
-use perfskel_compiler::trace::{Event, RankTrace};
+use perfskel_compiler::trace::{Completion, Event, TraceError};
 
 use crate::cmd_trace::{self, Symbols};
 use crate::files::{emit, tally};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum AlgorithmArg {
-    /// Shortest description, outer loops first.
+    /// Shortest description, outer loops first (ranks over 4 M tokens: greedy's nest).
     Exact,
     /// Inner loops first, near-linear.
     Greedy,
@@ -178,12 +177,21 @@ pub fn skeletonize_dir(args: &Args) -> Result<Outcome, String> {
     })
 }
 
-/// Reads a trace directory one rank at a time, for the pass's two sweeps; a rank file
-/// that cannot be read is reported once.
+/// Opens a trace directory's rank files one at a time, for the pass's sweeps (each reads
+/// a rank record by record: no rank is ever held in memory); a rank file that cannot be
+/// read is reported once.
 struct DirRanks {
     dir: PathBuf,
     n_ranks: u32,
     reported: RefCell<BTreeSet<u32>>,
+}
+
+impl DirRanks {
+    fn report(&self, rank: u32, e: &TraceError) {
+        if self.reported.borrow_mut().insert(rank) {
+            eprintln!("warning: trace: {e}");
+        }
+    }
 }
 
 impl Ranks for DirRanks {
@@ -191,19 +199,43 @@ impl Ranks for DirRanks {
         self.n_ranks
     }
 
-    fn load(&self, rank: u32) -> Loaded<'_> {
-        let read =
-            cmd_trace::open_rank(&self.dir, rank).and_then(|r| r.map(RankTrace::read).transpose());
-        match read {
-            Ok(Some(t)) => Loaded::Trace(Cow::Owned(t)),
-            Ok(None) => Loaded::Missing,
+    fn open(&self, rank: u32) -> Opened<'_> {
+        match cmd_trace::open_rank(&self.dir, rank) {
+            Ok(Some(reader)) => Opened::Events(Box::new(Reported {
+                reader,
+                rank,
+                ranks: self,
+            })),
+            Ok(None) => Opened::Missing,
             Err(e) => {
-                if self.reported.borrow_mut().insert(rank) {
-                    eprintln!("warning: trace: {e}");
-                }
-                Loaded::Unreadable
+                self.report(rank, &e);
+                Opened::Unreadable
             }
         }
+    }
+}
+
+/// A rank file's reader whose errors are reported (once per rank).
+struct Reported<'a> {
+    reader: cmd_trace::FileReader,
+    rank: u32,
+    ranks: &'a DirRanks,
+}
+
+impl RankEvents for Reported<'_> {
+    fn next_event(&mut self, ev: &mut Event) -> Result<bool, TraceError> {
+        self.reader
+            .next_event(ev)
+            .inspect_err(|e| self.ranks.report(self.rank, e))
+    }
+    fn sites(&self) -> BTreeMap<u64, SiteKey> {
+        RankEvents::sites(&self.reader)
+    }
+    fn comms(&self) -> BTreeMap<u64, Vec<i64>> {
+        RankEvents::comms(&self.reader)
+    }
+    fn completion(&self) -> Completion {
+        RankEvents::completion(&self.reader)
     }
 }
 

@@ -65,7 +65,7 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
     }
 }
 
-type FileReader = RankReader<File>;
+pub type FileReader = RankReader<File>;
 
 /// Opens rank `rank`'s file; `Ok(None)` when it does not exist.
 pub fn open_rank(dir: &Path, rank: u32) -> Result<Option<FileReader>, TraceError> {

@@ -710,3 +710,279 @@ fn single_rank_proc_null_exchanges_are_left_out() {
         summary.notes
     );
 }
+
+// ---- the streaming pass ----
+
+/// A 4-rank chain with nested loops, jittered compute spans (so that the statistics'
+/// floating-point sums depend on the order they are taken in), a section without
+/// repetition (every message another size) and rank 2 cut off in the middle of the run.
+fn irregular_chain() -> Vec<RankTrace> {
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut jitter = move |base: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        base + seed % (base / 3 + 1)
+    };
+    (0..N_RANKS)
+        .map(|rank| {
+            let mut s = Synth::new();
+            let peer = |d: i64| {
+                let p = i64::from(rank) + d;
+                if (0..i64::from(N_RANKS)).contains(&p) {
+                    p
+                } else {
+                    PEER_PROC_NULL
+                }
+            };
+            let bytes = |p: i64| if p == PEER_PROC_NULL { 0 } else { 2048 };
+            let mut req = 0u64;
+            for outer in 0..40u64 {
+                for _ in 0..7 {
+                    for (op, d) in [(Op::Irecv, -1), (Op::Isend, 1)] {
+                        req += 1;
+                        s.call(jitter(3_000), op, |e| {
+                            e.peer = Some(peer(d));
+                            e.bytes = Some(bytes(peer(d)));
+                            e.tag = Some(0);
+                            e.req = Some(req);
+                        });
+                    }
+                    s.call(jitter(500), Op::Waitall, |e| e.reqs = vec![req - 1, req]);
+                }
+                s.call(jitter(1_000_000), Op::Allreduce, |e| {
+                    e.bytes = Some(8);
+                    e.rbytes = Some(8);
+                });
+                if rank == 2 && outer == 25 {
+                    // Killed: no MPI_Finalize, no end record.
+                    let mut t = s.finish(rank, N_RANKS);
+                    t.events.truncate(t.events.len() - 1);
+                    t.completion = Completion::Incomplete {
+                        valid_bytes: 0,
+                        trailing_bytes: 0,
+                    };
+                    return t;
+                }
+            }
+            for i in 0..25u64 {
+                s.call(jitter(20_000), Op::Bcast, |e| {
+                    e.bytes = Some(8 * (i + 1));
+                    e.root = Some(0);
+                });
+            }
+            s.finish(rank, N_RANKS)
+        })
+        .collect()
+}
+
+/// The pass reads every rank as a stream (a survey, then loop discovery, then the
+/// statistics of the loop bodies): on nested loops with jittered times, a truncated
+/// rank and a section without repetition, both algorithms give the skeletons and
+/// summaries the pass gave when it held every rank's events in memory (the snapshot was
+/// written by that version and is unchanged).
+#[test]
+fn streaming_gives_the_in_memory_skeletons() {
+    let ranks = irregular_chain();
+    let mut shown = String::new();
+    for algorithm in [Algorithm::Exact, Algorithm::Greedy] {
+        let (text, summary) = run_synthetic(&ranks, algorithm);
+        assert_eq!(summary.incomplete_ranks, vec![2]);
+        assert!(text.contains("loop 40"), "{text}");
+        shown.push_str(&format!("== {algorithm:?}\n{text}\n{summary:#?}\n"));
+    }
+    insta::with_settings!({snapshot_path => "../snapshots/skeletonize", prepend_module_to_snapshot => false}, {
+        insta::assert_snapshot!("streaming_irregular_chain", shown);
+    });
+}
+
+/// Encodes a rank as a trace file (format version 2, as `runtime/tracer/FORMAT.md`
+/// describes it): one object, the call sites the events use, the world communicator's
+/// members, the events, and the end record when the rank completed.
+fn encode_rank(trace: &RankTrace) -> Vec<u8> {
+    use format::field;
+    fn varint(out: &mut Vec<u8>, mut v: u64) {
+        while v >= 0x80 {
+            out.push((v as u8) | 0x80);
+            v >>= 7;
+        }
+        out.push(v as u8);
+    }
+    fn zigzag(out: &mut Vec<u8>, v: i64) {
+        varint(out, ((v << 1) ^ (v >> 63)) as u64);
+    }
+    let h = &trace.header;
+    let mut b = Vec::new();
+    b.extend_from_slice(format::MAGIC);
+    b.extend_from_slice(&format::VERSION.to_le_bytes());
+    b.extend_from_slice(&0u16.to_le_bytes());
+    b.extend_from_slice(&h.rank.to_le_bytes());
+    b.extend_from_slice(&h.n_ranks.to_le_bytes());
+    b.extend_from_slice(&h.pid.to_le_bytes());
+    b.extend_from_slice(&h.start_unix_ns.to_le_bytes());
+    for s in [&h.host, &h.mpi_library] {
+        b.extend_from_slice(&(s.len() as u16).to_le_bytes());
+        b.extend_from_slice(s.as_bytes());
+    }
+    let len = (b.len() as u16).to_le_bytes();
+    b[10..12].copy_from_slice(&len);
+    b.push(format::R_OBJECT);
+    varint(&mut b, 1);
+    varint(&mut b, 0);
+    varint(&mut b, 4);
+    b.extend_from_slice(b"/app");
+    // Site ids are dense from 1; the synthetic ones are 1 + operation code.
+    let last_site = trace.sites.keys().max().copied().unwrap_or(0);
+    for id in 1..=last_site {
+        b.push(format::R_SITE);
+        varint(&mut b, id);
+        varint(&mut b, 1);
+        varint(&mut b, trace.sites.get(&id).map_or(0, |k| k.offset));
+    }
+    for (id, members) in &trace.comms {
+        b.push(format::R_COMM);
+        varint(&mut b, *id);
+        varint(&mut b, members.len() as u64);
+        for m in members {
+            zigzag(&mut b, *m);
+        }
+    }
+    let mut prev_end = 0;
+    for ev in &trace.events {
+        let mut fields: Vec<(u64, Vec<u8>)> = Vec::new();
+        let mut put = |bit: u64, write: &dyn Fn(&mut Vec<u8>)| {
+            let mut v = Vec::new();
+            write(&mut v);
+            fields.push((bit, v));
+        };
+        if let Some(p) = ev.peer {
+            put(field::PEER, &|v| zigzag(v, p));
+        }
+        if let Some(t) = ev.tag {
+            put(field::TAG, &|v| zigzag(v, t));
+        }
+        if let Some(x) = ev.bytes {
+            put(field::BYTES, &|v| varint(v, x));
+        }
+        if let Some(c) = ev.comm {
+            put(field::COMM, &|v| varint(v, c));
+        }
+        if let Some(r) = ev.req {
+            put(field::REQ, &|v| varint(v, r));
+        }
+        if !ev.reqs.is_empty() {
+            put(field::REQS, &|v| {
+                varint(v, ev.reqs.len() as u64);
+                for r in &ev.reqs {
+                    varint(v, *r);
+                }
+            });
+        }
+        if let Some(r) = ev.root {
+            put(field::ROOT, &|v| zigzag(v, r));
+        }
+        if let Some(s) = ev.src {
+            put(field::SRC, &|v| zigzag(v, s));
+        }
+        if let Some(t) = ev.rtag {
+            put(field::RTAG, &|v| zigzag(v, t));
+        }
+        if let Some(x) = ev.rbytes {
+            put(field::RBYTES, &|v| varint(v, x));
+        }
+        if let Some(c) = ev.newcomm {
+            put(field::NEWCOMM, &|v| varint(v, c));
+        }
+        if let Some(f) = ev.flag {
+            put(field::FLAG, &|v| varint(v, f));
+        }
+        b.push(ev.op.code());
+        varint(&mut b, fields.iter().fold(0, |m, (bit, _)| m | bit));
+        varint(&mut b, ev.start_ns - prev_end);
+        varint(&mut b, ev.duration_ns());
+        varint(&mut b, ev.site);
+        for (_, v) in fields {
+            b.extend_from_slice(&v);
+        }
+        prev_end = ev.end_ns;
+    }
+    if let Completion::Complete { end_ns, n_events } = trace.completion {
+        b.push(format::R_END);
+        varint(&mut b, end_ns);
+        varint(&mut b, n_events);
+    }
+    b
+}
+
+/// Rank files in memory, each read record by record by the trace reader, as `perfskel
+/// skeletonize` reads a trace directory.
+struct RankFiles(Vec<Vec<u8>>);
+
+impl skeletonize::Ranks for RankFiles {
+    fn n_ranks(&self) -> u32 {
+        self.0.len() as u32
+    }
+    fn open(&self, rank: u32) -> skeletonize::Opened<'_> {
+        let Some(bytes) = self.0.get(rank as usize) else {
+            return skeletonize::Opened::Missing;
+        };
+        match RankReader::new(&bytes[..], Some(rank)) {
+            Ok(reader) => skeletonize::Opened::Events(Box::new(reader)),
+            Err(_) => skeletonize::Opened::Unreadable,
+        }
+    }
+}
+
+/// The streaming reader path on rank files (rank 2 cut off in the middle of a record, a
+/// section without repetition) gives the same skeleton and summary as the same events
+/// collected in memory first.
+#[test]
+fn rank_files_stream_like_collected_ranks() {
+    let mut files: Vec<Vec<u8>> = irregular_chain().iter().map(encode_rank).collect();
+    // Cut rank 2 in the middle of a record: the reader keeps the whole records before.
+    let cut = files[2].len() - 5;
+    files[2].truncate(cut);
+    let collected: Vec<RankTrace> = files
+        .iter()
+        .enumerate()
+        .map(|(r, bytes)| {
+            RankTrace::read(RankReader::new(&bytes[..], Some(r as u32)).expect("header"))
+                .expect("reads")
+        })
+        .collect();
+    assert!(matches!(
+        collected[2].completion,
+        Completion::Incomplete {
+            trailing_bytes: 1..,
+            ..
+        }
+    ));
+    let names = site_names();
+    let site_name = |k: &perfskel_compiler::trace::stats::SiteKey| names.get(k).cloned();
+    for algorithm in [Algorithm::Exact, Algorithm::Greedy] {
+        let options = Options {
+            algorithm,
+            ..Options::default()
+        };
+        let run = |ranks: &dyn skeletonize::Ranks| {
+            let input = Input {
+                name: "synthetic".into(),
+                ranks,
+                site_name: &site_name,
+                origin: "a synthetic trace".into(),
+            };
+            let mut last = skeletonize::Progress { done: 0, total: 0 };
+            let sk = skeletonize::skeletonize(&input, &options, &mut |p| last = p);
+            // Three reads of every merged rank: survey, discovery, statistics.
+            assert_eq!(last.done, last.total);
+            (perfskel_grammar::printer::print(&sk.program), sk.summary)
+        };
+        let in_memory = InMemory(collected.iter().map(RankSource::Trace).collect());
+        let from_memory = run(&in_memory);
+        let from_files = run(&RankFiles(files.clone()));
+        assert_eq!(from_files.0, from_memory.0);
+        assert_eq!(from_files.1, from_memory.1);
+        assert_eq!(from_files.1.incomplete_ranks, vec![2]);
+        assert!(from_files.0.contains("loop 40"), "{}", from_files.0);
+    }
+}

@@ -421,7 +421,9 @@ fn mix(mut x: u64) -> u64 {
     x ^ (x >> 31)
 }
 
-/// Greedy discovery of a whole sequence.
+/// Greedy discovery of a whole sequence (the unit tests'; [`super::Discovery`] is the
+/// streaming entry point).
+#[cfg(test)]
 pub fn discover(tokens: &[u32]) -> Vec<Node> {
     let mut compressor = GreedyCompressor::new();
     for &token in tokens {

@@ -55,14 +55,53 @@ pub enum Algorithm {
 /// input, where exact's work bounds cut its search short) or when the sequence is longer
 /// than [`EXACT_MAX_TOKENS`].
 pub fn discover(tokens: &[u32], algorithm: Algorithm) -> Vec<Node> {
-    match algorithm {
-        Algorithm::Greedy => greedy::discover(tokens),
-        Algorithm::Exact => {
-            let greedy = greedy::discover(tokens);
-            match exact::discover(tokens) {
-                Some(exact) if description_len(&exact) <= description_len(&greedy) => exact,
-                _ => greedy,
+    let mut discovery = Discovery::new(algorithm);
+    for &token in tokens {
+        discovery.push(token);
+    }
+    discovery.finish()
+}
+
+/// [`discover`] fed one token at a time, for sequences too long to hold: the greedy
+/// compressor sees every token as it comes (its memory does not grow with the length of
+/// regular input); for [`Algorithm::Exact`] the 4-byte token ids are also kept, up to
+/// [`EXACT_MAX_TOKENS`] (16 MiB), since the exact search needs the whole sequence. Past
+/// that they are dropped and the greedy nest is the result, as [`discover`] decides for
+/// such sequences anyway: both give the same nest for the same tokens.
+pub struct Discovery {
+    greedy: GreedyCompressor,
+    /// The tokens so far, while the exact search may still run on them.
+    kept: Option<Vec<u32>>,
+}
+
+impl Discovery {
+    pub fn new(algorithm: Algorithm) -> Self {
+        Discovery {
+            greedy: GreedyCompressor::new(),
+            kept: (algorithm == Algorithm::Exact).then(Vec::new),
+        }
+    }
+
+    /// Appends one token.
+    pub fn push(&mut self, token: u32) {
+        self.greedy.push(token);
+        if let Some(kept) = &mut self.kept {
+            if kept.len() < EXACT_MAX_TOKENS {
+                kept.push(token);
+            } else {
+                self.kept = None;
             }
+        }
+    }
+
+    /// The nest of everything pushed. Exact keeps the greedy nest when that one is
+    /// shorter (only on adversarial input, where exact's work bounds cut its search
+    /// short).
+    pub fn finish(self) -> Vec<Node> {
+        let greedy = self.greedy.finish();
+        match self.kept.as_deref().and_then(exact::discover) {
+            Some(exact) if description_len(&exact) <= description_len(&greedy) => exact,
+            _ => greedy,
         }
     }
 }

@@ -145,39 +145,49 @@ pub fn matrix(ranks: &[RankInput<'_>]) -> Result<TraceMatrix, MatrixError> {
             out.incomplete_ranks.push(rank);
         }
         for ev in events {
-            let time_s = Some(ev.duration_ns() as f64 * 1e-9);
-            if is_send(ev.op) {
-                let Some(peer) = ev.peer else {
-                    out.bad_peer_sends += 1;
-                    continue;
-                };
-                if peer == PEER_PROC_NULL {
-                    out.proc_null_sends += 1;
-                    continue;
-                }
-                let Some(dst) = u32::try_from(peer).ok().filter(|p| *p < n_ranks) else {
-                    out.bad_peer_sends += 1;
-                    continue;
-                };
-                let traffic = Traffic {
-                    messages: 1,
-                    bytes: ev.bytes.unwrap_or(0),
-                    time_s,
-                };
-                out.matrix.add_p2p(rank, dst, traffic)?;
-            } else if ev.op.class() == OpClass::Collective {
-                out.matrix.add_collective(
-                    &collective_name(ev.op),
-                    Traffic {
-                        messages: 1,
-                        bytes: ev.bytes.unwrap_or(0),
-                        time_s,
-                    },
-                );
-            }
+            out.add_event(rank, ev)?;
         }
     }
     Ok(out)
+}
+
+impl TraceMatrix {
+    /// Counts one event of `rank` (a send at its sender, a collective by operation), for
+    /// callers that stream a rank's events instead of holding them.
+    pub fn add_event(&mut self, rank: u32, ev: &Event) -> Result<(), MatrixError> {
+        let time_s = Some(ev.duration_ns() as f64 * 1e-9);
+        if is_send(ev.op) {
+            let Some(peer) = ev.peer else {
+                self.bad_peer_sends += 1;
+                return Ok(());
+            };
+            if peer == PEER_PROC_NULL {
+                self.proc_null_sends += 1;
+                return Ok(());
+            }
+            let n_ranks = self.matrix.n_ranks;
+            let Some(dst) = u32::try_from(peer).ok().filter(|p| *p < n_ranks) else {
+                self.bad_peer_sends += 1;
+                return Ok(());
+            };
+            let traffic = Traffic {
+                messages: 1,
+                bytes: ev.bytes.unwrap_or(0),
+                time_s,
+            };
+            self.matrix.add_p2p(rank, dst, traffic)?;
+        } else if ev.op.class() == OpClass::Collective {
+            self.matrix.add_collective(
+                &collective_name(ev.op),
+                Traffic {
+                    messages: 1,
+                    bytes: ev.bytes.unwrap_or(0),
+                    time_s,
+                },
+            );
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]

@@ -9,7 +9,8 @@
 //! spread of the steady spans is meaningful (at least 5 % of the mean) but narrow (at most
 //! a third of the mean: a wider normal would be clamped at zero by the back ends, which
 //! raises the mean, so a wide spread keeps a fixed mean and says so in a comment). The
-//! spread is the interquartile range's (see [`super::spread`]): rare outliers count in
+//! spread leaves out spans beyond three interquartile ranges of the quartiles (see
+//! [`super::spread`]): rare outliers count in
 //! the mean but do not become noise on every iteration.
 
 use std::collections::BTreeMap;
@@ -32,6 +33,34 @@ pub(crate) const MIN_COMPUTE_NS: f64 = 5_000.0;
 /// When the ranks' median spans differ by more than this fraction of the pooled median,
 /// every rank gets its own compute time (`per_rank`).
 const IMBALANCE: f64 = 0.02;
+
+/// Whether some ranks' typical spans really differ. A rank whose spans are longer makes
+/// every rank wait for it wherever they synchronize, so a gap of [`IMBALANCE`] between
+/// the highest and the lowest median is kept per rank, but only when it is more than
+/// sampling noise: every rank has at least 4 spans there, and the gap exceeds three
+/// standard errors of the two medians (a median's standard error is about
+/// 1.2533 sd / √n). Single spans and short loops fall back to the 10 % rule on means.
+fn medians_differ(acc: &BTreeMap<u32, Acc>, center: f64) -> bool {
+    if acc.len() < 2 || acc.values().any(|a| a.n < 4) {
+        return false;
+    }
+    let stat = |a: &Acc| {
+        let se = 1.2533 * a.spread.robust_sd() / (a.n as f64).sqrt();
+        (a.spread.median(), se)
+    };
+    let mut stats = acc.values().map(stat);
+    let Some(first) = stats.next() else {
+        return false;
+    };
+    let (low, high) = stats.fold((first, first), |(lo, hi), m| {
+        (
+            if m.0 < lo.0 { m } else { lo },
+            if m.0 > hi.0 { m } else { hi },
+        )
+    });
+    let gap = high.0 - low.0;
+    gap > (IMBALANCE * center).max(MIN_COMPUTE_NS) && gap > 3.0 * low.1.hypot(high.1)
+}
 
 pub(crate) struct Builder<'a> {
     pub dirs: &'a Directions,
@@ -212,16 +241,10 @@ impl Builder<'_> {
             pooled.merge(&a.spread);
         }
         let center = pooled.median();
-        // A rank whose typical span differs from the others' makes every rank wait for
-        // it wherever they synchronize, so even a small difference is kept per rank.
-        let medians = acc.values().map(|a| a.spread.median());
-        let (low, high) = medians.fold((f64::INFINITY, 0.0f64), |(lo, hi), m| {
-            (lo.min(m), hi.max(m))
-        });
         let imbalanced = per_rank
             .values()
             .any(|m| (m - mean).abs() > (0.1 * mean).max(MIN_COMPUTE_NS))
-            || high - low > (IMBALANCE * center).max(MIN_COMPUTE_NS);
+            || medians_differ(acc, center);
         let (time, note) = if imbalanced || (idle > 0 && mean >= MIN_COMPUTE_NS) {
             let values = (0..self.n_ranks)
                 .map(|r| match per_rank.get(&r) {
@@ -233,7 +256,7 @@ impl Builder<'_> {
                 .collect();
             (TimeSpec::PerRank(values), None)
         } else {
-            // The spread of the steady spans (from the interquartile range), and the
+            // The spread of the steady spans (outliers left out), and the
             // standard deviation with the outliers, for the comment.
             let sd = pooled.robust_sd();
             let n = total_n as f64;
@@ -243,14 +266,16 @@ impl Builder<'_> {
             } else {
                 0.0
             };
+            // Outliers need enough spans to stand out from.
             let outliers =
-                (sd_all >= 0.05 * mean && sd_all > 2.0 * sd.max(MIN_COMPUTE_NS)).then(|| {
-                    format!(
-                        "# sd {} with outliers, {} without: their time is in the mean",
-                        fmt_time(sd_all),
-                        fmt_time(sd)
-                    )
-                });
+                (total_n >= 8 && sd_all >= 0.05 * mean && sd_all > 2.0 * sd.max(MIN_COMPUTE_NS))
+                    .then(|| {
+                        format!(
+                            "# sd {} with outliers, {} without: their time is in the mean",
+                            fmt_time(sd_all),
+                            fmt_time(sd)
+                        )
+                    });
             if sd >= 0.05 * mean && sd >= MIN_COMPUTE_NS && sd <= mean / 3.0 {
                 (
                     TimeSpec::Normal {

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use perfskel_grammar::ast::{BinOp, CommDef, Expr, ExprKind, Ident, Topology};
 
 use crate::semantics::Shape;
-use crate::trace::{Op, RankTrace};
+use crate::trace::Op;
 
 /// One creating call on one rank: rank, new communicator id, parent id, site id, call.
 type Creation = (u32, u64, Option<u64>, u64, Op);
@@ -58,30 +58,39 @@ pub(crate) struct CommSurvey {
     site_names: BTreeMap<usize, String>,
 }
 
+/// One communicator-creating call of a rank, as the survey meets it: the new
+/// communicator's id (if any), its parent's id, the call-site id and the call.
+pub(crate) type RankCreation = (Option<u64>, Option<u64>, u64, Op);
+
+/// Whether `op` creates a communicator.
+pub(crate) fn is_creating(op: Op) -> bool {
+    matches!(
+        op,
+        Op::CommDup | Op::CommSplit | Op::CommCreate | Op::CartCreate | Op::CartSub
+    )
+}
+
 impl CommSurvey {
+    /// Adds one rank read to its end: its communicators (id → members) and its creating
+    /// calls in order.
     pub fn add_rank(
         &mut self,
         rank: u32,
-        trace: &RankTrace,
+        comms: &BTreeMap<u64, Vec<i64>>,
+        creating: &[RankCreation],
         site_name: &mut dyn FnMut(u64) -> Option<String>,
     ) {
-        for (id, members) in &trace.comms {
+        for (id, members) in comms {
             self.members.insert((rank, *id), members.clone());
         }
-        let creating = trace.events.iter().filter(|ev| {
-            matches!(
-                ev.op,
-                Op::CommDup | Op::CommSplit | Op::CommCreate | Op::CartCreate | Op::CartSub
-            )
-        });
-        for (k, ev) in creating.enumerate() {
-            if let Some(new) = ev.newcomm {
+        for (k, &(newcomm, parent, site, op)) in creating.iter().enumerate() {
+            if let Some(new) = newcomm {
                 self.created
                     .entry(k)
                     .or_default()
-                    .push((rank, new, ev.comm, ev.site, ev.op));
+                    .push((rank, new, parent, site, op));
                 if let std::collections::btree_map::Entry::Vacant(slot) = self.site_names.entry(k) {
-                    if let Some(name) = site_name(ev.site) {
+                    if let Some(name) = site_name(site) {
                         slot.insert(name);
                     }
                 }

@@ -25,66 +25,26 @@ mod build;
 mod comms;
 mod merge;
 mod nest;
+mod source;
 mod spread;
 mod summary;
+mod survey;
 mod tokens;
 mod topo;
 
 #[cfg(test)]
 mod tests;
 
-use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use perfskel_grammar::ast::{Block, Decl, Ident, Program, Site, Stmt, StmtKind, Trivia};
 
-use crate::compress::Algorithm;
-use crate::logicalize::{self, trace::RankInput};
+use crate::compress::{self, Algorithm};
+use crate::logicalize;
 use crate::trace::stats::SiteKey;
-use crate::trace::Event;
-use crate::trace::{Completion, RankTrace};
 
+pub use source::{InMemory, Opened, RankEvents, RankSource, Ranks};
 pub use summary::Summary;
-
-/// What the caller read of one rank.
-#[derive(Clone, Copy, Debug)]
-pub enum RankSource<'a> {
-    Trace(&'a RankTrace),
-    Missing,
-    Unreadable,
-}
-
-/// One rank as [`Ranks::load`] gives it: borrowed from memory or read for the occasion.
-pub enum Loaded<'a> {
-    Trace(Cow<'a, RankTrace>),
-    Missing,
-    Unreadable,
-}
-
-/// Gives one rank's trace at a time, so that only one rank's events are in memory: the
-/// pass reads every rank twice (a survey, then the compression) and keeps per rank only
-/// its loop nest.
-pub trait Ranks {
-    fn n_ranks(&self) -> u32;
-    fn load(&self, rank: u32) -> Loaded<'_>;
-}
-
-/// Ranks already in memory.
-pub struct InMemory<'a>(pub Vec<RankSource<'a>>);
-
-impl Ranks for InMemory<'_> {
-    fn n_ranks(&self) -> u32 {
-        self.0.len() as u32
-    }
-
-    fn load(&self, rank: u32) -> Loaded<'_> {
-        match self.0.get(rank as usize) {
-            Some(RankSource::Trace(t)) => Loaded::Trace(Cow::Borrowed(*t)),
-            Some(RankSource::Unreadable) => Loaded::Unreadable,
-            Some(RankSource::Missing) | None => Loaded::Missing,
-        }
-    }
-}
 
 /// The trace, as the caller reads it.
 pub struct Input<'a> {
@@ -117,8 +77,8 @@ impl Default for Options {
     }
 }
 
-/// Where the pass is, for a progress bar: `done` of `total` events (surveyed, then
-/// compressed: `total` is twice the events).
+/// Where the pass is, for a progress bar: `done` of `total` events (every rank surveyed,
+/// then the merged ranks read twice for the compression; `total` is 0 while surveying).
 #[derive(Clone, Copy, Debug)]
 pub struct Progress {
     pub done: u64,
@@ -129,17 +89,6 @@ pub struct Progress {
 pub struct Skeleton {
     pub program: Program,
     pub summary: Summary,
-}
-
-/// What the survey pass learns from every rank before tokens are made.
-struct Survey {
-    matrix: logicalize::CommMatrix,
-    peers: Vec<topo::RecordedPeer>,
-    comms: comms::CommSurvey,
-    events: tokens::EventSurvey,
-    complete: Vec<u32>,
-    readable: Vec<u32>,
-    events_per_rank: BTreeMap<u32, u64>,
 }
 
 /// Runs the pass; never fails: an unusual trace gives a (long) skeleton and a summary
@@ -168,59 +117,19 @@ pub fn skeletonize(
     };
 
     // Survey: matrix, peers, communicators, tags, sizes; one rank at a time.
-    let mut survey = Survey {
-        matrix: logicalize::CommMatrix::new(n_ranks)
-            .unwrap_or_else(|_| logicalize::CommMatrix::default()),
-        peers: Vec::new(),
-        comms: comms::CommSurvey::default(),
-        events: tokens::EventSurvey::default(),
-        complete: Vec::new(),
-        readable: Vec::new(),
-        events_per_rank: BTreeMap::new(),
-    };
-    for rank in 0..n_ranks {
-        let trace = match input.ranks.load(rank) {
-            Loaded::Trace(t) => t,
-            Loaded::Missing => {
-                summary.missing_ranks.push(rank);
-                continue;
-            }
-            Loaded::Unreadable => {
-                summary.unreadable_ranks.push(rank);
-                continue;
-            }
-        };
-        let complete = matches!(trace.completion, Completion::Complete { .. });
-        summary.raw_events += trace.events.len() as u64;
-        survey
-            .events_per_rank
-            .insert(rank, trace.events.len() as u64);
-        survey.readable.push(rank);
-        if complete {
-            survey.complete.push(rank);
-        } else {
-            summary.incomplete_ranks.push(rank);
-        }
-        add_to_matrix(&mut survey.matrix, rank, n_ranks, &trace.events, complete);
-        let per_rank = (PEER_SAMPLE / n_ranks.max(1) as usize).max(64);
-        survey.peers.extend(recorded_peers(rank, &trace, per_rank));
-        let sites = &trace.sites;
-        survey.comms.add_rank(rank, &trace, &mut |id| {
-            sites.get(&id).and_then(&mut site_name)
-        });
-        survey.events.add_rank(&trace);
-        progress(Progress {
-            done: summary.raw_events,
-            total: 0,
-        });
-    }
-    let total = 2 * summary.raw_events;
+    let survey = survey::survey(input, &mut summary, &mut site_name, progress);
     // Ranks read to their end are merged; with none, whatever there is.
     let merged_ranks = if survey.complete.is_empty() {
         survey.readable.clone()
     } else {
         survey.complete.clone()
     };
+    // The merged ranks are read twice more.
+    let total = summary.raw_events
+        + 2 * merged_ranks
+            .iter()
+            .map(|r| survey.events_per_rank.get(r).copied().unwrap_or(0))
+            .sum::<u64>();
 
     // 1. Topology.
     let report = logicalize::logicalize(
@@ -272,34 +181,53 @@ pub fn skeletonize(
     let mut in_loop = 0.0;
     let mut covered = 0.0;
     let (mut p2p_bytes, mut explicit_bytes) = (0u64, 0u64);
+    let no_sites = BTreeMap::new();
     for &rank in &merged_ranks {
-        let Loaded::Trace(trace) = input.ranks.load(rank) else {
-            continue;
-        };
-        let local: BTreeMap<u64, u32> = trace
+        // Sites are interned in the order of the rank's site table, before its tokens.
+        let local: BTreeMap<u64, u32> = survey
             .sites
+            .get(&rank)
+            .unwrap_or(&no_sites)
             .iter()
             .map(|(id, key)| (*id, intern_site(site_name(key).unwrap_or_default())))
             .collect();
         let unknown = intern_site(String::new());
         let site_of = |id: u64| local.get(&id).copied().unwrap_or(unknown);
-        let tokens = tokens::tokenize(rank, &trace, &policy, &site_of);
-        drop(trace);
-        let nest = nest::rank_nest(&tokens, options.algorithm);
-        done += survey.events_per_rank.get(&rank).copied().unwrap_or(0);
+        let events = survey.events_per_rank.get(&rank).copied().unwrap_or(0);
+        let compressed = compress_rank(
+            input.ranks,
+            rank,
+            &policy,
+            &site_of,
+            options.algorithm,
+            &mut |seen| {
+                progress(Progress {
+                    done: done + seen,
+                    total,
+                })
+            },
+        );
+        done += 2 * events;
         progress(Progress { done, total });
+        let Some((nest, counts)) = compressed else {
+            // Read fine in the survey, not now: the file changed or went away.
+            if !summary.unreadable_ranks.contains(&rank) {
+                summary.unreadable_ranks.push(rank);
+            }
+            continue;
+        };
         summary.tokens += nest.tokens;
         summary.rank_description_len += nest.description_len as u64;
-        summary.unmatched_requests += tokens.unmatched_requests;
-        summary.unknown_waits += tokens.unknown_waits;
-        summary.dropped_events += tokens.dropped_events;
-        p2p_bytes += tokens.p2p_bytes;
-        explicit_bytes += tokens.explicit_bytes;
-        app_ns = app_ns.max(tokens.app_ns);
+        summary.unmatched_requests += counts.unmatched_requests;
+        summary.unknown_waits += counts.unknown_waits;
+        summary.dropped_events += counts.dropped_events;
+        p2p_bytes += counts.p2p_bytes;
+        explicit_bytes += counts.explicit_bytes;
+        app_ns = app_ns.max(counts.app_ns);
         in_loop += nest.in_loop_ns;
-        covered += (tokens.app_ns as f64).max(nest.total_ns);
+        covered += (counts.app_ns as f64).max(nest.total_ns);
         let mut acc = nest::Acc::default();
-        acc.add(tokens.trailing_gap_ns, 0);
+        acc.add(counts.trailing_gap_ns, 0);
         trailing.insert(rank, acc);
         nests.push((rank, nest));
     }
@@ -420,73 +348,56 @@ pub fn skeletonize(
     Skeleton { program, summary }
 }
 
-/// At most this many point-to-point peers, over all ranks, are scored when choosing the
-/// topology (and at least 64 per rank).
-const PEER_SAMPLE: usize = 200_000;
-
-/// Adds one rank's sends and collectives to the trace's matrix.
-fn add_to_matrix(
-    matrix: &mut logicalize::CommMatrix,
+/// Tokens and the loop nest of one rank, reading it twice: the tokens go into the
+/// streaming loop discovery, then, once the nest is known, the same tokens again through
+/// the [`nest::Walk`] that sums the compute spans of each body position. Neither read
+/// keeps events or tokens (but exact discovery keeps token ids up to
+/// [`compress::EXACT_MAX_TOKENS`]). `None` when the rank cannot be read again, or reads
+/// differently the second time. `progress` gets the events read so far in both reads.
+fn compress_rank(
+    ranks: &dyn Ranks,
     rank: u32,
-    n_ranks: u32,
-    events: &[Event],
-    complete: bool,
-) {
-    let inputs: Vec<RankInput<'_>> = (0..n_ranks)
-        .map(|r| {
-            if r == rank {
-                RankInput::Events { events, complete }
-            } else {
-                RankInput::Events {
-                    events: &[],
-                    complete: true,
-                }
-            }
-        })
-        .collect();
-    let Ok(part) = logicalize::trace::matrix(&inputs) else {
-        return;
+    policy: &tokens::Policy<'_>,
+    site_of: &dyn Fn(u64) -> u32,
+    algorithm: Algorithm,
+    progress: &mut dyn FnMut(u64),
+) -> Option<(nest::RankNest, tokens::RankCounts)> {
+    let mut seen = 0u64;
+    let mut tick = |seen: &mut u64| {
+        *seen += 1;
+        if seen.is_multiple_of(survey::PROGRESS_EVERY) {
+            progress(*seen);
+        }
     };
-    for ((src, dst), traffic) in part.matrix.p2p {
-        let _ = matrix.add_p2p(src, dst, traffic);
+    // 1. Discovery.
+    let mut discovery = compress::Discovery::new(algorithm);
+    let mut tokenizer = tokens::Tokenizer::new(rank, policy, site_of);
+    source::read_rank(ranks, rank, &mut |ev| {
+        tick(&mut seen);
+        if let Some(token) = tokenizer.push(ev) {
+            discovery.push(token.id);
+        }
+    })
+    .ok()?;
+    let (last, table, counts) = tokenizer.finish();
+    if let Some(token) = last {
+        discovery.push(token.id);
     }
-    for (name, traffic) in &part.matrix.collectives {
-        matrix.add_collective(name, *traffic);
+    let nest = discovery.finish();
+    // 2. Statistics of the compute spans per body position.
+    let mut walk = nest::Walk::new(&nest);
+    let mut tokenizer = tokens::Tokenizer::new(rank, policy, site_of);
+    source::read_rank(ranks, rank, &mut |ev| {
+        tick(&mut seen);
+        if let Some(t) = tokenizer.push(ev) {
+            walk.visit(t.id, t.gap_ns, t.dur_ns);
+        }
+    })
+    .ok()?;
+    if let (Some(t), _, _) = tokenizer.finish() {
+        walk.visit(t.id, t.gap_ns, t.dur_ns);
     }
-    matrix.self_traffic.add(&part.matrix.self_traffic);
-}
-
-/// The peers of the first point-to-point calls of a rank (`None`: `MPI_PROC_NULL`), each
-/// with its call site (object and offset) and half (0: send or receive, 1: the receive
-/// of a sendrecv).
-fn recorded_peers(rank: u32, trace: &RankTrace, limit: usize) -> Vec<topo::RecordedPeer> {
-    use crate::trace::format::PEER_PROC_NULL;
-    use crate::trace::OpClass;
-    let site = |id: u64| {
-        trace
-            .sites
-            .get(&id)
-            .map(|k| (k.object.clone(), k.offset))
-            .unwrap_or_default()
-    };
-    trace
-        .events
-        .iter()
-        .filter(|e| e.op.class() == OpClass::PointToPoint)
-        .flat_map(|e| [(e, 0u8, e.peer), (e, 1, e.src)])
-        .filter_map(|(e, half, p)| {
-            let peer = match p? {
-                PEER_PROC_NULL => None,
-                p => Some(u64::try_from(p).ok()?),
-            };
-            Some(topo::RecordedPeer {
-                rank,
-                site: (site(e.site), half),
-                peer,
-            })
-        })
-        .take(limit)
-        .collect()
+    Some((walk.finish(&nest, &table, rank)?, counts))
 }
 
 /// Statements of a block, counting nested ones.

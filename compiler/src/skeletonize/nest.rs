@@ -1,13 +1,19 @@
-//! Per-rank loop nests: takes one rank's tokens and runs [`compress::discover`] on them,
-//! gives the nest as [`MNode`]s carrying, for every token position of a loop body, the
-//! statistics of the compute spans before it over all iterations (count, mean, spread)
-//! and the MPI time spent there. [`MNode`] is also what the SPMD merge produces.
+//! Per-rank loop nests: takes one rank's tokens (streamed into
+//! [`compress::Discovery`] by the pass), then the same tokens again through a [`Walk`]
+//! of the nest, gives the nest as [`MNode`]s carrying, for every token position of a
+//! loop body, the statistics of the compute spans before it over all iterations (count,
+//! mean, spread) and the MPI time spent there. [`MNode`] is also what the SPMD merge
+//! produces.
 
 use std::collections::BTreeMap;
 
 use super::spread::Spread;
-use super::tokens::{RankTokens, Tok};
-use crate::compress::{self, Algorithm, Node};
+#[cfg(test)]
+use super::tokens::RankTokens;
+use super::tokens::Tok;
+#[cfg(test)]
+use crate::compress::Algorithm;
+use crate::compress::{self, Node};
 
 /// Running statistics of the compute spans at one body position on one rank (count,
 /// sum, sum of squares and their distribution), and the MPI time of the calls there.
@@ -65,78 +71,310 @@ pub(crate) struct RankNest {
     pub description_len: usize,
 }
 
-/// Finds one rank's nest; `tokens.table` gives each id's token.
+/// Finds the nest of one rank's tokens held in memory; `tokens.table` gives each id's
+/// token. The same two steps as the streaming pass: discovery, then the statistics walk.
+#[cfg(test)]
 pub(crate) fn rank_nest(tokens: &RankTokens, algorithm: Algorithm) -> RankNest {
-    let nest = compress::discover(&tokens.ids, algorithm);
-    let mut nodes = shape(&nest, tokens);
-    let mut walk = Walk {
-        tokens,
-        pos: 0,
-        in_loop_ns: 0.0,
-        total_ns: 0.0,
-    };
-    walk.accumulate(&mut nodes, &nest, 0);
-    RankNest {
-        description_len: compress::description_len(&nest),
-        nodes,
-        tokens: tokens.ids.len() as u64,
-        in_loop_ns: walk.in_loop_ns,
-        total_ns: walk.total_ns,
+    let mut discovery = compress::Discovery::new(algorithm);
+    for &id in &tokens.ids {
+        discovery.push(id);
+    }
+    let nest = discovery.finish();
+    let mut walk = Walk::new(&nest);
+    for (i, &id) in tokens.ids.iter().enumerate() {
+        let gap = tokens.gap_ns.get(i).copied().unwrap_or(0);
+        let dur = tokens.dur_ns.get(i).copied().unwrap_or(0);
+        walk.visit(id, gap, dur);
+    }
+    match walk.finish(&nest, &tokens.table, tokens.rank) {
+        Some(nest) => nest,
+        None => unreachable!("a nest expands to the tokens it was found from"),
     }
 }
 
-fn shape(nest: &[Node], tokens: &RankTokens) -> Vec<MNode> {
+/// One step of a nest laid out flat: the walk's program.
+#[derive(Clone, Copy, Debug)]
+enum Step {
+    /// A token of the nest: its id, whether it is inside a loop, and the index of its
+    /// statistics (tokens in the order of the nest's description).
+    Token { id: u32, in_loop: bool, acc: usize },
+    /// The start of a loop of `count` iterations whose `Leave` is at `leave`.
+    Enter { count: u64, leave: usize },
+    /// The end of the loop whose `Enter` is at `enter`.
+    Leave { enter: usize },
+}
+
+/// Gathers the compute statistics of every token of a nest (per body position, over all
+/// iterations) while the rank's tokens come by a second time, one at a time: the nest is
+/// laid out as a flat program of [`Step`]s, and a stack of remaining iteration counts
+/// follows the expansion. Memory: the nest's size and its depth, not the trace's length.
+/// The tokens are visited in the order of the expansion, so the sums are the same, to
+/// the last bit, as a walk over all tokens in memory gives.
+pub(crate) struct Walk {
+    steps: Vec<Step>,
+    /// Statistics of each `Token` step, in order.
+    accs: Vec<Acc>,
+    at: usize,
+    /// Iterations left of each loop entered, innermost last.
+    left: Vec<u64>,
+    tokens: u64,
+    in_loop_ns: f64,
+    total_ns: f64,
+    /// False once a token differs from the nest's (the rank changed between its reads).
+    matches: bool,
+}
+
+impl Walk {
+    pub fn new(nest: &[Node]) -> Self {
+        let mut steps = Vec::new();
+        let mut n_tokens = 0;
+        lay_out(nest, 0, &mut steps, &mut n_tokens);
+        Walk {
+            steps,
+            accs: vec![Acc::default(); n_tokens],
+            at: 0,
+            left: Vec::new(),
+            tokens: 0,
+            in_loop_ns: 0.0,
+            total_ns: 0.0,
+            matches: true,
+        }
+    }
+
+    /// The next token of the rank, with the compute before it and its MPI time.
+    pub fn visit(&mut self, id: u32, gap_ns: u64, dur_ns: u64) {
+        self.tokens += 1;
+        if !self.matches {
+            return;
+        }
+        match self.next_token() {
+            Some((want, in_loop, acc)) if want == id => {
+                if let Some(acc) = self.accs.get_mut(acc) {
+                    acc.add(gap_ns, dur_ns);
+                }
+                let t = gap_ns.saturating_add(dur_ns) as f64;
+                self.total_ns += t;
+                if in_loop {
+                    self.in_loop_ns += t;
+                }
+            }
+            _ => self.matches = false,
+        }
+    }
+
+    /// Moves to the next `Token` step of the expansion; `None` past the end.
+    fn next_token(&mut self) -> Option<(u32, bool, usize)> {
+        loop {
+            match *self.steps.get(self.at)? {
+                Step::Token { id, in_loop, acc } => {
+                    self.at += 1;
+                    return Some((id, in_loop, acc));
+                }
+                Step::Enter { count, leave } => {
+                    if count == 0 {
+                        self.at = leave + 1;
+                    } else {
+                        self.left.push(count);
+                        self.at += 1;
+                    }
+                }
+                Step::Leave { enter } => {
+                    let left = self.left.last_mut()?;
+                    *left -= 1;
+                    if *left > 0 {
+                        self.at = enter + 1;
+                    } else {
+                        self.left.pop();
+                        self.at += 1;
+                    }
+                }
+            }
+        }
+    }
+
+    /// The rank's nest with its statistics, or `None` when the tokens were not the
+    /// nest's expansion.
+    pub fn finish(mut self, nest: &[Node], table: &[Tok], rank: u32) -> Option<RankNest> {
+        if !self.matches || self.next_token().is_some() {
+            return None;
+        }
+        let mut accs = self.accs.into_iter();
+        let nodes = shape(nest, table, rank, &mut accs);
+        Some(RankNest {
+            description_len: compress::description_len(nest),
+            nodes,
+            tokens: self.tokens,
+            in_loop_ns: self.in_loop_ns,
+            total_ns: self.total_ns,
+        })
+    }
+}
+
+fn lay_out(nest: &[Node], depth: usize, steps: &mut Vec<Step>, n_tokens: &mut usize) {
+    for node in nest {
+        match node {
+            Node::Token(id) => {
+                steps.push(Step::Token {
+                    id: *id,
+                    in_loop: depth > 0,
+                    acc: *n_tokens,
+                });
+                *n_tokens += 1;
+            }
+            Node::Loop { count, body } => {
+                let enter = steps.len();
+                steps.push(Step::Enter {
+                    count: *count,
+                    leave: 0,
+                });
+                lay_out(body, depth + 1, steps, n_tokens);
+                let leave = steps.len();
+                steps.push(Step::Leave { enter });
+                steps[enter] = Step::Enter {
+                    count: *count,
+                    leave,
+                };
+            }
+        }
+    }
+}
+
+/// The nest as [`MNode`]s of one rank, each token with its statistics (in the order the
+/// walk laid them out).
+fn shape(
+    nest: &[Node],
+    table: &[Tok],
+    rank: u32,
+    accs: &mut impl Iterator<Item = Acc>,
+) -> Vec<MNode> {
     nest.iter()
         .map(|node| match node {
             Node::Token(id) => MNode::Tok {
-                tok: tokens.table[*id as usize].clone(),
-                acc: [(tokens.rank, Acc::default())].into(),
+                tok: table[*id as usize].clone(),
+                acc: [(rank, accs.next().unwrap_or_default())].into(),
             },
             Node::Loop { count, body } => MNode::Loop {
-                counts: [(tokens.rank, *count)].into(),
-                body: shape(body, tokens),
+                counts: [(rank, *count)].into(),
+                body: shape(body, table, rank, accs),
             },
         })
         .collect()
 }
 
-struct Walk<'a> {
-    tokens: &'a RankTokens,
-    pos: usize,
-    in_loop_ns: f64,
-    total_ns: f64,
-}
+#[cfg(test)]
+mod walk_tests {
+    use super::*;
+    use proptest::prelude::*;
 
-impl Walk<'_> {
-    fn accumulate(&mut self, nodes: &mut [MNode], nest: &[Node], depth: usize) {
-        for (mnode, node) in nodes.iter_mut().zip(nest) {
-            match (mnode, node) {
-                (MNode::Tok { acc, .. }, Node::Token(_)) => {
-                    let gap = self.tokens.gap_ns.get(self.pos).copied().unwrap_or(0);
-                    let dur = self.tokens.dur_ns.get(self.pos).copied().unwrap_or(0);
-                    if let Some(a) = acc.values_mut().next() {
-                        a.add(gap, dur);
-                    }
+    /// The statistics as a recursive walk over the nest with every token in memory
+    /// (how the pass computed them before it streamed).
+    fn recursive(
+        nest: &[Node],
+        gaps: &[(u64, u64)],
+        pos: &mut usize,
+        depth: usize,
+        out: &mut Vec<Acc>,
+        leaf: &mut usize,
+        ns: &mut (f64, f64),
+    ) {
+        for node in nest {
+            match node {
+                Node::Token(_) => {
+                    let (gap, dur) = gaps[*pos];
+                    out[*leaf].add(gap, dur);
                     let t = (gap + dur) as f64;
-                    self.total_ns += t;
+                    ns.1 += t;
                     if depth > 0 {
-                        self.in_loop_ns += t;
+                        ns.0 += t;
                     }
-                    self.pos += 1;
+                    *pos += 1;
+                    *leaf += 1;
                 }
-                (
-                    MNode::Loop { body, .. },
-                    Node::Loop {
-                        count,
-                        body: nest_body,
-                    },
-                ) => {
+                Node::Loop { count, body } => {
+                    let first = *leaf;
                     for _ in 0..*count {
-                        self.accumulate(body, nest_body, depth + 1);
+                        *leaf = first;
+                        recursive(body, gaps, pos, depth + 1, out, leaf, ns);
                     }
                 }
-                _ => {}
             }
         }
+    }
+
+    fn accs_of(nodes: &[MNode], out: &mut Vec<Acc>) {
+        for node in nodes {
+            match node {
+                MNode::Tok { acc, .. } => out.extend(acc.values().cloned()),
+                MNode::Loop { body, .. } => accs_of(body, out),
+                MNode::If { .. } => {}
+            }
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn the_walk_sums_like_the_recursive_walk(
+            blocks in prop::collection::vec((prop::collection::vec(0u32..4, 1..5), 1u64..6), 1..8),
+            seed in any::<u64>(),
+        ) {
+            let ids: Vec<u32> = blocks
+                .iter()
+                .flat_map(|(body, n)| (0..*n).flat_map(move |_| body.clone()))
+                .collect();
+            let mut x = seed | 1;
+            let gaps: Vec<(u64, u64)> = ids
+                .iter()
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    (x % 1_000_003, x % 977)
+                })
+                .collect();
+            let table: Vec<Tok> = (0..4)
+                .map(|site| Tok {
+                    kind: super::super::tokens::Kind::Wait {
+                        op: perfskel_grammar::ast::WaitOp::Wait,
+                        slots: vec![0],
+                    },
+                    comm: super::super::comms::CommRef::World,
+                    site,
+                })
+                .collect();
+            for algorithm in [Algorithm::Exact, Algorithm::Greedy] {
+                let nest = compress::discover(&ids, algorithm);
+                let mut walk = Walk::new(&nest);
+                for (id, (gap, dur)) in ids.iter().zip(&gaps) {
+                    walk.visit(*id, *gap, *dur);
+                }
+                let got = walk.finish(&nest, &table, 0).expect("the nest's own tokens");
+                let mut want = vec![Acc::default(); compress::description_len(&nest)];
+                let (mut pos, mut leaf, mut ns) = (0, 0, (0.0, 0.0));
+                recursive(&nest, &gaps, &mut pos, 0, &mut want, &mut leaf, &mut ns);
+                let mut accs = Vec::new();
+                accs_of(&got.nodes, &mut accs);
+                want.truncate(accs.len());
+                prop_assert_eq!(accs, want);
+                prop_assert_eq!((got.in_loop_ns, got.total_ns), ns);
+                prop_assert_eq!(got.tokens, ids.len() as u64);
+            }
+        }
+    }
+
+    #[test]
+    fn other_tokens_than_the_nests_are_refused() {
+        let nest = compress::discover(&[1, 2, 1, 2, 3], Algorithm::Exact);
+        let table: Vec<Tok> = Vec::new();
+        let mut walk = Walk::new(&nest);
+        for id in [1, 2, 1, 3, 3] {
+            walk.visit(id, 0, 0);
+        }
+        assert!(walk.finish(&nest, &table, 0).is_none());
+        // One token short.
+        let mut walk = Walk::new(&nest);
+        for id in [1, 2, 1, 2] {
+            walk.visit(id, 0, 0);
+        }
+        assert!(walk.finish(&nest, &table, 0).is_none());
     }
 }

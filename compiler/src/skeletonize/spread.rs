@@ -8,9 +8,9 @@
 //! really vary by 3 %. Replayed as `normal(mean, sd)`, such a spread becomes independent
 //! noise on every iteration of every rank, and wherever ranks synchronize each iteration
 //! costs the maximum over ranks: the skeleton then runs about half a standard deviation
-//! too long per iteration. The interquartile range ignores outliers, so the skeleton's
-//! spread follows the steady spans while the mean (kept exactly elsewhere) still counts
-//! the outliers' time.
+//! too long per iteration. Quartiles are not moved by outliers, so the skeleton's spread
+//! is taken from the spans within Tukey's far-out fences of the quartiles, while the
+//! mean (kept exactly elsewhere) still counts the outliers' time.
 //!
 //! The histogram is logarithmic: values below 128 ns are exact, larger ones fall in 64
 //! buckets per octave (bucket width at most 1/64 of the value, 1.6 %). Only buckets that
@@ -88,13 +88,34 @@ impl Spread {
         self.quantile(0.5)
     }
 
-    /// The standard deviation a normal distribution with this histogram's interquartile
-    /// range would have: robust against outliers.
+    /// The standard deviation of the spans without the outliers: those beyond Tukey's
+    /// far-out fences, three interquartile ranges below the first or above the third
+    /// quartile. Unlike the interquartile range scaled to a normal distribution, this is
+    /// the plain standard deviation for any distribution without outliers (uniform
+    /// jitter included); values are taken at their bucket's middle.
     pub fn robust_sd(&self) -> f64 {
         if self.n < 4 {
             return 0.0;
         }
-        (self.quantile(0.75) - self.quantile(0.25)).max(0.0) / IQR_PER_SD
+        let (q1, q3) = (self.quantile(0.25), self.quantile(0.75));
+        let iqr = (q3 - q1).max(0.0);
+        let (low, high) = (q1 - 3.0 * iqr, q3 + 3.0 * iqr);
+        let (mut n, mut sum, mut sum_sq) = (0.0, 0.0, 0.0);
+        for &(key, count) in &self.buckets {
+            let start = fine_value(key << self.shift) as f64;
+            let end = fine_value((key + 1) << self.shift) as f64;
+            let middle = 0.5 * (start + end);
+            if (low..=high).contains(&middle) {
+                let c = count as f64;
+                n += c;
+                sum += c * middle;
+                sum_sq += c * middle * middle;
+            }
+        }
+        if n < 2.0 {
+            return 0.0;
+        }
+        ((sum_sq - sum * sum / n) / (n - 1.0)).max(0.0).sqrt()
     }
 
     fn add_key(&mut self, key: u32, count: u64) {
@@ -117,9 +138,6 @@ impl Spread {
         self.buckets = merged;
     }
 }
-
-/// The interquartile range of a normal distribution in standard deviations.
-const IQR_PER_SD: f64 = 1.348_979_5;
 
 /// Values below this are their own bucket.
 const EXACT: u64 = 128;
@@ -208,9 +226,10 @@ mod tests {
         spread.add(5_400_000);
         let median = spread.median();
         assert!((median - 1_250_000.0).abs() < 25_000.0, "median {median}");
-        // Quartiles of a uniform 1.2–1.3 ms: 1.225 and 1.275, sd ≈ 37 µs.
+        // Uniform over 1.2–1.3 ms: sd 100 µs / √12 ≈ 28.9 µs once the outliers are out
+        // (with them it is 240 µs).
         let sd = spread.robust_sd();
-        assert!((sd - 37_000.0).abs() < 6_000.0, "robust sd {sd}");
+        assert!((sd - 28_900.0).abs() < 5_000.0, "robust sd {sd}");
     }
 
     #[test]

@@ -126,7 +126,6 @@ fn tokens_of(rank: u32, seq: &[Tok]) -> RankTokens {
         dur_ns: vec![100; ids.len()],
         ids,
         table,
-        ..RankTokens::default()
     }
 }
 

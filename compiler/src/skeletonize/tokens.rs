@@ -15,10 +15,13 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use perfskel_grammar::ast::{CollOp, P2pOp, WaitOp};
 
+use rustc_hash::FxHashMap;
+
 use super::comms::{CommRef, Comms};
 use super::topo::Directions;
 use crate::trace::format::{PEER_ANY_SOURCE, PEER_PROC_NULL, TAG_ANY};
-use crate::trace::{Event, Op, RankTrace};
+use crate::trace::stats::SiteKey;
+use crate::trace::{Event, Op};
 
 /// Whom one half of a point-to-point operation talks to.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -90,15 +93,18 @@ pub(crate) struct Policy<'a> {
     pub size_map: &'a BTreeMap<u64, u64>,
 }
 
-/// One rank's tokens.
+/// One token as the stream gives it: its id and the times around it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Token {
+    pub id: u32,
+    /// Compute (ns) before the token, and MPI time of the token.
+    pub gap_ns: u64,
+    pub dur_ns: u64,
+}
+
+/// What one rank's tokenization counts besides its tokens.
 #[derive(Clone, Debug, Default)]
-pub(crate) struct RankTokens {
-    pub rank: u32,
-    pub ids: Vec<u32>,
-    pub table: Vec<Tok>,
-    /// Compute (ns) before each token, and MPI time of the token.
-    pub gap_ns: Vec<u64>,
-    pub dur_ns: Vec<u64>,
+pub(crate) struct RankCounts {
     /// Compute between the last token and `MPI_Finalize`.
     pub trailing_gap_ns: u64,
     /// `MPI_Init` end → `MPI_Finalize` start (or the last event).
@@ -112,106 +118,203 @@ pub(crate) struct RankTokens {
     pub dropped_events: u64,
 }
 
-/// Tokenizes one rank; `site_of` gives the trace-wide site index of a rank-local site id.
-pub(crate) fn tokenize(
+/// One rank's tokens in memory (the unit tests of nests and of the merge build them by
+/// hand; the pass streams them through [`Tokenizer`]).
+#[cfg(test)]
+#[derive(Clone, Debug, Default)]
+pub(crate) struct RankTokens {
+    pub rank: u32,
+    pub ids: Vec<u32>,
+    pub table: Vec<Tok>,
+    pub gap_ns: Vec<u64>,
+    pub dur_ns: Vec<u64>,
+}
+
+/// Tokenizes one rank event by event: [`Tokenizer::push`] every event in order, then
+/// [`Tokenizer::finish`]. It holds the token table, the live requests and a few counters,
+/// never the events: memory grows with the number of distinct tokens, not of events. The
+/// same events give the same ids in the same order every time, so the pass can read a
+/// rank twice (discovery, then statistics) and match the two reads token by token.
+pub(crate) struct Tokenizer<'a> {
     rank: u32,
-    trace: &RankTrace,
-    policy: &Policy<'_>,
-    site_of: &dyn Fn(u64) -> u32,
-) -> RankTokens {
-    let mut out = RankTokens {
-        rank,
-        ..RankTokens::default()
-    };
-    let mut intern: BTreeMap<Tok, u32> = BTreeMap::new();
-    let mut live: BTreeMap<u64, u32> = BTreeMap::new(); // request id → slot
-    let mut pending_gap = 0u64;
-    let mut prev_end: Option<u64> = None;
-    let mut init_end = None;
-    let mut finalize_start = None;
-    let mut last_end = 0;
-    for ev in &trace.events {
-        let gap = prev_end.map_or(0, |end| ev.start_ns.saturating_sub(end));
-        prev_end = Some(ev.end_ns);
-        last_end = ev.end_ns;
+    policy: &'a Policy<'a>,
+    /// Trace-wide site index of a rank-local site id.
+    site_of: &'a dyn Fn(u64) -> u32,
+    intern: FxHashMap<Tok, u32>,
+    table: Vec<Tok>,
+    live: Live,
+    pending_gap: u64,
+    prev_end: Option<u64>,
+    init_end: Option<u64>,
+    finalize_start: Option<u64>,
+    last_end: u64,
+    counts: RankCounts,
+}
+
+impl<'a> Tokenizer<'a> {
+    pub fn new(rank: u32, policy: &'a Policy<'a>, site_of: &'a dyn Fn(u64) -> u32) -> Self {
+        Tokenizer {
+            rank,
+            policy,
+            site_of,
+            intern: FxHashMap::default(),
+            table: Vec::new(),
+            live: Live::default(),
+            pending_gap: 0,
+            prev_end: None,
+            init_end: None,
+            finalize_start: None,
+            last_end: 0,
+            counts: RankCounts::default(),
+        }
+    }
+
+    /// The token of the next event, if it makes one (events after `MPI_Finalize` are
+    /// ignored).
+    pub fn push(&mut self, ev: &Event) -> Option<Token> {
+        if self.finalize_start.is_some() {
+            return None;
+        }
+        let gap = self
+            .prev_end
+            .map_or(0, |end| ev.start_ns.saturating_sub(end));
+        self.prev_end = Some(ev.end_ns);
+        self.last_end = ev.end_ns;
         match ev.op {
             Op::Init | Op::InitThread => {
-                init_end = Some(ev.end_ns);
-                pending_gap = 0;
-                continue;
+                self.init_end = Some(ev.end_ns);
+                self.pending_gap = 0;
+                return None;
             }
             Op::Finalize | Op::Abort => {
-                finalize_start = Some(ev.start_ns);
-                out.trailing_gap_ns = pending_gap + gap;
-                pending_gap = 0;
-                break;
+                self.finalize_start = Some(ev.start_ns);
+                self.counts.trailing_gap_ns = self.pending_gap.saturating_add(gap);
+                self.pending_gap = 0;
+                return None;
             }
             _ => {}
         }
-        pending_gap += gap;
+        self.pending_gap = self.pending_gap.saturating_add(gap);
         let comm = match ev.comm {
             None => CommRef::World,
-            Some(id) => match policy.comms.lookup(rank, id) {
+            Some(id) => match self.policy.comms.lookup(self.rank, id) {
                 Some(c) => c,
                 None => {
-                    out.dropped_events += 1;
-                    continue;
+                    self.counts.dropped_events += 1;
+                    return None;
                 }
             },
         };
-        let kind = match kind_of(rank, ev, comm, policy, &mut live, &mut out) {
-            Some(kind) => kind,
-            None => {
-                out.dropped_events += u64::from(!is_silent(ev.op));
-                continue;
-            }
+        let Some(kind) = kind_of(
+            self.rank,
+            ev,
+            comm,
+            self.policy,
+            &mut self.live,
+            &mut self.counts,
+        ) else {
+            self.counts.dropped_events += u64::from(!is_silent(ev.op));
+            return None;
         };
         let tok = Tok {
             kind,
             comm,
-            site: site_of(ev.site),
+            site: (self.site_of)(ev.site),
         };
-        let next = out.table.len() as u32;
-        let id = *intern.entry(tok.clone()).or_insert(next);
-        if id == next {
-            out.table.push(tok);
+        // Most events repeat an earlier token: look it up before cloning it.
+        let id = match self.intern.get(&tok) {
+            Some(&id) => id,
+            None => {
+                let id = self.table.len() as u32;
+                self.intern.insert(tok.clone(), id);
+                self.table.push(tok);
+                id
+            }
+        };
+        let gap_ns = std::mem::take(&mut self.pending_gap);
+        Some(Token {
+            id,
+            gap_ns,
+            dur_ns: ev.duration_ns(),
+        })
+    }
+
+    /// After the last event: the token that completes requests never completed in the
+    /// trace (so that the skeleton is a valid program; the summary counts them), the
+    /// token table and the counters.
+    pub fn finish(mut self) -> (Option<Token>, Vec<Tok>, RankCounts) {
+        if self.finalize_start.is_none() {
+            self.counts.trailing_gap_ns = self.pending_gap;
         }
-        out.ids.push(id);
-        out.gap_ns.push(pending_gap);
-        out.dur_ns.push(ev.duration_ns());
-        pending_gap = 0;
-    }
-    if finalize_start.is_none() {
-        out.trailing_gap_ns = pending_gap;
-    }
-    // Requests never completed in the trace are completed at the end, so that the
-    // skeleton is a valid program; the summary counts them.
-    if !live.is_empty() {
-        out.unmatched_requests = live.len() as u64;
-        let mut slots: Vec<u32> = live.values().copied().collect();
-        slots.sort_unstable();
-        let tok = Tok {
-            kind: Kind::Wait {
-                op: if slots.len() == 1 {
-                    WaitOp::Wait
-                } else {
-                    WaitOp::Waitall
+        let mut last = None;
+        if !self.live.slot_of.is_empty() {
+            self.counts.unmatched_requests = self.live.slot_of.len() as u64;
+            let mut slots: Vec<u32> = self.live.slot_of.values().copied().collect();
+            slots.sort_unstable();
+            let tok = Tok {
+                kind: Kind::Wait {
+                    op: if slots.len() == 1 {
+                        WaitOp::Wait
+                    } else {
+                        WaitOp::Waitall
+                    },
+                    slots,
                 },
-                slots,
-            },
-            comm: CommRef::World,
-            site: u32::MAX,
-        };
-        let id = out.table.len() as u32;
-        out.table.push(tok);
-        out.ids.push(id);
-        out.gap_ns.push(out.trailing_gap_ns);
-        out.dur_ns.push(0);
-        out.trailing_gap_ns = 0;
+                comm: CommRef::World,
+                site: u32::MAX,
+            };
+            let id = self.table.len() as u32;
+            self.table.push(tok);
+            last = Some(Token {
+                id,
+                gap_ns: self.counts.trailing_gap_ns,
+                dur_ns: 0,
+            });
+            self.counts.trailing_gap_ns = 0;
+        }
+        let start = self.init_end.unwrap_or(0);
+        self.counts.app_ns = self
+            .finalize_start
+            .unwrap_or(self.last_end)
+            .saturating_sub(start);
+        (last, self.table, self.counts)
     }
-    let start = init_end.unwrap_or(0);
-    out.app_ns = finalize_start.unwrap_or(last_end).saturating_sub(start);
-    out
+}
+
+/// The requests posted and not yet completed, each named by a slot.
+#[derive(Debug, Default)]
+struct Live {
+    /// Request id → slot.
+    slot_of: BTreeMap<u64, u32>,
+    /// The slots in use (the values of `slot_of`), kept alongside so that posting does
+    /// not scan every live request.
+    used: BTreeSet<u32>,
+}
+
+impl Live {
+    /// Posts request `id` in the lowest free slot.
+    fn post(&mut self, id: u64) -> u32 {
+        let mut slot = 0;
+        for &u in &self.used {
+            if u != slot {
+                break;
+            }
+            slot += 1;
+        }
+        // An id posted again while live (a lost completion) frees its old slot.
+        if let Some(old) = self.slot_of.insert(id, slot) {
+            self.used.remove(&old);
+        }
+        self.used.insert(slot);
+        slot
+    }
+
+    /// Completes request `id`: its slot, if it was live.
+    fn complete(&mut self, id: u64) -> Option<u32> {
+        let slot = self.slot_of.remove(&id)?;
+        self.used.remove(&slot);
+        Some(slot)
+    }
 }
 
 /// Operations that become no statement by design (communicator creation is declared at
@@ -239,8 +342,8 @@ fn kind_of(
     ev: &Event,
     comm: CommRef,
     policy: &Policy<'_>,
-    live: &mut BTreeMap<u64, u32>,
-    out: &mut RankTokens,
+    live: &mut Live,
+    out: &mut RankCounts,
 ) -> Option<Kind> {
     let size = |b: u64| policy.size_map.get(&b).copied().unwrap_or(b);
     let tag = |t: Option<i64>| {
@@ -250,7 +353,7 @@ fn kind_of(
             None
         }
     };
-    let half = |peer: Option<i64>, bytes: Option<u64>, out: &mut RankTokens| -> Half {
+    let half = |peer: Option<i64>, bytes: Option<u64>, out: &mut RankCounts| -> Half {
         let peer_abs = peer_abs(rank, peer, comm, policy);
         let b = bytes.unwrap_or(0);
         out.p2p_bytes += b;
@@ -264,13 +367,7 @@ fn kind_of(
             bytes: (!null).then(|| size(bytes.unwrap_or(0))),
         }
     };
-    let mut post = |ev: &Event| -> Option<u32> {
-        let id = ev.req?;
-        let used: BTreeSet<u32> = live.values().copied().collect();
-        let slot = (0..).find(|s| !used.contains(s)).unwrap_or(0);
-        live.insert(id, slot);
-        Some(slot)
-    };
+    let mut post = |ev: &Event| -> Option<u32> { Some(live.post(ev.req?)) };
     let p2p = |op, halves, tag, req| {
         Some(Kind::P2p {
             op,
@@ -317,7 +414,7 @@ fn kind_of(
             }
             let mut slots = Vec::new();
             for id in &ev.reqs {
-                match live.remove(id) {
+                match live.complete(*id) {
                     Some(slot) => slots.push(slot),
                     None => out.unknown_waits += 1,
                 }
@@ -446,36 +543,60 @@ pub(crate) struct EventSurvey {
     sizes: BTreeSet<u64>,
 }
 
+/// What one rank's events say about tags and sizes, gathered while the rank is read and
+/// added to the [`EventSurvey`] once the rank has been read to its end (call sites are
+/// known by their rank-local id until then).
+#[derive(Debug, Default)]
+pub(crate) struct RankEventSurvey {
+    /// The first tag seen at each call site.
+    tag_by_site: BTreeMap<u64, i64>,
+    tags_vary: bool,
+    sizes: BTreeSet<u64>,
+}
+
+impl RankEventSurvey {
+    pub fn add(&mut self, ev: &Event) {
+        for b in [ev.bytes, ev.rbytes].into_iter().flatten() {
+            if b > 0 {
+                self.sizes.insert(b);
+            }
+        }
+        if self.tags_vary {
+            return;
+        }
+        // A sendrecv has one tag clause in the DSL.
+        if let (Some(t), Some(r)) = (ev.tag, ev.rtag) {
+            if t != r {
+                self.tags_vary = true;
+            }
+        }
+        for t in [ev.tag, ev.rtag].into_iter().flatten() {
+            if t == TAG_ANY || t < 0 {
+                self.tags_vary = true;
+            }
+            if *self.tag_by_site.entry(ev.site).or_insert(t) != t {
+                self.tags_vary = true;
+            }
+        }
+    }
+}
+
 impl EventSurvey {
-    pub fn add_rank(&mut self, trace: &RankTrace) {
-        for ev in &trace.events {
-            self.sizes.extend(
-                [ev.bytes, ev.rbytes]
-                    .into_iter()
-                    .flatten()
-                    .filter(|b| *b > 0),
-            );
-            if self.tags_vary {
-                continue;
-            }
-            // A sendrecv has one tag clause in the DSL.
-            if let (Some(t), Some(r)) = (ev.tag, ev.rtag) {
-                if t != r {
-                    self.tags_vary = true;
-                }
-            }
-            for t in [ev.tag, ev.rtag].into_iter().flatten() {
-                if t == TAG_ANY || t < 0 {
-                    self.tags_vary = true;
-                }
-                let key = trace
-                    .sites
-                    .get(&ev.site)
-                    .map(|k| (k.object.clone(), k.offset))
-                    .unwrap_or_default();
-                if *self.tag_by_site.entry(key).or_insert(t) != t {
-                    self.tags_vary = true;
-                }
+    /// Adds one rank read to its end; `sites` names its call sites. (Two site ids of a
+    /// rank, or of two ranks, at the same place must use the same tag too.)
+    pub fn add_rank(&mut self, rank: RankEventSurvey, sites: &BTreeMap<u64, SiteKey>) {
+        self.sizes.extend(rank.sizes);
+        self.tags_vary |= rank.tags_vary;
+        if self.tags_vary {
+            return;
+        }
+        for (site, t) in rank.tag_by_site {
+            let key = sites
+                .get(&site)
+                .map(|k| (k.object.clone(), k.offset))
+                .unwrap_or_default();
+            if *self.tag_by_site.entry(key).or_insert(t) != t {
+                self.tags_vary = true;
             }
         }
     }

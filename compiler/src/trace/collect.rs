@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::io::Read;
 
-use super::reader::{Completion, Event, Header, RankReader, TraceError};
+use super::reader::{Completion, Event, Header, RankReader, Site, TraceError};
 use super::stats::SiteKey;
 
 /// Everything one rank file holds.
@@ -29,40 +29,55 @@ impl RankTrace {
         while reader.next_event(&mut ev)? {
             events.push(ev.clone());
         }
-        let sites = reader
-            .sites()
-            .iter()
-            .enumerate()
-            .map(|(i, s)| {
-                let key = match reader.object(s.object) {
-                    Some(o) => SiteKey {
-                        object: o.path.clone(),
-                        offset: s.addr.wrapping_sub(o.bias),
-                    },
-                    None => SiteKey {
-                        object: String::new(),
-                        offset: s.addr,
-                    },
-                };
-                (i as u64 + 1, key)
-            })
-            .collect();
-        let comms = reader
-            .comms()
-            .iter()
-            .map(|(id, c)| (*id, c.world_ranks.clone()))
-            .collect();
-        // next_event returned Ok(false), so the reader knows how the file ended.
-        let completion = reader.completion().unwrap_or(Completion::Incomplete {
-            valid_bytes: 0,
-            trailing_bytes: 0,
-        });
         Ok(RankTrace {
             header: reader.header().clone(),
             events,
-            sites,
-            comms,
-            completion,
+            sites: site_keys(&reader),
+            comms: comm_members(&reader),
+            completion: completion(&reader),
         })
     }
+}
+
+/// The call sites `reader` has read so far (all of them once it reached the end), by id,
+/// as object-relative keys.
+pub fn site_keys<R: Read>(reader: &RankReader<R>) -> BTreeMap<u64, SiteKey> {
+    reader
+        .sites()
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (i as u64 + 1, site_key(reader, s)))
+        .collect()
+}
+
+/// Where call site `s` of `reader` is, independent of the load address.
+pub fn site_key<R: Read>(reader: &RankReader<R>, s: &Site) -> SiteKey {
+    match reader.object(s.object) {
+        Some(o) => SiteKey {
+            object: o.path.clone(),
+            offset: s.addr.wrapping_sub(o.bias),
+        },
+        None => SiteKey {
+            object: String::new(),
+            offset: s.addr,
+        },
+    }
+}
+
+/// The communicators `reader` has read so far: id → world rank of each member.
+pub fn comm_members<R: Read>(reader: &RankReader<R>) -> BTreeMap<u64, Vec<i64>> {
+    reader
+        .comms()
+        .iter()
+        .map(|(id, c)| (*id, c.world_ranks.clone()))
+        .collect()
+}
+
+/// How the file ended, once `next_event` returned `Ok(false)` (a reader that has not
+/// reached its end counts as cut off at its start).
+pub fn completion<R: Read>(reader: &RankReader<R>) -> Completion {
+    reader.completion().unwrap_or(Completion::Incomplete {
+        valid_bytes: 0,
+        trailing_bytes: 0,
+    })
 }

@@ -196,16 +196,9 @@ impl StatsBuilder {
         }
         for ((op, site), totals) in by_site {
             st.ops.entry(op).or_default().merge(&totals);
-            let key = reader.site(site).map(|s| match reader.object(s.object) {
-                Some(o) => SiteKey {
-                    object: o.path.clone(),
-                    offset: s.addr.wrapping_sub(o.bias),
-                },
-                None => SiteKey {
-                    object: String::new(),
-                    offset: s.addr,
-                },
-            });
+            let key = reader
+                .site(site)
+                .map(|s| super::collect::site_key(reader, s));
             if let Some(key) = key {
                 st.sites.entry((op, key)).or_default().merge(&totals);
             }

@@ -1,0 +1,142 @@
+//! Where the pass gets its events: takes the caller's [`Ranks`] (a trace directory, ranks
+//! already in memory), gives one rank's events as a stream, from start to end, as many
+//! times as the pass reads it. Nothing here holds a rank's events: a rank file is read
+//! record by record by [`RankReader`], so memory does not grow with the trace's length.
+
+use std::collections::BTreeMap;
+use std::io::Read;
+
+use crate::trace::collect;
+use crate::trace::stats::SiteKey;
+use crate::trace::{Completion, Event, RankReader, RankTrace, TraceError};
+
+/// Gives one rank's events at a time. The pass reads every rank three times, each time
+/// from the start: a survey, then the two halves of the compression (loop discovery,
+/// then the compute statistics of the loop bodies); per rank it keeps only aggregates
+/// and the loop nest.
+pub trait Ranks {
+    fn n_ranks(&self) -> u32;
+    /// Opens one rank for one read from its start.
+    fn open(&self, rank: u32) -> Opened<'_>;
+}
+
+/// One rank opened by [`Ranks::open`].
+pub enum Opened<'a> {
+    Events(Box<dyn RankEvents + 'a>),
+    Missing,
+    Unreadable,
+}
+
+/// One rank's events read in order, with the tables they refer to.
+pub trait RankEvents {
+    /// Reads the next event into `ev`: `Ok(false)` at the end. An error makes the whole
+    /// rank unreadable (the implementation reports it; the pass only lists the rank).
+    fn next_event(&mut self, ev: &mut Event) -> Result<bool, TraceError>;
+    /// The call sites read so far (all of them once the end is reached), by id.
+    fn sites(&self) -> BTreeMap<u64, SiteKey>;
+    /// The communicators read so far: id → world rank of each member.
+    fn comms(&self) -> BTreeMap<u64, Vec<i64>>;
+    /// How the rank ended (once [`RankEvents::next_event`] gave `Ok(false)`).
+    fn completion(&self) -> Completion;
+}
+
+impl<R: Read> RankEvents for RankReader<R> {
+    fn next_event(&mut self, ev: &mut Event) -> Result<bool, TraceError> {
+        RankReader::next_event(self, ev)
+    }
+    fn sites(&self) -> BTreeMap<u64, SiteKey> {
+        collect::site_keys(self)
+    }
+    fn comms(&self) -> BTreeMap<u64, Vec<i64>> {
+        collect::comm_members(self)
+    }
+    fn completion(&self) -> Completion {
+        collect::completion(self)
+    }
+}
+
+/// What the caller read of one rank, for [`InMemory`].
+#[derive(Clone, Copy, Debug)]
+pub enum RankSource<'a> {
+    Trace(&'a RankTrace),
+    Missing,
+    Unreadable,
+}
+
+/// Ranks already in memory (tests, small synthetic traces).
+pub struct InMemory<'a>(pub Vec<RankSource<'a>>);
+
+impl Ranks for InMemory<'_> {
+    fn n_ranks(&self) -> u32 {
+        self.0.len() as u32
+    }
+
+    fn open(&self, rank: u32) -> Opened<'_> {
+        match self.0.get(rank as usize) {
+            Some(RankSource::Trace(trace)) => Opened::Events(Box::new(Replay { trace, next: 0 })),
+            Some(RankSource::Unreadable) => Opened::Unreadable,
+            Some(RankSource::Missing) | None => Opened::Missing,
+        }
+    }
+}
+
+/// A [`RankTrace`] read again from its start.
+struct Replay<'a> {
+    trace: &'a RankTrace,
+    next: usize,
+}
+
+impl RankEvents for Replay<'_> {
+    fn next_event(&mut self, ev: &mut Event) -> Result<bool, TraceError> {
+        match self.trace.events.get(self.next) {
+            Some(e) => {
+                ev.clone_from(e);
+                self.next += 1;
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+    fn sites(&self) -> BTreeMap<u64, SiteKey> {
+        self.trace.sites.clone()
+    }
+    fn comms(&self) -> BTreeMap<u64, Vec<i64>> {
+        self.trace.comms.clone()
+    }
+    fn completion(&self) -> Completion {
+        self.trace.completion
+    }
+}
+
+/// Why a rank gave no events.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Absent {
+    Missing,
+    Unreadable,
+}
+
+/// Reads rank `rank` from start to end, giving every event to `each`; gives the stream
+/// after its end (for its tables and completion) and the number of events.
+pub(crate) fn read_rank<'a>(
+    ranks: &'a dyn Ranks,
+    rank: u32,
+    each: &mut dyn FnMut(&Event),
+) -> Result<(Box<dyn RankEvents + 'a>, u64), Absent> {
+    let mut stream = match ranks.open(rank) {
+        Opened::Events(stream) => stream,
+        Opened::Missing => return Err(Absent::Missing),
+        Opened::Unreadable => return Err(Absent::Unreadable),
+    };
+    let mut ev = Event::default();
+    let mut n_events = 0u64;
+    loop {
+        match stream.next_event(&mut ev) {
+            Ok(true) => {
+                n_events += 1;
+                each(&ev);
+            }
+            Ok(false) => return Ok((stream, n_events)),
+            Err(_) => return Err(Absent::Unreadable),
+        }
+    }
+}

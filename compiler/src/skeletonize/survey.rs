@@ -1,0 +1,201 @@
+//! The survey sweep: takes every rank's event stream once, gives the trace-wide facts the
+//! tokens depend on ([`Survey`]: communication matrix, a sample of recorded peers,
+//! communicators, tags and sizes, each rank's call-site table) without keeping events.
+//!
+//! A rank's contributions are gathered apart ([`RankSurvey`]) and added only once the
+//! rank has been read to its end: a file that turns out unreadable halfway leaves no
+//! trace in the survey, as when the whole rank was read before it was looked at. Call
+//! sites are resolved against the rank's site table then, so a site defined after its
+//! first use still counts.
+
+use std::collections::BTreeMap;
+
+use super::comms::{self, CommSurvey, RankCreation};
+use super::source::{self, Absent};
+use super::tokens::{EventSurvey, RankEventSurvey};
+use super::topo::RecordedPeer;
+use super::{Input, Progress, Summary};
+use crate::logicalize::trace::TraceMatrix;
+use crate::logicalize::CommMatrix;
+use crate::trace::format::PEER_PROC_NULL;
+use crate::trace::stats::SiteKey;
+use crate::trace::{Completion, Event, OpClass};
+
+/// At most this many point-to-point peers, over all ranks, are scored when choosing the
+/// topology (and at least 64 per rank).
+const PEER_SAMPLE: usize = 200_000;
+
+/// How often (in events) a long rank reports progress.
+pub(super) const PROGRESS_EVERY: u64 = 1 << 20;
+
+/// What the survey pass learns from every rank before tokens are made.
+pub(super) struct Survey {
+    pub matrix: CommMatrix,
+    pub peers: Vec<RecordedPeer>,
+    pub comms: CommSurvey,
+    pub events: EventSurvey,
+    pub complete: Vec<u32>,
+    pub readable: Vec<u32>,
+    pub events_per_rank: BTreeMap<u32, u64>,
+    /// Each readable rank's call sites, by rank-local id.
+    pub sites: BTreeMap<u32, BTreeMap<u64, SiteKey>>,
+}
+
+/// Reads every rank once; fills the summary's raw event count and its missing,
+/// unreadable and incomplete ranks.
+pub(super) fn survey(
+    input: &Input<'_>,
+    summary: &mut Summary,
+    site_name: &mut dyn FnMut(&SiteKey) -> Option<String>,
+    progress: &mut dyn FnMut(Progress),
+) -> Survey {
+    let n_ranks = input.ranks.n_ranks();
+    let mut survey = Survey {
+        matrix: CommMatrix::new(n_ranks).unwrap_or_default(),
+        peers: Vec::new(),
+        comms: CommSurvey::default(),
+        events: EventSurvey::default(),
+        complete: Vec::new(),
+        readable: Vec::new(),
+        events_per_rank: BTreeMap::new(),
+        sites: BTreeMap::new(),
+    };
+    let peer_limit = (PEER_SAMPLE / n_ranks.max(1) as usize).max(64);
+    for rank in 0..n_ranks {
+        let mut part = RankSurvey::new(rank, n_ranks, peer_limit);
+        let before = summary.raw_events;
+        let mut seen = 0u64;
+        let read = source::read_rank(input.ranks, rank, &mut |ev| {
+            part.add(ev);
+            seen += 1;
+            if seen.is_multiple_of(PROGRESS_EVERY) {
+                progress(Progress {
+                    done: before + seen,
+                    total: 0,
+                });
+            }
+        });
+        let (stream, n_events) = match read {
+            Ok(read) => read,
+            Err(Absent::Missing) => {
+                summary.missing_ranks.push(rank);
+                continue;
+            }
+            Err(Absent::Unreadable) => {
+                summary.unreadable_ranks.push(rank);
+                continue;
+            }
+        };
+        summary.raw_events += n_events;
+        survey.events_per_rank.insert(rank, n_events);
+        survey.readable.push(rank);
+        if matches!(stream.completion(), Completion::Complete { .. }) {
+            survey.complete.push(rank);
+        } else {
+            summary.incomplete_ranks.push(rank);
+        }
+        let sites = stream.sites();
+        part.add_to(&mut survey, &sites, &stream.comms(), site_name);
+        survey.sites.insert(rank, sites);
+        progress(Progress {
+            done: summary.raw_events,
+            total: 0,
+        });
+    }
+    survey
+}
+
+/// One rank's share of the survey while it is being read.
+struct RankSurvey {
+    rank: u32,
+    /// This rank's sends and collectives (`None` once the matrix refused an event).
+    matrix: Option<TraceMatrix>,
+    /// The peers of its first point-to-point calls: (site id, half, peer), `None` for
+    /// `MPI_PROC_NULL`; half 0 is the send or receive, 1 the receive of a sendrecv.
+    peers: Vec<(u64, u8, Option<u64>)>,
+    peer_limit: usize,
+    creating: Vec<RankCreation>,
+    events: RankEventSurvey,
+}
+
+impl RankSurvey {
+    fn new(rank: u32, n_ranks: u32, peer_limit: usize) -> Self {
+        RankSurvey {
+            rank,
+            matrix: CommMatrix::new(n_ranks).ok().map(|matrix| TraceMatrix {
+                matrix,
+                ..TraceMatrix::default()
+            }),
+            peers: Vec::new(),
+            peer_limit,
+            creating: Vec::new(),
+            events: RankEventSurvey::default(),
+        }
+    }
+
+    fn add(&mut self, ev: &Event) {
+        if let Some(m) = &mut self.matrix {
+            if m.add_event(self.rank, ev).is_err() {
+                self.matrix = None;
+            }
+        }
+        if ev.op.class() == OpClass::PointToPoint {
+            for (half, p) in [(0u8, ev.peer), (1, ev.src)] {
+                if self.peers.len() >= self.peer_limit {
+                    break;
+                }
+                let peer = match p {
+                    None => continue,
+                    Some(PEER_PROC_NULL) => None,
+                    Some(p) => match u64::try_from(p) {
+                        Ok(p) => Some(p),
+                        Err(_) => continue,
+                    },
+                };
+                self.peers.push((ev.site, half, peer));
+            }
+        }
+        if comms::is_creating(ev.op) {
+            self.creating.push((ev.newcomm, ev.comm, ev.site, ev.op));
+        }
+        self.events.add(ev);
+    }
+
+    /// Adds the rank, read to its end, to the trace's survey.
+    fn add_to(
+        self,
+        survey: &mut Survey,
+        sites: &BTreeMap<u64, SiteKey>,
+        comms: &BTreeMap<u64, Vec<i64>>,
+        site_name: &mut dyn FnMut(&SiteKey) -> Option<String>,
+    ) {
+        if let Some(part) = self.matrix {
+            for ((src, dst), traffic) in part.matrix.p2p {
+                let _ = survey.matrix.add_p2p(src, dst, traffic);
+            }
+            for (name, traffic) in &part.matrix.collectives {
+                survey.matrix.add_collective(name, *traffic);
+            }
+            survey.matrix.self_traffic.add(&part.matrix.self_traffic);
+        }
+        let site = |id: u64| {
+            sites
+                .get(&id)
+                .map(|k| (k.object.clone(), k.offset))
+                .unwrap_or_default()
+        };
+        survey
+            .peers
+            .extend(self.peers.into_iter().map(|(id, half, peer)| RecordedPeer {
+                rank: self.rank,
+                site: (site(id), half),
+                peer,
+            }));
+        survey
+            .comms
+            .add_rank(self.rank, comms, &self.creating, &mut |id| {
+                sites.get(&id).and_then(&mut *site_name)
+            });
+        survey.events.add_rank(self.events, sites);
+    }
+}
