@@ -38,9 +38,11 @@ use crate::semantics::{cart_sub_color, eval_bool, eval_int, Env, EvalError, Peer
 /// The largest rank count the simulation handles; beyond it the checker skips it.
 const MAX_SIMULATED_RANKS: u64 = 1 << 16;
 
-/// The most memoized values of conditions and of loop counts (each: distinct
-/// expressions × ranks) the simulation keeps.
-const MAX_MEMO: usize = 1 << 23;
+/// The most memoized values of conditions (1 byte each) and of loop counts (16 bytes
+/// each), as distinct expressions × ranks, the simulation keeps; beyond them it
+/// evaluates every time.
+const MAX_COND_MEMO: usize = 1 << 23;
+const MAX_COUNT_MEMO: usize = 1 << 21;
 
 pub(super) struct Outcome {
     pub ops: u64,
@@ -334,8 +336,8 @@ impl<'p, 'd> Sim<'p, 'd> {
                 stats: RankStats::default(),
             })
             .collect();
-        let memo_len = |distinct: usize| match distinct.checked_mul(n as usize) {
-            Some(len) if len <= MAX_MEMO => len,
+        let memo_len = |distinct: usize, max: usize| match distinct.checked_mul(n as usize) {
+            Some(len) if len <= max => len,
             _ => 0,
         };
         Sim {
@@ -345,8 +347,8 @@ impl<'p, 'd> Sim<'p, 'd> {
             diags,
             n,
             peers: vec![PEER_UNKNOWN; plan.tables.len() * n as usize],
-            cond_memo: vec![0; memo_len(plan.conds)],
-            count_memo: vec![None; memo_len(plan.counts)],
+            cond_memo: vec![0; memo_len(plan.conds, MAX_COND_MEMO)],
+            count_memo: vec![None; memo_len(plan.counts, MAX_COUNT_MEMO)],
             plan,
             ranks,
             insts: vec![CommInst {
@@ -559,24 +561,29 @@ impl<'p, 'd> Sim<'p, 'd> {
         let plan: &'p Plan<'p> = self.plan;
         let ops: &'p [Op<'p>] = &plan.ops;
         let n = self.n as usize;
-        while self.ops <= self.budget {
-            let pc = self.ranks[r].pc;
+        // The program counter lives in a local while the rank runs and is stored when
+        // it stops (an aborted run reads it no more). Entered only with operations
+        // left in the budget (`run` stops as soon as they are spent), the loop checks
+        // the budget after each operation that counts.
+        let mut pc = self.ranks[r].pc;
+        loop {
             let Some(op) = ops.get(pc) else {
+                self.ranks[r].pc = pc;
                 self.ranks[r].done = true;
                 return Ok(());
             };
-            self.ranks[r].pc = pc + 1;
+            pc += 1;
             match op {
                 Op::Compute(time) => {
                     self.ranks[r].stats.compute_seconds += time.seconds(u64::from(rank));
                 }
-                Op::Jump(to) => self.ranks[r].pc = *to,
+                Op::Jump(to) => pc = *to,
                 Op::EndLoop { start } => {
                     let state = &mut self.ranks[r];
                     match state.loops.last_mut() {
                         Some(left) if *left > 1 => {
                             *left -= 1;
-                            state.pc = start + 1;
+                            pc = start + 1;
                         }
                         _ => {
                             state.loops.pop();
@@ -623,11 +630,11 @@ impl<'p, 'd> Sim<'p, 'd> {
                             .compute_only(&l.body, env)
                             .map_err(|e| self.eval_error(u64::from(rank), e))?;
                         self.ranks[r].stats.compute_seconds += once * count as f64;
-                        self.ranks[r].pc = end + 1;
+                        pc = end + 1;
                     } else if count > 0 {
                         self.ranks[r].loops.push(count as u64);
                     } else {
-                        self.ranks[r].pc = end + 1;
+                        pc = end + 1;
                     }
                 }
                 Op::If { arms, otherwise } => {
@@ -653,18 +660,26 @@ impl<'p, 'd> Sim<'p, 'd> {
                             break;
                         }
                     }
-                    self.ranks[r].pc = to;
+                    pc = to;
                 }
                 Op::P2p(i) => {
                     let p = &plan.p2ps[*i as usize];
                     if !self.p2p(rank, p)? {
+                        self.ranks[r].pc = pc;
                         return Ok(());
+                    }
+                    if self.ops > self.budget {
+                        break;
                     }
                 }
                 Op::Collective(i) => {
                     let c = &plan.colls[*i as usize];
                     if !self.collective(rank, c)? {
+                        self.ranks[r].pc = pc;
                         return Ok(());
+                    }
+                    if self.ops > self.budget {
+                        break;
                     }
                 }
                 Op::CommDecl {
@@ -677,7 +692,11 @@ impl<'p, 'd> Sim<'p, 'd> {
                     let (inst, _) = self.member(rank, *parent, parent_name, stmt)?;
                     let req = self.arrive(rank, inst, CollKey::CommCreate(*name), stmt)?;
                     if !self.wait_one(rank, req, stmt) {
+                        self.ranks[r].pc = pc;
                         return Ok(());
+                    }
+                    if self.ops > self.budget {
+                        break;
                     }
                 }
                 Op::Wait {
@@ -699,6 +718,7 @@ impl<'p, 'd> Sim<'p, 'd> {
                         stmt,
                     };
                     if !self.try_complete(&blocked) {
+                        self.ranks[r].pc = pc;
                         self.ranks[r].blocked = Some(blocked);
                         return Ok(());
                     }
@@ -706,6 +726,7 @@ impl<'p, 'd> Sim<'p, 'd> {
             }
         }
         // Out of budget: leave the rank runnable.
+        self.ranks[r].pc = pc;
         self.wake(rank);
         Ok(())
     }
