@@ -1,7 +1,10 @@
 //! Lowering for the simulation: a [`Program`] body → a flat plan of operations, with
 //! loops and branches as jumps, communicator and request names resolved to indices,
-//! sizes and tags computed once, and argument-free directions shared in peer tables.
-//! The simulation runs every rank over the same plan with a program counter.
+//! sizes, tags, constant roots and mean compute times computed once, argument-free
+//! directions shared in peer tables, and rank-dependent expressions (conditions and
+//! loop counts) interned by structure, so that the simulation evaluates each distinct
+//! one once per rank however many statements repeat it. The simulation runs every rank
+//! over the same plan with a program counter.
 
 use rustc_hash::FxHashMap as HashMap;
 
@@ -17,6 +20,8 @@ pub(super) struct PeerRef<'p> {
     /// A table of the peer of every world rank, for directions without arguments:
     /// their peer depends only on the communicator and the rank.
     pub table: Option<usize>,
+    /// Whether the peer is `any`.
+    pub any: bool,
 }
 
 pub(super) struct P2pPlan<'p> {
@@ -32,18 +37,52 @@ pub(super) struct P2pPlan<'p> {
     pub handle: Option<usize>,
 }
 
+/// A collective, with what the simulation needs copied out of the statement (the hot
+/// loop then touches no syntax tree).
 pub(super) struct CollPlan<'p> {
     pub stmt: &'p Stmt,
-    pub c: &'p Collective,
+    pub op: CollOp,
+    pub nonblocking: bool,
+    pub root: Option<&'p Expr>,
+    pub has_root: bool,
     pub comm: Option<usize>,
     pub comm_name: &'p str,
     pub bytes: Option<u64>,
+    /// The root when it is a literal.
+    pub constant_root: Option<i64>,
     pub request: bool,
     pub handle: Option<usize>,
 }
 
+/// The time of one execution of a `compute`, on a given rank.
+#[derive(Clone, Copy)]
+pub(super) enum Time<'p> {
+    /// The same mean on every rank.
+    Mean(f64),
+    /// `per_rank(...)`: the rank's entry (none: zero).
+    PerRank(&'p [Spanned<Duration>]),
+}
+
+impl Time<'_> {
+    fn of(spec: &TimeSpec) -> Time<'_> {
+        match spec {
+            TimeSpec::PerRank(values) => Time::PerRank(values),
+            other => Time::Mean(other.mean_seconds()),
+        }
+    }
+
+    /// Mean seconds on `rank` (as `TimeSpec::mean_seconds`, or the rank's entry).
+    #[inline]
+    pub fn seconds(self, rank: u64) -> f64 {
+        match self {
+            Time::Mean(s) => s,
+            Time::PerRank(values) => values.get(rank as usize).map_or(0.0, |d| d.value.seconds()),
+        }
+    }
+}
+
 pub(super) enum Op<'p> {
-    Compute(&'p TimeSpec),
+    Compute(Time<'p>),
     /// Enters a loop; `end` is the index of its `EndLoop`.
     Loop {
         l: &'p Loop,
@@ -51,22 +90,26 @@ pub(super) enum Op<'p> {
         comm_free: bool,
         /// The count when it is a literal.
         constant: Option<i64>,
+        /// The interned count expression (an index into the plan's counts).
+        count: usize,
     },
     /// The end of a loop body: back to `start + 1` while iterations are left.
     EndLoop {
         start: usize,
     },
-    /// A conditional: the arms' conditions in order with the first op of each arm's
-    /// block, then where to go when no condition holds (the `else` block or the end).
+    /// A conditional: the arms' conditions (interned id, expression) in order with the
+    /// first op of each arm's block, then where to go when no condition holds (the
+    /// `else` block or the end).
     If {
-        arms: Vec<(&'p Expr, usize)>,
+        /// `Plan::arms[arms.0..arms.1]`.
+        arms: (u32, u32),
         otherwise: usize,
-        /// The index of this `if` among the plan's (for memos of its outcome per rank).
-        index: usize,
     },
     Jump(usize),
-    P2p(Box<P2pPlan<'p>>),
-    Collective(Box<CollPlan<'p>>),
+    /// `Plan::p2ps[i]`.
+    P2p(u32),
+    /// `Plan::colls[i]`.
+    Collective(u32),
     CommDecl {
         stmt: &'p Stmt,
         parent: Option<usize>,
@@ -75,26 +118,78 @@ pub(super) enum Op<'p> {
     },
     Wait {
         stmt: &'p Stmt,
-        handles: Vec<usize>,
+        /// `Plan::handles[handles.0..handles.1]`.
+        handles: (u32, u32),
         any: bool,
     },
 }
 
+/// Variable-size parts of ops live in the plan's own vectors, so lowering allocates per
+/// program, not per statement, and the simulation reads them from contiguous memory.
 pub(super) struct Plan<'p> {
     pub ops: Vec<Op<'p>>,
+    pub p2ps: Vec<P2pPlan<'p>>,
+    pub colls: Vec<CollPlan<'p>>,
+    /// Arms of `If` ops: (interned condition id, condition, first op of the arm).
+    pub arms: Vec<(usize, &'p Expr, usize)>,
+    /// Handles of `Wait` ops.
+    pub handles: Vec<usize>,
     /// Communicator names by id (`world` first).
     pub comm_names: Vec<&'p str>,
     /// Peer tables: (communicator id, direction).
     pub tables: Vec<(usize, &'p Direction)>,
-    /// How many `If` ops there are.
-    pub ifs: usize,
+    /// How many distinct conditions and loop counts there are (by structure).
+    pub conds: usize,
+    pub counts: usize,
+}
+
+/// Expressions by structure (equality of IR nodes ignores positions): id of each
+/// distinct one. Evaluation depends only on the structure and the rank, so equal
+/// expressions have equal values on every rank.
+#[derive(Default)]
+struct Interner<'p> {
+    ids: HashMap<u64, Vec<(&'p Expr, usize)>>,
+    len: usize,
+}
+
+impl<'p> Interner<'p> {
+    fn id(&mut self, e: &'p Expr) -> usize {
+        let bucket = self.ids.entry(structural_hash(e)).or_default();
+        if let Some(&(_, id)) = bucket.iter().find(|(x, _)| *x == e) {
+            return id;
+        }
+        let id = self.len;
+        bucket.push((e, id));
+        self.len += 1;
+        id
+    }
+}
+
+/// A hash of the expression's structure (not its positions).
+fn structural_hash(e: &Expr) -> u64 {
+    const K: u64 = 0x517c_c1b7_2722_0a95;
+    let mix = |h: u64, v: u64| (h.rotate_left(5) ^ v).wrapping_mul(K);
+    match &e.kind {
+        ExprKind::Int(v) => mix(1, *v as u64),
+        ExprKind::Bool(b) => mix(2, u64::from(*b)),
+        ExprKind::Rank => 3,
+        ExprKind::NRanks => 4,
+        ExprKind::Coord(d) => mix(5, u64::from(*d)),
+        ExprKind::Unary(op, x) => mix(mix(6, *op as u64), structural_hash(x)),
+        ExprKind::Binary(op, l, r) => mix(
+            mix(mix(7, *op as u64), structural_hash(l)),
+            structural_hash(r),
+        ),
+    }
 }
 
 struct Lowering<'p, 'h> {
     plan: Plan<'p>,
+    /// Communicator ids by name, for programs with more than a handful.
     comm_ids: HashMap<&'p str, usize>,
     handle_index: &'h HashMap<&'p str, usize>,
-    comm_free: HashMap<*const Block, bool>,
+    conds: Interner<'p>,
+    counts: Interner<'p>,
 }
 
 /// Lowers the program body. `handle_index` maps request handle names to indices.
@@ -102,13 +197,19 @@ pub(super) fn lower<'p>(program: &'p Program, handle_index: &HashMap<&'p str, us
     let mut lowering = Lowering {
         plan: Plan {
             ops: Vec::new(),
+            p2ps: Vec::new(),
+            colls: Vec::new(),
+            arms: Vec::new(),
+            handles: Vec::new(),
             comm_names: vec!["world"],
             tables: Vec::new(),
-            ifs: 0,
+            conds: 0,
+            counts: 0,
         },
         comm_ids: HashMap::from_iter([("world", WORLD)]),
         handle_index,
-        comm_free: HashMap::default(),
+        conds: Interner::default(),
+        counts: Interner::default(),
     };
     // Declarations first, so that ids follow the declaration order.
     for stmt in &program.body.stmts {
@@ -117,31 +218,36 @@ pub(super) fn lower<'p>(program: &'p Program, handle_index: &HashMap<&'p str, us
         }
     }
     lowering.block(&program.body);
+    lowering.plan.conds = lowering.conds.len;
+    lowering.plan.counts = lowering.counts.len;
     lowering.plan
 }
 
-/// Whether a block holds only computation (loops of computation included).
-pub(super) fn is_comm_free(block: &Block, memo: &mut HashMap<*const Block, bool>) -> bool {
-    let key = block as *const Block;
-    if let Some(&v) = memo.get(&key) {
-        return v;
-    }
-    let free = block.stmts.iter().all(|s| match &s.kind {
+/// Whether a block holds only computation (loops of computation included). Blocks
+/// nest at most `MAX_BLOCK_DEPTH` deep, so rescanning inner loops costs little.
+pub(super) fn is_comm_free(block: &Block) -> bool {
+    block.stmts.iter().all(|s| match &s.kind {
         StmtKind::Compute(_) => true,
-        StmtKind::Loop(l) => is_comm_free(&l.body, memo),
+        StmtKind::Loop(l) => is_comm_free(&l.body),
         _ => false,
-    });
-    memo.insert(key, free);
-    free
+    })
 }
 
 impl<'p> Lowering<'p, '_> {
     fn comm_id(&mut self, name: &'p str) -> usize {
-        let next = self.plan.comm_names.len();
-        let id = *self.comm_ids.entry(name).or_insert(next);
-        if id == next {
-            self.plan.comm_names.push(name);
+        // Programs name a handful of communicators: comparing beats hashing.
+        let names = &self.plan.comm_names;
+        let found = if names.len() <= 16 {
+            names.iter().position(|&c| c == name)
+        } else {
+            self.comm_ids.get(name).copied()
+        };
+        if let Some(id) = found {
+            return id;
         }
+        let id = names.len();
+        self.plan.comm_names.push(name);
+        self.comm_ids.insert(name, id);
         id
     }
 
@@ -184,7 +290,11 @@ impl<'p> Lowering<'p, '_> {
             ),
             _ => None,
         };
-        PeerRef { peer, table }
+        PeerRef {
+            peer,
+            table,
+            any: matches!(peer.value, Peer::Any),
+        }
     }
 
     fn push(&mut self, op: Op<'p>) -> usize {
@@ -201,19 +311,24 @@ impl<'p> Lowering<'p, '_> {
     fn stmt(&mut self, stmt: &'p Stmt) {
         match &stmt.kind {
             StmtKind::Compute(c) => {
-                self.push(Op::Compute(&c.time));
+                self.push(Op::Compute(Time::of(&c.time)));
             }
             StmtKind::Loop(l) => {
-                let comm_free = is_comm_free(&l.body, &mut self.comm_free);
+                let comm_free = is_comm_free(&l.body);
                 let constant = match l.count.kind {
                     ExprKind::Int(v) => Some(v),
                     _ => None,
+                };
+                let count = match constant {
+                    Some(_) => 0,
+                    None => self.counts.id(&l.count),
                 };
                 let start = self.push(Op::Loop {
                     l,
                     end: 0,
                     comm_free,
                     constant,
+                    count,
                 });
                 if !comm_free {
                     self.block(&l.body);
@@ -225,11 +340,12 @@ impl<'p> Lowering<'p, '_> {
             }
             StmtKind::If(i) => {
                 let at = self.push(Op::Jump(0));
-                let mut arms = Vec::new();
-                let mut jumps = Vec::new();
+                let mut arms: Vec<(usize, &'p Expr, usize)> = Vec::new();
+                let mut jumps: Vec<usize> = Vec::new();
                 let mut current = i;
                 let otherwise = loop {
-                    arms.push((&current.cond, self.plan.ops.len()));
+                    let id = self.conds.id(&current.cond);
+                    arms.push((id, &current.cond, self.plan.ops.len()));
                     self.block(&current.then_block);
                     jumps.push(self.push(Op::Jump(0)));
                     match &current.else_branch {
@@ -246,12 +362,12 @@ impl<'p> Lowering<'p, '_> {
                 for j in jumps {
                     self.plan.ops[j] = Op::Jump(end);
                 }
+                let first = self.plan.arms.len() as u32;
+                self.plan.arms.extend(arms);
                 self.plan.ops[at] = Op::If {
-                    arms,
+                    arms: (first, self.plan.arms.len() as u32),
                     otherwise: otherwise.unwrap_or(end),
-                    index: self.plan.ifs,
                 };
-                self.plan.ifs += 1;
             }
             StmtKind::P2p(p) => {
                 let (comm, comm_name) = self.comm(&p.comm);
@@ -276,7 +392,8 @@ impl<'p> Lowering<'p, '_> {
                     request: p.request.is_some(),
                     handle: self.handle(&p.request),
                 };
-                self.push(Op::P2p(Box::new(plan)));
+                self.plan.p2ps.push(plan);
+                self.push(Op::P2p(self.plan.p2ps.len() as u32 - 1));
             }
             StmtKind::Collective(c) => {
                 let (comm, comm_name) = self.comm(&c.comm);
@@ -284,16 +401,25 @@ impl<'p> Lowering<'p, '_> {
                     Some(SizeSpec::Fixed(s)) if !c.op.is_vector() => s.value.bytes(),
                     _ => None,
                 };
+                let constant_root = match c.root.as_ref().map(|e| &e.kind) {
+                    Some(ExprKind::Int(v)) => Some(*v),
+                    _ => None,
+                };
                 let plan = CollPlan {
                     stmt,
-                    c,
+                    op: c.op,
+                    nonblocking: c.nonblocking,
+                    root: c.root.as_ref(),
+                    has_root: c.op.has_root(),
                     comm,
                     comm_name,
                     bytes,
+                    constant_root,
                     request: c.request.is_some(),
                     handle: self.handle(&c.request),
                 };
-                self.push(Op::Collective(Box::new(plan)));
+                self.plan.colls.push(plan);
+                self.push(Op::Collective(self.plan.colls.len() as u32 - 1));
             }
             StmtKind::CommDecl(d) => {
                 let parent_name = d.def.parent().name.as_str();
@@ -309,14 +435,15 @@ impl<'p> Lowering<'p, '_> {
             StmtKind::Wait(w) => {
                 // `test` never blocks and completes nothing the simulation tracks.
                 if w.op != WaitOp::Test {
-                    let handles = w
-                        .handles
-                        .iter()
-                        .filter_map(|h| self.handle_index.get(h.name.as_str()).copied())
-                        .collect();
+                    let first = self.plan.handles.len() as u32;
+                    for h in &w.handles {
+                        if let Some(&i) = self.handle_index.get(h.name.as_str()) {
+                            self.plan.handles.push(i);
+                        }
+                    }
                     self.push(Op::Wait {
                         stmt,
-                        handles,
+                        handles: (first, self.plan.handles.len() as u32),
                         any: w.op == WaitOp::Waitany,
                     });
                 }

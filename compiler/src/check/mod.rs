@@ -112,29 +112,41 @@ pub fn check(program: &Program, source: &str, options: Options) -> Checked {
     Checked { diags, info }
 }
 
-/// Line numbers of byte offsets, for explanations that mention other statements.
-pub(crate) struct Lines {
-    starts: Vec<u32>,
+/// Line numbers of byte offsets, for explanations that mention other statements. The
+/// line starts are found on the first use: most checks explain nothing.
+pub(crate) struct Lines<'s> {
+    source: &'s str,
+    starts: std::cell::OnceCell<Vec<u32>>,
 }
 
-impl Lines {
-    pub fn new(source: &str) -> Lines {
-        let mut starts = vec![0];
-        starts.extend(
-            source
-                .bytes()
-                .enumerate()
-                .filter(|&(_, b)| b == b'\n')
-                .map(|(i, _)| u32::try_from(i + 1).unwrap_or(u32::MAX)),
-        );
-        Lines { starts }
+impl<'s> Lines<'s> {
+    pub fn new(source: &'s str) -> Lines<'s> {
+        Lines {
+            source,
+            starts: std::cell::OnceCell::new(),
+        }
+    }
+
+    fn starts(&self) -> &[u32] {
+        self.starts.get_or_init(|| {
+            let mut starts = vec![0];
+            starts.extend(
+                self.source
+                    .bytes()
+                    .enumerate()
+                    .filter(|&(_, b)| b == b'\n')
+                    .map(|(i, _)| u32::try_from(i + 1).unwrap_or(u32::MAX)),
+            );
+            starts
+        })
     }
 
     /// "line 12", or "a derived statement" when there is no position.
     pub fn describe(&self, pos: Pos) -> String {
+        let starts = self.starts();
         match pos.span() {
-            Some(span) if self.starts.len() > 1 || span.start > 0 => {
-                let line = self.starts.partition_point(|&s| s <= span.start);
+            Some(span) if starts.len() > 1 || span.start > 0 => {
+                let line = starts.partition_point(|&s| s <= span.start);
                 format!("line {line}")
             }
             Some(_) => "line 1".into(),

@@ -183,6 +183,11 @@ impl<'p> Walk<'p, '_> {
                 request: Some(r), ..
             }) => self.post(r, stmt.pos, states),
             StmtKind::Wait(w) => self.wait(w, stmt.pos, states),
+            // A block that neither posts nor completes a request leaves every state as
+            // it found it and reports nothing: skip it (a join of equal states is the
+            // identity).
+            StmtKind::Loop(l) if !touches_requests(&l.body) => {}
+            StmtKind::If(i) if !if_touches_requests(i) => {}
             StmtKind::Loop(l) => {
                 // Two passes: the second starts from what one iteration leaves behind.
                 let once = is_constant_one(&l.count);
@@ -388,6 +393,34 @@ fn same_kind(a: Option<State>, b: Option<State>) -> bool {
             | (Some(State::Maybe(_)), Some(State::Maybe(_)))
             | (Some(State::AnyWaited(_)), Some(State::AnyWaited(_)))
     )
+}
+
+/// Whether `block` posts or completes a request, directly or in a nested block.
+fn touches_requests(block: &Block) -> bool {
+    block.stmts.iter().any(|stmt| match &stmt.kind {
+        StmtKind::P2p(P2p { request, .. }) | StmtKind::Collective(Collective { request, .. }) => {
+            request.is_some()
+        }
+        StmtKind::Wait(_) => true,
+        StmtKind::Loop(l) => touches_requests(&l.body),
+        StmtKind::If(i) => if_touches_requests(i),
+        StmtKind::Compute(_) | StmtKind::CommDecl(_) => false,
+    })
+}
+
+/// Whether any branch of an `if` chain posts or completes a request.
+fn if_touches_requests(i: &If) -> bool {
+    let mut current = i;
+    loop {
+        if touches_requests(&current.then_block) {
+            return true;
+        }
+        match &current.else_branch {
+            None => return false,
+            Some(Else::Block(b)) => return touches_requests(b),
+            Some(Else::If(next)) => current = next,
+        }
+    }
 }
 
 fn is_constant_one(e: &Expr) -> bool {

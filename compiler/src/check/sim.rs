@@ -13,6 +13,13 @@
 //! Ranks run one at a time until they block; the scheduler is deterministic, so
 //! diagnostics are too. The run stops after a budget of operations; the checker then
 //! says it covered only a prefix.
+//!
+//! The order of events (which rank runs when, which request slot each operation gets,
+//! the order in which completions wake ranks) decides which ranks a diagnostic names,
+//! so the hot path keeps it exactly while avoiding work: requests are small slots in
+//! one vector reused through a free list, memberships and peers are flat per-rank
+//! tables, a blocking operation whose requests completed at once never builds a wait
+//! record, and each distinct condition or loop count is evaluated once per rank.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -31,8 +38,11 @@ use crate::semantics::{cart_sub_color, eval_bool, eval_int, Env, EvalError, Peer
 /// The largest rank count the simulation handles; beyond it the checker skips it.
 const MAX_SIMULATED_RANKS: u64 = 1 << 16;
 
-/// The most `if` outcomes (statements × ranks) the simulation remembers.
-const MAX_IF_MEMO: usize = 1 << 23;
+/// The most memoized values of conditions (1 byte each) and of loop counts (16 bytes
+/// each), as distinct expressions × ranks, the simulation keeps; beyond them it
+/// evaluates every time.
+const MAX_COND_MEMO: usize = 1 << 23;
+const MAX_COUNT_MEMO: usize = 1 << 21;
 
 pub(super) struct Outcome {
     pub ops: u64,
@@ -132,35 +142,49 @@ type Members = Vec<Option<(usize, u64)>>;
 /// A problem that makes further simulation meaningless (it was reported).
 struct Abort;
 
-type ReqId = usize;
+/// A request slot in `Sim::reqs`.
+type ReqId = u32;
+
+/// No request, no handle, no peer rank (`any`): the sentinel of the `u32` fields.
+const NONE: u32 = u32::MAX;
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum ReqKind {
-    Send { inst: usize, to: u64 },
-    Recv { inst: usize, from: Option<u64> },
-    Coll { inst: usize },
+    Send {
+        inst: u32,
+        to: u32,
+    },
+    /// `from` is `NONE` for `any`.
+    Recv {
+        inst: u32,
+        from: u32,
+    },
+    Coll {
+        inst: u32,
+    },
     Done,
 }
 
 struct Req<'p> {
-    owner: u64,
+    owner: u32,
     done: bool,
     consumed: bool,
-    /// The handle the request is bound to, if any.
-    handle: Option<usize>,
+    /// The handle the request is bound to, or `NONE`.
+    handle: u32,
     kind: ReqKind,
     stmt: &'p Stmt,
 }
 
 struct PendingSend {
-    src: u64,
+    src: u32,
     tag: u32,
     bytes: u64,
     req: ReqId,
 }
 
 struct PendingRecv {
-    src: Option<u64>,
+    /// `NONE` for `any`.
+    src: u32,
     tag: u32,
     bytes: u64,
     req: ReqId,
@@ -205,13 +229,12 @@ struct CollQueue<'p> {
     entries: VecDeque<Option<CollEntry<'p>>>,
 }
 
-/// A peer table entry: not computed yet, no neighbour, or the peer.
-#[derive(Clone, Copy)]
-enum Slot {
-    Unknown,
-    Missing,
-    Peer(u64),
-}
+/// Peer table entries: not computed yet, no neighbour, or the peer's rank.
+const PEER_UNKNOWN: u32 = u32::MAX;
+const PEER_MISSING: u32 = u32::MAX - 1;
+
+/// Membership table entry of a rank that is not a member: (instance, rank) packed.
+const NOT_MEMBER: u64 = u64::MAX;
 
 /// The requests one statement waits for; almost always one or two.
 type Reqs = SmallVec<[ReqId; 4]>;
@@ -228,8 +251,8 @@ struct RankState<'p> {
     /// Iterations left (including the current one) of each loop being run, innermost
     /// last.
     loops: Vec<u64>,
-    /// Request of each handle name (indexed like `Sim::handle_index`), if pending.
-    handles: Vec<Option<ReqId>>,
+    /// Request of each handle name (indexed like `Sim::handle_index`), or `NONE`.
+    handles: Vec<ReqId>,
     /// Collectives called so far on each instance, by `CommInst::decl`.
     coll_seq: Vec<u64>,
     blocked: Option<Blocked<'p>>,
@@ -240,7 +263,7 @@ struct RankState<'p> {
 
 struct Sim<'p, 'd> {
     program: &'p Program,
-    lines: &'p Lines,
+    lines: &'p Lines<'p>,
     budget: u64,
     diags: &'d mut Vec<Diag>,
     n: u64,
@@ -249,6 +272,9 @@ struct Sim<'p, 'd> {
     insts: Vec<CommInst>,
     /// Communicator id → per world rank: (instance, rank in it); `None` until created.
     membership: Vec<Option<Members>>,
+    /// The same once every instance exists, flat: `id * n + rank` → instance in the
+    /// high and rank in the low 32 bits, or `NOT_MEMBER`.
+    member_of: Vec<u64>,
     /// Requests completed and consumed, ready for reuse: a long run allocates only as
     /// many requests as are in flight at once.
     free_reqs: Vec<ReqId>,
@@ -260,12 +286,15 @@ struct Sim<'p, 'd> {
     colls: Vec<CollQueue<'p>>,
     /// Emptied request and rank lists of completed collectives, for reuse.
     spare_lists: Vec<(Vec<ReqId>, Vec<u64>)>,
-    /// Peer tables of the plan, per world rank.
-    peers: Vec<Vec<Slot>>,
-    /// The op each `If` of the plan continues at, per rank (`index * n + rank`), plus
-    /// one; 0 when not decided yet. Empty when it would be too large.
-    if_memo: Vec<u32>,
-    ready: VecDeque<u64>,
+    /// Peer tables of the plan, flat: `table * n + rank` → `PEER_UNKNOWN`,
+    /// `PEER_MISSING` or the peer's rank in the communicator.
+    peers: Vec<u32>,
+    /// The value of each distinct condition (`id * n + rank`): 0 when not evaluated
+    /// yet, else 1 + the value. Empty when it would be too large.
+    cond_memo: Vec<u8>,
+    /// The same for loop counts that are not literals.
+    count_memo: Vec<Option<i64>>,
+    ready: VecDeque<u32>,
     in_ready: Vec<bool>,
     ops: u64,
     /// Statements already reported, so a problem is reported once, not once per rank.
@@ -277,7 +306,7 @@ impl<'p, 'd> Sim<'p, 'd> {
         program: &'p Program,
         statics: &'p Statics,
         plan: &'p Plan<'p>,
-        lines: &'p Lines,
+        lines: &'p Lines<'p>,
         budget: u64,
         diags: &'d mut Vec<Diag>,
     ) -> Sim<'p, 'd> {
@@ -295,7 +324,7 @@ impl<'p, 'd> Sim<'p, 'd> {
             .map(|rank| RankState {
                 pc: 0,
                 loops: Vec::new(),
-                handles: vec![None; statics.request_names.len()],
+                handles: vec![NONE; statics.request_names.len()],
                 coll_seq: vec![0; n_decls + 1],
                 blocked: None,
                 done: false,
@@ -307,17 +336,19 @@ impl<'p, 'd> Sim<'p, 'd> {
                 stats: RankStats::default(),
             })
             .collect();
+        let memo_len = |distinct: usize, max: usize| match distinct.checked_mul(n as usize) {
+            Some(len) if len <= max => len,
+            _ => 0,
+        };
         Sim {
             program,
             lines,
             budget,
             diags,
             n,
-            peers: vec![vec![Slot::Unknown; n as usize]; plan.tables.len()],
-            if_memo: match plan.ifs.checked_mul(n as usize) {
-                Some(len) if len <= MAX_IF_MEMO => vec![0; len],
-                _ => Vec::new(),
-            },
+            peers: vec![PEER_UNKNOWN; plan.tables.len() * n as usize],
+            cond_memo: vec![0; memo_len(plan.conds, MAX_COND_MEMO)],
+            count_memo: vec![None; memo_len(plan.counts, MAX_COUNT_MEMO)],
             plan,
             ranks,
             insts: vec![CommInst {
@@ -328,13 +359,14 @@ impl<'p, 'd> Sim<'p, 'd> {
                 base: 0,
             }],
             membership,
+            member_of: Vec::new(),
             free_reqs: Vec::new(),
             reqs: Vec::new(),
             sends: Vec::new(),
             recvs: Vec::new(),
             colls: Vec::new(),
             spare_lists: Vec::new(),
-            ready: (0..n).collect(),
+            ready: (0..n as u32).collect(),
             in_ready: vec![true; n as usize],
             ops: 0,
             reported: BTreeSet::new(),
@@ -464,6 +496,15 @@ impl<'p, 'd> Sim<'p, 'd> {
         self.sends.resize_with(base, VecDeque::new);
         self.recvs.resize_with(base, VecDeque::new);
         self.colls.resize_with(self.insts.len(), CollQueue::default);
+        let n = self.n as usize;
+        self.member_of = vec![NOT_MEMBER; self.membership.len() * n];
+        for (id, members) in self.membership.iter().enumerate() {
+            for (rank, m) in members.iter().flatten().enumerate() {
+                if let Some((inst, me)) = *m {
+                    self.member_of[id * n + rank] = ((inst as u64) << 32) | me;
+                }
+            }
+        }
     }
 
     /// Runs until every rank is done or blocked. `Ok(false)` when the budget ran out.
@@ -484,9 +525,10 @@ impl<'p, 'd> Sim<'p, 'd> {
     }
 
     #[inline]
-    fn wake(&mut self, rank: u64) {
-        if !self.in_ready[rank as usize] {
-            self.in_ready[rank as usize] = true;
+    fn wake(&mut self, rank: u32) {
+        let slot = &mut self.in_ready[rank as usize];
+        if !*slot {
+            *slot = true;
             self.ready.push_back(rank);
         }
     }
@@ -507,7 +549,7 @@ impl<'p, 'd> Sim<'p, 'd> {
         Ok(total)
     }
 
-    fn run_rank(&mut self, rank: u64) -> Result<(), Abort> {
+    fn run_rank(&mut self, rank: u32) -> Result<(), Abort> {
         let r = rank as usize;
         // Resume: a rank woken from a wait consumes its completed requests first.
         if let Some(blocked) = self.ranks[r].blocked.take() {
@@ -516,25 +558,32 @@ impl<'p, 'd> Sim<'p, 'd> {
                 return Ok(());
             }
         }
-        let ops: &'p [Op<'p>] = &self.plan.ops;
-        while self.ops <= self.budget {
-            let pc = self.ranks[r].pc;
+        let plan: &'p Plan<'p> = self.plan;
+        let ops: &'p [Op<'p>] = &plan.ops;
+        let n = self.n as usize;
+        // The program counter lives in a local while the rank runs and is stored when
+        // it stops (an aborted run reads it no more). Entered only with operations
+        // left in the budget (`run` stops as soon as they are spent), the loop checks
+        // the budget after each operation that counts.
+        let mut pc = self.ranks[r].pc;
+        loop {
             let Some(op) = ops.get(pc) else {
+                self.ranks[r].pc = pc;
                 self.ranks[r].done = true;
                 return Ok(());
             };
-            self.ranks[r].pc = pc + 1;
+            pc += 1;
             match op {
                 Op::Compute(time) => {
-                    self.ranks[r].stats.compute_seconds += compute_seconds(time, rank);
+                    self.ranks[r].stats.compute_seconds += time.seconds(u64::from(rank));
                 }
-                Op::Jump(to) => self.ranks[r].pc = *to,
+                Op::Jump(to) => pc = *to,
                 Op::EndLoop { start } => {
                     let state = &mut self.ranks[r];
                     match state.loops.last_mut() {
                         Some(left) if *left > 1 => {
                             *left -= 1;
-                            state.pc = start + 1;
+                            pc = start + 1;
                         }
                         _ => {
                             state.loops.pop();
@@ -546,13 +595,22 @@ impl<'p, 'd> Sim<'p, 'd> {
                     end,
                     comm_free,
                     constant,
+                    count,
                 } => {
                     let count = match constant {
                         Some(v) => *v,
-                        None => {
-                            let env = &self.ranks[r].env;
-                            eval_int(&l.count, env).map_err(|e| self.eval_error(rank, e))?
-                        }
+                        None => match self.count_memo.get(count * n + r) {
+                            Some(Some(v)) => *v,
+                            _ => {
+                                let env = &self.ranks[r].env;
+                                let v = eval_int(&l.count, env)
+                                    .map_err(|e| self.eval_error(u64::from(rank), e))?;
+                                if let Some(slot) = self.count_memo.get_mut(count * n + r) {
+                                    *slot = Some(v);
+                                }
+                                v
+                            }
+                        },
                     };
                     if count < 0 {
                         let pos = l.count.pos;
@@ -570,49 +628,58 @@ impl<'p, 'd> Sim<'p, 'd> {
                         let env = &self.ranks[r].env;
                         let once = self
                             .compute_only(&l.body, env)
-                            .map_err(|e| self.eval_error(rank, e))?;
+                            .map_err(|e| self.eval_error(u64::from(rank), e))?;
                         self.ranks[r].stats.compute_seconds += once * count as f64;
-                        self.ranks[r].pc = end + 1;
+                        pc = end + 1;
                     } else if count > 0 {
                         self.ranks[r].loops.push(count as u64);
                     } else {
-                        self.ranks[r].pc = end + 1;
+                        pc = end + 1;
                     }
                 }
-                Op::If {
-                    arms,
-                    otherwise,
-                    index,
-                } => {
-                    // Conditions depend only on the rank: decide once per rank.
-                    let memo = index * self.n as usize + r;
-                    let known = self.if_memo.get(memo).copied().unwrap_or(0);
-                    let to = if known > 0 {
-                        known as usize - 1
-                    } else {
-                        let mut to = *otherwise;
-                        for &(cond, start) in arms {
-                            let env = &self.ranks[r].env;
-                            if eval_bool(cond, env).map_err(|e| self.eval_error(rank, e))? {
-                                to = start;
-                                break;
+                Op::If { arms, otherwise } => {
+                    // Conditions depend only on the rank: each distinct one is
+                    // evaluated once per rank.
+                    let mut to = *otherwise;
+                    let arms = &plan.arms[arms.0 as usize..arms.1 as usize];
+                    for &(id, cond, start) in arms {
+                        let holds = match self.cond_memo.get(id * n + r) {
+                            Some(&known) if known > 0 => known == 2,
+                            _ => {
+                                let env = &self.ranks[r].env;
+                                let v = eval_bool(cond, env)
+                                    .map_err(|e| self.eval_error(u64::from(rank), e))?;
+                                if let Some(slot) = self.cond_memo.get_mut(id * n + r) {
+                                    *slot = 1 + u8::from(v);
+                                }
+                                v
                             }
+                        };
+                        if holds {
+                            to = start;
+                            break;
                         }
-                        if let Some(slot) = self.if_memo.get_mut(memo) {
-                            *slot = u32::try_from(to + 1).unwrap_or(0);
-                        }
-                        to
-                    };
-                    self.ranks[r].pc = to;
+                    }
+                    pc = to;
                 }
-                Op::P2p(p) => {
+                Op::P2p(i) => {
+                    let p = &plan.p2ps[*i as usize];
                     if !self.p2p(rank, p)? {
+                        self.ranks[r].pc = pc;
                         return Ok(());
                     }
+                    if self.ops > self.budget {
+                        break;
+                    }
                 }
-                Op::Collective(c) => {
+                Op::Collective(i) => {
+                    let c = &plan.colls[*i as usize];
                     if !self.collective(rank, c)? {
+                        self.ranks[r].pc = pc;
                         return Ok(());
+                    }
+                    if self.ops > self.budget {
+                        break;
                     }
                 }
                 Op::CommDecl {
@@ -624,8 +691,12 @@ impl<'p, 'd> Sim<'p, 'd> {
                     self.ops += 1;
                     let (inst, _) = self.member(rank, *parent, parent_name, stmt)?;
                     let req = self.arrive(rank, inst, CollKey::CommCreate(*name), stmt)?;
-                    if !self.block_on(rank, smallvec::smallvec![req], false, stmt) {
+                    if !self.wait_one(rank, req, stmt) {
+                        self.ranks[r].pc = pc;
                         return Ok(());
+                    }
+                    if self.ops > self.budget {
+                        break;
                     }
                 }
                 Op::Wait {
@@ -636,55 +707,113 @@ impl<'p, 'd> Sim<'p, 'd> {
                     // A handle whose request was completed is MPI_REQUEST_NULL: waiting
                     // for it returns at once.
                     let handles = &self.ranks[r].handles;
-                    let reqs: Reqs = ids.iter().filter_map(|&i| handles[i]).collect();
-                    if !self.block_on(rank, reqs, *any, stmt) {
+                    let reqs: Reqs = plan.handles[ids.0 as usize..ids.1 as usize]
+                        .iter()
+                        .map(|&i| handles[i])
+                        .filter(|&q| q != NONE)
+                        .collect();
+                    let blocked = Blocked {
+                        reqs,
+                        any: *any,
+                        stmt,
+                    };
+                    if !self.try_complete(&blocked) {
+                        self.ranks[r].pc = pc;
+                        self.ranks[r].blocked = Some(blocked);
                         return Ok(());
                     }
                 }
             }
         }
         // Out of budget: leave the rank runnable.
+        self.ranks[r].pc = pc;
         self.wake(rank);
         Ok(())
     }
 
     /// Runs a point-to-point operation; returns whether the rank can go on.
-    fn p2p(&mut self, rank: u64, p: &P2pPlan<'p>) -> Result<bool, Abort> {
+    #[inline]
+    fn p2p(&mut self, rank: u32, p: &P2pPlan<'p>) -> Result<bool, Abort> {
         self.ops += 1;
         let stmt = p.stmt;
-        let mut reqs = Reqs::new();
         let (inst, me) = self.member(rank, p.comm, p.comm_name, stmt)?;
+        let (mut first, mut second) = (NONE, NONE);
         if let Some((peer, bytes)) = p.send {
             let to = self.peer(rank, inst, me, peer)?;
-            reqs.push(self.post_send(rank, inst, me, to, p.tag, bytes, stmt));
+            first = self.post_send(rank, inst, me, to, p.tag, bytes, stmt);
         }
         if let Some((peer, bytes)) = p.recv {
-            let from = match &peer.peer.value {
-                Peer::Any => Some(None),
-                _ => self.peer(rank, inst, me, peer)?.map(Some),
+            // `Some(NONE)` for `any`, `None` for a missing neighbour.
+            let from = if peer.any {
+                Some(NONE)
+            } else {
+                self.peer(rank, inst, me, peer)?
             };
-            reqs.push(self.post_recv(rank, inst, me, from, p.tag, bytes, stmt));
+            let req = self.post_recv(rank, inst, me, from, p.tag, bytes, stmt);
+            if first == NONE {
+                first = req;
+            } else {
+                second = req;
+            }
         }
         if p.request {
-            if let (Some(&req), Some(handle)) = (reqs.first(), p.handle) {
-                self.bind(rank, handle, req);
+            if let (true, Some(handle)) = (first != NONE, p.handle) {
+                self.bind(rank, handle, first);
             }
-            Ok(true)
-        } else {
-            Ok(self.block_on(rank, reqs, false, stmt))
+            return Ok(true);
         }
+        // Blocking: go on if every request completed, consuming them in order.
+        let done = |sim: &Self, q: ReqId| q == NONE || sim.reqs[q as usize].done;
+        if done(self, first) && done(self, second) {
+            for q in [first, second] {
+                if q != NONE {
+                    self.consume(q);
+                }
+            }
+            return Ok(true);
+        }
+        let mut reqs = Reqs::new();
+        reqs.extend([first, second].into_iter().filter(|&q| q != NONE));
+        self.ranks[rank as usize].blocked = Some(Blocked {
+            reqs,
+            any: false,
+            stmt,
+        });
+        Ok(false)
+    }
+
+    /// Waits for one request of a blocking operation; returns whether the rank can go
+    /// on now.
+    #[inline]
+    fn wait_one(&mut self, rank: u32, req: ReqId, stmt: &'p Stmt) -> bool {
+        if self.reqs[req as usize].done {
+            self.consume(req);
+            return true;
+        }
+        self.ranks[rank as usize].blocked = Some(Blocked {
+            reqs: smallvec::smallvec![req],
+            any: false,
+            stmt,
+        });
+        false
     }
 
     /// Runs a collective; returns whether the rank can go on.
-    fn collective(&mut self, rank: u64, p: &CollPlan<'p>) -> Result<bool, Abort> {
+    #[inline]
+    fn collective(&mut self, rank: u32, p: &CollPlan<'p>) -> Result<bool, Abort> {
         self.ops += 1;
-        let (c, stmt) = (p.c, p.stmt);
+        let stmt = p.stmt;
         let (inst, _) = self.member(rank, p.comm, p.comm_name, stmt)?;
-        let size = self.insts[inst].members.len() as u64;
-        let root = match (&c.root, c.op.has_root()) {
+        let size = self.insts[inst as usize].members.len() as u64;
+        let root = match (p.root, p.has_root) {
             (Some(e), _) => {
-                let env = &self.ranks[rank as usize].env;
-                let v = eval_int(e, env).map_err(|err| self.eval_error(rank, err))?;
+                let v = match p.constant_root {
+                    Some(v) => v,
+                    None => {
+                        let env = &self.ranks[rank as usize].env;
+                        eval_int(e, env).map_err(|err| self.eval_error(u64::from(rank), err))?
+                    }
+                };
                 if v < 0 || v as u64 >= size {
                     let pos = e.pos;
                     let name = p.comm_name.to_string();
@@ -704,8 +833,8 @@ impl<'p, 'd> Sim<'p, 'd> {
             (None, false) => None,
         };
         let key = CollKey::Op {
-            op: c.op,
-            nonblocking: c.nonblocking,
+            op: p.op,
+            nonblocking: p.nonblocking,
             root,
             bytes: p.bytes,
         };
@@ -716,7 +845,7 @@ impl<'p, 'd> Sim<'p, 'd> {
             }
             Ok(true)
         } else {
-            Ok(self.block_on(rank, smallvec::smallvec![req], false, stmt))
+            Ok(self.wait_one(rank, req, stmt))
         }
     }
 
@@ -724,34 +853,24 @@ impl<'p, 'd> Sim<'p, 'd> {
     #[inline]
     fn peer(
         &mut self,
-        rank: u64,
-        inst: usize,
-        me: u64,
+        rank: u32,
+        inst: u32,
+        me: u32,
         peer: PeerRef<'p>,
-    ) -> Result<Option<u64>, Abort> {
+    ) -> Result<Option<u32>, Abort> {
         let Some(t) = peer.table else {
             return self.resolve(rank, inst, me, peer.peer);
         };
-        match self.peers[t][rank as usize] {
-            Slot::Peer(p) => Ok(Some(p)),
-            Slot::Missing => Ok(None),
-            Slot::Unknown => {
+        let slot = t * self.n as usize + rank as usize;
+        match self.peers[slot] {
+            PEER_MISSING => Ok(None),
+            PEER_UNKNOWN => {
                 let found = self.resolve(rank, inst, me, peer.peer)?;
-                self.peers[t][rank as usize] = found.map_or(Slot::Missing, Slot::Peer);
+                self.peers[slot] = found.unwrap_or(PEER_MISSING);
                 Ok(found)
             }
+            p => Ok(Some(p)),
         }
-    }
-
-    /// Waits for `reqs`; returns whether the rank can go on now.
-    #[inline]
-    fn block_on(&mut self, rank: u64, reqs: Reqs, any: bool, stmt: &'p Stmt) -> bool {
-        let blocked = Blocked { reqs, any, stmt };
-        if self.try_complete(&blocked) {
-            return true;
-        }
-        self.ranks[rank as usize].blocked = Some(blocked);
-        false
     }
 
     /// Completes the wait if its requests allow; consumes what it completes.
@@ -761,14 +880,14 @@ impl<'p, 'd> Sim<'p, 'd> {
             return true;
         }
         if blocked.any {
-            match blocked.reqs.iter().find(|&&id| self.reqs[id].done) {
+            match blocked.reqs.iter().find(|&&id| self.reqs[id as usize].done) {
                 Some(&id) => {
                     self.consume(id);
                     true
                 }
                 None => false,
             }
-        } else if blocked.reqs.iter().all(|&id| self.reqs[id].done) {
+        } else if blocked.reqs.iter().all(|&id| self.reqs[id as usize].done) {
             for &id in &blocked.reqs {
                 self.consume(id);
             }
@@ -780,55 +899,57 @@ impl<'p, 'd> Sim<'p, 'd> {
 
     #[inline]
     fn complete(&mut self, id: ReqId) {
-        self.reqs[id].done = true;
-        let owner = self.reqs[id].owner;
+        let req = &mut self.reqs[id as usize];
+        req.done = true;
+        let owner = req.owner;
         if self.ranks[owner as usize].blocked.is_some() {
             self.wake(owner);
         }
     }
 
     #[inline]
-    fn new_req(&mut self, owner: u64, kind: ReqKind, stmt: &'p Stmt) -> ReqId {
+    fn new_req(&mut self, owner: u32, kind: ReqKind, stmt: &'p Stmt) -> ReqId {
         let req = Req {
             owner,
             done: kind == ReqKind::Done,
             consumed: false,
-            handle: None,
+            handle: NONE,
             kind,
             stmt,
         };
         match self.free_reqs.pop() {
             Some(id) => {
-                self.reqs[id] = req;
+                self.reqs[id as usize] = req;
                 id
             }
             None => {
                 self.reqs.push(req);
-                self.reqs.len() - 1
+                (self.reqs.len() - 1) as ReqId
             }
         }
     }
 
     #[inline]
-    fn bind(&mut self, rank: u64, handle: usize, req: ReqId) {
-        self.ranks[rank as usize].handles[handle] = Some(req);
-        self.reqs[req].handle = Some(handle);
+    fn bind(&mut self, rank: u32, handle: usize, req: ReqId) {
+        self.ranks[rank as usize].handles[handle] = req;
+        self.reqs[req as usize].handle = handle as u32;
     }
 
     /// A completed request has been waited for: its handle becomes null and the slot
     /// is reused. Nothing else refers to a completed request.
     #[inline]
     fn consume(&mut self, id: ReqId) {
-        if self.reqs[id].consumed {
+        let req = &mut self.reqs[id as usize];
+        if req.consumed {
             return;
         }
-        self.reqs[id].consumed = true;
-        let owner = self.reqs[id].owner as usize;
+        req.consumed = true;
+        let (owner, handle) = (req.owner as usize, req.handle);
         // A request is bound to at most one handle, which may have moved on since.
-        if let Some(handle) = self.reqs[id].handle {
-            let slot = &mut self.ranks[owner].handles[handle];
-            if *slot == Some(id) {
-                *slot = None;
+        if handle != NONE {
+            let slot = &mut self.ranks[owner].handles[handle as usize];
+            if *slot == id {
+                *slot = NONE;
             }
         }
         self.free_reqs.push(id);
@@ -838,16 +959,18 @@ impl<'p, 'd> Sim<'p, 'd> {
     #[inline]
     fn member(
         &mut self,
-        rank: u64,
+        rank: u32,
         comm: Option<usize>,
         name: &str,
         stmt: &'p Stmt,
-    ) -> Result<(usize, u64), Abort> {
-        let membership = comm.and_then(|c| self.membership[c].as_ref());
-        match membership.and_then(|m| m[rank as usize]) {
-            Some(found) => Ok(found),
-            None => Err(self.not_member(rank, name, stmt)),
+    ) -> Result<(u32, u32), Abort> {
+        let entry = comm.map_or(NOT_MEMBER, |c| {
+            self.member_of[c * self.n as usize + rank as usize]
+        });
+        if entry == NOT_MEMBER {
+            return Err(self.not_member(u64::from(rank), name, stmt));
         }
+        Ok(((entry >> 32) as u32, entry as u32))
     }
 
     #[cold]
@@ -867,11 +990,13 @@ impl<'p, 'd> Sim<'p, 'd> {
     /// The peer's rank in the communicator, or `None` for a missing neighbour.
     fn resolve(
         &mut self,
-        rank: u64,
-        inst: usize,
-        me: u64,
+        rank: u32,
+        inst: u32,
+        me: u32,
         peer: &Spanned<Peer>,
-    ) -> Result<Option<u64>, Abort> {
+    ) -> Result<Option<u32>, Abort> {
+        let rank = u64::from(rank);
+        let inst = inst as usize;
         let size = self.insts[inst].members.len() as u64;
         let env = &self.ranks[rank as usize].env;
         let result = match &peer.value {
@@ -885,7 +1010,7 @@ impl<'p, 'd> Sim<'p, 'd> {
                 )),
                 Err(e) => return Err(self.eval_error(rank, e)),
             },
-            Peer::Dir(dir) => match self.insts[inst].shape.peer(me, size, dir, env) {
+            Peer::Dir(dir) => match self.insts[inst].shape.peer(u64::from(me), size, dir, env) {
                 Ok(p) => Ok(p),
                 Err(PeerError::Eval(e)) => return Err(self.eval_error(rank, e)),
                 Err(PeerError::BadArgument(why)) => Err(format!("{why} (on rank {rank})")),
@@ -896,7 +1021,8 @@ impl<'p, 'd> Sim<'p, 'd> {
             },
         };
         match result {
-            Ok(p) => Ok(p),
+            // Communicators have at most `MAX_SIMULATED_RANKS` ranks.
+            Ok(p) => Ok(p.map(|p| p as u32)),
             Err(message) => {
                 self.report_once("bad-peer", peer.pos, || {
                     Diag::error("bad-peer", message).at(peer.pos, "peer")
@@ -907,12 +1033,13 @@ impl<'p, 'd> Sim<'p, 'd> {
     }
 
     #[allow(clippy::too_many_arguments)]
+    #[inline]
     fn post_send(
         &mut self,
-        rank: u64,
-        inst: usize,
-        me: u64,
-        to: Option<u64>,
+        rank: u32,
+        inst: u32,
+        me: u32,
+        to: Option<u32>,
         tag: u32,
         bytes: u64,
         stmt: &'p Stmt,
@@ -924,11 +1051,11 @@ impl<'p, 'd> Sim<'p, 'd> {
         stats.messages_sent += 1;
         stats.bytes_sent += bytes;
         let req = self.new_req(rank, ReqKind::Send { inst, to }, stmt);
-        let slot = self.insts[inst].base + to as usize;
+        let slot = self.insts[inst as usize].base + to as usize;
         let queue = &mut self.recvs[slot];
         let matched = queue
             .iter()
-            .position(|r| r.tag == tag && r.src.is_none_or(|s| s == me));
+            .position(|r| r.tag == tag && (r.src == NONE || r.src == me));
         // The match is usually the oldest entry: `pop_front` moves nothing.
         let taken = match matched {
             Some(0) => queue.pop_front(),
@@ -947,14 +1074,15 @@ impl<'p, 'd> Sim<'p, 'd> {
         req
     }
 
-    /// `from`: `None` for a missing neighbour, `Some(None)` for `any`.
+    /// `from`: `None` for a missing neighbour, `Some(NONE)` for `any`.
     #[allow(clippy::too_many_arguments)]
+    #[inline]
     fn post_recv(
         &mut self,
-        rank: u64,
-        inst: usize,
-        me: u64,
-        from: Option<Option<u64>>,
+        rank: u32,
+        inst: u32,
+        me: u32,
+        from: Option<u32>,
         tag: u32,
         bytes: u64,
         stmt: &'p Stmt,
@@ -963,11 +1091,11 @@ impl<'p, 'd> Sim<'p, 'd> {
             return self.new_req(rank, ReqKind::Done, stmt);
         };
         let req = self.new_req(rank, ReqKind::Recv { inst, from }, stmt);
-        let slot = self.insts[inst].base + me as usize;
+        let slot = self.insts[inst as usize].base + me as usize;
         let queue = &mut self.sends[slot];
         let matched = queue
             .iter()
-            .position(|s| s.tag == tag && from.is_none_or(|f| f == s.src));
+            .position(|s| s.tag == tag && (from == NONE || from == s.src));
         let taken = match matched {
             Some(0) => queue.pop_front(),
             Some(i) => queue.remove(i),
@@ -985,6 +1113,7 @@ impl<'p, 'd> Sim<'p, 'd> {
         req
     }
 
+    #[inline]
     fn matched(&mut self, send: ReqId, send_bytes: u64, recv: ReqId, recv_bytes: u64) {
         if send_bytes > recv_bytes {
             self.truncation(send, send_bytes, recv, recv_bytes);
@@ -996,7 +1125,7 @@ impl<'p, 'd> Sim<'p, 'd> {
     #[cold]
     fn truncation(&mut self, send: ReqId, send_bytes: u64, recv: ReqId, recv_bytes: u64) {
         {
-            let (s, r) = (&self.reqs[send], &self.reqs[recv]);
+            let (s, r) = (&self.reqs[send as usize], &self.reqs[recv as usize]);
             let (sstmt, rstmt) = (s.stmt, r.stmt);
             let (sender, receiver) = (s.owner, r.owner);
             let line = self.lines.describe(sstmt.pos);
@@ -1016,20 +1145,22 @@ impl<'p, 'd> Sim<'p, 'd> {
 
     fn arrive(
         &mut self,
-        rank: u64,
-        inst: usize,
+        rank: u32,
+        inst: u32,
         key: CollKey,
         stmt: &'p Stmt,
     ) -> Result<ReqId, Abort> {
+        let inst_us = inst as usize;
+        let state = &mut self.ranks[rank as usize];
         let seq = {
-            let counter = &mut self.ranks[rank as usize].coll_seq[self.insts[inst].decl];
+            let counter = &mut state.coll_seq[self.insts[inst_us].decl];
             *counter += 1;
             *counter - 1
         };
-        self.ranks[rank as usize].stats.collectives += 1;
+        state.stats.collectives += 1;
         let req = self.new_req(rank, ReqKind::Coll { inst }, stmt);
         let spare = &mut self.spare_lists;
-        let queue = &mut self.colls[inst];
+        let queue = &mut self.colls[inst_us];
         // Collectives before `first` completed: every member passed them.
         let index = (seq - queue.first) as usize;
         if queue.entries.len() <= index {
@@ -1039,7 +1170,7 @@ impl<'p, 'd> Sim<'p, 'd> {
             let (reqs, arrived) = spare.pop().unwrap_or_default();
             CollEntry {
                 key,
-                first_rank: rank,
+                first_rank: u64::from(rank),
                 first_stmt: stmt,
                 reqs,
                 arrived,
@@ -1047,12 +1178,12 @@ impl<'p, 'd> Sim<'p, 'd> {
         });
         if entry.key != key {
             let (first_rank, first_stmt) = (entry.first_rank, entry.first_stmt);
-            return Err(self.mismatch(rank, inst, seq, stmt, first_rank, first_stmt));
+            return Err(self.mismatch(u64::from(rank), inst_us, seq, stmt, first_rank, first_stmt));
         }
         entry.reqs.push(req);
-        entry.arrived.push(rank);
-        if entry.arrived.len() == self.insts[inst].members.len() {
-            let queue = &mut self.colls[inst];
+        entry.arrived.push(u64::from(rank));
+        if entry.arrived.len() == self.insts[inst_us].members.len() {
+            let queue = &mut self.colls[inst_us];
             if let Some(entry) = queue.entries[index].take() {
                 while let Some(None) = queue.entries.front() {
                     queue.entries.pop_front();
@@ -1113,7 +1244,7 @@ impl<'p, 'd> Sim<'p, 'd> {
         blocked
             .reqs
             .iter()
-            .map(|&id| &self.reqs[id])
+            .map(|&id| &self.reqs[id as usize])
             .find(|req| !req.done)
             .map(|req| req.kind)
     }
@@ -1156,14 +1287,14 @@ impl<'p, 'd> Sim<'p, 'd> {
         for (ranks, stmt) in groups.values() {
             let b = self.ranks[ranks[0] as usize].blocked.as_ref();
             if let Some(ReqKind::Coll { inst }) = b.and_then(|b| self.waiting_for(b)) {
-                let members = &self.insts[inst].members;
+                let members = &self.insts[inst as usize].members;
                 let finished: Vec<u64> = members
                     .iter()
                     .copied()
                     .filter(|&m| self.ranks[m as usize].done)
                     .collect();
                 if !finished.is_empty() {
-                    let comm = self.insts[inst].name.clone();
+                    let comm = self.insts[inst as usize].name.clone();
                     let diag = Diag::error(
                         "collective-not-reached",
                         format!(
@@ -1202,7 +1333,7 @@ impl<'p, 'd> Sim<'p, 'd> {
             };
             let what = match self.waiting_for(b) {
                 Some(ReqKind::Send { inst, to }) => {
-                    let world = self.insts[inst].members[to as usize];
+                    let world = self.insts[inst as usize].members[to as usize];
                     if matches!(&stmt.kind, StmtKind::P2p(p) if p.op == P2pOp::Send) {
                         unsafe_send = true;
                     }
@@ -1211,21 +1342,18 @@ impl<'p, 'd> Sim<'p, 'd> {
                         self.state_of(world)
                     )
                 }
-                Some(ReqKind::Recv {
-                    inst,
-                    from: Some(from),
-                }) => {
-                    let world = self.insts[inst].members[from as usize];
+                Some(ReqKind::Recv { inst, from }) if from != NONE => {
+                    let world = self.insts[inst as usize].members[from as usize];
                     format!(
                         "waits for a message from rank {world}, but {}",
                         self.state_of(world)
                     )
                 }
-                Some(ReqKind::Recv { from: None, .. }) => {
+                Some(ReqKind::Recv { .. }) => {
                     "waits for a message from any rank, and none is coming".to_string()
                 }
                 Some(ReqKind::Coll { inst }) => {
-                    let missing: Vec<u64> = self.insts[inst]
+                    let missing: Vec<u64> = self.insts[inst as usize]
                         .members
                         .iter()
                         .copied()
@@ -1238,7 +1366,7 @@ impl<'p, 'd> Sim<'p, 'd> {
                         .collect();
                     format!(
                         "waits in a collective on `{}` for {}",
-                        self.insts[inst].name,
+                        self.insts[inst as usize].name,
                         ranks_phrase(&missing)
                     )
                 }
@@ -1273,7 +1401,7 @@ impl<'p, 'd> Sim<'p, 'd> {
         }
         sends.sort_unstable_by_key(|&(_, _, req)| req);
         for (inst, dst, req) in sends {
-            let (stmt, owner) = (self.reqs[req].stmt, self.reqs[req].owner);
+            let (stmt, owner) = (self.reqs[req as usize].stmt, self.reqs[req as usize].owner);
             let to = self.insts[inst].members[dst as usize];
             self.report_once("unmatched-message", stmt.pos, || {
                 Diag::error(
@@ -1291,7 +1419,7 @@ impl<'p, 'd> Sim<'p, 'd> {
             .collect();
         recvs.sort_unstable();
         for req in recvs {
-            let (stmt, owner) = (self.reqs[req].stmt, self.reqs[req].owner);
+            let (stmt, owner) = (self.reqs[req as usize].stmt, self.reqs[req as usize].owner);
             self.report_once("unmatched-message", stmt.pos, || {
                 Diag::error(
                     "unmatched-message",

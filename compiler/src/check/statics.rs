@@ -50,6 +50,7 @@ pub(super) fn check(program: &Program, diags: &mut Vec<Diag>) -> Statics {
         comms,
         request_names: BTreeSet::new(),
         diags,
+        peer_checks: Vec::new(),
     };
     pass.block(&program.body, 0);
     for (name, comm) in &pass.comms {
@@ -203,6 +204,9 @@ struct Pass<'a> {
     comms: BTreeMap<String, CommEntry>,
     request_names: BTreeSet<String>,
     diags: &'a mut Vec<Diag>,
+    /// Outcomes of checking argument-free directions against a shape (by address:
+    /// shapes are shared through `Rc` and live as long as the pass).
+    peer_checks: Vec<(*const Shape, Direction, Result<(), PeerError>)>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -406,13 +410,33 @@ impl Pass<'_> {
                 let Some(shape) = shape else { return };
                 // Check the direction's kind against the topology with rank 0's view;
                 // index arguments are checked per rank by the simulation.
-                let env = Env {
-                    rank: 0,
-                    n_ranks: self.n_ranks,
-                    coords: shape.coords(0),
-                };
                 let arg_free = direction_args(dir).is_empty();
-                match shape.peer(0, self.n_ranks.max(1), dir, &env) {
+                // Without arguments the outcome depends only on the shape and the
+                // direction: programs repeat a few pairs thousands of times.
+                let cached = arg_free
+                    .then(|| {
+                        self.peer_checks
+                            .iter()
+                            .find(|(s, d, _)| std::ptr::eq(*s, shape) && d == dir)
+                            .map(|(_, _, outcome)| outcome.clone())
+                    })
+                    .flatten();
+                let outcome = match cached {
+                    Some(outcome) => outcome,
+                    None => {
+                        let env = Env {
+                            rank: 0,
+                            n_ranks: self.n_ranks,
+                            coords: shape.coords(0),
+                        };
+                        let outcome = shape.peer(0, self.n_ranks.max(1), dir, &env).map(|_| ());
+                        if arg_free && self.peer_checks.len() < 64 {
+                            self.peer_checks.push((shape, dir.clone(), outcome.clone()));
+                        }
+                        outcome
+                    }
+                };
+                match outcome {
                     Err(PeerError::NotInTopology) => {
                         let topo = match shape {
                             Shape::Unstructured => "this communicator has no topology".to_string(),

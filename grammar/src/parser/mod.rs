@@ -47,6 +47,7 @@ pub fn parse(source: &str) -> (Program, Vec<Diag>) {
         header_seen: Vec::new(),
         error_at: None,
         depth: 0,
+        pending: Vec::new(),
     };
     let program = parser.program();
     let mut diags = parser.diags;
@@ -79,6 +80,10 @@ struct Parser<'a> {
     error_at: Option<usize>,
     /// How many blocks enclose the current position.
     depth: usize,
+    /// Statements of the blocks being parsed, innermost last: each block takes its own
+    /// off the end when it closes, into a vector of exactly their number (no regrowing
+    /// and copying of large statements while a block is read).
+    pending: Vec<Stmt>,
 }
 
 impl<'a> Parser<'a> {
@@ -420,6 +425,7 @@ impl<'a> Parser<'a> {
     /// `open` is the span of the opening brace, `None` at the top level.
     fn block(&mut self, open: Option<Span>) -> Block {
         let mut block = Block::default();
+        let first = self.pending.len();
         loop {
             let Some(tok) = self.peek() else {
                 if let Some(open) = open {
@@ -441,10 +447,12 @@ impl<'a> Parser<'a> {
                 self.advance_to(self.pos + 1);
                 continue;
             }
-            if let Some(stmt) = self.statement(block.stmts.is_empty() && open.is_some()) {
-                block.stmts.push(stmt);
+            let first_in_block = self.pending.len() == first && open.is_some();
+            if let Some(stmt) = self.statement(first_in_block) {
+                self.pending.push(stmt);
             }
         }
+        block.stmts = self.pending.drain(first..).collect();
         let mut end = self.leading_trivia(self.next_start());
         if block.stmts.is_empty() && end.first().is_some_and(String::is_empty) {
             end.remove(0);
