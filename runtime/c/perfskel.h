@@ -338,10 +338,15 @@ static inline void ps_require_ranks(int expected) {
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     if (size != expected) {
-        if (rank == 0)
+        /* Every rank sees the same size: all of them end cleanly, rank 0 says why. An
+         * MPI_Abort may end the launcher before it passes the message on (Hydra). */
+        if (rank == 0) {
             fprintf(stderr, "perfskel skeleton: this skeleton runs on %d ranks, not %d (mpirun -np %d)\n",
                     expected, size, expected);
-        MPI_Abort(MPI_COMM_WORLD, 2);
+            fflush(stderr);
+        }
+        MPI_Finalize();
+        exit(2);
     }
     ps_seed(rank);
 }

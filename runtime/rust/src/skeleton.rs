@@ -63,6 +63,17 @@ pub(crate) fn fatal(message: &str) -> ! {
     world.abort(1)
 }
 
+/// Ends the job on an error every rank has found alike (the job's size, the topology):
+/// rank 0 reports it, and every rank finalizes MPI and exits with status 1. No abort: an
+/// abort may end the launcher before it has passed the message on (MPICH's Hydra does).
+fn fail_everywhere(universe: mpi::environment::Universe, rank: u64, message: &str) -> ! {
+    if rank == 0 {
+        eprintln!("perfskel-runtime: error: {message}");
+    }
+    drop(universe);
+    std::process::exit(1)
+}
+
 /// How a skeleton is set up; made by [`Skeleton::builder`], ended by [`Builder::init`].
 #[derive(Clone, Debug)]
 pub struct Builder {
@@ -125,13 +136,17 @@ impl Builder {
         let n_ranks = world.size() as u64;
         let rank = world.rank() as u64;
         if let Some(expected) = self.ranks.filter(|&r| r != n_ranks) {
-            fatal(&format!(
-                "skeleton `{}` is written for {expected} ranks, the job has {n_ranks}",
-                self.name
-            ));
+            fail_everywhere(
+                universe,
+                rank,
+                &format!(
+                    "skeleton `{}` is written for {expected} ranks, the job has {n_ranks}",
+                    self.name
+                ),
+            );
         }
         if let Some(why) = self.topology.mismatch(n_ranks) {
-            fatal(&format!("skeleton `{}`: {why}", self.name));
+            fail_everywhere(universe, rank, &format!("skeleton `{}`: {why}", self.name));
         }
         let shape = Shape::of_topology(&self.topology, n_ranks);
         let handle = match &shape {
