@@ -471,7 +471,8 @@ pub struct P2p {
     pub request: Option<Ident>,
     pub peer: Spanned<Peer>,
     pub size: Spanned<Size>,
-    pub recv: Option<(Spanned<Peer>, Spanned<Size>)>,
+    /// Boxed: only `sendrecv` has it, and it would make every statement larger.
+    pub recv: Option<Box<(Spanned<Peer>, Spanned<Size>)>>,
     pub tag: Option<Spanned<u32>>,
     pub comm: Option<Ident>,
 }

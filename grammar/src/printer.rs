@@ -309,7 +309,7 @@ fn simple(kind: &StmtKind) -> String {
                 let _ = write!(out, "req {req} = ");
             }
             out.push_str(p.op.keyword());
-            match &p.recv {
+            match p.recv.as_deref() {
                 Some((rpeer, rsize)) => {
                     let _ = write!(
                         out,

@@ -159,7 +159,7 @@ fn p2p() -> impl Strategy<Value = StmtKind> {
                 request: op.is_nonblocking().then_some(req),
                 peer: if op.receives() { recv_peer } else { send_peer },
                 size,
-                recv: (op == P2pOp::Sendrecv).then_some(recv),
+                recv: (op == P2pOp::Sendrecv).then(|| Box::new(recv)),
                 tag: tag.map(Spanned::derived),
                 comm,
             })

@@ -376,7 +376,7 @@ impl<'p> Lowering<'p, '_> {
                     P2pOp::Recv | P2pOp::Irecv => (None, Some((&p.peer, &p.size))),
                     P2pOp::Sendrecv => (
                         Some((&p.peer, &p.size)),
-                        p.recv.as_ref().map(|(peer, size)| (peer, size)),
+                        p.recv.as_deref().map(|(peer, size)| (peer, size)),
                     ),
                     P2pOp::Send | P2pOp::Isend => (Some((&p.peer, &p.size)), None),
                 };

@@ -379,7 +379,7 @@ impl Pass<'_> {
         let shape = self.comm(p.comm.as_ref());
         self.peer(&p.peer, shape.as_deref());
         self.size(&p.size);
-        if let Some((peer, size)) = &p.recv {
+        if let Some((peer, size)) = p.recv.as_deref() {
             self.peer(peer, shape.as_deref());
             self.size(size);
         }

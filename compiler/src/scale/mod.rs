@@ -354,7 +354,7 @@ fn rewrite(stmt: &Stmt, plan: &Plan, c: f64, s: f64) -> Stmt {
         StmtKind::P2p(p) if s < 1.0 => {
             let mut p = p.clone();
             p.size = scale_size(p.size, s);
-            if let Some((_, size)) = &mut p.recv {
+            if let Some((_, size)) = p.recv.as_deref_mut() {
                 *size = scale_size(*size, s);
             }
             StmtKind::P2p(p)

@@ -357,7 +357,7 @@ impl Builder<'_> {
                     size: Spanned::derived(sz),
                     recv: if *op == P2pOp::Sendrecv && parts_len == 2 {
                         it.next()
-                            .map(|(p, s)| (Spanned::derived(p), Spanned::derived(s)))
+                            .map(|(p, s)| Box::new((Spanned::derived(p), Spanned::derived(s))))
                     } else {
                         None
                     },

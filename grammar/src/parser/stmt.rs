@@ -154,7 +154,7 @@ fn p2p(op: P2pOp, request: Option<Ident>) -> impl FnOnce(Tokens) -> PResult<Simp
         let (rest, peer, size, recv) = if op == P2pOp::Sendrecv {
             let (rest, (_, peer, size, _, rpeer, rsize)) =
                 cut((kw("to"), spanned_peer, size, kw("from"), spanned_peer, size)).parse(input)?;
-            (rest, peer, size, Some((rpeer, rsize)))
+            (rest, peer, size, Some(Box::new((rpeer, rsize))))
         } else {
             let (rest, (peer, size)) = cut((spanned_peer, size)).parse(input)?;
             (rest, peer, size, None)

@@ -255,7 +255,7 @@ impl<'a> Writer<'a> {
                 StmtKind::P2p(p) => {
                     let comm = comm_name(&p.comm);
                     self.plan_peer(&comm, &p.peer.value);
-                    if let Some((peer, _)) = &p.recv {
+                    if let Some((peer, _)) = p.recv.as_deref() {
                         self.plan_peer(&comm, &peer.value);
                     }
                     let bytes = |s: &Spanned<Size>| s.value.bytes().unwrap_or(0);
@@ -270,7 +270,7 @@ impl<'a> Writer<'a> {
                         },
                         P2pOp::Sendrecv => Needs {
                             send: bytes(&p.size),
-                            recv: p.recv.as_ref().map_or(0, |(_, s)| bytes(s)),
+                            recv: p.recv.as_deref().map_or(0, |(_, s)| bytes(s)),
                         },
                     };
                     self.need(p.request.as_ref(), needs);
@@ -577,15 +577,16 @@ impl<'a> Writer<'a> {
         fn search(block: &Block, text: &str) -> Option<Direction> {
             for stmt in &block.stmts {
                 let found = match &stmt.kind {
-                    StmtKind::P2p(p) => {
-                        [Some(&p.peer.value), p.recv.as_ref().map(|(q, _)| &q.value)]
-                            .into_iter()
-                            .flatten()
-                            .find_map(|peer| match peer {
-                                Peer::Dir(d) if printer::direction(d) == text => Some(d.clone()),
-                                _ => None,
-                            })
-                    }
+                    StmtKind::P2p(p) => [
+                        Some(&p.peer.value),
+                        p.recv.as_deref().map(|(q, _)| &q.value),
+                    ]
+                    .into_iter()
+                    .flatten()
+                    .find_map(|peer| match peer {
+                        Peer::Dir(d) if printer::direction(d) == text => Some(d.clone()),
+                        _ => None,
+                    }),
                     StmtKind::Loop(l) => search(&l.body, text),
                     StmtKind::If(i) => {
                         let mut current = i;

@@ -221,7 +221,7 @@ impl Writer<'_> {
                 format!("MPI_Irecv({buf}, {bytes}, MPI_BYTE, {peer}, {tag}, {cvar}, {req});")
             }
             P2pOp::Sendrecv => {
-                let (rpeer, rsize) = match &p.recv {
+                let (rpeer, rsize) = match p.recv.as_deref() {
                     Some((peer, size)) => (
                         self.peer(&comm, &peer.value),
                         size.value.bytes().unwrap_or(0),

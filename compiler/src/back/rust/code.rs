@@ -287,7 +287,7 @@ impl Gen {
 }
 
 fn p2p(p: &P2p) -> String {
-    let mut code = match (&p.op, &p.recv) {
+    let mut code = match (&p.op, p.recv.as_deref()) {
         (P2pOp::Sendrecv, Some((from, recv_size))) => format!(
             "sk.sendrecv({}, {}, {}, {})",
             peer(&p.peer.value),
@@ -397,7 +397,7 @@ fn rank_uses(block: &Block) -> (bool, bool, bool) {
         StmtKind::If(i) => visit_if(i, &mut uses),
         StmtKind::P2p(p) => {
             peer_uses(&p.peer.value, &mut uses);
-            if let Some((from, _)) = &p.recv {
+            if let Some((from, _)) = p.recv.as_deref() {
                 peer_uses(&from.value, &mut uses);
             }
         }
@@ -467,7 +467,7 @@ fn scan(block: &Block, n_ranks: u64, working_sets: &mut BTreeSet<u64>, buffer: &
             }
         }
         StmtKind::P2p(p) => {
-            let recv = p.recv.as_ref().and_then(|(_, s)| s.value.bytes());
+            let recv = p.recv.as_deref().and_then(|(_, s)| s.value.bytes());
             *buffer = (*buffer)
                 .max(p.size.value.bytes().unwrap_or(0))
                 .max(recv.unwrap_or(0));
