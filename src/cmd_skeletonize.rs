@@ -2,7 +2,8 @@
 //! by `perfskel record` and the traced objects (to name call sites), runs
 //! `perfskel_compiler::skeletonize` (which reads each rank file as a stream, three
 //! times), writes the skeleton (never over an existing file without `--force`), checks
-//! it like `perfskel check` and prints the summary as text or JSON. A progress bar shows on a terminal for long traces.
+//! it like `perfskel check` and prints the summary as text or JSON. A progress bar shows
+//! on a terminal for long traces.
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};

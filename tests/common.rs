@@ -57,3 +57,37 @@ pub fn shared_cache_dir() -> PathBuf {
         .map_or(tmp.clone(), Path::to_path_buf)
         .join("perfskel-cache")
 }
+
+/// Appends `v` as a LEB128 varint, as the trace format writes integers.
+pub fn varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+/// Appends `v` zigzag-encoded, as the trace format writes signed integers.
+pub fn zigzag(out: &mut Vec<u8>, v: i64) {
+    varint(out, ((v << 1) ^ (v >> 63)) as u64);
+}
+
+/// A rank file's header as `runtime/tracer/FORMAT.md` lays it out, its length filled in.
+pub fn rank_header(h: &perfskel_compiler::trace::Header) -> Vec<u8> {
+    use perfskel_compiler::trace::format;
+    let mut b = Vec::new();
+    b.extend_from_slice(format::MAGIC);
+    b.extend_from_slice(&h.version.to_le_bytes());
+    b.extend_from_slice(&0u16.to_le_bytes());
+    b.extend_from_slice(&h.rank.to_le_bytes());
+    b.extend_from_slice(&h.n_ranks.to_le_bytes());
+    b.extend_from_slice(&h.pid.to_le_bytes());
+    b.extend_from_slice(&h.start_unix_ns.to_le_bytes());
+    for s in [&h.host, &h.mpi_library] {
+        b.extend_from_slice(&(s.len() as u16).to_le_bytes());
+        b.extend_from_slice(s.as_bytes());
+    }
+    let len = (b.len() as u16).to_le_bytes();
+    b[10..12].copy_from_slice(&len);
+    b
+}

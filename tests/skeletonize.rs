@@ -800,32 +800,12 @@ fn streaming_gives_the_in_memory_skeletons() {
 /// describes it): one object, the call sites the events use, the world communicator's
 /// members, the events, and the end record when the rank completed.
 fn encode_rank(trace: &RankTrace) -> Vec<u8> {
+    use crate::common::{rank_header, varint, zigzag};
     use format::field;
-    fn varint(out: &mut Vec<u8>, mut v: u64) {
-        while v >= 0x80 {
-            out.push((v as u8) | 0x80);
-            v >>= 7;
-        }
-        out.push(v as u8);
-    }
-    fn zigzag(out: &mut Vec<u8>, v: i64) {
-        varint(out, ((v << 1) ^ (v >> 63)) as u64);
-    }
-    let h = &trace.header;
-    let mut b = Vec::new();
-    b.extend_from_slice(format::MAGIC);
-    b.extend_from_slice(&format::VERSION.to_le_bytes());
-    b.extend_from_slice(&0u16.to_le_bytes());
-    b.extend_from_slice(&h.rank.to_le_bytes());
-    b.extend_from_slice(&h.n_ranks.to_le_bytes());
-    b.extend_from_slice(&h.pid.to_le_bytes());
-    b.extend_from_slice(&h.start_unix_ns.to_le_bytes());
-    for s in [&h.host, &h.mpi_library] {
-        b.extend_from_slice(&(s.len() as u16).to_le_bytes());
-        b.extend_from_slice(s.as_bytes());
-    }
-    let len = (b.len() as u16).to_le_bytes();
-    b[10..12].copy_from_slice(&len);
+    let mut b = rank_header(&Header {
+        version: format::VERSION,
+        ..trace.header.clone()
+    });
     b.push(format::R_OBJECT);
     varint(&mut b, 1);
     varint(&mut b, 0);

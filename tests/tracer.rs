@@ -12,8 +12,10 @@ use std::process::{Command, Output};
 use perfskel_compiler::trace::format::{self, PEER_ANY_SOURCE, PEER_PROC_NULL};
 use perfskel_compiler::trace::symbolize::Symbolizer;
 use perfskel_compiler::trace::{
-    Completion, Event, Manifest, Op, RankReader, RankStatus, RankTrace, TraceErrorKind,
+    Completion, Event, Header, Manifest, Op, RankReader, RankStatus, RankTrace, TraceErrorKind,
 };
+
+use crate::common::{rank_header, varint};
 
 const N_RANKS: usize = 4;
 
@@ -746,32 +748,18 @@ struct RankFile {
     n_events: u64,
 }
 
-fn varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
 impl RankFile {
     fn new(rank: u32, n_ranks: u32, version: u16) -> RankFile {
-        let mut b = Vec::new();
-        b.extend_from_slice(format::MAGIC);
-        b.extend_from_slice(&version.to_le_bytes());
-        b.extend_from_slice(&0u16.to_le_bytes());
-        b.extend_from_slice(&rank.to_le_bytes());
-        b.extend_from_slice(&n_ranks.to_le_bytes());
-        b.extend_from_slice(&1234u32.to_le_bytes());
-        b.extend_from_slice(&1_700_000_000_000_000_000u64.to_le_bytes());
-        for s in ["host", "Test MPI 1.0"] {
-            b.extend_from_slice(&(s.len() as u16).to_le_bytes());
-            b.extend_from_slice(s.as_bytes());
-        }
-        let len = (b.len() as u16).to_le_bytes();
-        b[10..12].copy_from_slice(&len);
         let mut f = RankFile {
-            bytes: b,
+            bytes: rank_header(&Header {
+                version,
+                rank,
+                n_ranks,
+                pid: 1234,
+                start_unix_ns: 1_700_000_000_000_000_000,
+                host: "host".into(),
+                mpi_library: "Test MPI 1.0".into(),
+            }),
             record_starts: Vec::new(),
             n_events: 0,
         };

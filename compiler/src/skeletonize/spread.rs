@@ -42,15 +42,13 @@ impl Spread {
 
     /// Adds every span of `other` (another rank's histogram at the same position).
     pub fn merge(&mut self, other: &Spread) {
-        let mut other = other.clone();
-        while other.shift < self.shift {
-            other.coarsen();
-        }
         while self.shift < other.shift {
             self.coarsen();
         }
+        // Coarsening halves keys; `other`'s keys at this resolution are shifted as far.
+        let down = self.shift - other.shift;
         for &(key, count) in &other.buckets {
-            self.add_key(key, count);
+            self.add_key(key >> down, count);
         }
         self.n += other.n;
         while self.buckets.len() > MAX_BUCKETS {
