@@ -6,12 +6,18 @@
  *   - ps_compute(seconds, working_set): a compute span. It runs a real kernel (a
  *     multiply-add sweep over `working_set` bytes, or an L1-sized buffer), never a
  *     sleep. The kernel's rate is calibrated at start-up for every working set the
- *     skeleton uses (median of many short trials, since cores can change speed), but a
- *     span does not trust the rate: it runs in chunks and reads the clock between them.
- *     The clock is the thread's CPU time (CLOCK_THREAD_CPUTIME_ID): a span ends when the
- *     rank has computed for that long, so it lasts as asked on an idle core and
- *     stretches like the application's compute when other jobs or ranks share the core.
- *     PERFSKEL_COMPUTE=clock in the environment ends spans on wall time instead.
+ *     skeleton uses (median of many short trials of the thread's CPU time, since cores
+ *     can change speed), but a span does not trust the rate: it runs in chunks of about
+ *     20 us and reads the wall clock between them (the vDSO: no entry into the kernel,
+ *     so the scheduler preempts the span at its tick, as it preempts the application's
+ *     own loops). A chunk that took far longer than its work should have was
+ *     interrupted (another rank or job had the core): it counts as the work it did, so
+ *     the span stretches like the application's compute when the core is shared, and
+ *     lasts as asked on an idle core whatever speed phase the core is in.
+ *     PERFSKEL_COMPUTE chooses another way: `cpu` ends spans on the thread's CPU time
+ *     (CLOCK_THREAD_CPUTIME_ID; each reading enters the kernel, which then enforces
+ *     its time slice more finely than it does for the application), `clock` on wall
+ *     time (does not stretch when the core is shared), `work` runs the calibrated work.
  *   - topology helpers for trees, stars, hypercubes, graphs and grid offsets (grid
  *     axes use MPI_Cart_shift directly in the generated code);
  *   - request helpers (waitall/waitany over named request variables);
@@ -43,8 +49,13 @@ static inline double ps_now(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* The clock compute spans run on: the thread's CPU time, or wall time with
- * PERFSKEL_COMPUTE=clock (chosen once, in ps_calibrate). */
+/* How compute spans end: PERFSKEL_COMPUTE=auto (the default), cpu, clock or work,
+ * read once in ps_calibrate. */
+enum { PS_AUTO, PS_CPU, PS_CLOCK, PS_WORK };
+static int ps_mode = PS_AUTO;
+
+/* The clock calibration and the `cpu` and `clock` spans run on: the thread's CPU time,
+ * or wall time with PERFSKEL_COMPUTE=clock. */
 static clockid_t ps_span_clock = CLOCK_THREAD_CPUTIME_ID;
 
 static inline double ps_span_now(void) {
@@ -96,6 +107,7 @@ static inline void ps_buffers(size_t send_bytes, size_t recv_bytes) {
 #define PS_MIN_WS 16384          /* without a working set: an L1-sized buffer */
 #define PS_MAX_RATES 32
 #define PS_CHUNK_S 20e-6         /* longest stretch between two clock reads */
+#define PS_GAP_S 20e-6           /* a chunk later than twice its work and this was interrupted */
 
 static double *ps_kbuf;
 static size_t ps_kbuf_len;       /* doubles */
@@ -156,7 +168,14 @@ static inline double ps_measure_rate(size_t ws) {
  * each working set the skeleton uses (0 = none). */
 static inline void ps_calibrate(const size_t *working_sets, int n) {
     const char *mode = getenv("PERFSKEL_COMPUTE");
-    if (mode && strcmp(mode, "clock") == 0) ps_span_clock = CLOCK_MONOTONIC;
+    if (mode && *mode) {
+        if (strcmp(mode, "auto") == 0) ps_mode = PS_AUTO;
+        else if (strcmp(mode, "cpu") == 0) ps_mode = PS_CPU;
+        else if (strcmp(mode, "clock") == 0) ps_mode = PS_CLOCK;
+        else if (strcmp(mode, "work") == 0) ps_mode = PS_WORK;
+        else ps_fail("PERFSKEL_COMPUTE must be `auto`, `cpu`, `clock` or `work`");
+    }
+    if (ps_mode == PS_CLOCK) ps_span_clock = CLOCK_MONOTONIC;
     size_t largest = PS_MIN_WS;
     for (int i = 0; i < n; i++)
         if (working_sets[i] > largest) largest = working_sets[i];
@@ -179,9 +198,12 @@ static inline void ps_calibrate(const size_t *working_sets, int n) {
     }
 }
 
-/* A compute span of `seconds` touching `ws` bytes (0: an L1-sized buffer). Runs the
- * kernel in chunks sized from the calibrated rate and stops when the span clock (CPU
- * time) says the span is over; each chunk's measured rate refines the estimate. */
+/* Work not yet run by `work` spans, in units: spans shorter than a unit add up. */
+static double ps_carry;
+
+/* A compute span of `seconds` touching `ws` bytes (0: an L1-sized buffer), run as
+ * PERFSKEL_COMPUTE says (see the top of this file). Each chunk's measured rate refines
+ * the estimate, except in `work` spans and interrupted chunks. */
 static inline void ps_compute(double seconds, size_t ws) {
     if (!(seconds > 0)) return;
     if (ws < PS_MIN_WS) ws = PS_MIN_WS;
@@ -189,6 +211,34 @@ static inline void ps_compute(double seconds, size_t ws) {
     for (int j = 0; j < ps_n_rates; j++)
         if (ps_rates[j].ws == ws) slot = j;
     double rate = ps_rates[slot].units_per_s;
+    if (ps_mode == PS_WORK) {
+        double units = seconds * rate + ps_carry;
+        uint64_t whole = (uint64_t)units;
+        ps_carry = units - (double)whole;
+        if (whole > 0) ps_kernel(ws, whole);
+        return;
+    }
+    if (ps_mode == PS_AUTO) {
+        /* Time done so far: wall time of clean chunks, the work of interrupted ones. */
+        double done = 0, now = ps_now();
+        while (seconds - done > 0.5 / rate) {
+            double left = seconds - done;
+            double span = left < PS_CHUNK_S ? left : PS_CHUNK_S;
+            uint64_t units = (uint64_t)(span * rate + 0.5);
+            if (units < 1) units = 1;
+            ps_kernel(ws, units);
+            double after = ps_now(), took = after - now, work = (double)units / rate;
+            if (took > 2 * work + PS_GAP_S) {
+                done += work;
+            } else {
+                done += took;
+                if (took > 2e-6) rate = 0.9 * rate + 0.1 * ((double)units / took);
+            }
+            now = after;
+        }
+        ps_rates[slot].units_per_s = rate;
+        return;
+    }
     double start = ps_span_now(), now = start, end = start + seconds;
     while (now < end) {
         double left = end - now;

@@ -165,7 +165,7 @@ impl Builder {
         let mode = match std::env::var("PERFSKEL_COMPUTE") {
             Ok(name) => ComputeMode::from_name(&name).unwrap_or_else(|| {
                 fatal(&format!(
-                    "PERFSKEL_COMPUTE is `{name}`; it must be `work`, `clock` or `auto`"
+                    "PERFSKEL_COMPUTE is `{name}`; it must be `auto`, `cpu`, `clock` or `work`"
                 ))
             }),
             Err(_) => ComputeMode::Auto,
