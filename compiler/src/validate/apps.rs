@@ -90,12 +90,12 @@ pub const APPS: &[AppSpec] = &[
         full: Sizes {
             traced: &["512", "800"],
             small: &["256", "160"],
-            different: &["724", "800"],
+            different: &["724", "1100"],
         },
         quick: Sizes {
             traced: &["128", "200"],
             small: &["64", "50"],
-            different: &["181", "200"],
+            different: &["181", "275"],
         },
     },
     AppSpec {
