@@ -3,6 +3,10 @@
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use perfskel_compiler::check::{check, Options};
 
+// The allocator of the `perfskel` binary, so the figure is the binary's.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 mod large_skeleton;
 use large_skeleton::large_skeleton;
 

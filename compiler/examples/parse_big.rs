@@ -9,6 +9,10 @@ mod large_skeleton;
 
 use std::time::Instant;
 
+// The allocator of the `perfskel` binary, so the figure is the binary's.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Nanoseconds this thread has run on a CPU (`CLOCK_THREAD_CPUTIME_ID`, exact to the
 /// nanosecond; `/proc/thread-self/schedstat` is only updated at the scheduler's tick), or
 /// wall-clock nanoseconds since `start` where that clock fails.

@@ -62,7 +62,16 @@ impl Shape {
             Topology::Star => Shape::Star,
             Topology::Complete => Shape::Complete,
             Topology::Graph { neighbors } => {
-                let mut lists = vec![Vec::new(); n_ranks as usize];
+                // One list per rank up to the last rank listed (a rank past it has no
+                // neighbours): the declared rank count comes from the input and may be
+                // far larger than memory.
+                let rows = neighbors
+                    .iter()
+                    .map(|(rank, _)| rank.saturating_add(1))
+                    .max()
+                    .unwrap_or(0)
+                    .min(n_ranks);
+                let mut lists = vec![Vec::new(); usize::try_from(rows).unwrap_or(0)];
                 for (rank, list) in neighbors {
                     if let Some(slot) = lists.get_mut(*rank as usize) {
                         slot.extend(list.iter().copied());

@@ -389,6 +389,11 @@ impl<'a> Writer<'a> {
                 lists.extend(list.iter().map(u64::to_string));
                 starts.push(lists.len());
             }
+            // Ranks past the last one listed have no neighbours.
+            let rows = usize::try_from(self.n_ranks()).unwrap_or(usize::MAX);
+            while starts.len() <= rows {
+                starts.push(lists.len());
+            }
             let starts: Vec<String> = starts.iter().map(usize::to_string).collect();
             if lists.is_empty() {
                 lists.push("-1".into());
