@@ -432,3 +432,24 @@ fn a_skeleton_refuses_the_wrong_rank_count() {
         "{all}"
     );
 }
+
+#[test]
+fn rank_counts_beyond_the_simulations_are_refused_not_attempted() {
+    // A declared rank count far beyond memory: `check` skips its simulation with a
+    // warning, and `compile` refuses with an error at the rank count instead of
+    // allocating state for every rank.
+    let dir = scratch("huge-ranks");
+    let source = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/data/dsl/fuzz/graph-huge-rank-count.skel"),
+    )
+    .expect("fuzz input");
+    std::fs::write(dir.join("huge.skel"), source).expect("write");
+    for ratio in ["1:1", "1:10"] {
+        fails_with(
+            &dir,
+            &["compile", "huge.skel", "--ratio", ratio, "-o", "out"],
+            "error[cannot-simulate]: scaling simulates every rank's time: 99999999999 ranks are more than it handles (65536)",
+        );
+    }
+}

@@ -122,6 +122,13 @@ pub fn scale(program: &Program, info: &Info, options: &ScaleOptions) -> Result<S
             }),
         ));
     }
+    // The cut plan and the timed simulation keep state for every rank.
+    if program.ranks.value > timing::MAX_TIMED_RANKS {
+        return Err(too_large(
+            program,
+            TimingError::TooManyRanks(program.ranks.value),
+        ));
+    }
     let plan = plan(program, &info.world, k);
     let mut warnings = plan.warnings.clone();
     let time = |c: f64, s: f64| -> Result<f64, TimingError> {
@@ -242,6 +249,10 @@ fn too_large(program: &Program, e: TimingError) -> Box<Diag> {
             format!("the scaled skeleton is too large to simulate (more than {n} operations)")
         }
         TimingError::Stuck(why) => format!("the timed simulation failed: {why}"),
+        TimingError::TooManyRanks(n) => format!(
+            "scaling simulates every rank's time: {n} ranks are more than it handles ({})",
+            timing::MAX_TIMED_RANKS
+        ),
     };
     Box::new(Diag::error("cannot-simulate", message).at(program.ranks.pos, "ranks"))
 }

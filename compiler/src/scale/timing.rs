@@ -43,7 +43,13 @@ pub enum TimingError {
     Budget(u64),
     /// Something a checked program cannot do (a bug, or IR that was not checked).
     Stuck(String),
+    /// More ranks than the simulation keeps state for (each rank has its own).
+    TooManyRanks(u64),
 }
+
+/// The most ranks the timed simulation runs (the checker's deadlock simulation has the
+/// same limit).
+pub const MAX_TIMED_RANKS: u64 = 1 << 16;
 
 /// Simulates `program` (checked; `info` is its `Info`) under `model`.
 pub fn simulate(
@@ -52,6 +58,9 @@ pub fn simulate(
     model: &Model,
     budget: u64,
 ) -> Result<Timing, TimingError> {
+    if program.ranks.value > MAX_TIMED_RANKS {
+        return Err(TimingError::TooManyRanks(program.ranks.value));
+    }
     let mut sim = Timed::new(program, info, model, budget);
     sim.create_comms()?;
     sim.run()?;
