@@ -1,7 +1,7 @@
 //! Parses and checks a skeleton, for profiling and for timing without criterion:
 //! `parse_big [FILE] [parse|check] [RUNS]`. Without a file (or with `-`) it uses the
 //! benchmark's generated skeleton. Prints the size and, for the fastest of RUNS runs
-//! (default 1), the CPU time of each phase: the thread's CPU time (so a loaded machine does not
+//! (default 1), the thread's CPU time of each phase (so a loaded machine does not
 //! inflate it).
 
 #[path = "../benches/large_skeleton.rs"]

@@ -4,6 +4,10 @@
 
 use perfskel_grammar::ast::{BinOp, Direction, Expr, ExprKind, Pos, Topology, UnaryOp};
 
+/// The most ranks the simulations keep state for (the checker's deadlock simulation,
+/// which skips larger programs, and the scaler's timed simulation, which refuses them).
+pub const MAX_SIMULATED_RANKS: u64 = 1 << 16;
+
 /// A rank-level view of a topology: the topology of the world communicator, or of a
 /// sub-communicator (a cartesian sub-grid, or none for a `split`).
 #[derive(Clone, Debug, PartialEq)]

@@ -19,7 +19,6 @@ use std::fmt;
 use perfskel_grammar::ast::Program;
 
 use crate::check::Info;
-use crate::semantics::Shape;
 
 /// What a back end needs besides the program.
 #[derive(Clone, Debug, PartialEq)]
@@ -46,10 +45,6 @@ impl Options {
     }
 }
 
-/// The most ranks a C program with a graph topology is written for (its neighbour table
-/// has one entry per rank).
-pub const MAX_GRAPH_TABLE_RANKS: u64 = 1 << 24;
-
 /// Emits the files of a program for `backend`. The program must be the one `info` was
 /// computed for (usually the scaled skeleton, checked again after scaling).
 pub fn emit(
@@ -58,21 +53,6 @@ pub fn emit(
     backend: Backend,
     options: &Options,
 ) -> Result<Vec<GeneratedFile>, String> {
-    let ranks = program.ranks.value;
-    if ranks > i32::MAX as u64 {
-        return Err(format!(
-            "the skeleton declares {ranks} ranks; MPI numbers ranks with an int (at most {})",
-            i32::MAX
-        ));
-    }
-    if backend == Backend::C
-        && matches!(info.world, Shape::Graph { .. })
-        && ranks > MAX_GRAPH_TABLE_RANKS
-    {
-        return Err(format!(
-            "the C program's graph table has an entry per rank: {ranks} ranks are more than it writes ({MAX_GRAPH_TABLE_RANKS})"
-        ));
-    }
     match backend {
         Backend::C => Ok(c::emit(program, info, options)),
         Backend::Rust => Ok(rust::emit(program, info, options)),

@@ -33,10 +33,9 @@ use perfskel_grammar::Diag;
 use super::lower::{self, CollPlan, Op, P2pPlan, PeerRef, Plan, WORLD};
 use super::statics::Statics;
 use super::{ranks_phrase, ranks_verb, Lines, Options};
-use crate::semantics::{cart_sub_color, eval_bool, eval_int, Env, EvalError, PeerError, Shape};
-
-/// The largest rank count the simulation handles; beyond it the checker skips it.
-const MAX_SIMULATED_RANKS: u64 = 1 << 16;
+use crate::semantics::{
+    cart_sub_color, eval_bool, eval_int, Env, EvalError, PeerError, Shape, MAX_SIMULATED_RANKS,
+};
 
 /// The most memoized values of conditions (1 byte each) and of loop counts (16 bytes
 /// each), as distinct expressions × ranks, the simulation keeps; beyond them it

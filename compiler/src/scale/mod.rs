@@ -25,6 +25,7 @@ pub use model::Model;
 pub use timing::{simulate, Timing, TimingError};
 
 use crate::check::Info;
+use crate::semantics::MAX_SIMULATED_RANKS;
 use cut::{plan, ratio_text, Plan};
 
 /// The shortest skeleton run that can be timed reliably between two barriers.
@@ -123,7 +124,7 @@ pub fn scale(program: &Program, info: &Info, options: &ScaleOptions) -> Result<S
         ));
     }
     // The cut plan and the timed simulation keep state for every rank.
-    if program.ranks.value > timing::MAX_TIMED_RANKS {
+    if program.ranks.value > MAX_SIMULATED_RANKS {
         return Err(too_large(
             program,
             TimingError::TooManyRanks(program.ranks.value),
@@ -251,7 +252,7 @@ fn too_large(program: &Program, e: TimingError) -> Box<Diag> {
         TimingError::Stuck(why) => format!("the timed simulation failed: {why}"),
         TimingError::TooManyRanks(n) => format!(
             "scaling simulates every rank's time: {n} ranks are more than it handles ({})",
-            timing::MAX_TIMED_RANKS
+            MAX_SIMULATED_RANKS
         ),
     };
     Box::new(Diag::error("cannot-simulate", message).at(program.ranks.pos, "ranks"))

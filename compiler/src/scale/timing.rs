@@ -47,10 +47,6 @@ pub enum TimingError {
     TooManyRanks(u64),
 }
 
-/// The most ranks the timed simulation runs (the checker's deadlock simulation has the
-/// same limit).
-pub const MAX_TIMED_RANKS: u64 = 1 << 16;
-
 /// Simulates `program` (checked; `info` is its `Info`) under `model`.
 pub fn simulate(
     program: &Program,
@@ -58,7 +54,7 @@ pub fn simulate(
     model: &Model,
     budget: u64,
 ) -> Result<Timing, TimingError> {
-    if program.ranks.value > MAX_TIMED_RANKS {
+    if program.ranks.value > crate::semantics::MAX_SIMULATED_RANKS {
         return Err(TimingError::TooManyRanks(program.ranks.value));
     }
     let mut sim = Timed::new(program, info, model, budget);

@@ -389,7 +389,8 @@ impl<'a> Writer<'a> {
                 lists.extend(list.iter().map(u64::to_string));
                 starts.push(lists.len());
             }
-            // Ranks past the last one listed have no neighbours.
+            // Ranks past the last one listed have no neighbours (the scaler refuses more
+            // than `MAX_SIMULATED_RANKS` ranks, so the table stays small).
             let rows = usize::try_from(self.n_ranks()).unwrap_or(usize::MAX);
             while starts.len() <= rows {
                 starts.push(lists.len());
