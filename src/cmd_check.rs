@@ -68,5 +68,10 @@ pub fn check_source(source: &str, options: Options) -> Vec<perfskel_grammar::Dia
     }
     diags.extend(check(&program, source, options).diags);
     perfskel_grammar::diagnostic::sort(&mut diags);
+    // Freeing a large syntax tree takes about a millisecond per megabyte: do it on
+    // another thread while this one reports and goes on to the next file.
+    if source.len() >= 1 << 20 {
+        std::thread::spawn(move || drop(program));
+    }
     diags
 }

@@ -362,15 +362,29 @@ pub struct Site {
     pub pos: Pos,
 }
 
+/// What a statement does. Variants other than the small `Wait` are boxed: a statement
+/// kind is then 40 bytes instead of 208, and the parser moves every statement through
+/// several layers (unboxed, copying statements was a quarter of parse time).
 #[derive(Clone, Debug, PartialEq)]
 pub enum StmtKind {
-    Compute(Compute),
-    P2p(P2p),
-    Collective(Collective),
+    Compute(Box<Compute>),
+    P2p(Box<P2p>),
+    Collective(Box<Collective>),
     Wait(Wait),
-    CommDecl(CommDecl),
-    Loop(Loop),
-    If(If),
+    CommDecl(Box<CommDecl>),
+    Loop(Box<Loop>),
+    If(Box<If>),
+}
+
+impl StmtKind {
+    /// The request handle a nonblocking operation binds (`req NAME = ...`).
+    pub fn request(&self) -> Option<&Ident> {
+        match self {
+            StmtKind::P2p(p) => p.request.as_ref(),
+            StmtKind::Collective(c) => c.request.as_ref(),
+            _ => None,
+        }
+    }
 }
 
 /// `compute TIME [working_set SIZE]`

@@ -149,9 +149,11 @@ pub struct Lexed {
 
 /// Splits `source` into tokens and comments. Never fails.
 pub fn lex(source: &str) -> Lexed {
-    // About one token per five bytes in typical skeletons: reserve to avoid regrowing.
+    // About one token per five bytes in typical skeletons (4.99 in the benchmark's):
+    // reserve for one per four, so the vector is not regrown (copied into twice the
+    // memory) near the end. Pages reserved but never written cost nothing.
     let mut lexed = Lexed {
-        tokens: Vec::with_capacity(source.len() / 5 + 16),
+        tokens: Vec::with_capacity(source.len() / 4 + 16),
         comments: Vec::new(),
     };
     let mut lexer = RawTok::lexer(source);

@@ -5,6 +5,7 @@
 use proptest::prelude::*;
 
 use crate::ast::*;
+use crate::parser::{cut_candidates, parse_in_parts, parse_parts};
 use crate::{parse, print};
 
 fn name() -> impl Strategy<Value = Ident> {
@@ -154,7 +155,7 @@ fn p2p() -> impl Strategy<Value = StmtKind> {
         prop::option::of(name()),
     )
         .prop_map(|(op, req, send_peer, recv_peer, size, recv, tag, comm)| {
-            StmtKind::P2p(P2p {
+            StmtKind::P2p(Box::new(P2p {
                 op,
                 request: op.is_nonblocking().then_some(req),
                 peer: if op.receives() { recv_peer } else { send_peer },
@@ -162,7 +163,7 @@ fn p2p() -> impl Strategy<Value = StmtKind> {
                 recv: (op == P2pOp::Sendrecv).then(|| Box::new(recv)),
                 tag: tag.map(Spanned::derived),
                 comm,
-            })
+            }))
         })
 }
 
@@ -186,14 +187,14 @@ fn collective() -> impl Strategy<Value = StmtKind> {
                         SizeSpec::Fixed(fixed)
                     }
                 });
-                StmtKind::Collective(Collective {
+                StmtKind::Collective(Box::new(Collective {
                     op,
                     nonblocking,
                     request: nonblocking.then_some(req),
                     size,
                     root: if op.has_root() { root } else { None },
                     comm,
-                })
+                }))
             },
         )
 }
@@ -208,7 +209,7 @@ fn simple() -> impl Strategy<Value = StmtKind> {
         ],
         prop::option::of(size()),
     )
-        .prop_map(|(time, working_set)| StmtKind::Compute(Compute { time, working_set }));
+        .prop_map(|(time, working_set)| StmtKind::Compute(Box::new(Compute { time, working_set })));
     let wait = (
         prop::sample::select(vec![
             WaitOp::Wait,
@@ -247,7 +248,7 @@ fn simple() -> impl Strategy<Value = StmtKind> {
                     keep: keep.into_iter().map(Spanned::derived).collect(),
                 },
             };
-            StmtKind::CommDecl(CommDecl { name, def })
+            StmtKind::CommDecl(Box::new(CommDecl { name, def }))
         });
     prop_oneof![compute, p2p(), collective(), wait, comm]
 }
@@ -271,14 +272,14 @@ fn block(depth: u32) -> BoxedStrategy<Block> {
     } else {
         prop_oneof![
             4 => simple(),
-            1 => (expr(), block(depth - 1)).prop_map(|(count, body)| StmtKind::Loop(Loop { count, body })),
+            1 => (expr(), block(depth - 1)).prop_map(|(count, body)| StmtKind::Loop(Box::new(Loop { count, body }))),
             1 => (expr(), block(depth - 1), prop::option::of((prop::option::of(expr()), block(depth - 1))))
                 .prop_map(|(cond, then_block, else_part)| {
                     let else_branch = else_part.map(|(cond2, b)| match cond2 {
                         Some(c) => Else::If(Box::new(If { cond: c, then_block: b, else_branch: None })),
                         None => Else::Block(b),
                     });
-                    StmtKind::If(If { cond, then_block, else_branch })
+                    StmtKind::If(Box::new(If { cond, then_block, else_branch }))
                 }),
         ]
         .boxed()
@@ -367,6 +368,31 @@ proptest! {
         let once = print(&program);
         let (parsed, _) = parse(&once);
         prop_assert_eq!(print(&parsed), once);
+    }
+
+    #[test]
+    fn parsing_in_parts_gives_the_one_pass_result(program in program()) {
+        let text = print(&program);
+        let one_pass = parse_parts(&text, 1);
+        // Every place the top level can be cut, alone, then cuts into 2..=4 parts.
+        let lexed = crate::lexer::lex(&text);
+        for at in cut_candidates(&text, &lexed) {
+            if let Some(parts) = parse_in_parts(&text, &lexed, &[at]) {
+                prop_assert_eq!(&parts, &one_pass.0, "cut at token {}:\n{}", at, text);
+                prop_assert!(one_pass.1.is_empty());
+            }
+        }
+        for parts in 2..=4 {
+            prop_assert_eq!(&parse_parts(&text, parts), &one_pass, "{} parts:\n{}", parts, text);
+        }
+    }
+
+    #[test]
+    fn text_parsed_in_parts_gives_the_one_pass_result(text in "(([ -~]{0,30}|compute 1 us|loop 2 \\{|\\}|# c)\n){0,30}") {
+        let one_pass = parse_parts(&text, 1);
+        for parts in 2..=4 {
+            prop_assert_eq!(&parse_parts(&text, parts), &one_pass, "{} parts:\n{}", parts, text);
+        }
     }
 
     #[test]

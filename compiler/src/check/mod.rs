@@ -72,18 +72,53 @@ impl Default for Options {
     }
 }
 
+/// Programs with at least this much text, or this many top-level statements, are
+/// checked on two threads.
+const PARALLEL_BYTES: usize = 256 * 1024;
+const PARALLEL_STMTS: usize = 2000;
+
 /// Checks `program`. `source` is its text, used only to name lines in explanations
 /// (pass `""` for IR that has no text).
 pub fn check(program: &Program, source: &str, options: Options) -> Checked {
     let lines = Lines::new(source);
     let mut diags = Vec::new();
-    let statics = statics::check(program, &mut diags);
-    requests::check(program, &mut diags);
+    // The simulation needs a consistent program: its reports count only when the static
+    // passes found no error, so they are about behaviour, not about typos. On a large
+    // program the request pass runs on a thread of its own beside the others, and the
+    // simulation starts before it is known whether the request pass found an error.
+    let large = source.len() >= PARALLEL_BYTES || program.body.stmts.len() >= PARALLEL_STMTS;
+    let parallel = large && std::thread::available_parallelism().is_ok_and(|n| n.get() > 1);
+    let (statics, request_diags, simulated) = std::thread::scope(|scope| {
+        let requests = parallel.then(|| {
+            scope.spawn(|| {
+                let mut diags = Vec::new();
+                requests::check(program, &mut diags);
+                diags
+            })
+        });
+        let statics = statics::check(program, &mut diags);
+        let mut request_diags = Vec::new();
+        if requests.is_none() {
+            requests::check(program, &mut request_diags);
+        }
+        let simulate = !diags.iter().chain(&request_diags).any(Diag::is_error);
+        let simulated = simulate.then(|| {
+            let mut sim_diags = Vec::new();
+            let outcome = sim::simulate(program, &statics, &lines, options, &mut sim_diags);
+            (outcome, sim_diags)
+        });
+        if let Some(handle) = requests {
+            request_diags = handle
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        }
+        (statics, request_diags, simulated)
+    });
+    let simulated = simulated.filter(|_| !request_diags.iter().any(Diag::is_error));
+    diags.extend(request_diags);
     let mut info = None;
-    // The simulation needs a consistent program: run it only when the static pass found
-    // no error, so its reports are about behaviour, not about typos.
-    if !diags.iter().any(Diag::is_error) {
-        let outcome = sim::simulate(program, &statics, &lines, options, &mut diags);
+    if let Some((outcome, sim_diags)) = simulated {
+        diags.extend(sim_diags);
         if !diags.iter().any(Diag::is_error) {
             let mut requests: Vec<String> = statics.request_names.iter().cloned().collect();
             requests.sort();

@@ -110,16 +110,11 @@ pub(super) fn check(program: &Program, diags: &mut Vec<Diag>) {
 /// Gives every handle name an id and marks the posted (declared) ones.
 fn collect_names<'p>(block: &'p Block, out: &mut Names<'p>) {
     for stmt in &block.stmts {
+        if let Some(r) = stmt.kind.request() {
+            let id = out.id(&r.name);
+            out.declared[id] = true;
+        }
         match &stmt.kind {
-            StmtKind::P2p(P2p {
-                request: Some(r), ..
-            })
-            | StmtKind::Collective(Collective {
-                request: Some(r), ..
-            }) => {
-                let id = out.id(&r.name);
-                out.declared[id] = true;
-            }
             StmtKind::Wait(w) => {
                 for h in &w.handles {
                     out.id(&h.name);
@@ -175,13 +170,11 @@ impl<'p> Walk<'p, '_> {
     }
 
     fn stmt(&mut self, stmt: &'p Stmt, states: &mut States) {
+        if let Some(r) = stmt.kind.request() {
+            self.post(r, stmt.pos, states);
+            return;
+        }
         match &stmt.kind {
-            StmtKind::P2p(P2p {
-                request: Some(r), ..
-            })
-            | StmtKind::Collective(Collective {
-                request: Some(r), ..
-            }) => self.post(r, stmt.pos, states),
             StmtKind::Wait(w) => self.wait(w, stmt.pos, states),
             // A block that neither posts nor completes a request leaves every state as
             // it found it and reports nothing: skip it (a join of equal states is the
@@ -398,9 +391,8 @@ fn same_kind(a: Option<State>, b: Option<State>) -> bool {
 /// Whether `block` posts or completes a request, directly or in a nested block.
 fn touches_requests(block: &Block) -> bool {
     block.stmts.iter().any(|stmt| match &stmt.kind {
-        StmtKind::P2p(P2p { request, .. }) | StmtKind::Collective(Collective { request, .. }) => {
-            request.is_some()
-        }
+        StmtKind::P2p(p) => p.request.is_some(),
+        StmtKind::Collective(c) => c.request.is_some(),
         StmtKind::Wait(_) => true,
         StmtKind::Loop(l) => touches_requests(&l.body),
         StmtKind::If(i) => if_touches_requests(i),

@@ -251,13 +251,7 @@ impl Pass<'_> {
                 }
             }
         }
-        if let StmtKind::P2p(P2p {
-            request: Some(r), ..
-        })
-        | StmtKind::Collective(Collective {
-            request: Some(r), ..
-        }) = &stmt.kind
-        {
+        if let Some(r) = stmt.kind.request() {
             if !self.request_names.contains(&r.name) {
                 self.request_names.insert(r.name.clone());
             }

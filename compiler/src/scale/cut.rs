@@ -157,7 +157,7 @@ impl Planner {
     fn walk(&mut self, stmts: &[Stmt], k: f64) {
         for stmt in stmts {
             match &stmt.kind {
-                StmtKind::Loop(l) if self.plan.loops.contains_key(&(l as *const Loop)) => {}
+                StmtKind::Loop(l) if self.plan.loops.contains_key(&(&**l as *const Loop)) => {}
                 StmtKind::Loop(l) => {
                     let n = self
                         .envs
@@ -179,7 +179,7 @@ impl Planner {
                             pos: l.count.pos,
                         }
                     };
-                    self.plan.loops.insert(l as *const Loop, count);
+                    self.plan.loops.insert(&**l as *const Loop, count);
                     self.body(l, k / factor, k, factor, None);
                 }
                 StmtKind::If(i) => {

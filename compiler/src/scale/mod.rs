@@ -332,22 +332,22 @@ fn rewrite(stmt: &Stmt, plan: &Plan, c: f64, s: f64) -> Stmt {
         .copied()
         .unwrap_or(1.0);
     let kind = match &stmt.kind {
-        StmtKind::Loop(l) => StmtKind::Loop(Loop {
+        StmtKind::Loop(l) => StmtKind::Loop(Box::new(Loop {
             count: plan
                 .loops
-                .get(&(l as *const Loop))
+                .get(&(&**l as *const Loop))
                 .cloned()
                 .unwrap_or_else(|| l.count.clone()),
             body: rewrite_block(&l.body, plan, c, s),
-        }),
-        StmtKind::If(i) => StmtKind::If(rewrite_if(i, plan, c, s)),
+        })),
+        StmtKind::If(i) => StmtKind::If(Box::new(rewrite_if(i, plan, c, s))),
         StmtKind::Compute(compute) => {
             let f = c / residual;
             let d = |d: &Spanned<Duration>| Spanned {
                 value: duration_of(d.value.seconds() * f, d.value.unit),
                 pos: d.pos,
             };
-            StmtKind::Compute(Compute {
+            StmtKind::Compute(Box::new(Compute {
                 time: match &compute.time {
                     TimeSpec::Fixed(t) => TimeSpec::Fixed(d(t)),
                     TimeSpec::PerRank(v) => TimeSpec::PerRank(v.iter().map(d).collect()),
@@ -361,7 +361,7 @@ fn rewrite(stmt: &Stmt, plan: &Plan, c: f64, s: f64) -> Stmt {
                     },
                 },
                 working_set: compute.working_set,
-            })
+            }))
         }
         StmtKind::P2p(p) if s < 1.0 => {
             let mut p = p.clone();

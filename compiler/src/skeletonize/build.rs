@@ -148,13 +148,13 @@ impl Builder<'_> {
         let provenance = self.provenance(counts, body);
         if by_count.len() <= 1 {
             let count = by_count.keys().next().copied().unwrap_or(0);
-            let mut stmt = Stmt::new(StmtKind::Loop(Loop {
+            let mut stmt = Stmt::new(StmtKind::Loop(Box::new(Loop {
                 count: Expr::int(count as i64),
                 body: Block {
                     stmts,
                     end_comments: Vec::new(),
                 },
-            }));
+            })));
             stmt.trivia.leading.push(provenance);
             return stmt;
         }
@@ -166,13 +166,13 @@ impl Builder<'_> {
             .iter()
             .enumerate()
             .map(|(i, (count, ranks))| {
-                let stmt = Stmt::new(StmtKind::Loop(Loop {
+                let stmt = Stmt::new(StmtKind::Loop(Box::new(Loop {
                     count: Expr::int(*count as i64),
                     body: Block {
                         stmts: stmts.clone(),
                         end_comments: Vec::new(),
                     },
-                }));
+                })));
                 ((i + 1 < n).then(|| rank_condition(ranks)), vec![stmt])
             })
             .collect();
@@ -293,10 +293,10 @@ impl Builder<'_> {
                 (TimeSpec::Fixed(Spanned::derived(duration(mean))), outliers)
             }
         };
-        let mut stmt = Stmt::new(StmtKind::Compute(Compute {
+        let mut stmt = Stmt::new(StmtKind::Compute(Box::new(Compute {
             time,
             working_set: None,
-        }));
+        })));
         stmt.trivia.trailing = note;
         Some(stmt)
     }
@@ -350,7 +350,7 @@ impl Builder<'_> {
                 let parts_len = parts.len();
                 let mut it = parts.into_iter();
                 let (peer, sz) = it.next()?;
-                StmtKind::P2p(P2p {
+                StmtKind::P2p(Box::new(P2p {
                     op: *op,
                     request: req.map(handle),
                     peer: Spanned::derived(peer),
@@ -363,7 +363,7 @@ impl Builder<'_> {
                     },
                     tag: tag.map(Spanned::derived),
                     comm,
-                })
+                }))
             }
             Kind::Coll {
                 op,
@@ -375,7 +375,7 @@ impl Builder<'_> {
                 if let Some(slot) = req {
                     self.vanished.remove(slot);
                 }
-                StmtKind::Collective(Collective {
+                StmtKind::Collective(Box::new(Collective {
                     op: *op,
                     nonblocking: *nonblocking,
                     request: req.map(handle),
@@ -397,7 +397,7 @@ impl Builder<'_> {
                         .filter(|r| *r != 0 && op.has_root())
                         .map(|r| Expr::int(i64::from(r))),
                     comm,
-                })
+                }))
             }
             Kind::Wait { op, slots } => {
                 let slots: Vec<u32> = slots
@@ -542,7 +542,7 @@ fn if_chain(branches: Vec<(Option<Expr>, Vec<Stmt>)>) -> Stmt {
         },
         else_branch: None,
     });
-    Stmt::new(StmtKind::If(i))
+    Stmt::new(StmtKind::If(Box::new(i)))
 }
 
 /// `rank == 3`, `rank >= 1 and rank <= 5`, joined with `or`.

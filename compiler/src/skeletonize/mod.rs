@@ -272,10 +272,12 @@ pub fn skeletonize(
         .decls
         .iter()
         .map(|d| {
-            let mut s = Stmt::new(StmtKind::CommDecl(perfskel_grammar::ast::CommDecl {
-                name: Ident::new(d.name.clone()),
-                def: d.def.clone(),
-            }));
+            let mut s = Stmt::new(StmtKind::CommDecl(Box::new(
+                perfskel_grammar::ast::CommDecl {
+                    name: Ident::new(d.name.clone()),
+                    def: d.def.clone(),
+                },
+            )));
             s.site = d.site.clone().map(|text| Site {
                 text,
                 pos: Default::default(),

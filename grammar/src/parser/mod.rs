@@ -33,26 +33,161 @@ pub const MAX_ELSE_IF: usize = 1024;
 
 /// Parses a whole skeleton file. The program is meaningful only when no diagnostic is an
 /// error.
+///
+/// Large files are parsed in parts on several threads, split between top-level
+/// statements; when any part reports a problem, or a comment would land elsewhere than
+/// in one pass, the file is parsed again in one pass, so the result (program and
+/// diagnostics) is always the one-pass result.
 pub fn parse(source: &str) -> (Program, Vec<Diag>) {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    parse_parts(source, threads.min(source.len() / PARALLEL_PART_BYTES))
+}
+
+/// Parses in up to `parts` parts on as many threads (one pass for `parts` ≤ 1).
+pub(crate) fn parse_parts(source: &str, parts: usize) -> (Program, Vec<Diag>) {
     let lexed = lex(source);
-    let mut parser = Parser {
-        src: source,
-        toks: lexed.tokens,
-        comments: lexed.comments,
-        next_comment: 0,
-        pos: 0,
-        last_end: 0,
-        diags: Vec::new(),
-        header: Header::default(),
-        header_seen: Vec::new(),
-        error_at: None,
-        depth: 0,
-        pending: Vec::new(),
-    };
+    if parts > 1 {
+        let splits = split_points(&cut_candidates(source, &lexed), lexed.tokens.len(), parts);
+        if let Some(program) = parse_in_parts(source, &lexed, &splits) {
+            return (program, Vec::new());
+        }
+    }
+    parse_tokens(source, &lexed.tokens, &lexed.comments)
+}
+
+/// Each thread gets at least this many bytes of source (smaller files are parsed in one
+/// pass: a thread costs about as much as parsing 10 KiB).
+const PARALLEL_PART_BYTES: usize = 256 * 1024;
+
+/// Parses in one pass.
+fn parse_tokens(source: &str, toks: &[Tok], comments: &[Span]) -> (Program, Vec<Diag>) {
+    let mut parser = Parser::new(source, toks, comments, 0, source.len() as u32);
     let program = parser.program();
     let mut diags = parser.diags;
     crate::diagnostic::sort(&mut diags);
     (program, diags)
+}
+
+/// Token indices where the top level can be cut: top-level statements that start a
+/// line, with no comment between them and the token before (so every comment stays
+/// with the part that would attach it). None when a `}` closes nothing.
+pub(crate) fn cut_candidates(source: &str, lexed: &crate::lexer::Lexed) -> Vec<usize> {
+    let toks = &lexed.tokens;
+    let mut candidates = Vec::new();
+    let mut depth = 0usize;
+    let mut comment = 0usize;
+    for (i, tok) in toks.iter().enumerate() {
+        if depth == 0 && i > 0 && tok.kind == TokKind::Word {
+            let prev_end = toks[i - 1].span.end;
+            while lexed
+                .comments
+                .get(comment)
+                .is_some_and(|c| c.start < prev_end)
+            {
+                comment += 1;
+            }
+            let no_comment = lexed
+                .comments
+                .get(comment)
+                .is_none_or(|c| c.start >= tok.span.start);
+            let gap = source.get(prev_end as usize..tok.span.start as usize);
+            let word = source.get(tok.span.range());
+            if no_comment
+                && gap.is_some_and(|g| g.contains('\n'))
+                && word.is_some_and(|w| starts_statement(w) && !HEADER_WORDS.contains(&w))
+            {
+                candidates.push(i);
+            }
+        }
+        match tok.kind {
+            TokKind::LBrace => depth += 1,
+            TokKind::RBrace => match depth.checked_sub(1) {
+                Some(d) => depth = d,
+                None => return Vec::new(),
+            },
+            _ => {}
+        }
+    }
+    candidates
+}
+
+/// Up to `parts - 1` of the `candidates` that cut `n_toks` tokens into parts of about
+/// equal length.
+fn split_points(candidates: &[usize], n_toks: usize, parts: usize) -> Vec<usize> {
+    let mut splits: Vec<usize> = (1..parts)
+        .filter_map(|k| {
+            let target = k * n_toks / parts;
+            let at = candidates.partition_point(|&c| c < target);
+            candidates.get(at).copied()
+        })
+        .collect();
+    splits.dedup();
+    splits
+}
+
+/// Parses the parts between `splits` on one thread each; `None` when the parts do not
+/// give the one-pass result for sure (a diagnostic in any part, or comments left at the
+/// end of a part that one pass would attach to the next statement).
+pub(crate) fn parse_in_parts(
+    source: &str,
+    lexed: &crate::lexer::Lexed,
+    splits: &[usize],
+) -> Option<Program> {
+    if splits.is_empty() {
+        return None;
+    }
+    let toks = &lexed.tokens;
+    let comments = &lexed.comments;
+    // Part k covers tokens bounds[k]..bounds[k + 1].
+    let mut bounds = vec![0];
+    bounds.extend_from_slice(splits);
+    bounds.push(toks.len());
+    let part = |k: usize| -> Parser<'_> {
+        let (from, to) = (bounds[k], bounds[k + 1]);
+        let end = toks.get(to).map_or(source.len() as u32, |t| t.span.start);
+        let first_comment = match toks.get(from) {
+            Some(t) if from > 0 => comments.partition_point(|c| c.start < t.span.start),
+            _ => 0,
+        };
+        let last_end = if from > 0 { toks[from - 1].span.end } else { 0 };
+        Parser::new(
+            source,
+            &toks[from..to],
+            &comments[first_comment..],
+            last_end,
+            end,
+        )
+    };
+    let (first, rest) = std::thread::scope(|scope| {
+        let handles: Vec<_> = (1..bounds.len() - 1)
+            .map(|k| {
+                let mut parser = part(k);
+                scope.spawn(move || {
+                    let block = parser.block(None);
+                    (block, parser.diags.is_empty())
+                })
+            })
+            .collect();
+        let mut parser = part(0);
+        let program = parser.program();
+        let first = (program, parser.diags.is_empty());
+        let rest: Vec<_> = handles.into_iter().map(|h| h.join().ok()).collect();
+        (first, rest)
+    });
+    let (mut program, clean) = first;
+    if !clean || !program.body.end_comments.is_empty() {
+        return None;
+    }
+    let last = rest.len() - 1;
+    for (k, part) in rest.into_iter().enumerate() {
+        let (block, clean) = part?;
+        if !clean || (k < last && !block.end_comments.is_empty()) {
+            return None;
+        }
+        program.body.stmts.extend(block.stmts);
+        program.body.end_comments = block.end_comments;
+    }
+    Some(program)
 }
 
 #[derive(Default)]
@@ -65,8 +200,11 @@ struct Header {
 
 struct Parser<'a> {
     src: &'a str,
-    toks: Vec<Tok>,
-    comments: Vec<Span>,
+    toks: &'a [Tok],
+    comments: &'a [Span],
+    /// Where the text this parser reads ends: the end of the file, or the start of the
+    /// next part's first token.
+    end: u32,
     next_comment: usize,
     /// Index of the next token.
     pos: usize,
@@ -87,6 +225,32 @@ struct Parser<'a> {
 }
 
 impl<'a> Parser<'a> {
+    /// A parser of `toks`, reading comments from `comments[0]` on, after text that ended
+    /// at `last_end`, up to `end`.
+    fn new(
+        src: &'a str,
+        toks: &'a [Tok],
+        comments: &'a [Span],
+        last_end: u32,
+        end: u32,
+    ) -> Parser<'a> {
+        Parser {
+            src,
+            toks,
+            comments,
+            end,
+            next_comment: 0,
+            pos: 0,
+            last_end,
+            diags: Vec::new(),
+            header: Header::default(),
+            header_seen: Vec::new(),
+            error_at: None,
+            depth: 0,
+            pending: Vec::new(),
+        }
+    }
+
     fn input(&self) -> Tokens<'_> {
         Tokens {
             toks: self.toks.get(self.pos..).unwrap_or(&[]),
@@ -270,7 +434,7 @@ impl<'a> Parser<'a> {
     }
 
     fn next_start(&self) -> u32 {
-        self.peek().map_or(self.src.len() as u32, |t| t.span.start)
+        self.peek().map_or(self.end, |t| t.span.start)
     }
 
     fn program(&mut self) -> Program {
@@ -475,7 +639,7 @@ impl<'a> Parser<'a> {
             Some("loop") => self.loop_stmt(),
             Some("if") => self.if_stmt().and_then(|i| {
                 let site = self.run(site_clause)?;
-                Some((StmtKind::If(i), site))
+                Some((StmtKind::If(Box::new(i)), site))
             }),
             Some(w) if HEADER_WORDS.contains(&w) => {
                 self.diags.push(
@@ -552,7 +716,7 @@ impl<'a> Parser<'a> {
         })?;
         let body = self.braced_block()?;
         let site = self.run(site_clause)?;
-        Some((StmtKind::Loop(Loop { count, body }), site))
+        Some((StmtKind::Loop(Box::new(Loop { count, body })), site))
     }
 
     /// `if COND { ... } [else if ... | else { ... }]`. An `else if` chain is read in a
@@ -652,4 +816,66 @@ fn closest<'c>(word: &str, candidates: impl Iterator<Item = &'c str>) -> Option<
         .filter(|&(d, c)| d > 0 && d <= 2 && d < c.len())
         .min()
         .map(|(_, c)| c)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Top-level statements with comments, blank lines, nested blocks and sites, as in
+    /// generated skeletons.
+    fn phases(n: usize) -> String {
+        let mut text = String::from("skeleton s\nranks 4\ntopology ring\napp_time 1 s\n\n");
+        for i in 0..n {
+            text.push_str(&format!(
+                "# phase {i}\nloop 2 {{\n    compute {i} us # work\n    send +x 1 KiB @ \"a.f:{i}\"\n    recv -x 1 KiB\n}}\n\nbarrier\nif rank == 0 {{\n    compute 1 us\n}} else {{\n    compute 2 us\n}}\n"
+            ));
+        }
+        text.push_str("# the end\n");
+        text
+    }
+
+    #[test]
+    fn large_files_are_parsed_in_parts_to_the_one_pass_result() {
+        let text = phases(50);
+        let lexed = lex(&text);
+        let candidates = cut_candidates(&text, &lexed);
+        // `barrier` and `if` of each phase (`loop` follows a comment).
+        assert_eq!(candidates.len(), 2 * 50, "{candidates:?}");
+        let one_pass = parse_parts(&text, 1);
+        assert!(one_pass.1.is_empty(), "{:?}", one_pass.1);
+        let mut cut = 0;
+        for &at in &candidates {
+            if let Some(program) = parse_in_parts(&text, &lexed, &[at]) {
+                assert_eq!(program, one_pass.0, "cut at token {at}");
+                cut += 1;
+            }
+        }
+        assert_eq!(cut, candidates.len());
+        for parts in 2..=8 {
+            let splits = split_points(&candidates, lexed.tokens.len(), parts);
+            assert_eq!(splits.len(), parts - 1);
+            assert_eq!(
+                parse_in_parts(&text, &lexed, &splits).as_ref(),
+                Some(&one_pass.0)
+            );
+        }
+    }
+
+    #[test]
+    fn a_part_with_a_problem_is_parsed_again_in_one_pass() {
+        // A header line in the second half: reported once, as in one pass.
+        let text = format!(
+            "{}ranks 8\n{}",
+            phases(10),
+            phases(10).replace("skeleton s\nranks 4\ntopology ring\napp_time 1 s\n", "")
+        );
+        let one_pass = parse_parts(&text, 1);
+        assert!(!one_pass.1.is_empty());
+        assert_eq!(parse_parts(&text, 2), one_pass);
+        // A `}` that closes nothing: nowhere to cut.
+        let text = format!("{}}}\n{}", phases(10), phases(10));
+        assert!(cut_candidates(&text, &lex(&text)).is_empty());
+        assert_eq!(parse_parts(&text, 4), parse_parts(&text, 1));
+    }
 }

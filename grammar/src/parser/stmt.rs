@@ -87,7 +87,7 @@ fn compute(input: Tokens) -> PResult<Simple> {
     Ok((
         rest,
         Simple {
-            kind: StmtKind::Compute(Compute { time, working_set }),
+            kind: StmtKind::Compute(Box::new(Compute { time, working_set })),
             site: clauses.site,
         },
     ))
@@ -170,7 +170,7 @@ fn p2p(op: P2pOp, request: Option<Ident>) -> impl FnOnce(Tokens) -> PResult<Simp
         Ok((
             rest,
             Simple {
-                kind: StmtKind::P2p(P2p {
+                kind: StmtKind::P2p(Box::new(P2p {
                     op,
                     request,
                     peer,
@@ -178,7 +178,7 @@ fn p2p(op: P2pOp, request: Option<Ident>) -> impl FnOnce(Tokens) -> PResult<Simp
                     recv,
                     tag: clauses.tag,
                     comm: clauses.comm,
-                }),
+                })),
                 site: clauses.site,
             },
         ))
@@ -230,14 +230,14 @@ fn collective(
         Ok((
             rest,
             Simple {
-                kind: StmtKind::Collective(Collective {
+                kind: StmtKind::Collective(Box::new(Collective {
                     op,
                     nonblocking,
                     request,
                     size,
                     root: clauses.root,
                     comm: clauses.comm,
-                }),
+                })),
                 site: clauses.site,
             },
         ))
@@ -370,10 +370,10 @@ fn comm_decl(input: Tokens) -> PResult<Simple> {
     Ok((
         rest,
         Simple {
-            kind: StmtKind::CommDecl(CommDecl {
+            kind: StmtKind::CommDecl(Box::new(CommDecl {
                 name: comm_name,
                 def,
-            }),
+            })),
             site: clauses.site,
         },
     ))
