@@ -122,7 +122,8 @@ pub struct Args {
     )]
     pub backends: Vec<String>,
     /// Runs of each application per scenario (the median counts); skeletons run three
-    /// times as often in full mode.
+    /// times as often in full mode, up to three times more when their runs differ by more
+    /// than 20 % (their mean counts).
     #[arg(long, value_name = "N")]
     pub repeat: Option<u32>,
     /// Check that the harness runs end to end: small problems, 2 applications, 2

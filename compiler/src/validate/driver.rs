@@ -215,7 +215,12 @@ pub fn drive(plan: &Plan, runner: &mut impl Runner) -> Observations {
                         skeleton_runs: Vec::new(),
                         app_time_s: None,
                     };
-                    for _ in 0..plan.skeleton_repeats {
+                    let mut runs = 0;
+                    while runs < plan.skeleton_repeats
+                        || (runs < plan.skeleton_repeats * SPREAD_REPEATS
+                            && spread(&skeleton.skeleton_runs))
+                    {
+                        runs += 1;
                         runner.progress(&format!("{what}: {backend} skeleton"));
                         let result = runner
                             .run_skeleton(app, backend, scenario)
@@ -243,6 +248,19 @@ pub fn drive(plan: &Plan, runner: &mut impl Runner) -> Observations {
         }
     }
     observations
+}
+
+/// When a skeleton's runs differ by more than [`SPREAD`] (slowest over fastest), it
+/// runs up to this many times its usual number of runs: its mean counts, and a few short
+/// runs give a poor mean of a bimodal time.
+const SPREAD_REPEATS: u32 = 3;
+const SPREAD: f64 = 1.2;
+
+/// Whether the runs so far spread by more than [`SPREAD`].
+fn spread(runs: &[f64]) -> bool {
+    let fastest = runs.iter().copied().fold(f64::INFINITY, f64::min);
+    let slowest = runs.iter().copied().fold(0.0, f64::max);
+    fastest > 0.0 && slowest > SPREAD * fastest
 }
 
 /// A result line must be for the ratio and rank count the harness asked for.
@@ -274,6 +292,8 @@ mod tests {
         calls: Vec<String>,
         fail_skeletonize: Option<&'static str>,
         time_out_scenario: Option<&'static str>,
+        /// Times the skeleton reports, in order (then 0.1 × the scenario's slowdown).
+        skeleton_times: std::collections::VecDeque<f64>,
     }
 
     fn slowdown(scenario: &Scenario) -> f64 {
@@ -363,7 +383,10 @@ mod tests {
                 backend: backend.name().into(),
                 ranks: 2,
                 ratio: 10,
-                skeleton_s: 0.1 * slowdown(scenario),
+                skeleton_s: self
+                    .skeleton_times
+                    .pop_front()
+                    .unwrap_or(0.1 * slowdown(scenario)),
                 predicted_s: slowdown(scenario),
                 app_time_s: 1.0,
             })
@@ -409,6 +432,25 @@ mod tests {
         assert_eq!(obs.cells.len(), 3);
         assert_eq!(obs.cells[2].app_runs, [40.0]);
         assert_eq!(obs.cells[0].skeletons[0].skeleton_runs, [0.1]);
+    }
+
+    #[test]
+    fn skeletons_whose_runs_spread_run_more_often() {
+        let mut plan = quick_plan(&["master_worker"], &["competing"]);
+        plan.skeleton_repeats = 3;
+        // Base: three close runs. Competing: bimodal, so nine runs.
+        let base = [0.045, 0.046, 0.045];
+        let competing = [
+            0.045, 0.093, 0.048, 0.045, 0.093, 0.090, 0.046, 0.047, 0.092,
+        ];
+        let mut fake = Fake {
+            skeleton_times: base.iter().chain(&competing).copied().collect(),
+            ..Fake::default()
+        };
+        let obs = drive(&plan, &mut fake);
+        assert_eq!(obs.cells[0].skeletons[0].skeleton_runs, base);
+        assert_eq!(obs.cells[1].skeletons[0].skeleton_runs, competing);
+        assert!(fake.skeleton_times.is_empty());
     }
 
     #[test]

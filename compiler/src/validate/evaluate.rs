@@ -129,6 +129,18 @@ pub fn median(values: &[f64]) -> Option<f64> {
     })
 }
 
+/// The mean; `None` for no values. Non-finite values are ignored.
+///
+/// A skeleton's prediction is the mean of its runs × K, not their median: the
+/// application's time is a sum over its whole run, and short skeleton runs are samples
+/// of the same process, so the expected time per run (the mean) is what adds up. Where
+/// the runs are bimodal (a competing job shares a rank's core in some 45 ms runs and
+/// not in others) the median picks one mode; the application sees both.
+pub fn mean(values: &[f64]) -> Option<f64> {
+    let finite: Vec<f64> = values.iter().copied().filter(|v| v.is_finite()).collect();
+    (!finite.is_empty()).then(|| finite.iter().sum::<f64>() / finite.len() as f64)
+}
+
 /// Signed relative error in percent; `None` when nothing was measured.
 pub fn error_pct(predicted: f64, measured: f64) -> Option<f64> {
     (measured > 0.0 && measured.is_finite() && predicted.is_finite())
@@ -168,7 +180,7 @@ pub fn evaluate(plan: &Plan, observations: &Observations) -> Report {
             o.skeletons
                 .iter()
                 .find(|s| s.backend == backend)
-                .and_then(|s| median(&s.skeleton_runs))
+                .and_then(|s| mean(&s.skeleton_runs))
         };
         let mut predicted: Vec<(String, Option<f64>)> = plan
             .backends
@@ -388,6 +400,13 @@ mod tests {
             .find(|r| r.app == app && r.scenario == scenario)
             .and_then(|r| r.predictions.iter().find(|p| p.method == method))
             .unwrap()
+    }
+
+    #[test]
+    fn mean_of_values_and_empty() {
+        assert_eq!(mean(&[0.045, 0.093, 0.048]), Some(0.062));
+        assert_eq!(mean(&[]), None);
+        assert_eq!(mean(&[f64::NAN, 1.0, 3.0]), Some(2.0));
     }
 
     #[test]

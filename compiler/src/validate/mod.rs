@@ -58,8 +58,9 @@ pub struct Plan {
     pub ratio: u64,
     pub backends: Vec<Backend>,
     pub n_ranks: u32,
-    /// Runs of each application and skeleton per scenario; the median counts.
+    /// Runs of each application per scenario; the median counts.
     pub app_repeats: u32,
+    /// Runs of each skeleton per scenario (more when they spread); the mean counts.
     pub skeleton_repeats: u32,
 }
 
