@@ -1,4 +1,5 @@
-//! Any bytes → parse → print → (if no syntax error) check, then fmt idempotence.
+//! Any bytes → parse (also in parts, as large files are) → print → (if no syntax
+//! error) check, then fmt idempotence.
 //!
 //! This is what `perfskel check` and `perfskel fmt` do with a file, so the target
 //! asserts the requirement of issue 2: every input yields diagnostics or success, never
@@ -10,7 +11,7 @@ use codespan_reporting::files::SimpleFile;
 use codespan_reporting::term::{self, Config};
 use libfuzzer_sys::fuzz_target;
 use perfskel_compiler::check::{check, Options};
-use perfskel_grammar::{parse, print, Diag};
+use perfskel_grammar::{parse, parse_parts, print, Diag};
 
 /// Small enough that a huge loop count cannot stall the fuzzer.
 const SIMULATION_BUDGET: u64 = 200_000;
@@ -36,6 +37,13 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let (program, diags) = parse(source);
+    // Parsing in parts (what large files get) gives the one-pass result.
+    for parts in [2, 3] {
+        assert!(
+            parse_parts(source, parts) == (program.clone(), diags.clone()),
+            "parsing in {parts} parts differs from one pass"
+        );
+    }
     // Printing must work even for a program with syntax errors (placeholders).
     let printed = print(&program);
     render(source, &diags);

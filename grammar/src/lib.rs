@@ -14,7 +14,7 @@ mod proptests;
 
 pub use diagnostic::{Diag, Severity};
 pub use parser::{
-    collective_op, parse, KEYWORDS, MAX_BLOCK_DEPTH, MAX_ELSE_IF, MAX_EXPR_COMPLEXITY,
+    collective_op, parse, parse_parts, KEYWORDS, MAX_BLOCK_DEPTH, MAX_ELSE_IF, MAX_EXPR_COMPLEXITY,
     MAX_EXPR_NESTING,
 };
 pub use printer::print;

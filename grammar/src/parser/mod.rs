@@ -43,8 +43,10 @@ pub fn parse(source: &str) -> (Program, Vec<Diag>) {
     parse_parts(source, threads.min(source.len() / PARALLEL_PART_BYTES))
 }
 
-/// Parses in up to `parts` parts on as many threads (one pass for `parts` ≤ 1).
-pub(crate) fn parse_parts(source: &str, parts: usize) -> (Program, Vec<Diag>) {
+/// Parses in up to `parts` parts on as many threads (one pass for `parts` ≤ 1),
+/// whatever the file's size: [`parse`] with the number of parts chosen by the caller,
+/// for tests and fuzzing of the parallel parse. Gives the same result as [`parse`].
+pub fn parse_parts(source: &str, parts: usize) -> (Program, Vec<Diag>) {
     let lexed = lex(source);
     if parts > 1 {
         let splits = split_points(&cut_candidates(source, &lexed), lexed.tokens.len(), parts);
