@@ -479,13 +479,33 @@ fn render_text(r: &StatsReport, errors: &[String]) -> String {
     let _ = writeln!(s, "\nper rank:");
     let _ = writeln!(
         s,
-        "  {:>5} {:<10} {:>9} {:>12} {:>12} {:>12} {:>7}",
-        "rank", "status", "events", "app ms", "MPI ms", "compute ms", "MPI %"
+        "  {:>5} {:<10} {:>9} {:>12} {:>12} {:>12} {:>7} {:>12} {:>11}",
+        "rank",
+        "status",
+        "events",
+        "app ms",
+        "MPI ms",
+        "compute ms",
+        "MPI %",
+        "working set",
+        "memory GB/s"
     );
     for rank in &r.ranks {
+        // Working set and the probe's rate over it (trace format 3); `-` before.
+        let (ws, rate) = match rank.memory {
+            Some(m) => (
+                format!("{:.1} MiB", m.working_set as f64 / f64::from(1u32 << 20)),
+                if m.probe_rate > 0 {
+                    format!("{:.1}", m.probe_rate as f64 / 1e9)
+                } else {
+                    "-".into()
+                },
+            ),
+            None => ("-".into(), "-".into()),
+        };
         let _ = writeln!(
             s,
-            "  {:>5} {:<10} {:>9} {:>12.3} {:>12.3} {:>12.3} {:>7.1}",
+            "  {:>5} {:<10} {:>9} {:>12.3} {:>12.3} {:>12.3} {:>7.1} {ws:>12} {rate:>11}",
             rank.rank,
             if rank.complete {
                 "complete"

@@ -363,6 +363,7 @@ impl Synth {
                 end_ns: self.now,
                 n_events: self.events.len() as u64,
             },
+            memory: None,
             events: self.events,
             sites,
             comms: [(0, (0..i64::from(n_ranks)).collect())].into(),

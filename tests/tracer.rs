@@ -612,6 +612,44 @@ fn check_rowcol(mpi: Mpi) {
 fn stencil_openmpi() {
     check_stencil(Mpi::OpenMpi, "stencil");
 }
+
+/// The memory record (format 3): the working set is the application's data, measured
+/// from resident memory, and the probe ran over it.
+fn check_memory(mpi: Mpi) {
+    // 700 x 700 points per rank, two arrays of doubles: 7.8 MB.
+    let t = trace(mpi, "stencil", &["700", "2"]);
+    let data = 2.0 * 700.0 * 700.0 * 8.0;
+    for rt in &t.ranks {
+        let m = rt.memory.expect("a version 3 trace has a memory record");
+        let ws = m.working_set as f64;
+        assert!(
+            ws > 0.9 * data && ws < data + 16e6,
+            "working set {ws} for {data} bytes of data"
+        );
+        assert_eq!(m.probe_bytes, m.working_set.clamp(64 << 10, 256 << 20));
+        assert!(
+            m.probe_rate > 100_000_000,
+            "probe rate {} B/s",
+            m.probe_rate
+        );
+    }
+    // Almost no data: the probe runs over its minimum.
+    let t = trace(mpi, "tree_reduce", &["1000", "3"]);
+    for rt in &t.ranks {
+        let m = rt.memory.expect("memory record");
+        assert!(m.working_set < 16 << 20, "working set {}", m.working_set);
+        assert!(m.probe_bytes >= 64 << 10);
+    }
+}
+
+#[test]
+fn memory_openmpi() {
+    check_memory(Mpi::OpenMpi);
+}
+#[test]
+fn memory_mpich() {
+    check_memory(Mpi::Mpich);
+}
 #[test]
 fn stencil_fortran_f08_openmpi() {
     check_stencil(Mpi::OpenMpi, "stencil_f");
@@ -1004,6 +1042,60 @@ fn reader_reads_version_1_without_the_newer_operations() {
             assert_eq!(events[1].op(), Op::Iscan);
         }
     }
+}
+
+/// Version 3's memory record reads; in older versions its tag is an unknown record.
+#[test]
+fn reader_reads_the_memory_record_of_version_3_only() {
+    let memory = |b: &mut Vec<u8>| {
+        b.push(format::R_MEMORY);
+        varint(b, 31 << 20);
+        varint(b, 31 << 20);
+        varint(b, 35_000_000_000);
+    };
+    let mut f = RankFile::new(0, 2, 3);
+    f.send(1, 64);
+    f.record(memory);
+    let bytes = f.finish();
+    let mut reader = RankReader::new(&bytes[..], Some(0)).expect("header");
+    assert_eq!(reader.memory(), None);
+    for ev in reader.by_ref() {
+        ev.expect("event");
+    }
+    assert_eq!(
+        reader.memory(),
+        Some(perfskel_compiler::trace::Memory {
+            working_set: 31 << 20,
+            probe_bytes: 31 << 20,
+            probe_rate: 35_000_000_000,
+        })
+    );
+    assert!(matches!(
+        reader.completion(),
+        Some(Completion::Complete { .. })
+    ));
+
+    let mut f = RankFile::new(0, 2, 3);
+    f.record(memory);
+    f.record(memory);
+    let at = f.record_starts[f.record_starts.len() - 1];
+    let err = read_all(&f.finish(), 0).expect_err("two memory records");
+    assert_eq!(
+        (err.offset, err.kind),
+        (
+            at as u64,
+            TraceErrorKind::BadRecord("a second memory record")
+        )
+    );
+
+    let mut f = RankFile::new(0, 2, 2);
+    f.record(memory);
+    let at = f.record_starts[f.record_starts.len() - 1];
+    let err = read_all(&f.finish(), 0).expect_err("no memory record in version 2");
+    assert_eq!(
+        (err.offset, err.kind),
+        (at as u64, TraceErrorKind::UnknownRecord(format::R_MEMORY))
+    );
 }
 
 #[test]

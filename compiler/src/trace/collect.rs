@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::io::Read;
 
-use super::reader::{Completion, Event, Header, RankReader, Site, TraceError};
+use super::reader::{Completion, Event, Header, Memory, RankReader, Site, TraceError};
 use super::stats::SiteKey;
 
 /// Everything one rank file holds.
@@ -19,6 +19,8 @@ pub struct RankTrace {
     /// Communicator id (as in [`Event::comm`]) → world rank of each of its ranks.
     pub comms: BTreeMap<u64, Vec<i64>>,
     pub completion: Completion,
+    /// Working set and memory probe (format version 3).
+    pub memory: Option<Memory>,
 }
 
 impl RankTrace {
@@ -35,6 +37,7 @@ impl RankTrace {
             sites: site_keys(&reader),
             comms: comm_members(&reader),
             completion: completion(&reader),
+            memory: reader.memory(),
         })
     }
 }

@@ -1,14 +1,15 @@
-//! The perfskel trace format, version 2 (reads version 1 too): takes nothing, gives the constants shared with
+//! The perfskel trace format, version 3 (reads versions 1 and 2 too): takes nothing, gives the constants shared with
 //! the C tracer (`runtime/tracer/core.h`) — magic, version, record tags, field bits and
 //! operation codes. `runtime/tracer/FORMAT.md` describes the layout in prose.
 
 /// First 8 bytes of every rank file.
 pub const MAGIC: &[u8; 8] = b"PSKTRACE";
 /// The format version the tracer writes.
-pub const VERSION: u16 = 2;
+pub const VERSION: u16 = 3;
 /// The oldest version this reader reads. Version 1 lacks operation codes 72–75
 /// (`MPI_Ireduce_scatter`, `MPI_Ireduce_scatter_block`, `MPI_Iscan`, `MPI_Iexscan`) and
-/// is otherwise the same, so a version-1 file reads as it always did.
+/// is otherwise the same, so a version-1 file reads as it always did. Version 3 added
+/// the memory record ([`R_MEMORY`]); older files have none.
 pub const MIN_VERSION: u16 = 1;
 /// File name of rank `r` inside a trace directory.
 pub fn rank_file_name(rank: u32) -> String {
@@ -21,7 +22,11 @@ pub const MANIFEST_FILE: &str = "manifest.json";
 pub const R_OBJECT: u8 = 0xF0;
 pub const R_SITE: u8 = 0xF1;
 pub const R_COMM: u8 = 0xF2;
+/// Version 3: the rank's working set and the memory probe's rate over it.
+pub const R_MEMORY: u8 = 0xF3;
 pub const R_END: u8 = 0xFF;
+/// The first version with [`R_MEMORY`].
+pub const MEMORY_SINCE: u16 = 3;
 
 /// Field bits of an event's mask; present fields follow the fixed part in this order.
 pub mod field {

@@ -89,6 +89,19 @@ pub struct Comm {
     pub world_ranks: Vec<i64>,
 }
 
+/// What a rank's memory record says (format version 3): how much memory the
+/// application used and how fast this machine swept that much when the trace was taken.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Memory {
+    /// Peak resident memory at `MPI_Finalize` less the resident memory after `MPI_Init`,
+    /// bytes: the application's data.
+    pub working_set: u64,
+    /// Bytes the probe swept: the working set within 64 KiB … 256 MiB.
+    pub probe_bytes: u64,
+    /// The probe's best rate, bytes of working set per second; 0 when it did not run.
+    pub probe_rate: u64,
+}
+
 /// How a rank file ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Completion {
@@ -184,6 +197,7 @@ pub struct RankReader<R> {
     objects: Vec<Object>,
     sites: Vec<Site>,
     comms: BTreeMap<u64, Comm>,
+    memory: Option<Memory>,
 }
 
 enum Decode {
@@ -272,6 +286,7 @@ impl<R: Read> RankReader<R> {
             objects: Vec::new(),
             sites: Vec::new(),
             comms: BTreeMap::new(),
+            memory: None,
         };
         let err = |offset: u64, kind| TraceError { rank, offset, kind };
         // The magic and version come first so a newer format is told apart from garbage.
@@ -358,6 +373,10 @@ impl<R: Read> RankReader<R> {
     }
     pub fn comms(&self) -> &BTreeMap<u64, Comm> {
         &self.comms
+    }
+    /// The memory record, once read (it comes just before the end record; version 3).
+    pub fn memory(&self) -> Option<Memory> {
+        self.memory
     }
     /// How the file ended; `None` until [`RankReader::next_event`] returned `Ok(false)`.
     pub fn completion(&self) -> Option<Completion> {
@@ -486,6 +505,22 @@ impl<R: Read> RankReader<R> {
                     world_ranks.push(c.zigzag()?);
                 }
                 self.comms.insert(id, Comm { world_ranks });
+                self.pos += c.at;
+                Ok(None)
+            }
+            format::R_MEMORY if self.header.version >= format::MEMORY_SINCE => {
+                let memory = Memory {
+                    working_set: c.varint()?,
+                    probe_bytes: c.varint()?,
+                    probe_rate: c.varint()?,
+                };
+                if self.memory.is_some() {
+                    return Err(Decode::Bad(
+                        TraceErrorKind::BadRecord("a second memory record"),
+                        0,
+                    ));
+                }
+                self.memory = Some(memory);
                 self.pos += c.at;
                 Ok(None)
             }

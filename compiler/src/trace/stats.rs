@@ -9,7 +9,7 @@ use std::io::Read;
 use serde::Serialize;
 
 use super::format::Op;
-use super::reader::{Completion, Event, RankReader, TraceError};
+use super::reader::{Completion, Event, Memory, RankReader, TraceError};
 use super::symbolize::Location;
 
 /// A call site independent of where the object was loaded: the object's path and the
@@ -78,6 +78,8 @@ pub struct RankStats {
     pub compute_ns: u64,
     pub ops: BTreeMap<Op, Totals>,
     pub sites: BTreeMap<(Op, SiteKey), Totals>,
+    /// The memory record (format version 3).
+    pub memory: Option<Memory>,
 }
 
 /// Collects statistics rank by rank.
@@ -118,6 +120,8 @@ pub struct RankRow {
     pub app_ns: u64,
     pub mpi_ns: u64,
     pub compute_ns: u64,
+    /// Working set and memory probe (trace format version 3; `null` before).
+    pub memory: Option<Memory>,
     pub ops: Vec<OpRow>,
     /// This rank's call sites (`n_ranks` is 1), most time first.
     pub sites: Vec<SiteRow>,
@@ -204,6 +208,7 @@ impl StatsBuilder {
             }
         }
         st.complete = matches!(reader.completion(), Some(Completion::Complete { .. }));
+        st.memory = reader.memory();
         let start = app_start.unwrap_or(0);
         st.app_ns = app_end.unwrap_or(last_end).saturating_sub(start);
         st.compute_ns = st.app_ns.saturating_sub(st.mpi_ns);
@@ -280,6 +285,7 @@ impl StatsBuilder {
                     app_ns: r.app_ns,
                     mpi_ns: r.mpi_ns,
                     compute_ns: r.compute_ns,
+                    memory: r.memory,
                     ops: op_rows(&r.ops),
                     sites: site_rows(
                         r.sites.iter().map(|(k, t)| (k.clone(), (*t, 1))).collect(),
