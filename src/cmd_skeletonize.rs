@@ -238,6 +238,9 @@ impl RankEvents for Reported<'_> {
     fn completion(&self) -> Completion {
         RankEvents::completion(&self.reader)
     }
+    fn memory(&self) -> Option<perfskel_compiler::trace::Memory> {
+        RankEvents::memory(&self.reader)
+    }
 }
 
 /// The traced executable's file name (the object of the first call site of the first
@@ -267,6 +270,10 @@ fn skeleton_name(dir: &Path, n_ranks: u32) -> String {
     if !name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') {
         name.insert(0, '_');
     }
+    // An application called `loop` or `memory` still gets a name the DSL accepts.
+    if perfskel_grammar::KEYWORDS.contains(&name.as_str()) {
+        name.push_str("_app");
+    }
     name
 }
 
@@ -282,4 +289,23 @@ fn origin(dir: &Path, n: u32) -> String {
         .map(|m| format!(", {}", m.mpi))
         .unwrap_or_default();
     format!("trace `{name}` ({n} ranks{mpi})")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn skeleton_names_are_words_and_not_keywords() {
+        let base = tempfile::tempdir().expect("temp dir");
+        for (dir, expected) in [
+            ("memory", "memory_app"),
+            ("t-stencil", "t_stencil"),
+            ("2d", "_2d"),
+        ] {
+            let path = base.path().join(dir);
+            std::fs::create_dir_all(&path).expect("trace dir");
+            assert_eq!(skeleton_name(&path, 0), expected);
+        }
+    }
 }

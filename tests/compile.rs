@@ -35,10 +35,15 @@ fn stem(path: &Path) -> String {
 
 /// Runs the perfskel binary with a private cache.
 fn perfskel(dir: &Path, args: &[&str]) -> std::process::Output {
+    perfskel_with(dir, args, &[])
+}
+
+fn perfskel_with(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
     std::process::Command::new(env!("CARGO_BIN_EXE_perfskel"))
         .args(args)
         .current_dir(dir)
         .env("PERFSKEL_CACHE_DIR", work_dir().join("cache"))
+        .envs(env.iter().copied())
         .output()
         .expect("the perfskel binary runs")
 }
@@ -177,9 +182,15 @@ fn compile_and_run(name: &str, source: &str, ratio: u64, mpi: &str, np: u64) {
     );
     let report = text(&out.stderr);
     let np_arg = np.to_string();
+    // Compute spans as written (a `memory` line would scale them by the probe here; see
+    // `the_memory_line_scales_compute_by_the_probes_rates`).
     let out = {
         let _guard = MPI_LOCK.lock().unwrap_or_else(|e| e.into_inner());
-        perfskel(&dir, &["run", "out", "-np", &np_arg, "--mpi", mpi])
+        perfskel_with(
+            &dir,
+            &["run", "out", "-np", &np_arg, "--mpi", mpi],
+            &[("PERFSKEL_MEMORY", "off")],
+        )
     };
     let stdout = text(&out.stdout);
     assert!(
@@ -411,6 +422,52 @@ fn emit_skel_prints_a_scaled_skeleton_that_checks() {
     assert!(diags.is_empty(), "{diags:?}");
     assert!(text(&out.stderr).contains("ratio reached 1:10.0"));
     assert!(!dir.join("out").exists());
+}
+
+/// 200 ms of compute, traced where a 1 MiB probe ran at 1 GB/s: any machine sweeps 1 MiB
+/// far faster, so the spans shrink by that ratio; `PERFSKEL_MEMORY=off` keeps them.
+const MEMORY: &str = "skeleton probed\nranks 2\ntopology ring\napp_time 200 ms\nmemory 1024 KiB at 1 GB/s\nloop 10 {\n    compute 20 ms\n}\n";
+
+#[test]
+fn the_memory_line_scales_compute_by_the_probes_rates() {
+    let dir = scratch("memory");
+    std::fs::write(dir.join("memory.skel"), MEMORY).expect("write");
+    let out = perfskel(
+        &dir,
+        &["compile", "memory.skel", "--ratio", "1:1", "-o", "out"],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let c = std::fs::read_to_string(dir.join("out/probed.c")).expect("generated C");
+    assert!(
+        c.contains("ps_memory(1048576, 1000000000.0); /* memory 1024 KiB at 1 GB/s */"),
+        "{c}"
+    );
+    let run = |memory: &str| {
+        let out = {
+            let _guard = MPI_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+            perfskel_with(
+                &dir,
+                &["run", "out", "-np", "2"],
+                &[("PERFSKEL_MEMORY", memory)],
+            )
+        };
+        let stdout = text(&out.stdout);
+        assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+        let result = RunResult::find_in(&stdout).expect("result line");
+        (result.skeleton_s, text(&out.stderr))
+    };
+    let (as_written, quiet) = run("off");
+    assert!(as_written >= 0.19, "{as_written} s for 200 ms of compute");
+    assert!(!quiet.contains("memory probe"), "{quiet}");
+    let (scaled, said) = run("on");
+    assert!(
+        scaled < 0.5 * as_written,
+        "{scaled} s with the memory line, {as_written} s without"
+    );
+    assert!(
+        said.contains("memory probe over 1.0 MiB") && said.contains("1.00 GB/s where traced"),
+        "{said}"
+    );
 }
 
 #[test]

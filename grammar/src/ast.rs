@@ -159,7 +159,20 @@ pub struct Program {
     pub topology: Decl<Topology>,
     /// `app_time DURATION`: the measured application time this skeleton stands for.
     pub app_time: Decl<Duration>,
+    /// `memory SIZE at SIZE/s` (optional): the application's working set and how fast
+    /// the memory probe swept that much where the trace was taken. Compute spans then
+    /// last their time × that rate / the probe's rate where the skeleton runs.
+    pub memory: Option<Decl<Memory>>,
     pub body: Block,
+}
+
+/// The header line `memory 31438 KiB at 33.1 GB/s`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Memory {
+    /// The working set the probe sweeps.
+    pub working_set: Spanned<Size>,
+    /// Bytes per second: the probe's rate over the working set where traced.
+    pub rate: Spanned<Size>,
 }
 
 /// A sequence of statements; `end_comments` are the lines after the last statement

@@ -15,8 +15,20 @@ pub fn print(program: &Program) -> String {
     p.decl(&program.ranks, |v| format!("ranks {v}"));
     p.decl(&program.topology, |v| format!("topology {}", topology(v)));
     p.decl(&program.app_time, |v| format!("app_time {}", duration(*v)));
+    if let Some(memory) = &program.memory {
+        p.decl(memory, print_memory);
+    }
     p.block_body(&program.body);
     p.out
+}
+
+/// The `memory` header line: `memory 31438 KiB at 33.142 GB/s`.
+pub fn print_memory(m: &Memory) -> String {
+    format!(
+        "memory {} at {}/s",
+        size(m.working_set.value),
+        size(m.rate.value)
+    )
 }
 
 /// The first line of a statement without its call site or comments, for messages:

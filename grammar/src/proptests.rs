@@ -333,13 +333,16 @@ fn program() -> impl Strategy<Value = Program> {
         (1u64..100_000, trivia(true)),
         (topology(), trivia(true)),
         (duration(), trivia(true)),
+        prop::option::of(((size(), size()), trivia(true))),
         block(2),
     )
-        .prop_map(|(n, r, t, a, body)| Program {
+        .prop_map(|(n, r, t, a, m, body)| Program {
             name: decl(n.0, n.1),
             ranks: decl(r.0, r.1),
             topology: decl(t.0, t.1),
             app_time: decl(a.0.value, a.1),
+            memory: m
+                .map(|((working_set, rate), trivia)| decl(Memory { working_set, rate }, trivia)),
             body,
         })
 }

@@ -97,6 +97,24 @@ fn header(program: &Program, diags: &mut Vec<Diag>) {
             ),
         );
     }
+    if let Some(memory) = &program.memory {
+        let m = memory.value;
+        if m.working_set.value.bytes() == Some(0) {
+            diags.push(
+                Diag::error(
+                    "bad-size",
+                    "the memory probe's working set must have some size",
+                )
+                .at(m.working_set.pos, "zero"),
+            );
+        }
+        if m.rate.value.bytes() == Some(0) {
+            diags.push(
+                Diag::error("bad-size", "the memory probe's rate must be positive")
+                    .at(m.rate.pos, "zero"),
+            );
+        }
+    }
     let topo = &program.topology;
     let bad = |message: String, hint: Option<String>| {
         let mut d = Diag::error("bad-topology", message)

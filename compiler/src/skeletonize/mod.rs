@@ -37,7 +37,9 @@ mod tests;
 
 use std::collections::BTreeMap;
 
-use perfskel_grammar::ast::{Block, Decl, Ident, Program, Site, Stmt, StmtKind, Trivia};
+use perfskel_grammar::ast::{
+    Block, Decl, Ident, Program, Site, Size, SizeUnit, Spanned, Stmt, StmtKind, Trivia,
+};
 
 use crate::compress::{self, Algorithm};
 use crate::logicalize;
@@ -342,12 +344,56 @@ pub fn skeletonize(
         ranks: Decl::new(u64::from(n_ranks)),
         topology: Decl::new(dirs.topology.clone()),
         app_time,
+        memory: memory_header(&survey.memory, &merged_ranks),
         body: Block {
             stmts,
             end_comments: Vec::new(),
         },
     };
     Skeleton { program, summary }
+}
+
+/// The `memory` header line: the median working set and the median probe rate over the
+/// merged ranks; none unless every one of them has a memory record with a measured rate
+/// (traces before format 3, or `PERFSKEL_TRACE_PROBE=0`).
+fn memory_header(
+    records: &BTreeMap<u32, crate::trace::Memory>,
+    ranks: &[u32],
+) -> Option<Decl<perfskel_grammar::ast::Memory>> {
+    let mut sets = Vec::new();
+    let mut rates = Vec::new();
+    for rank in ranks {
+        let m = records.get(rank).filter(|m| m.probe_rate > 0)?;
+        sets.push(m.working_set);
+        rates.push(m.probe_rate);
+    }
+    let median = |mut v: Vec<u64>| -> Option<f64> {
+        v.sort_unstable();
+        let n = v.len();
+        match n {
+            0 => None,
+            _ if n % 2 == 1 => Some(v[n / 2] as f64),
+            _ => Some((v[n / 2 - 1] as f64 + v[n / 2] as f64) / 2.0),
+        }
+    };
+    // Whole KiB (at least one), and GB/s to the MB/s: sizes are whole numbers of bytes.
+    let kib = (median(sets)? / 1024.0).round().max(1.0);
+    let gb_per_s = (median(rates)? / 1e6).round().max(1.0) / 1e3;
+    let mut decl = Decl::new(perfskel_grammar::ast::Memory {
+        working_set: Spanned::derived(Size {
+            value: kib,
+            unit: SizeUnit::KiB,
+        }),
+        rate: Spanned::derived(Size {
+            value: gb_per_s,
+            unit: SizeUnit::GB,
+        }),
+    });
+    decl.trivia.trailing = Some(
+        "# measured: working set of the ranks' data, and the memory probe's rate over it where traced"
+            .into(),
+    );
+    Some(decl)
 }
 
 /// Tokens and the loop nest of one rank, reading it twice: the tokens go into the

@@ -8,7 +8,7 @@ use std::io::Read;
 
 use crate::trace::collect;
 use crate::trace::stats::SiteKey;
-use crate::trace::{Completion, Event, RankReader, RankTrace, TraceError};
+use crate::trace::{Completion, Event, Memory, RankReader, RankTrace, TraceError};
 
 /// Gives one rank's events at a time. The pass reads every rank three times, each time
 /// from the start: a survey, then the two halves of the compression (loop discovery,
@@ -38,6 +38,10 @@ pub trait RankEvents {
     fn comms(&self) -> BTreeMap<u64, Vec<i64>>;
     /// How the rank ended (once [`RankEvents::next_event`] gave `Ok(false)`).
     fn completion(&self) -> Completion;
+    /// The rank's memory record (format 3), once the end is reached.
+    fn memory(&self) -> Option<Memory> {
+        None
+    }
 }
 
 impl<R: Read> RankEvents for RankReader<R> {
@@ -52,6 +56,9 @@ impl<R: Read> RankEvents for RankReader<R> {
     }
     fn completion(&self) -> Completion {
         collect::completion(self)
+    }
+    fn memory(&self) -> Option<Memory> {
+        RankReader::memory(self)
     }
 }
 
@@ -105,6 +112,9 @@ impl RankEvents for Replay<'_> {
     }
     fn completion(&self) -> Completion {
         self.trace.completion
+    }
+    fn memory(&self) -> Option<Memory> {
+        self.trace.memory
     }
 }
 

@@ -39,6 +39,8 @@ pub(super) struct Survey {
     pub events_per_rank: BTreeMap<u32, u64>,
     /// Each readable rank's call sites, by rank-local id.
     pub sites: BTreeMap<u32, BTreeMap<u64, SiteKey>>,
+    /// The memory record of each rank that has one (trace format 3).
+    pub memory: BTreeMap<u32, crate::trace::Memory>,
 }
 
 /// Reads every rank once; fills the summary's raw event count and its missing,
@@ -59,6 +61,7 @@ pub(super) fn survey(
         readable: Vec::new(),
         events_per_rank: BTreeMap::new(),
         sites: BTreeMap::new(),
+        memory: BTreeMap::new(),
     };
     let peer_limit = (PEER_SAMPLE / n_ranks.max(1) as usize).max(64);
     for rank in 0..n_ranks {
@@ -93,6 +96,9 @@ pub(super) fn survey(
             survey.complete.push(rank);
         } else {
             summary.incomplete_ranks.push(rank);
+        }
+        if let Some(memory) = stream.memory() {
+            survey.memory.insert(rank, memory);
         }
         let sites = stream.sites();
         part.add_to(&mut survey, &sites, &stream.comms(), site_name);

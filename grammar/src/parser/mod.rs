@@ -198,6 +198,7 @@ struct Header {
     ranks: Option<Decl<u64>>,
     topology: Option<Decl<Topology>>,
     app_time: Option<Decl<Duration>>,
+    memory: Option<Decl<Memory>>,
 }
 
 struct Parser<'a> {
@@ -487,6 +488,7 @@ impl<'a> Parser<'a> {
             ranks,
             topology,
             app_time,
+            memory: header.memory,
             body,
         }
     }
@@ -501,6 +503,7 @@ impl<'a> Parser<'a> {
             && self.header.ranks.is_none()
             && self.header.topology.is_none()
             && self.header.app_time.is_none()
+            && self.header.memory.is_none()
             && leading.first().is_some_and(String::is_empty)
         {
             leading.remove(0);
@@ -522,6 +525,7 @@ impl<'a> Parser<'a> {
                     stmt::topology(r).map(|(r, t)| (r, HeaderValue::Topology(t)))
                 })
             }),
+            "memory" => self.run(|i| header_value(i, memory_value)),
             _ => self.run(|i| {
                 header_value(i, |r| {
                     tokens::duration(r).map(|(r, d)| (r, HeaderValue::AppTime(d.value)))
@@ -578,6 +582,16 @@ impl<'a> Parser<'a> {
                 Some(prev) => self.diags.push(duplicate(prev.pos)),
                 None => {
                     self.header.app_time = Some(Decl {
+                        value: v,
+                        pos,
+                        trivia,
+                    })
+                }
+            },
+            HeaderValue::Memory(v) => match &self.header.memory {
+                Some(prev) => self.diags.push(duplicate(prev.pos)),
+                None => {
+                    self.header.memory = Some(Decl {
                         value: v,
                         pos,
                         trivia,
@@ -797,6 +811,26 @@ enum HeaderValue {
     Ranks(u64),
     Topology(Topology),
     AppTime(Duration),
+    Memory(Memory),
+}
+
+/// `SIZE at SIZE / s`, the value of the `memory` header line.
+fn memory_value(input: Tokens) -> PResult<HeaderValue> {
+    const HINT: &str = "the line reads `memory 31364 KiB at 26.7 GB/s`: the working set, then the probe's rate in bytes per second";
+    let hint = |e: Err<PErr>| e.map(|e| e.with_hint(HINT));
+    let (rest, working_set) = tokens::size(input)?;
+    let (rest, _) = kw("at")(rest).map_err(hint)?;
+    let (rest, rate) = tokens::size(rest).map_err(hint)?;
+    let (rest, _) = punct(TokKind::Slash)(rest).map_err(hint)?;
+    let (rest, end) = kw("s")(rest).map_err(hint)?;
+    let rate = Spanned {
+        value: rate.value,
+        pos: match rate.pos {
+            Pos::Source(span) => Pos::Source(span.to(end)),
+            derived => derived,
+        },
+    };
+    Ok((rest, HeaderValue::Memory(Memory { working_set, rate })))
 }
 
 /// Skips the header keyword, then parses its value.

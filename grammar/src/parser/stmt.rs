@@ -771,7 +771,7 @@ pub const STATEMENT_WORDS: &[&str] = &[
     "test", "comm", "loop", "if",
 ];
 
-pub const HEADER_WORDS: &[&str] = &["skeleton", "ranks", "topology", "app_time"];
+pub const HEADER_WORDS: &[&str] = &["skeleton", "ranks", "topology", "app_time", "memory"];
 
 /// Whether `word` can start a statement or header line.
 pub fn starts_statement(word: &str) -> bool {

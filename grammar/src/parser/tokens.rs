@@ -184,6 +184,7 @@ pub const KEYWORDS: &[&str] = &[
     "ranks",
     "topology",
     "app_time",
+    "memory",
     "compute",
     "working_set",
     "per_rank",

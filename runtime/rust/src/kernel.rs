@@ -80,6 +80,43 @@ pub struct Kernel {
     /// (working-set bytes, seconds per element), sorted by size.
     rates: Vec<(u64, f64)>,
     mode: ComputeMode,
+    /// Spans last their time × this: the memory probe's rate where the trace was taken
+    /// over its rate here (1 without a `memory` header line).
+    time_factor: f64,
+}
+
+/// The memory probe, as the tracer runs it (`runtime/tracer/core.h`, `FORMAT.md`): the
+/// rate, in bytes of working set per second, at which `b[i] += 1.0001 * a[i]` sweeps two
+/// arrays of `bytes / 2` each; the best sweep within 40 ms (at least three), so a
+/// preempted sweep does not lower it.
+pub fn memory_probe(bytes: u64) -> f64 {
+    let n = usize::try_from(bytes / 2 / 8).unwrap_or(0);
+    if n == 0 {
+        return 0.0;
+    }
+    let a: Vec<f64> = (0..n).map(|i| (i & 1023) as f64).collect();
+    let mut b = vec![0.0f64; n];
+    let start = Instant::now();
+    let mut best = 0.0f64;
+    let mut sweep = 0;
+    while sweep < 1000 && (sweep < 3 || start.elapsed() < Duration::from_millis(40)) {
+        let t0 = Instant::now();
+        for (bi, ai) in b.iter_mut().zip(&a) {
+            *bi += 1.0001 * ai;
+        }
+        let took = t0.elapsed().as_secs_f64();
+        std::hint::black_box(&b);
+        if took > 0.0 {
+            best = best.max(2.0 * (n * 8) as f64 / took);
+        }
+        sweep += 1;
+    }
+    best
+}
+
+/// The probe's size for a working set: within 64 KiB … 256 MiB, as in the tracer.
+pub fn probe_bytes(working_set: u64) -> u64 {
+    working_set.clamp(64 << 10, 256 << 20)
 }
 
 impl Kernel {
@@ -98,12 +135,20 @@ impl Kernel {
             data: vec![1.0; elements(largest)],
             rates: Vec::new(),
             mode,
+            time_factor: 1.0,
         };
         for size in sizes {
             let rate = kernel.measure(size);
             kernel.rates.push((size, rate));
         }
         kernel
+    }
+
+    /// Makes every span last its time × `factor` (see [`memory_probe`]).
+    pub fn set_time_factor(&mut self, factor: f64) {
+        if factor.is_finite() && factor > 0.0 {
+            self.time_factor = factor;
+        }
     }
 
     /// Seconds per element for a working set of `bytes`.
@@ -119,6 +164,7 @@ impl Kernel {
     /// Runs a compute span of `time` over `working_set` bytes (the default block when
     /// `None`).
     pub fn run(&mut self, time: Duration, working_set: Option<u64>) {
+        let time = time.mul_f64(self.time_factor);
         let size = working_set.unwrap_or(DEFAULT_WORKING_SET).max(8);
         let n = elements(size).min(self.data.len());
         let per_element = self.seconds_per_element(size);
@@ -292,6 +338,23 @@ mod tests {
         let start = Instant::now();
         kernel.run(Duration::from_millis(5), None);
         assert!(start.elapsed() >= Duration::from_millis(5));
+    }
+
+    #[test]
+    fn the_time_factor_stretches_spans_and_the_probe_measures() {
+        // A factor of 2 (memory twice as slow as where traced): a 5 ms span lasts at
+        // least 10 ms. Factors that are not positive and finite are ignored.
+        let mut kernel = Kernel::calibrate(&[], ComputeMode::Clock);
+        kernel.set_time_factor(f64::NAN);
+        kernel.set_time_factor(2.0);
+        let start = Instant::now();
+        kernel.run(Duration::from_millis(5), None);
+        assert!(start.elapsed() >= Duration::from_millis(10));
+        assert_eq!(probe_bytes(1), 64 << 10);
+        assert_eq!(probe_bytes(1 << 40), 256 << 20);
+        assert_eq!(probe_bytes(3 << 20), 3 << 20);
+        assert!(memory_probe(1 << 20) > 1e8);
+        assert_eq!(memory_probe(8), 0.0);
     }
 
     #[test]

@@ -83,6 +83,7 @@ pub struct Builder {
     ratio: u64,
     app_time: Duration,
     working_sets: Vec<u64>,
+    memory: Option<(u64, f64)>,
     buffer_bytes: u64,
     backend: String,
 }
@@ -109,6 +110,16 @@ impl Builder {
     /// Working-set sizes that compute spans use, calibrated before the clock starts.
     pub fn working_sets(mut self, sizes: &[u64]) -> Builder {
         self.working_sets.extend_from_slice(sizes);
+        self
+    }
+
+    /// The `memory` header line: the application's working set in bytes and the memory
+    /// probe's rate over it where the trace was taken, in bytes per second. At start-up
+    /// every rank runs the same probe, and compute spans last their time × that rate /
+    /// the ranks' mean rate here, so they follow the memory's speed as the application
+    /// does (`PERFSKEL_MEMORY=off` keeps them as written).
+    pub fn memory(mut self, working_set: u64, traced_rate: f64) -> Builder {
+        self.memory = Some((working_set, traced_rate));
         self
     }
 
@@ -173,7 +184,34 @@ impl Builder {
         // Every rank calibrates at once, so the kernel sees the same sharing of cores
         // as the run will.
         world.barrier();
-        let kernel = Kernel::calibrate(&self.working_sets, mode);
+        let mut kernel = Kernel::calibrate(&self.working_sets, mode);
+        let memory_on = match std::env::var("PERFSKEL_MEMORY").as_deref() {
+            Ok("off") => false,
+            Ok("on") | Ok("") | Err(_) => true,
+            Ok(other) => fatal(&format!(
+                "PERFSKEL_MEMORY is `{other}`; it must be `on` or `off`"
+            )),
+        };
+        if let Some((working_set, traced_rate)) = self.memory.filter(|_| memory_on) {
+            let bytes = crate::kernel::probe_bytes(working_set);
+            world.barrier();
+            let here = crate::kernel::memory_probe(bytes);
+            let mut sum = 0.0f64;
+            world.all_reduce_into(&here, &mut sum, mpi::collective::SystemOperation::sum());
+            let mean = sum / n_ranks as f64;
+            if mean > 0.0 && traced_rate > 0.0 {
+                kernel.set_time_factor(traced_rate / mean);
+                if rank == 0 {
+                    eprintln!(
+                        "perfskel skeleton: memory probe over {:.1} MiB: {:.2} GB/s here, {:.2} GB/s where traced: compute x {:.3}",
+                        bytes as f64 / f64::from(1u32 << 20),
+                        mean / 1e9,
+                        traced_rate / 1e9,
+                        traced_rate / mean
+                    );
+                }
+            }
+        }
         let buffers = Buffers::new(self.buffer_bytes);
         let mut skeleton = Skeleton {
             requests: Requests::default(),
@@ -235,6 +273,7 @@ impl Skeleton {
             ratio: 1,
             app_time: Duration::ZERO,
             working_sets: Vec::new(),
+            memory: None,
             buffer_bytes: 0,
             backend: "rust".into(),
         }

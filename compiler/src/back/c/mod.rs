@@ -443,6 +443,15 @@ impl<'a> Writer<'a> {
             ));
             self.line(&format!("ps_calibrate(working_sets, {});", sets.len()));
         }
+        if let Some(memory) = &p.memory {
+            let m = memory.value;
+            let ws = m.working_set.value.bytes().unwrap_or(0);
+            let rate = m.rate.value.bytes().unwrap_or(0);
+            self.line(&format!(
+                "ps_memory({ws}, {rate}.0); /* {} */",
+                perfskel_grammar::printer::print_memory(&m)
+            ));
+        }
         self.line("");
         self.line("double start = ps_begin();");
         self.out.push_str(&body);

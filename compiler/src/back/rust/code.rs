@@ -126,6 +126,16 @@ impl Gen {
         if !ws.is_empty() {
             let _ = write!(builder, "\n        .working_sets(&[{}])", ws.join(", "));
         }
+        if let Some(memory) = &program.memory {
+            let m = memory.value;
+            let _ = write!(
+                builder,
+                "\n        // {}\n        .memory({}, {}.0)",
+                perfskel_grammar::printer::print_memory(&m),
+                bytes_literal(m.working_set.value.bytes().unwrap_or(0)),
+                m.rate.value.bytes().unwrap_or(0)
+            );
+        }
         if buffer_bytes > 0 {
             let _ = write!(
                 builder,
