@@ -182,8 +182,8 @@ fn compile_and_run(name: &str, source: &str, ratio: u64, mpi: &str, np: u64) {
     );
     let report = text(&out.stderr);
     let np_arg = np.to_string();
-    // Compute spans as written (a `memory` line would scale them by the probe here; see
-    // `the_memory_line_scales_compute_by_the_probes_rates`).
+    // Compute spans as written (the default; `PERFSKEL_MEMORY=on` would scale them by a
+    // `memory` line's probe: see `the_memory_line_scales_compute_by_the_probes_rates`).
     let out = {
         let _guard = MPI_LOCK.lock().unwrap_or_else(|e| e.into_inner());
         perfskel_with(
@@ -425,7 +425,8 @@ fn emit_skel_prints_a_scaled_skeleton_that_checks() {
 }
 
 /// 200 ms of compute, traced where a 1 MiB probe ran at 1 GB/s: any machine sweeps 1 MiB
-/// far faster, so the spans shrink by that ratio; `PERFSKEL_MEMORY=off` keeps them.
+/// far faster, so with `PERFSKEL_MEMORY=on` the spans shrink by that ratio; by default
+/// and with `off` they run as written.
 const MEMORY: &str = "skeleton probed\nranks 2\ntopology ring\napp_time 200 ms\nmemory 1024 KiB at 1 GB/s\nloop 10 {\n    compute 20 ms\n}\n";
 
 #[test]
@@ -456,6 +457,10 @@ fn the_memory_line_scales_compute_by_the_probes_rates() {
         let result = RunResult::find_in(&stdout).expect("result line");
         (result.skeleton_s, text(&out.stderr))
     };
+    // Off by default.
+    let (as_written, quiet) = run("");
+    assert!(as_written >= 0.19, "{as_written} s for 200 ms of compute");
+    assert!(!quiet.contains("memory probe"), "{quiet}");
     let (as_written, quiet) = run("off");
     assert!(as_written >= 0.19, "{as_written} s for 200 ms of compute");
     assert!(!quiet.contains("memory probe"), "{quiet}");

@@ -654,58 +654,74 @@ static uint64_t peak_rss(void) {
 /* How long the probe sweeps, at most (after its buffer is first touched). */
 #define PROBE_NS 40000000ull
 
-/* The memory probe: the rate, in bytes of working set per second, at which
- * `b[i] += 1.0001 * a[i]` sweeps two arrays of `bytes / 2` each; the best of the sweeps
- * made within PROBE_NS (at least three), so preemption does not lower it. 0 when the
- * buffer cannot be allocated. The skeleton runtimes run the same probe where the
- * skeleton runs; the ratio of the two rates is how much faster memory of this size is
- * there. */
+/* Thread CPU time, ns: a probe preempted by another process is not slowed by it. */
+static uint64_t cpu_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* The memory probe: the rate, in bytes of working set per second of CPU time, at which
+ * memcpy copies one half of `bytes` onto the other, repeated to at least 4 MiB per
+ * measurement; the median of the measurements made within PROBE_NS (at least five).
+ * memcpy is the C library's, the same code in the tracer and in every skeleton on a
+ * machine, so the rate depends on the memory and caches only. 0 when the buffer cannot
+ * be allocated. The skeleton runtimes run the same probe where the skeleton runs; the
+ * ratio of the two rates is how much faster memory of this size is there. */
 static double memory_probe(size_t bytes) {
-    size_t n = bytes / 2 / sizeof(double);
-    if (n == 0) return 0.0;
-    double *a = malloc(n * sizeof(double)), *b = malloc(n * sizeof(double));
+    size_t half = bytes / 2;
+    if (half == 0) return 0.0;
+    char *a = malloc(half), *b = malloc(half);
     if (!a || !b) {
         free(a);
         free(b);
         return 0.0;
     }
-    for (size_t i = 0; i < n; i++) {
-        a[i] = (double)(i & 1023);
-        b[i] = 0.0;
-    }
-    double best = 0.0;
+    memset(a, 1, half);
+    memset(b, 0, half);
+    size_t reps = ((size_t)4 << 20) / bytes + 1;
+    enum { MAX = 64 };
+    double rates[MAX];
+    int n = 0;
     uint64_t start = mono_ns();
-    for (int sweep = 0; sweep < 3 || mono_ns() - start < PROBE_NS; sweep++) {
-        uint64_t t0 = mono_ns();
-        for (size_t i = 0; i < n; i++) b[i] += 1.0001 * a[i];
-        uint64_t t1 = mono_ns();
-        /* Keep the sweep: its result is read below. */
-        __asm__ volatile("" : : "r"(b) : "memory");
-        if (t1 > t0) {
-            double rate = 2.0 * (double)(n * sizeof(double)) * 1e9 / (double)(t1 - t0);
-            if (rate > best) best = rate;
+    while (n < MAX && (n < 5 || mono_ns() - start < PROBE_NS)) {
+        uint64_t t0 = cpu_ns();
+        for (size_t r = 0; r < reps; r++) {
+            memcpy(b, a, half);
+            __asm__ volatile("" : : "r"(b) : "memory");
         }
-        if (sweep >= 1000) break;
+        uint64_t t1 = cpu_ns();
+        if (t1 > t0) rates[n++] = (double)bytes * (double)reps * 1e9 / (double)(t1 - t0);
+        else if (mono_ns() - start > 10 * PROBE_NS) break;
     }
     free(a);
     free(b);
-    return best;
+    /* Median (insertion sort: at most 64 values). */
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && rates[j - 1] > rates[j]; j--) {
+            double t = rates[j];
+            rates[j] = rates[j - 1];
+            rates[j - 1] = t;
+        }
+    return n > 0 ? rates[n / 2] : 0.0;
 }
 
 static uint64_t g_rss_at_init;
 
 /* Writes the memory record: the working set (peak resident memory now less at the end of
  * MPI_Init: the application's data, not MPI's start-up) and the probe's rate over it.
- * Called after PMPI_Finalize, which synchronizes the ranks (no MPI call is allowed
- * here), so all ranks probe at about the same time, as they ran together.
- * PERFSKEL_TRACE_PROBE=0 skips the probe (rate 0). */
+ * Called after PMPI_Finalize. Only world rank 0 probes (the others record rate 0): the
+ * ranks leave PMPI_Finalize at different times and no MPI call may synchronize them
+ * here, and probes that overlap by chance would share the memory's bandwidth by chance.
+ * The skeleton runtimes probe on rank 0 alone too. PERFSKEL_TRACE_PROBE=0 skips the
+ * probe everywhere. */
 static void write_memory_record(void) {
     uint64_t peak = peak_rss();
     uint64_t ws = peak > g_rss_at_init ? peak - g_rss_at_init : 0;
     size_t probe = ws < PROBE_MIN ? PROBE_MIN : ws > PROBE_MAX ? PROBE_MAX : (size_t)ws;
     const char *env = getenv("PERFSKEL_TRACE_PROBE");
     double rate = 0.0;
-    if (!(env && strcmp(env, "0") == 0)) rate = memory_probe(probe);
+    if (g_rank == 0 && !(env && strcmp(env, "0") == 0)) rate = memory_probe(probe);
     unsigned char *p = reserve(40), *start = p;
     *p++ = R_MEMORY;
     p = put_varint(p, ws);

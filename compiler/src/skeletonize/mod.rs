@@ -353,9 +353,10 @@ pub fn skeletonize(
     Skeleton { program, summary }
 }
 
-/// The `memory` header line: the median working set and the median probe rate over the
-/// merged ranks; none unless every one of them has a memory record with a measured rate
-/// (traces before format 3, or `PERFSKEL_TRACE_PROBE=0`).
+/// The `memory` header line: the median working set over the merged ranks and the
+/// median probe rate over those that probed (the tracer probes on rank 0); none unless
+/// every merged rank has a memory record and one has a rate (traces before format 3,
+/// or `PERFSKEL_TRACE_PROBE=0`).
 fn memory_header(
     records: &BTreeMap<u32, crate::trace::Memory>,
     ranks: &[u32],
@@ -363,9 +364,11 @@ fn memory_header(
     let mut sets = Vec::new();
     let mut rates = Vec::new();
     for rank in ranks {
-        let m = records.get(rank).filter(|m| m.probe_rate > 0)?;
+        let m = records.get(rank)?;
         sets.push(m.working_set);
-        rates.push(m.probe_rate);
+        if m.probe_rate > 0 {
+            rates.push(m.probe_rate);
+        }
     }
     let median = |mut v: Vec<u64>| -> Option<f64> {
         v.sort_unstable();
@@ -376,17 +379,18 @@ fn memory_header(
             _ => Some((v[n / 2 - 1] as f64 + v[n / 2] as f64) / 2.0),
         }
     };
-    // Whole KiB (at least one), and GB/s to the MB/s: sizes are whole numbers of bytes.
+    // Whole KiB (at least one) and whole MB/s: sizes must be whole numbers of bytes, and
+    // a fraction of GB (33.574 GB) is not always one in floating point.
     let kib = (median(sets)? / 1024.0).round().max(1.0);
-    let gb_per_s = (median(rates)? / 1e6).round().max(1.0) / 1e3;
+    let mb_per_s = (median(rates)? / 1e6).round().max(1.0);
     let mut decl = Decl::new(perfskel_grammar::ast::Memory {
         working_set: Spanned::derived(Size {
             value: kib,
             unit: SizeUnit::KiB,
         }),
         rate: Spanned::derived(Size {
-            value: gb_per_s,
-            unit: SizeUnit::GB,
+            value: mb_per_s,
+            unit: SizeUnit::MB,
         }),
     });
     decl.trivia.trailing = Some(

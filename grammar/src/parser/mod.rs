@@ -816,7 +816,7 @@ enum HeaderValue {
 
 /// `SIZE at SIZE / s`, the value of the `memory` header line.
 fn memory_value(input: Tokens) -> PResult<HeaderValue> {
-    const HINT: &str = "the line reads `memory 31364 KiB at 26.7 GB/s`: the working set, then the probe's rate in bytes per second";
+    const HINT: &str = "the line reads `memory 31364 KiB at 26727 MB/s`: the working set, then the probe's rate in bytes per second";
     let hint = |e: Err<PErr>| e.map(|e| e.with_hint(HINT));
     let (rest, working_set) = tokens::size(input)?;
     let (rest, _) = kw("at")(rest).map_err(hint)?;

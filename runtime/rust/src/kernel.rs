@@ -86,32 +86,38 @@ pub struct Kernel {
 }
 
 /// The memory probe, as the tracer runs it (`runtime/tracer/core.h`, `FORMAT.md`): the
-/// rate, in bytes of working set per second, at which `b[i] += 1.0001 * a[i]` sweeps two
-/// arrays of `bytes / 2` each; the best sweep within 40 ms (at least three), so a
-/// preempted sweep does not lower it.
+/// rate, in bytes of working set per second of the thread's CPU time, at which `memcpy`
+/// (the C library's, as in the tracer) copies one half of `bytes` onto the other,
+/// repeated to at least 4 MiB per measurement; the median of the measurements within
+/// 40 ms (at least five).
 pub fn memory_probe(bytes: u64) -> f64 {
-    let n = usize::try_from(bytes / 2 / 8).unwrap_or(0);
-    if n == 0 {
+    let Ok(half) = usize::try_from(bytes / 2) else {
+        return 0.0;
+    };
+    if half == 0 {
         return 0.0;
     }
-    let a: Vec<f64> = (0..n).map(|i| (i & 1023) as f64).collect();
-    let mut b = vec![0.0f64; n];
+    let a = vec![1u8; half];
+    let mut b = vec![0u8; half];
+    let reps = (4u64 << 20) / bytes + 1;
     let start = Instant::now();
-    let mut best = 0.0f64;
-    let mut sweep = 0;
-    while sweep < 1000 && (sweep < 3 || start.elapsed() < Duration::from_millis(40)) {
-        let t0 = Instant::now();
-        for (bi, ai) in b.iter_mut().zip(&a) {
-            *bi += 1.0001 * ai;
+    let mut rates = Vec::new();
+    while rates.len() < 64 && (rates.len() < 5 || start.elapsed() < Duration::from_millis(40)) {
+        let t0 = thread_cpu_time();
+        for _ in 0..reps {
+            // SAFETY: `a` and `b` are distinct allocations of `half` bytes each.
+            unsafe { libc::memcpy(b.as_mut_ptr().cast(), a.as_ptr().cast(), half) };
+            black_box(&mut b);
         }
-        let took = t0.elapsed().as_secs_f64();
-        std::hint::black_box(&b);
+        let took = thread_cpu_time().saturating_sub(t0).as_secs_f64();
         if took > 0.0 {
-            best = best.max(2.0 * (n * 8) as f64 / took);
+            rates.push(bytes as f64 * reps as f64 / took);
+        } else if start.elapsed() > Duration::from_millis(400) {
+            break;
         }
-        sweep += 1;
     }
-    best
+    rates.sort_by(f64::total_cmp);
+    rates.get(rates.len() / 2).copied().unwrap_or(0.0)
 }
 
 /// The probe's size for a working set: within 64 KiB … 256 MiB, as in the tracer.

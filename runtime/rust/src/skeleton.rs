@@ -115,9 +115,10 @@ impl Builder {
 
     /// The `memory` header line: the application's working set in bytes and the memory
     /// probe's rate over it where the trace was taken, in bytes per second. At start-up
-    /// every rank runs the same probe, and compute spans last their time × that rate /
-    /// the ranks' mean rate here, so they follow the memory's speed as the application
-    /// does (`PERFSKEL_MEMORY=off` keeps them as written).
+    /// rank 0 runs the same probe (as in the tracer), and compute spans on every rank last
+    /// their time × that rate / the rate here, so they follow the memory's speed as the
+    /// application does. Only with `PERFSKEL_MEMORY=on`: by default spans run as
+    /// written, because the probe's own noise was as large as what it corrects.
     pub fn memory(mut self, working_set: u64, traced_rate: f64) -> Builder {
         self.memory = Some((working_set, traced_rate));
         self
@@ -185,29 +186,33 @@ impl Builder {
         // as the run will.
         world.barrier();
         let mut kernel = Kernel::calibrate(&self.working_sets, mode);
+        // Off unless PERFSKEL_MEMORY=on (see `Builder::memory`).
         let memory_on = match std::env::var("PERFSKEL_MEMORY").as_deref() {
-            Ok("off") => false,
-            Ok("on") | Ok("") | Err(_) => true,
+            Ok("on") => true,
+            Ok("off") | Ok("") | Err(_) => false,
             Ok(other) => fatal(&format!(
                 "PERFSKEL_MEMORY is `{other}`; it must be `on` or `off`"
             )),
         };
         if let Some((working_set, traced_rate)) = self.memory.filter(|_| memory_on) {
             let bytes = crate::kernel::probe_bytes(working_set);
+            // Rank 0 probes while the others wait, as in the tracer.
             world.barrier();
-            let here = crate::kernel::memory_probe(bytes);
-            let mut sum = 0.0f64;
-            world.all_reduce_into(&here, &mut sum, mpi::collective::SystemOperation::sum());
-            let mean = sum / n_ranks as f64;
-            if mean > 0.0 && traced_rate > 0.0 {
-                kernel.set_time_factor(traced_rate / mean);
+            let mut here = if rank == 0 {
+                crate::kernel::memory_probe(bytes)
+            } else {
+                0.0
+            };
+            world.process_at_rank(0).broadcast_into(&mut here);
+            if here > 0.0 && traced_rate > 0.0 {
+                kernel.set_time_factor(traced_rate / here);
                 if rank == 0 {
                     eprintln!(
                         "perfskel skeleton: memory probe over {:.1} MiB: {:.2} GB/s here, {:.2} GB/s where traced: compute x {:.3}",
                         bytes as f64 / f64::from(1u32 << 20),
-                        mean / 1e9,
+                        here / 1e9,
                         traced_rate / 1e9,
-                        traced_rate / mean
+                        traced_rate / here
                     );
                 }
             }
