@@ -360,7 +360,7 @@ mod tests {
         assert_eq!(probe_bytes(1 << 40), 256 << 20);
         assert_eq!(probe_bytes(3 << 20), 3 << 20);
         assert!(memory_probe(1 << 20) > 1e8);
-        assert_eq!(memory_probe(8), 0.0);
+        assert_eq!(memory_probe(1), 0.0);
     }
 
     #[test]
