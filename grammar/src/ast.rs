@@ -166,7 +166,7 @@ pub struct Program {
     pub body: Block,
 }
 
-/// The header line `memory 31438 KiB at 33.1 GB/s`.
+/// The header line `memory 31364 KiB at 26727 MB/s`.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Memory {
     /// The working set the probe sweeps.

@@ -22,7 +22,7 @@ pub fn print(program: &Program) -> String {
     p.out
 }
 
-/// The `memory` header line: `memory 31438 KiB at 33.142 GB/s`.
+/// The `memory` header line: `memory 31364 KiB at 26727 MB/s`.
 pub fn print_memory(m: &Memory) -> String {
     format!(
         "memory {} at {}/s",

@@ -18,12 +18,12 @@
  *     (CLOCK_THREAD_CPUTIME_ID; each reading enters the kernel, which then enforces
  *     its time slice more finely than it does for the application), `clock` on wall
  *     time (does not stretch when the core is shared), `work` runs the calibrated work.
- *   - ps_memory(working_set, traced_rate): the `memory` header line. A memory probe
- *     (memcpy over the application's working set, timed on the thread's CPU time) runs
- *     on every rank at start-up, and compute
- *     spans last their time x (the probe's rate where the trace was taken / its rate
- *     here), so they follow the memory's speed as the application does. Only with
- *     PERFSKEL_MEMORY=on: by default spans run as written;
+ *   - ps_memory(working_set, traced_rate): the `memory` header line. With
+ *     PERFSKEL_MEMORY=on, rank 0 runs a memory probe (memcpy over the application's
+ *     working set, timed on the thread's CPU time) at start-up, and compute spans on
+ *     every rank last their time x (the probe's rate where the trace was taken / its
+ *     rate here), so they follow the memory's speed as the application does; by
+ *     default spans run as written;
  *   - topology helpers for trees, stars, hypercubes, graphs and grid offsets (grid
  *     axes use MPI_Cart_shift directly in the generated code);
  *   - request helpers (waitall/waitany over named request variables);
@@ -214,7 +214,8 @@ static inline void ps_calibrate(const size_t *working_sets, int n) {
 /* ---- memory speed (the `memory` header line) ---------------------------------------- */
 
 /* Compute spans last their time x this factor: the memory probe's rate where the trace
- * was taken over its rate here (1 without a `memory` line or PERFSKEL_MEMORY=on). */
+ * was taken over its rate here (1 without a `memory` line, or without
+ * PERFSKEL_MEMORY=on). */
 static double ps_time_factor = 1.0;
 
 /* The memory probe, as the tracer runs it (runtime/tracer/core.h, FORMAT.md): the

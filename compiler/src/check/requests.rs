@@ -391,8 +391,7 @@ fn same_kind(a: Option<State>, b: Option<State>) -> bool {
 /// Whether `block` posts or completes a request, directly or in a nested block.
 fn touches_requests(block: &Block) -> bool {
     block.stmts.iter().any(|stmt| match &stmt.kind {
-        StmtKind::P2p(p) => p.request.is_some(),
-        StmtKind::Collective(c) => c.request.is_some(),
+        StmtKind::P2p(_) | StmtKind::Collective(_) => stmt.kind.request().is_some(),
         StmtKind::Wait(_) => true,
         StmtKind::Loop(l) => touches_requests(&l.body),
         StmtKind::If(i) => if_touches_requests(i),

@@ -361,28 +361,20 @@ fn memory_header(
     records: &BTreeMap<u32, crate::trace::Memory>,
     ranks: &[u32],
 ) -> Option<Decl<perfskel_grammar::ast::Memory>> {
+    use crate::validate::evaluate::median;
     let mut sets = Vec::new();
     let mut rates = Vec::new();
     for rank in ranks {
         let m = records.get(rank)?;
-        sets.push(m.working_set);
+        sets.push(m.working_set as f64);
         if m.probe_rate > 0 {
-            rates.push(m.probe_rate);
+            rates.push(m.probe_rate as f64);
         }
     }
-    let median = |mut v: Vec<u64>| -> Option<f64> {
-        v.sort_unstable();
-        let n = v.len();
-        match n {
-            0 => None,
-            _ if n % 2 == 1 => Some(v[n / 2] as f64),
-            _ => Some((v[n / 2 - 1] as f64 + v[n / 2] as f64) / 2.0),
-        }
-    };
     // Whole KiB (at least one) and whole MB/s: sizes must be whole numbers of bytes, and
     // a fraction of GB (33.574 GB) is not always one in floating point.
-    let kib = (median(sets)? / 1024.0).round().max(1.0);
-    let mb_per_s = (median(rates)? / 1e6).round().max(1.0);
+    let kib = (median(&sets)? / 1024.0).round().max(1.0);
+    let mb_per_s = (median(&rates)? / 1e6).round().max(1.0);
     let mut decl = Decl::new(perfskel_grammar::ast::Memory {
         working_set: Spanned::derived(Size {
             value: kib,

@@ -39,9 +39,7 @@ pub trait RankEvents {
     /// How the rank ended (once [`RankEvents::next_event`] gave `Ok(false)`).
     fn completion(&self) -> Completion;
     /// The rank's memory record (format 3), once the end is reached.
-    fn memory(&self) -> Option<Memory> {
-        None
-    }
+    fn memory(&self) -> Option<Memory>;
 }
 
 impl<R: Read> RankEvents for RankReader<R> {

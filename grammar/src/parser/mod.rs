@@ -547,57 +547,27 @@ impl<'a> Parser<'a> {
                 .at(pos, "declared again here")
                 .with_secondary(previous, "first declared here")
         };
-        match value {
-            HeaderValue::Name(v) => match &self.header.name {
-                Some(prev) => self.diags.push(duplicate(prev.pos)),
+        // A header line declared twice keeps its first value; gives the first one's
+        // position.
+        fn once<T>(slot: &mut Option<Decl<T>>, value: T, pos: Pos, trivia: Trivia) -> Option<Pos> {
+            match slot {
+                Some(prev) => Some(prev.pos),
                 None => {
-                    self.header.name = Some(Decl {
-                        value: v,
-                        pos,
-                        trivia,
-                    })
+                    *slot = Some(Decl { value, pos, trivia });
+                    None
                 }
-            },
-            HeaderValue::Ranks(v) => match &self.header.ranks {
-                Some(prev) => self.diags.push(duplicate(prev.pos)),
-                None => {
-                    self.header.ranks = Some(Decl {
-                        value: v,
-                        pos,
-                        trivia,
-                    })
-                }
-            },
-            HeaderValue::Topology(v) => match &self.header.topology {
-                Some(prev) => self.diags.push(duplicate(prev.pos)),
-                None => {
-                    self.header.topology = Some(Decl {
-                        value: v,
-                        pos,
-                        trivia,
-                    })
-                }
-            },
-            HeaderValue::AppTime(v) => match &self.header.app_time {
-                Some(prev) => self.diags.push(duplicate(prev.pos)),
-                None => {
-                    self.header.app_time = Some(Decl {
-                        value: v,
-                        pos,
-                        trivia,
-                    })
-                }
-            },
-            HeaderValue::Memory(v) => match &self.header.memory {
-                Some(prev) => self.diags.push(duplicate(prev.pos)),
-                None => {
-                    self.header.memory = Some(Decl {
-                        value: v,
-                        pos,
-                        trivia,
-                    })
-                }
-            },
+            }
+        }
+        let h = &mut self.header;
+        let previous = match value {
+            HeaderValue::Name(v) => once(&mut h.name, v, pos, trivia),
+            HeaderValue::Ranks(v) => once(&mut h.ranks, v, pos, trivia),
+            HeaderValue::Topology(v) => once(&mut h.topology, v, pos, trivia),
+            HeaderValue::AppTime(v) => once(&mut h.app_time, v, pos, trivia),
+            HeaderValue::Memory(v) => once(&mut h.memory, v, pos, trivia),
+        };
+        if let Some(previous) = previous {
+            self.diags.push(duplicate(previous));
         }
     }
 
