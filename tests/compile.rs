@@ -211,6 +211,8 @@ fn compile_and_run(name: &str, source: &str, ratio: u64, mpi: &str, np: u64) {
         (result.predicted_s - result.skeleton_s * ratio as f64).abs() <= 1e-6 * ratio as f64,
         "{result:?}"
     );
+    // Above 1:1 the program ran once untimed first (`ps_pass`).
+    assert_eq!(result.warmup_s > 0.0, ratio > 1, "{result:?}");
     // Compute spans run for their whole time, so the skeleton cannot be much faster
     // than the model expects; it can be slower on a loaded machine.
     let expected = report
@@ -472,6 +474,63 @@ fn the_memory_line_scales_compute_by_the_probes_rates() {
     assert!(
         said.contains("memory probe over 1.0 MiB") && said.contains("1.00 GB/s where traced"),
         "{said}"
+    );
+}
+
+/// Two ranks, 100 ms of compute and communication on a communicator of its own.
+const WARM: &str = "skeleton warm\nranks 2\ntopology ring\napp_time 1 s\ncomm pair = dup(world)\nloop 10 {\n    compute 10 ms\n    allreduce 1 MiB on pair\n    compute normal(1 ms, 100 us)\n}\n";
+
+/// The warm-up pass: above 1:1 the program runs once without compute and untimed, then
+/// the timed pass; `PERFSKEL_WARMUP` overrides; the timed pass is the same either way.
+#[test]
+fn the_warm_up_pass_runs_the_program_once_without_compute() {
+    let dir = scratch("warm-up");
+    std::fs::write(dir.join("warm.skel"), WARM).expect("write");
+    for (ratio, out) in [("1:1", "one"), ("1:2", "two")] {
+        let compiled = perfskel(&dir, &["compile", "warm.skel", "--ratio", ratio, "-o", out]);
+        assert!(compiled.status.success(), "{}", text(&compiled.stderr));
+    }
+    let c = std::fs::read_to_string(dir.join("two/warm.c")).expect("generated C");
+    // The communicator is made once, before the passes.
+    let made = c.find("MPI_Comm_dup(world, &pair);").expect("the dup");
+    let passes = c.find("while (ps_pass(2ULL)) {").expect("the passes");
+    assert!(made < passes, "{c}");
+    let run = |out: &str, warmup: &str| {
+        let _guard = MPI_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        perfskel_with(
+            &dir,
+            &["run", out, "-np", "2"],
+            &[("PERFSKEL_WARMUP", warmup)],
+        )
+    };
+    let result = |out: &str, warmup: &str| {
+        let output = run(out, warmup);
+        let stdout = text(&output.stdout);
+        assert!(
+            output.status.success(),
+            "{stdout}\n{}",
+            text(&output.stderr)
+        );
+        RunResult::find_in(&stdout).expect("a result line")
+    };
+    let one = result("one", "");
+    assert_eq!(one.warmup_s, 0.0, "{one:?}");
+    assert!(one.skeleton_s >= 0.09, "{one:?}: 100 ms of compute");
+    let two = result("two", "");
+    // The warm-up pass has no compute: only the messages of 5 allreduces.
+    assert!(
+        two.warmup_s > 0.0 && two.warmup_s < 0.5 * two.skeleton_s,
+        "{two:?}"
+    );
+    assert!(two.skeleton_s >= 0.045, "{two:?}: 50 ms of compute");
+    assert_eq!(result("two", "off").warmup_s, 0.0);
+    assert!(result("one", "on").warmup_s > 0.0);
+    let bad = run("two", "yes");
+    assert!(!bad.status.success());
+    assert!(
+        text(&bad.stderr).contains("PERFSKEL_WARMUP must be `on` or `off`"),
+        "{}",
+        text(&bad.stderr)
     );
 }
 

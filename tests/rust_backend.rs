@@ -525,6 +525,11 @@ fn run_examples(mpi: Mpi) {
                 .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
                 .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
         }
+        // At 1:1 there is no warm-up pass unless asked for: ask under Open MPI.
+        let warmup = matches!(mpi, Mpi::OpenMpi);
+        if warmup {
+            run.env("PERFSKEL_WARMUP", "on");
+        }
         run.args(["-np", "4", "./skeleton"]).current_dir(&project);
         let output = {
             let _guard = MPI_LOCK.lock().unwrap_or_else(|e| e.into_inner());
@@ -562,6 +567,7 @@ fn run_examples(mpi: Mpi) {
                     && r.skeleton_s > 0.0
                     && (r.predicted_s - r.skeleton_s).abs() < 1e-5
                     && (r.app_time_s - app_time_s).abs() < 1e-5
+                    && (r.warmup_s > 0.0) == warmup
                     && stdout.matches("perfskel-result").count() == 1 => {}
             _ => {
                 failures.insert(

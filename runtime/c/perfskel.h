@@ -28,8 +28,13 @@
  *     axes use MPI_Cart_shift directly in the generated code);
  *   - request helpers (waitall/waitany over named request variables);
  *   - per-rank tables for the v collectives, random compute times for load imbalance;
- *   - ps_begin()/ps_end(): the timed region between two barriers and the one
- *     `perfskel-result` line rank 0 prints (the format of back::RunResult::line).
+ *   - ps_pass()/ps_end(): the passes over the program and the one `perfskel-result`
+ *     line rank 0 prints (the format of back::RunResult::line). At a ratio above 1 the
+ *     program runs twice: a warm-up pass without compute, untimed, then the timed pass
+ *     between two barriers. The first uses of message buffers and of the MPI library's
+ *     own (its temporary buffers, shared-memory segments) cost time the application pays
+ *     once but a skeleton at 1:K would pay K times over; PERFSKEL_WARMUP=off (or on)
+ *     overrides.
  */
 #ifndef PERFSKEL_H
 #define PERFSKEL_H
@@ -283,12 +288,15 @@ static inline void ps_memory(size_t working_set, double traced_rate) {
 /* Work not yet run by `work` spans, in units: spans shorter than a unit add up. */
 static double ps_carry;
 
+/* The warm-up pass (see ps_pass): compute spans do nothing. */
+static int ps_warming;
+
 /* A compute span of `seconds` touching `ws` bytes (0: an L1-sized buffer), run as
  * PERFSKEL_COMPUTE says (see the top of this file). Each chunk's measured rate refines
  * the estimate, except in `work` spans and interrupted chunks. */
 static inline void ps_compute(double seconds, size_t ws) {
     seconds *= ps_time_factor;
-    if (!(seconds > 0)) return;
+    if (!(seconds > 0) || ps_warming) return;
     if (ws < PS_MIN_WS) ws = PS_MIN_WS;
     int slot = 0;
     for (int j = 0; j < ps_n_rates; j++)
@@ -340,8 +348,9 @@ static inline void ps_compute(double seconds, size_t ws) {
 
 static uint64_t ps_rng_state = 0x9e3779b97f4a7c15ULL;
 
+/* Each rank its own sequence; the timed pass starts it again (ps_pass). */
 static inline void ps_seed(int rank) {
-    ps_rng_state ^= (uint64_t)(rank + 1) * 0xbf58476d1ce4e5b9ULL;
+    ps_rng_state = 0x9e3779b97f4a7c15ULL ^ (uint64_t)(rank + 1) * 0xbf58476d1ce4e5b9ULL;
 }
 
 static inline double ps_random(void) {
@@ -484,23 +493,62 @@ static inline void ps_require_ranks(int expected) {
     ps_seed(rank);
 }
 
-/* The start of the timed region: every rank has finished its set-up. */
-static inline double ps_begin(void) {
-    MPI_Barrier(MPI_COMM_WORLD);
-    return MPI_Wtime();
+/* ---- passes and the result line ---------------------------------------------------- */
+
+static int ps_passes_done;        /* 0 before the first pass, then 1, 2 */
+static int ps_timed_done;         /* the timed pass has started */
+static double ps_start;           /* MPI_Wtime at the start of the timed pass */
+static double ps_warmup_s;        /* how long the warm-up pass took (0: none) */
+
+/* Whether to warm up: PERFSKEL_WARMUP=on or off, by default at ratios above 1. */
+static inline int ps_want_warmup(unsigned long long ratio) {
+    const char *env = getenv("PERFSKEL_WARMUP");
+    if (!env || !*env) return ratio > 1;
+    if (strcmp(env, "on") == 0) return 1;
+    if (strcmp(env, "off") == 0) return 0;
+    ps_fail("PERFSKEL_WARMUP must be `on` or `off`");
+    return 0;
 }
 
-/* The end of the timed region; rank 0 prints the result line. */
-static inline void ps_end(double start, const char *name, unsigned long long ratio, double app_time_s) {
+/* The loop over the passes: `while (ps_pass(K)) { program }`. The first pass, when
+ * there is a warm-up, runs the program with compute spans that do nothing and is not
+ * timed; the timed pass starts after a barrier, with each rank's random sequence and
+ * the kernel's carried work started afresh, as in a run without warm-up. Returns 0
+ * once the timed pass is done. */
+static inline int ps_pass(unsigned long long ratio) {
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (ps_timed_done) return 0;
+    if (ps_passes_done == 0 && ps_want_warmup(ratio)) {
+        ps_passes_done = 1;
+        ps_warming = 1;
+        MPI_Barrier(MPI_COMM_WORLD);
+        ps_start = MPI_Wtime();
+        return 1;
+    }
     MPI_Barrier(MPI_COMM_WORLD);
-    double elapsed = MPI_Wtime() - start;
+    double now = MPI_Wtime();
+    if (ps_warming) ps_warmup_s = now - ps_start;
+    ps_warming = 0;
+    ps_seed(rank);
+    ps_carry = 0;
+    ps_passes_done++;
+    ps_timed_done = 1;
+    ps_start = now;
+    return 1;
+}
+
+/* The end of the timed pass: a barrier, then rank 0 prints the result line. */
+static inline void ps_end(const char *name, unsigned long long ratio, double app_time_s) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    double elapsed = MPI_Wtime() - ps_start;
     int rank, size;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     if (rank == 0) {
         printf("perfskel-result skeleton=%s backend=c ranks=%d ratio=%llu skeleton_s=%.6f "
-               "predicted_s=%.6f app_time_s=%.6f\n",
-               name, size, ratio, elapsed, elapsed * (double)ratio, app_time_s);
+               "predicted_s=%.6f app_time_s=%.6f warmup_s=%.6f\n",
+               name, size, ratio, elapsed, elapsed * (double)ratio, app_time_s, ps_warmup_s);
         fflush(stdout);
     }
     free(ps_sbuf);

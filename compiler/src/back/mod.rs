@@ -115,6 +115,9 @@ pub struct RunResult {
     pub skeleton_s: f64,
     pub predicted_s: f64,
     pub app_time_s: f64,
+    /// How long the untimed warm-up pass took (0 without one; lines of older skeletons
+    /// do not have it).
+    pub warmup_s: f64,
 }
 
 /// The word every result line starts with.
@@ -124,14 +127,15 @@ impl RunResult {
     /// The line a generated program prints (without the newline).
     pub fn line(&self) -> String {
         format!(
-            "{RESULT_PREFIX} skeleton={} backend={} ranks={} ratio={} skeleton_s={:.6} predicted_s={:.6} app_time_s={:.6}",
+            "{RESULT_PREFIX} skeleton={} backend={} ranks={} ratio={} skeleton_s={:.6} predicted_s={:.6} app_time_s={:.6} warmup_s={:.6}",
             self.skeleton,
             self.backend,
             self.ranks,
             self.ratio,
             self.skeleton_s,
             self.predicted_s,
-            self.app_time_s
+            self.app_time_s,
+            self.warmup_s
         )
     }
 
@@ -148,6 +152,7 @@ impl RunResult {
         }
         let (mut skeleton, mut backend, mut ranks, mut ratio) = (None, None, None, None);
         let (mut skeleton_s, mut predicted_s, mut app_time_s) = (None, None, None);
+        let mut warmup_s = 0.0;
         for word in words {
             let (key, value) = word.split_once('=')?;
             match key {
@@ -158,6 +163,7 @@ impl RunResult {
                 "skeleton_s" => skeleton_s = value.parse().ok(),
                 "predicted_s" => predicted_s = value.parse().ok(),
                 "app_time_s" => app_time_s = value.parse().ok(),
+                "warmup_s" => warmup_s = value.parse().ok()?,
                 _ => {}
             }
         }
@@ -169,6 +175,7 @@ impl RunResult {
             skeleton_s: skeleton_s?,
             predicted_s: predicted_s?,
             app_time_s: app_time_s?,
+            warmup_s,
         })
     }
 }
@@ -187,12 +194,16 @@ mod tests {
             skeleton_s: 0.12,
             predicted_s: 12.0,
             app_time_s: 11.8,
+            warmup_s: 0.004,
         };
         let line = result.line();
         assert_eq!(
             line,
-            "perfskel-result skeleton=stencil2d backend=c ranks=4 ratio=100 skeleton_s=0.120000 predicted_s=12.000000 app_time_s=11.800000"
+            "perfskel-result skeleton=stencil2d backend=c ranks=4 ratio=100 skeleton_s=0.120000 predicted_s=12.000000 app_time_s=11.800000 warmup_s=0.004000"
         );
+        // Lines of skeletons generated before the warm-up pass.
+        let old = "perfskel-result skeleton=s backend=c ranks=2 ratio=1 skeleton_s=1.0 predicted_s=1.0 app_time_s=1.0";
+        assert_eq!(RunResult::parse(old).map(|r| r.warmup_s), Some(0.0));
         let output = format!("warming up\n{line}\nbye\n");
         assert_eq!(RunResult::find_in(&output), Some(result));
         assert_eq!(RunResult::parse("perfskel-result skeleton=x"), None);

@@ -389,6 +389,7 @@ mod tests {
                     .unwrap_or(0.1 * slowdown(scenario)),
                 predicted_s: slowdown(scenario),
                 app_time_s: 1.0,
+                warmup_s: 0.0,
             })
         }
     }

@@ -12,12 +12,14 @@
 //!     .working_sets(&[mib(2)])
 //!     .init();
 //! let (rw, sw) = (sk.request("rw"), sk.request("sw"));
-//! for _ in 0..100 {
-//!     sk.compute(ms(5.0)).working_set(mib(2)).run();
-//!     sk.irecv(WEST, kib(4)).tag(1).start(rw);
-//!     sk.isend(EAST, kib(4)).tag(1).start(sw);
-//!     sk.waitall(&[rw, sw]);
-//!     sk.allreduce(bytes(8)).run();
+//! while sk.pass() {
+//!     for _ in 0..100 {
+//!         sk.compute(ms(5.0)).working_set(mib(2)).run();
+//!         sk.irecv(WEST, kib(4)).tag(1).start(rw);
+//!         sk.isend(EAST, kib(4)).tag(1).start(sw);
+//!         sk.waitall(&[rw, sw]);
+//!         sk.allreduce(bytes(8)).run();
+//!     }
 //! }
 //! sk.finish();
 //! ```
@@ -25,6 +27,9 @@
 //! - [`Skeleton::builder`] names the skeleton and its [`Topology`]; `init` starts MPI,
 //!   creates the world communicator (an MPI cartesian communicator for grids, rings and
 //!   chains), calibrates the compute kernel, and starts the clock after a barrier.
+//! - [`Skeleton::pass`] loops over the passes: at a ratio above 1 (`.ratio(K)`) an
+//!   untimed warm-up pass without compute, then the timed pass, which restarts the
+//!   clock (`PERFSKEL_WARMUP=on`/`off` overrides). Communicators are made before it.
 //! - Operations are builders: `.tag(..)`, `.on(comm)`, `.root(..)` set clauses;
 //!   `.run()` runs a blocking operation, `.start(request)` posts a nonblocking one.
 //! - Directions ([`EAST`], [`NEXT`], [`child`]`(i)`, ...) are resolved in the

@@ -239,6 +239,8 @@ impl Builder {
             n_ranks,
             world_coords,
             start: Instant::now(),
+            passes: Passes::NotStarted,
+            warmup_s: 0.0,
             _universe: universe,
         };
         skeleton.barrier_world();
@@ -265,7 +267,19 @@ pub struct Skeleton {
     n_ranks: u64,
     world_coords: Vec<u64>,
     start: Instant,
+    passes: Passes,
+    /// How long the warm-up pass took (0 without one).
+    warmup_s: f64,
     _universe: mpi::environment::Universe,
+}
+
+/// Where [`Skeleton::pass`] stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Passes {
+    NotStarted,
+    WarmingUp,
+    Timed,
+    Done,
 }
 
 impl Skeleton {
@@ -414,6 +428,50 @@ impl Skeleton {
         self.start.elapsed().as_secs_f64()
     }
 
+    /// The loop over the passes: `while sk.pass() { program }`. At a ratio above 1 the
+    /// program runs twice: first a warm-up pass whose compute spans do nothing, untimed,
+    /// then the timed pass. The first uses of message buffers and of the MPI library's own
+    /// (temporary buffers, shared-memory segments) cost time the application pays once,
+    /// which a skeleton at 1:K would pay K times over. `PERFSKEL_WARMUP=on` or `off`
+    /// overrides. The timed pass starts after a barrier, with the random sequence of
+    /// `normal` and `uniform` spans started afresh, as in a run without warm-up; false
+    /// once it is done.
+    pub fn pass(&mut self) -> bool {
+        match self.passes {
+            Passes::NotStarted if self.want_warmup() => {
+                self.passes = Passes::WarmingUp;
+                self.barrier_world();
+                self.start = Instant::now();
+                true
+            }
+            Passes::NotStarted | Passes::WarmingUp => {
+                self.barrier_world();
+                if self.passes == Passes::WarmingUp {
+                    self.warmup_s = self.elapsed();
+                }
+                self.rng = Rng::new(self.rank);
+                self.passes = Passes::Timed;
+                self.start = Instant::now();
+                true
+            }
+            Passes::Timed | Passes::Done => {
+                self.passes = Passes::Done;
+                false
+            }
+        }
+    }
+
+    fn want_warmup(&self) -> bool {
+        match std::env::var("PERFSKEL_WARMUP").as_deref() {
+            Ok("on") => true,
+            Ok("off") => false,
+            Ok("") | Err(_) => self.ratio > 1,
+            Ok(other) => fatal(&format!(
+                "PERFSKEL_WARMUP is `{other}`; it must be `on` or `off`"
+            )),
+        }
+    }
+
     /// Ends the run: stops the clock after a barrier and prints the result line on
     /// rank 0 (a request still pending is an error). Returns the measured skeleton time in seconds. MPI is
     /// finalized when the skeleton is dropped.
@@ -436,7 +494,8 @@ impl Skeleton {
                     self.n_ranks,
                     self.ratio,
                     skeleton_s,
-                    self.app_time.as_secs_f64()
+                    self.app_time.as_secs_f64(),
+                    self.warmup_s
                 )
             );
         }
@@ -445,6 +504,9 @@ impl Skeleton {
     }
 
     fn run_compute(&mut self, time: &TimeSpec, working_set: Option<u64>) {
+        if self.passes == Passes::WarmingUp {
+            return;
+        }
         let span = time.draw(self.rank as usize, &mut self.rng);
         self.kernel.run(span, working_set);
     }
@@ -497,9 +559,10 @@ pub fn result_line(
     ratio: u64,
     skeleton_s: f64,
     app_time_s: f64,
+    warmup_s: f64,
 ) -> String {
     format!(
-        "perfskel-result skeleton={name} backend={backend} ranks={n_ranks} ratio={ratio} skeleton_s={skeleton_s:.6} predicted_s={:.6} app_time_s={app_time_s:.6}",
+        "perfskel-result skeleton={name} backend={backend} ranks={n_ranks} ratio={ratio} skeleton_s={skeleton_s:.6} predicted_s={:.6} app_time_s={app_time_s:.6} warmup_s={warmup_s:.6}",
         skeleton_s * ratio as f64
     )
 }
@@ -511,8 +574,8 @@ mod tests {
     #[test]
     fn result_line_has_the_compiler_format() {
         assert_eq!(
-            result_line("stencil2d", "c", 4, 100, 0.12, 11.8),
-            "perfskel-result skeleton=stencil2d backend=c ranks=4 ratio=100 skeleton_s=0.120000 predicted_s=12.000000 app_time_s=11.800000"
+            result_line("stencil2d", "c", 4, 100, 0.12, 11.8, 0.004),
+            "perfskel-result skeleton=stencil2d backend=c ranks=4 ratio=100 skeleton_s=0.120000 predicted_s=12.000000 app_time_s=11.800000 warmup_s=0.004000"
         );
     }
 }

@@ -23,7 +23,7 @@ use super::namer::{Language, Namer};
 use super::{GeneratedFile, Options};
 use crate::check::Info;
 use crate::semantics::Shape;
-use text::{c_string, comment_safe, number};
+use text::{c_string, comment_safe, number, seconds_text};
 
 /// The C runtime header, copied into every output directory.
 pub const RUNTIME_HEADER: &str = include_str!("../../../../runtime/c/perfskel.h");
@@ -364,10 +364,33 @@ impl<'a> Writer<'a> {
         let p = self.program;
         let name = &p.name.value.name;
         let target = self.options.app_time_s / self.options.ratio.max(1) as f64;
-        let mut body = std::mem::take(&mut self.out);
+        // Communicators are declared at the top level only (the checker makes sure):
+        // they are made once, before the passes (see `ps_pass` in perfskel.h), in their
+        // order, while the rest of the program runs in every pass.
+        let (decls, rest): (Vec<&Stmt>, Vec<&Stmt>) = p
+            .body
+            .stmts
+            .iter()
+            .partition(|s| matches!(s.kind, StmtKind::CommDecl(_)));
+        let mut setup = std::mem::take(&mut self.out);
         self.indent = 1;
-        self.block(&p.body);
-        std::mem::swap(&mut body, &mut self.out);
+        for stmt in decls {
+            self.stmt(stmt);
+        }
+        let mut body = std::mem::take(&mut self.out);
+        self.indent = 2;
+        for stmt in rest {
+            self.stmt(stmt);
+        }
+        self.end_comments(&p.body);
+        std::mem::swap(&mut setup, &mut self.out);
+        std::mem::swap(&mut body, &mut setup);
+        // Each part is headed by a line of its own: blank lines before their first
+        // statements would double it.
+        let (setup, body) = (
+            setup.trim_start_matches('\n'),
+            body.trim_start_matches('\n'),
+        );
 
         let _ = writeln!(
             self.out,
@@ -376,7 +399,7 @@ impl<'a> Writer<'a> {
             comment_safe(&self.options.source_name),
             self.options.ratio,
             number(self.options.app_time_s),
-            number(target),
+            seconds_text(target),
         );
         self.out.push_str("#include \"perfskel.h\"\n\n");
         for table in std::mem::take(&mut self.tables) {
@@ -453,15 +476,24 @@ impl<'a> Writer<'a> {
             ));
         }
         self.line("");
-        self.line("double start = ps_begin();");
-        self.out.push_str(&body);
+        if !setup.is_empty() {
+            self.out.push_str(setup);
+            self.line("");
+        }
+        let ratio = self.options.ratio;
+        self.line(if ratio > 1 {
+            "/* A warm-up pass without compute, untimed, then the timed pass (ps_pass). */"
+        } else {
+            "/* The timed pass (at 1:1 without a warm-up pass unless PERFSKEL_WARMUP=on). */"
+        });
+        self.line(&format!("while (ps_pass({ratio}ULL)) {{"));
+        self.out.push_str(body);
+        self.line("}");
         let end = format!(
-            "ps_end(start, \"{}\", {}ULL, {});",
+            "ps_end(\"{}\", {ratio}ULL, {});",
             c_string(name),
-            self.options.ratio,
             number(self.options.app_time_s)
         );
-        self.line("");
         self.line(&end);
         for (skel, var) in &self.comms.clone() {
             if skel != "world" {

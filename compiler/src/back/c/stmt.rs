@@ -15,6 +15,11 @@ impl Writer<'_> {
         for stmt in &block.stmts {
             self.stmt(stmt);
         }
+        self.end_comments(block);
+    }
+
+    /// The comments after a block's last statement.
+    pub(super) fn end_comments(&mut self, block: &Block) {
         for comment in &block.end_comments {
             self.comment_line(comment);
         }
@@ -30,7 +35,7 @@ impl Writer<'_> {
         }
     }
 
-    fn stmt(&mut self, stmt: &Stmt) {
+    pub(super) fn stmt(&mut self, stmt: &Stmt) {
         for comment in &stmt.trivia.leading {
             self.comment_line(comment);
         }

@@ -73,3 +73,11 @@ pub(super) fn number(value: f64) -> String {
         format!("{text}.0")
     }
 }
+
+/// Seconds for a comment: six decimals without trailing zeros (`0.03377`, not the
+/// shortest round-trip form `0.033769999999999994`).
+pub(super) fn seconds_text(value: f64) -> String {
+    let text = format!("{value:.6}");
+    let text = text.trim_end_matches('0');
+    text.strip_suffix('.').unwrap_or(text).to_string()
+}

@@ -24,8 +24,31 @@ pub fn main_rs(program: &Program, info: &Info, options: &Options) -> String {
         used_comms: used_comms(&program.body),
     };
     g.header(program, info, options);
-    g.block_body(&program.body, 1);
+    // Communicators are declared at the top level only (the checker makes sure): they
+    // are made once, in their order, before the passes (`Skeleton::pass`), and the rest
+    // of the program runs in every pass.
+    let (decls, rest): (Vec<&Stmt>, Vec<&Stmt>) = program
+        .body
+        .stmts
+        .iter()
+        .partition(|s| matches!(s.kind, StmtKind::CommDecl(_)));
+    if !decls.is_empty() {
+        g.line(1, "");
+        g.part(decls, 1);
+    }
     g.line(1, "");
+    g.line(
+        1,
+        if options.ratio > 1 {
+            "// A warm-up pass without compute, untimed, then the timed pass (`Skeleton::pass`)."
+        } else {
+            "// The timed pass (at 1:1 without a warm-up pass unless PERFSKEL_WARMUP=on)."
+        },
+    );
+    g.line(1, "while sk.pass() {");
+    g.part(rest, 2);
+    g.end_comments(&program.body, 2);
+    g.line(1, "}");
     g.line(1, "sk.finish();");
     g.out.push_str("}\n");
     g.out
@@ -207,13 +230,31 @@ impl Gen {
     }
 
     fn block_body(&mut self, block: &Block, depth: usize) {
-        for stmt in &block.stmts {
+        self.stmts(block.stmts.iter(), depth);
+        self.end_comments(block, depth);
+    }
+
+    /// The statements of a part of the program headed by a line of its own (without the
+    /// blank lines before the first, which would double it).
+    fn part<'s>(&mut self, stmts: impl IntoIterator<Item = &'s Stmt>, depth: usize) {
+        let start = self.out.len();
+        self.stmts(stmts, depth);
+        let blank = self.out[start..].len() - self.out[start..].trim_start_matches('\n').len();
+        self.out.replace_range(start..start + blank, "");
+    }
+
+    fn stmts<'s>(&mut self, stmts: impl IntoIterator<Item = &'s Stmt>, depth: usize) {
+        for stmt in stmts {
             for comment in &stmt.trivia.leading {
                 self.comment_line(depth, comment);
             }
             self.cite(depth, stmt);
             self.stmt(stmt, depth);
         }
+    }
+
+    /// The comments after a block's last statement.
+    fn end_comments(&mut self, block: &Block, depth: usize) {
         for comment in &block.end_comments {
             self.comment_line(depth, comment);
         }
