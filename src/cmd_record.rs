@@ -20,6 +20,8 @@ const TRACER_SOURCES: &[(&str, &str)] = &[
     ("wrap_c.h", include_str!("../runtime/tracer/wrap_c.h")),
     ("wrap_f.h", include_str!("../runtime/tracer/wrap_f.h")),
     ("wrap_f_nb.h", include_str!("../runtime/tracer/wrap_f_nb.h")),
+    // Shared with the skeletons' C runtime: the same memory probe on both sides.
+    ("memprobe.h", include_str!("../runtime/c/memprobe.h")),
 ];
 
 #[derive(clap::Args)]

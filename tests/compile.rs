@@ -77,6 +77,7 @@ fn generated_c_of_every_example_matches_its_snapshot() {
                 .find(|f| f.path.ends_with(".c"))
                 .expect("a C file");
             assert!(compiled.files.iter().any(|f| f.path == "perfskel.h"));
+            assert!(compiled.files.iter().any(|f| f.path == "memprobe.h"));
             assert!(compiled.files.iter().any(|f| f.path == "Makefile"));
             assert!(compiled.files.iter().any(|f| f.path == "job.slurm"));
             let warnings = render_plain(&name, &source, &compiled.diags);

@@ -52,6 +52,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "memprobe.h" /* the memory probe, the same code as in the tracer */
+
 /* ---- clocks, arithmetic ------------------------------------------------------------ */
 
 static inline double ps_now(void) {
@@ -72,13 +74,6 @@ static clockid_t ps_span_clock = CLOCK_THREAD_CPUTIME_ID;
 static inline double ps_span_now(void) {
     struct timespec ts;
     clock_gettime(ps_span_clock, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-/* The thread's CPU time, for the memory probe (which preemption must not slow down). */
-static inline double ps_cpu_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
@@ -223,42 +218,6 @@ static inline void ps_calibrate(const size_t *working_sets, int n) {
  * PERFSKEL_MEMORY=on). */
 static double ps_time_factor = 1.0;
 
-/* The memory probe, as the tracer runs it (runtime/tracer/core.h, FORMAT.md): the
- * rate, in bytes of working set per second of the thread's CPU time, at which memcpy
- * copies one half of `bytes` onto the other, repeated to at least 4 MiB per
- * measurement; the median of the measurements within 40 ms (at least five). */
-static inline double ps_probe(size_t bytes) {
-    size_t half = bytes / 2;
-    if (half == 0) return 0.0;
-    char *a = malloc(half), *b = malloc(half);
-    if (!a || !b) {
-        free(a);
-        free(b);
-        return 0.0;
-    }
-    memset(a, 1, half);
-    memset(b, 0, half);
-    size_t reps = ((size_t)4 << 20) / bytes + 1;
-    enum { MAX = 64 };
-    double rates[MAX];
-    int n = 0;
-    double start = ps_now();
-    while (n < MAX && (n < 5 || ps_now() - start < 0.04)) {
-        double t0 = ps_cpu_now();
-        for (size_t r = 0; r < reps; r++) {
-            memcpy(b, a, half);
-            ps_sink = (double)b[r % half];
-        }
-        double t1 = ps_cpu_now();
-        if (t1 > t0) rates[n++] = (double)bytes * (double)reps / (t1 - t0);
-        else if (ps_now() - start > 0.4) break;
-    }
-    free(a);
-    free(b);
-    qsort(rates, (size_t)n, sizeof rates[0], ps_cmp_double);
-    return n > 0 ? rates[n / 2] : 0.0;
-}
-
 /* The `memory WORKING_SET at RATE` header line: rank 0 runs the probe over the working
  * set (within 64 KiB ... 256 MiB) while the others wait, as in the tracer, and compute
  * spans on every rank are stretched by `traced_rate` / its rate here, so they slow down
@@ -269,12 +228,11 @@ static inline void ps_memory(size_t working_set, double traced_rate) {
     const char *env = getenv("PERFSKEL_MEMORY");
     if (!env || !*env || strcmp(env, "off") == 0) return;
     if (strcmp(env, "on") != 0) ps_fail("PERFSKEL_MEMORY must be `on` or `off`");
-    size_t lo = (size_t)64 << 10, hi = (size_t)256 << 20;
-    size_t bytes = working_set < lo ? lo : working_set > hi ? hi : working_set;
+    size_t bytes = ps_probe_bytes(working_set);
     int rank = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Barrier(MPI_COMM_WORLD);
-    double here = rank == 0 ? ps_probe(bytes) : 0.0;
+    double here = rank == 0 ? ps_memory_probe(bytes) : 0.0;
     MPI_Bcast(&here, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
     if (!(here > 0) || !(traced_rate > 0)) return;
     ps_time_factor = traced_rate / here;

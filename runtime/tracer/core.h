@@ -20,6 +20,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "memprobe.h"
+
 #define PST_VERSION 3u
 
 /* Operation codes: keep in sync with compiler/src/trace/format.rs and FORMAT.md. */
@@ -648,63 +650,7 @@ static uint64_t peak_rss(void) {
     return (uint64_t)ru.ru_maxrss * 1024u;
 }
 
-/* The probe's size: the working set within [PROBE_MIN, PROBE_MAX]. */
-#define PROBE_MIN ((size_t)64 << 10)
-#define PROBE_MAX ((size_t)256 << 20)
-/* How long the probe sweeps, at most (after its buffer is first touched). */
-#define PROBE_NS 40000000ull
-
-/* Thread CPU time, ns: a probe preempted by another process is not slowed by it. */
-static uint64_t cpu_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-/* The memory probe: the rate, in bytes of working set per second of CPU time, at which
- * memcpy copies one half of `bytes` onto the other, repeated to at least 4 MiB per
- * measurement; the median of the measurements made within PROBE_NS (at least five).
- * memcpy is the C library's, the same code in the tracer and in every skeleton on a
- * machine, so the rate depends on the memory and caches only. 0 when the buffer cannot
- * be allocated. The skeleton runtimes run the same probe where the skeleton runs; the
- * ratio of the two rates is how much faster memory of this size is there. */
-static double memory_probe(size_t bytes) {
-    size_t half = bytes / 2;
-    if (half == 0) return 0.0;
-    char *a = malloc(half), *b = malloc(half);
-    if (!a || !b) {
-        free(a);
-        free(b);
-        return 0.0;
-    }
-    memset(a, 1, half);
-    memset(b, 0, half);
-    size_t reps = ((size_t)4 << 20) / bytes + 1;
-    enum { MAX = 64 };
-    double rates[MAX];
-    int n = 0;
-    uint64_t start = mono_ns();
-    while (n < MAX && (n < 5 || mono_ns() - start < PROBE_NS)) {
-        uint64_t t0 = cpu_ns();
-        for (size_t r = 0; r < reps; r++) {
-            memcpy(b, a, half);
-            __asm__ volatile("" : : "r"(b) : "memory");
-        }
-        uint64_t t1 = cpu_ns();
-        if (t1 > t0) rates[n++] = (double)bytes * (double)reps * 1e9 / (double)(t1 - t0);
-        else if (mono_ns() - start > 10 * PROBE_NS) break;
-    }
-    free(a);
-    free(b);
-    /* Median (insertion sort: at most 64 values). */
-    for (int i = 1; i < n; i++)
-        for (int j = i; j > 0 && rates[j - 1] > rates[j]; j--) {
-            double t = rates[j];
-            rates[j] = rates[j - 1];
-            rates[j - 1] = t;
-        }
-    return n > 0 ? rates[n / 2] : 0.0;
-}
+/* The memory probe itself is shared with the C runtime of skeletons (memprobe.h). */
 
 static uint64_t g_rss_at_init;
 
@@ -718,10 +664,10 @@ static uint64_t g_rss_at_init;
 static void write_memory_record(void) {
     uint64_t peak = peak_rss();
     uint64_t ws = peak > g_rss_at_init ? peak - g_rss_at_init : 0;
-    size_t probe = ws < PROBE_MIN ? PROBE_MIN : ws > PROBE_MAX ? PROBE_MAX : (size_t)ws;
+    size_t probe = ps_probe_bytes(ws);
     const char *env = getenv("PERFSKEL_TRACE_PROBE");
     double rate = 0.0;
-    if (g_rank == 0 && !(env && strcmp(env, "0") == 0)) rate = memory_probe(probe);
+    if (g_rank == 0 && !(env && strcmp(env, "0") == 0)) rate = ps_memory_probe(probe);
     unsigned char *p = reserve(40), *start = p;
     *p++ = R_MEMORY;
     p = put_varint(p, ws);

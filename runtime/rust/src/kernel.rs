@@ -85,9 +85,10 @@ pub struct Kernel {
     time_factor: f64,
 }
 
-/// The memory probe, as the tracer runs it (`runtime/tracer/core.h`, `FORMAT.md`): the
-/// rate, in bytes of working set per second of the thread's CPU time, at which `memcpy`
-/// (the C library's, as in the tracer) copies one half of `bytes` onto the other,
+/// The memory probe, as the tracer and the C runtime run it (`runtime/c/memprobe.h`,
+/// `FORMAT.md`): the rate, in bytes of working set per second of the thread's CPU
+/// time, at which `memcpy` (the C library's, as in C) copies one half of `bytes` onto
+/// the other,
 /// repeated to at least 4 MiB per measurement; the median of the measurements within
 /// 40 ms (at least five).
 pub fn memory_probe(bytes: u64) -> f64 {

@@ -1,5 +1,6 @@
 //! The C-MPI back end: a checked skeleton → one self-contained C file, the runtime header
-//! `perfskel.h` (from `runtime/c/`), a Makefile and a Slurm batch template.
+//! `perfskel.h` with the memory probe it includes, `memprobe.h` (both from `runtime/c/`), a
+//! Makefile and a Slurm batch template.
 //!
 //! The program reads like the skeleton: one block of C per statement, headed by a
 //! comment with the statement and its line in the .skel file (`/* stencil2d.skel:11:
@@ -27,6 +28,9 @@ use text::{c_string, comment_safe, number, seconds_text};
 
 /// The C runtime header, copied into every output directory.
 pub const RUNTIME_HEADER: &str = include_str!("../../../../runtime/c/perfskel.h");
+
+/// The memory probe `perfskel.h` includes, shared with the tracer, copied beside it.
+pub const MEMPROBE_HEADER: &str = include_str!("../../../../runtime/c/memprobe.h");
 
 /// Names the generated code and the header use, which skeleton names must avoid.
 const RESERVED: &[&str] = &[
@@ -71,6 +75,10 @@ pub fn emit(program: &Program, info: &Info, options: &Options) -> Vec<GeneratedF
             contents: RUNTIME_HEADER.into(),
         },
         GeneratedFile {
+            path: "memprobe.h".into(),
+            contents: MEMPROBE_HEADER.into(),
+        },
+        GeneratedFile {
             path: "Makefile".into(),
             contents: makefile(&name),
         },
@@ -109,7 +117,7 @@ fn makefile(name: &str) -> String {
          CFLAGS ?= -O2 -Wall -Wextra -Werror\n\
          LDLIBS ?= -lm\n\
          \n\
-         skeleton: {name}.c perfskel.h .build-flags\n\
+         skeleton: {name}.c perfskel.h memprobe.h .build-flags\n\
          \t$(MPICC) $(CFLAGS) -o $@ {name}.c $(LDLIBS)\n\
          \n\
          .build-flags: FORCE\n\
