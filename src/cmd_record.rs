@@ -2,14 +2,15 @@
 //! `srun …`), gives a trace directory. It finds which MPI the job runs on (launcher.rs),
 //! builds the PMPI tracer (embedded C source) with that MPI's `mpicc` once and caches it,
 //! runs the launcher with the tracer preloaded in every rank, then writes
-//! `manifest.json` from the rank files.
+//! `manifest.json` from the rank files. With `--runs N` it runs the job N times and keeps
+//! the trace of the median run.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use perfskel_compiler::trace::format;
-use perfskel_compiler::trace::manifest::{Manifest, RunInfo};
+use perfskel_compiler::trace::manifest::{Manifest, RunInfo, Runs};
 
 use crate::cmd_trace;
 use crate::launcher;
@@ -32,6 +33,12 @@ pub struct Args {
     /// The MPI the launcher belongs to, when its `--version` does not tell.
     #[arg(long, value_enum)]
     mpi: Option<MpiKind>,
+    /// Run the job N times and keep the trace of the run whose application time (end of
+    /// MPI_Init to start of MPI_Finalize, slowest rank) is the median, so that a skeleton
+    /// stands for a typical run where runs vary; every run's time is printed and kept in
+    /// the manifest.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=99))]
+    runs: u32,
     /// The launcher command line, after `--`: `mpirun -np 4 ./app args`.
     #[arg(last = true, required = true)]
     command: Vec<String>,
@@ -58,39 +65,17 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
         Ok(old) if !old.is_empty() => format!("{}:{old}", tracer.display()),
         _ => tracer.display().to_string(),
     };
-    let dir_text = dir.display().to_string();
-    // The launcher itself is not preloaded: each launcher's own option passes the
-    // variables to the ranks only, on every node.
-    let env_args = launcher::env_args(
-        launch.style,
-        &[("LD_PRELOAD", &preload), ("PERFSKEL_TRACE_DIR", &dir_text)],
-    )?;
-    let start_unix_ns = unix_ns();
-    let status = Command::new(launcher)
-        .args(&env_args)
-        .args(&args.command[1..])
-        .status()
-        .map_err(|e| format!("record: cannot run `{launcher}`: {e}"))?;
-    let end_unix_ns = unix_ns();
-
-    let summaries = cmd_trace::summarize_dir(&dir)?;
-    if summaries.is_empty() {
-        return Err(format!(
-            "record: no rank wrote a trace file in {} (is `{launcher}` an MPI launcher, and the program an MPI program?)",
-            dir.display()
-        ));
-    }
-    let manifest = Manifest::build(
-        RunInfo {
-            mpi: mpi.name().into(),
-            launcher_version: launch.version.clone(),
-            command: args.command.clone(),
-            start_unix_ns,
-            end_unix_ns,
-            exit_code: status.code(),
-        },
-        &summaries,
-    );
+    let job = Job {
+        launcher,
+        command: &args.command,
+        launch: &launch,
+        preload: &preload,
+    };
+    let (manifest, status) = if args.runs == 1 {
+        job.record(&dir)?
+    } else {
+        record_runs(&job, &dir, args.runs)?
+    };
     let path = dir.join(format::MANIFEST_FILE);
     std::fs::write(&path, manifest.to_json() + "\n")
         .map_err(|e| format!("record: cannot write {}: {e}", path.display()))?;
@@ -110,11 +95,148 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
             );
         }
     }
-    Ok(match status.code() {
+    Ok(match status {
         Some(0) => ExitCode::SUCCESS,
         Some(c) => ExitCode::from(u8::try_from(c).unwrap_or(1)),
         None => ExitCode::from(1),
     })
+}
+
+/// Where `--runs` records each run before the median one is moved into the trace
+/// directory (removed afterwards).
+const RUNS_DIR: &str = ".perfskel-runs";
+
+/// One traced job: the launcher command line and what the ranks get.
+struct Job<'a> {
+    launcher: &'a str,
+    command: &'a [String],
+    launch: &'a launcher::Launch,
+    preload: &'a str,
+}
+
+impl Job<'_> {
+    /// Runs the job once with the tracer writing into `dir`; gives the manifest of its
+    /// rank files and the launcher's exit code (`None` when killed by a signal).
+    fn record(&self, dir: &Path) -> Result<(Manifest, Option<i32>), String> {
+        let dir_text = dir.display().to_string();
+        // The launcher itself is not preloaded: each launcher's own option passes the
+        // variables to the ranks only, on every node.
+        let env_args = launcher::env_args(
+            self.launch.style,
+            &[
+                ("LD_PRELOAD", self.preload),
+                ("PERFSKEL_TRACE_DIR", &dir_text),
+            ],
+        )?;
+        let start_unix_ns = unix_ns();
+        let status = Command::new(self.launcher)
+            .args(&env_args)
+            .args(&self.command[1..])
+            .status()
+            .map_err(|e| format!("record: cannot run `{}`: {e}", self.launcher))?;
+        let end_unix_ns = unix_ns();
+        let summaries = cmd_trace::summarize_dir(dir)?;
+        if summaries.is_empty() {
+            return Err(format!(
+                "record: no rank wrote a trace file in {} (is `{}` an MPI launcher, and the program an MPI program?)",
+                dir.display(),
+                self.launcher
+            ));
+        }
+        let manifest = Manifest::build(
+            RunInfo {
+                mpi: self.launch.mpi.name().into(),
+                launcher_version: self.launch.version.clone(),
+                command: self.command.to_vec(),
+                start_unix_ns,
+                end_unix_ns,
+                exit_code: status.code(),
+            },
+            &summaries,
+        );
+        Ok((manifest, status.code()))
+    }
+}
+
+/// `--runs N`: records each run into its own directory under [`RUNS_DIR`], keeps the
+/// median run (by application time) as the trace in `dir`, and removes the others. A
+/// run that fails ends the series, and its trace is the one kept, to be looked at.
+fn record_runs(job: &Job, dir: &Path, n: u32) -> Result<(Manifest, Option<i32>), String> {
+    let runs_dir = dir.join(RUNS_DIR);
+    remove_runs(&runs_dir)?;
+    let mut runs: Vec<(PathBuf, Manifest, Option<i32>)> = Vec::new();
+    for k in 1..=n {
+        let run_dir = runs_dir.join(format!("run-{k}"));
+        std::fs::create_dir_all(&run_dir)
+            .map_err(|e| format!("record: cannot create {}: {e}", run_dir.display()))?;
+        let (manifest, status) = job.record(&run_dir)?;
+        eprintln!(
+            "perfskel record: run {k} of {n}: application time {:.3} s{}",
+            manifest.app_ns() as f64 * 1e-9,
+            match status {
+                Some(0) => String::new(),
+                Some(c) => format!(", exit code {c}"),
+                None => ", killed by a signal".into(),
+            }
+        );
+        let failed = status != Some(0);
+        runs.push((run_dir, manifest, status));
+        if failed {
+            eprintln!("perfskel record: run {k} failed: its trace is kept, no further runs");
+            break;
+        }
+    }
+    let times: Vec<u64> = runs.iter().map(|(_, m, _)| m.app_ns()).collect();
+    let kept = if runs.last().is_some_and(|r| r.2 != Some(0)) {
+        runs.len() - 1
+    } else {
+        let mut order: Vec<usize> = (0..runs.len()).collect();
+        order.sort_by_key(|&i| (times[i], i));
+        order[(order.len() - 1) / 2]
+    };
+    let (run_dir, mut manifest, status) = runs.swap_remove(kept);
+    let entries =
+        std::fs::read_dir(&run_dir).map_err(|e| format!("record: {}: {e}", run_dir.display()))?;
+    for entry in entries.flatten() {
+        let to = dir.join(entry.file_name());
+        std::fs::rename(entry.path(), &to).map_err(|e| {
+            format!(
+                "record: cannot move {} to {}: {e}",
+                entry.path().display(),
+                to.display()
+            )
+        })?;
+    }
+    remove_runs(&runs_dir)?;
+    if times.len() > 1 {
+        let (lo, hi) = (
+            times.iter().min().copied().unwrap_or(0),
+            times.iter().max().copied().unwrap_or(0),
+        );
+        eprintln!(
+            "perfskel record: kept run {} of {}, the median ({:.3} s; the runs took {:.3} to {:.3} s, {:.1} % apart)",
+            kept + 1,
+            times.len(),
+            times[kept] as f64 * 1e-9,
+            lo as f64 * 1e-9,
+            hi as f64 * 1e-9,
+            100.0 * (hi - lo) as f64 / lo.max(1) as f64
+        );
+    }
+    manifest.runs = Some(Runs {
+        app_ns: times,
+        kept: kept + 1,
+    });
+    Ok((manifest, status))
+}
+
+/// Removes the directory of an earlier `--runs` series (perfskel's own files only).
+fn remove_runs(runs_dir: &Path) -> Result<(), String> {
+    match std::fs::remove_dir_all(runs_dir) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(format!("record: cannot remove {}: {e}", runs_dir.display())),
+    }
 }
 
 fn unix_ns() -> u64 {

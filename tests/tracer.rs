@@ -732,6 +732,94 @@ fn rowcol_mpich() {
     check_rowcol(Mpi::Mpich);
 }
 
+/// The application time of a trace read back: end of `MPI_Init` to start of
+/// `MPI_Finalize`, slowest rank (what the manifest's `app_ns` and a skeleton's `app_time`
+/// measure).
+fn app_ns_of(dir: &Path) -> u64 {
+    (0..N_RANKS as u32)
+        .map(|r| {
+            let events = read_rank(dir, r).events;
+            let init_end = events.iter().find(|e| e.op() == Op::Init).map(|e| e.end_ns);
+            let finalize = events
+                .iter()
+                .find(|e| e.op() == Op::Finalize)
+                .map(|e| e.start_ns);
+            finalize.unwrap_or(0).saturating_sub(init_end.unwrap_or(0))
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+/// `record --runs 3`: three runs, and the trace directory holds the median one (by
+/// application time); no run directory is left, a stale one is replaced. A run that
+/// fails ends the series and is the one kept.
+#[test]
+fn record_runs_keeps_the_median_run() {
+    let exe = build_app(Mpi::OpenMpi, "ring");
+    let exe_text = exe.to_str().expect("utf-8 path");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out_dir = dir.path().join("trace");
+    let out_text = out_dir.to_str().expect("utf-8 path");
+    let runs_dir = out_dir.join(".perfskel-runs");
+    std::fs::create_dir_all(runs_dir.join("run-7")).expect("stale run directory");
+    std::fs::write(runs_dir.join("run-7/rank-00000.pst"), b"stale").expect("stale file");
+    let record = |args: &[&str]| {
+        let mut cmd = vec!["record", "--runs", "3", "-o", out_text, "--"];
+        cmd.extend(["mpirun.openmpi", "-np", "4", exe_text]);
+        cmd.extend(args);
+        let _guard = MPI_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        perfskel(&cmd)
+    };
+    let manifest = || {
+        Manifest::from_json(
+            &std::fs::read_to_string(out_dir.join(format::MANIFEST_FILE)).expect("manifest"),
+        )
+        .expect("manifest parses")
+    };
+
+    let out = record(&["256", "40"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("run 3 of 3") && stderr.contains("kept run"),
+        "{stderr}"
+    );
+    assert!(!runs_dir.exists(), "the run directories are removed");
+    let m = manifest();
+    let runs = m.runs.clone().expect("the runs are in the manifest");
+    assert_eq!(runs.app_ns.len(), 3);
+    let mut sorted = runs.app_ns.clone();
+    sorted.sort_unstable();
+    assert!((1..=3).contains(&runs.kept));
+    assert_eq!(runs.app_ns[runs.kept - 1], sorted[1], "{runs:?}");
+    assert_eq!(m.app_ns(), sorted[1]);
+    assert!(m.ranks.iter().all(|r| r.status == RankStatus::Complete));
+    // The rank files are the kept run's.
+    assert_eq!(app_ns_of(&out_dir), sorted[1]);
+
+    // Rank 2 dies in iteration 2 of the first run: no more runs, that trace is kept.
+    let out = record(&["64", "5", "2"]);
+    assert!(
+        !out.status.success(),
+        "the failed run's exit code is passed on"
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("run 1 failed"), "{stderr}");
+    let m = manifest();
+    let runs = m.runs.clone().expect("the runs are in the manifest");
+    assert_eq!((runs.app_ns.len(), runs.kept), (1, 1));
+    assert_eq!(m.ranks[1].status, RankStatus::Incomplete);
+    assert!(!runs_dir.exists());
+
+    let refused = perfskel(&["record", "--runs", "0", "-o", out_text, "--", "true"]);
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("--runs"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+}
+
 /// A rank that dies leaves a file read up to its last flushed event, marked incomplete.
 fn check_crash(mpi: Mpi) {
     let crash_iter = 2usize;

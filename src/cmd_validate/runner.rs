@@ -241,10 +241,18 @@ impl Runner for ProcessRunner {
         .map(drop)
     }
 
-    fn record(&mut self, app: &AppSpec, args: &[&str], base: &Scenario) -> Result<(), RunError> {
+    fn record(
+        &mut self,
+        app: &AppSpec,
+        args: &[&str],
+        base: &Scenario,
+        runs: u32,
+    ) -> Result<(), RunError> {
         let mut command = self.perfskel();
         command
-            .args(["record", "--mpi", base.mpi.name(), "-o"])
+            .args(["record", "--mpi", base.mpi.name(), "--runs"])
+            .arg(runs.to_string())
+            .arg("-o")
             .arg(self.trace_dir(app))
             .arg("--")
             .arg(self.launcher(base))

@@ -27,6 +27,19 @@ pub struct Manifest {
     /// The launcher's exit code (`None` when killed by a signal).
     pub exit_code: Option<i32>,
     pub ranks: Vec<RankEntry>,
+    /// With `perfskel record --runs N`: every run's application time and which run the
+    /// trace is (the median one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runs: Option<Runs>,
+}
+
+/// The runs of `perfskel record --runs N`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Runs {
+    /// Each run's application time ([`Manifest::app_ns`]), in run order.
+    pub app_ns: Vec<u64>,
+    /// The run kept as the trace, counted from 1.
+    pub kept: usize,
 }
 
 /// One rank's file.
@@ -42,6 +55,11 @@ pub struct RankEntry {
     /// Time from the start of `MPI_Init` to the end of `MPI_Finalize` (or of the last
     /// event read, for an incomplete rank).
     pub total_ns: u64,
+    /// Time from the end of `MPI_Init` to the start of `MPI_Finalize` (or the end of the
+    /// last event): what a skeleton's `app_time` measures. 0 in manifests of older
+    /// versions.
+    #[serde(default)]
+    pub app_ns: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -63,6 +81,8 @@ pub enum RankSummary {
         completion: Completion,
         events: u64,
         last_end_ns: u64,
+        /// End of `MPI_Init` to start of `MPI_Finalize` (see [`RankEntry::app_ns`]).
+        app_ns: u64,
         file_bytes: u64,
     },
     Missing,
@@ -95,6 +115,7 @@ impl Manifest {
                     completion,
                     events,
                     last_end_ns,
+                    app_ns,
                     file_bytes,
                 } => {
                     if mpi_library.is_empty() {
@@ -118,6 +139,7 @@ impl Manifest {
                         file_bytes: *file_bytes,
                         events: *events,
                         total_ns,
+                        app_ns: *app_ns,
                     }
                 }
                 RankSummary::Missing => RankEntry::empty(rank, file, RankStatus::Missing),
@@ -140,7 +162,13 @@ impl Manifest {
             end_unix_ns: run.end_unix_ns,
             exit_code: run.exit_code,
             ranks,
+            runs: None,
         }
+    }
+
+    /// The application's time in this run: the slowest rank's [`RankEntry::app_ns`].
+    pub fn app_ns(&self) -> u64 {
+        self.ranks.iter().map(|r| r.app_ns).max().unwrap_or(0)
     }
 
     pub fn to_json(&self) -> String {
@@ -163,6 +191,7 @@ impl RankEntry {
             file_bytes: 0,
             events: 0,
             total_ns: 0,
+            app_ns: 0,
         }
     }
 }

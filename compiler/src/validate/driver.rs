@@ -17,8 +17,15 @@ pub trait Runner {
     fn calibrate(&mut self, base: &Scenario) -> Result<(), RunError>;
     /// Builds `app` with `mpi`'s compiler wrapper.
     fn build(&mut self, app: &AppSpec, mpi: Mpi) -> Result<(), RunError>;
-    /// Traces `app` with `args` in the base scenario (`perfskel record`).
-    fn record(&mut self, app: &AppSpec, args: &[&str], base: &Scenario) -> Result<(), RunError>;
+    /// Traces `app` with `args` in the base scenario (`perfskel record`), keeping the
+    /// median of `runs` runs.
+    fn record(
+        &mut self,
+        app: &AppSpec,
+        args: &[&str],
+        base: &Scenario,
+        runs: u32,
+    ) -> Result<(), RunError>;
     /// Turns the trace into a skeleton (`perfskel skeletonize`).
     fn skeletonize(&mut self, app: &AppSpec) -> Result<(), RunError>;
     /// Generates the skeleton program at 1:`ratio` for `backend`, to be built with
@@ -137,7 +144,7 @@ pub fn drive(plan: &Plan, runner: &mut impl Runner) -> Observations {
         if let (Some(base), true) = (base, built.contains(&Mpi::OpenMpi)) {
             runner.progress(&format!("{}: record in base", app.name));
             let skeleton = runner
-                .record(app, sizes.traced, base)
+                .record(app, sizes.traced, base, plan.record_runs)
                 .map_err(|e| fail(Step::Record, None, None, e))
                 .and_then(|()| {
                     runner.progress(&format!("{}: skeletonize", app.name));
@@ -319,9 +326,10 @@ mod tests {
             app: &AppSpec,
             args: &[&str],
             base: &Scenario,
+            runs: u32,
         ) -> Result<(), RunError> {
             self.calls.push(format!(
-                "record {} {} {}",
+                "record {} {} {} runs {runs}",
                 app.name,
                 args.join(" "),
                 base.name
@@ -414,7 +422,7 @@ mod tests {
                 "calibrate base",
                 "build cg openmpi",
                 "build cg mpich",
-                "record cg 50000 400 base",
+                "record cg 50000 400 base runs 1",
                 "skeletonize cg",
                 "compile cg c openmpi 1:10",
                 "compile cg c mpich 1:10",

@@ -62,6 +62,9 @@ pub struct Plan {
     pub app_repeats: u32,
     /// Runs of each skeleton per scenario (more when they spread); the mean counts.
     pub skeleton_repeats: u32,
+    /// Traced runs of each application (`perfskel record --runs`): the median one is
+    /// the trace, so the skeleton stands for a typical run.
+    pub record_runs: u32,
 }
 
 /// What the user asked for; `None` means the mode's default.
@@ -151,6 +154,12 @@ impl Plan {
             skeleton_repeats: match mode {
                 Mode::Full => 3 * repeats,
                 Mode::Quick => repeats,
+            },
+            // The runs of the memory-bound applications vary by ±8 % on the idle machine,
+            // and a skeleton stands for its traced run in every scenario.
+            record_runs: match mode {
+                Mode::Full => 3,
+                Mode::Quick => 1,
             },
         })
     }
@@ -259,12 +268,14 @@ mod tests {
         assert_eq!(full.scenarios.len(), SCENARIOS.len());
         assert_eq!(full.ratio, 100);
         assert_eq!(full.mpis(), vec![Mpi::OpenMpi, Mpi::Mpich]);
+        assert_eq!(full.record_runs, 3);
         let quick = Plan::new(Mode::Quick, &Request::default()).unwrap();
         let names: Vec<&str> = quick.scenarios.iter().map(|s| s.name).collect();
         assert_eq!(names, ["base", "competing"]);
         assert_eq!(quick.apps.len(), 2);
         assert_eq!(quick.ratio, 10);
         assert_eq!(quick.mpis(), vec![Mpi::OpenMpi]);
+        assert_eq!(quick.record_runs, 1);
     }
 
     #[test]
