@@ -71,7 +71,7 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
         launch: &launch,
         preload: &preload,
     };
-    let (manifest, status) = if args.runs == 1 {
+    let manifest = if args.runs == 1 {
         job.record(&dir)?
     } else {
         record_runs(&job, &dir, args.runs)?
@@ -95,7 +95,7 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
             );
         }
     }
-    Ok(match status {
+    Ok(match manifest.exit_code {
         Some(0) => ExitCode::SUCCESS,
         Some(c) => ExitCode::from(u8::try_from(c).unwrap_or(1)),
         None => ExitCode::from(1),
@@ -116,8 +116,8 @@ struct Job<'a> {
 
 impl Job<'_> {
     /// Runs the job once with the tracer writing into `dir`; gives the manifest of its
-    /// rank files and the launcher's exit code (`None` when killed by a signal).
-    fn record(&self, dir: &Path) -> Result<(Manifest, Option<i32>), String> {
+    /// rank files (with the launcher's exit code).
+    fn record(&self, dir: &Path) -> Result<Manifest, String> {
         let dir_text = dir.display().to_string();
         // The launcher itself is not preloaded: each launcher's own option passes the
         // variables to the ranks only, on every node.
@@ -143,7 +143,7 @@ impl Job<'_> {
                 self.launcher
             ));
         }
-        let manifest = Manifest::build(
+        Ok(Manifest::build(
             RunInfo {
                 mpi: self.launch.mpi.name().into(),
                 launcher_version: self.launch.version.clone(),
@@ -153,48 +153,49 @@ impl Job<'_> {
                 exit_code: status.code(),
             },
             &summaries,
-        );
-        Ok((manifest, status.code()))
+        ))
     }
 }
 
 /// `--runs N`: records each run into its own directory under [`RUNS_DIR`], keeps the
 /// median run (by application time) as the trace in `dir`, and removes the others. A
 /// run that fails ends the series, and its trace is the one kept, to be looked at.
-fn record_runs(job: &Job, dir: &Path, n: u32) -> Result<(Manifest, Option<i32>), String> {
+fn record_runs(job: &Job, dir: &Path, n: u32) -> Result<Manifest, String> {
     let runs_dir = dir.join(RUNS_DIR);
+    let run_dir = |k: usize| runs_dir.join(format!("run-{k}"));
     remove_runs(&runs_dir)?;
-    let mut runs: Vec<(PathBuf, Manifest, Option<i32>)> = Vec::new();
-    for k in 1..=n {
-        let run_dir = runs_dir.join(format!("run-{k}"));
-        std::fs::create_dir_all(&run_dir)
-            .map_err(|e| format!("record: cannot create {}: {e}", run_dir.display()))?;
-        let (manifest, status) = job.record(&run_dir)?;
+    let mut runs: Vec<Manifest> = Vec::new();
+    let mut failed = false;
+    for k in 1..=n as usize {
+        std::fs::create_dir_all(run_dir(k))
+            .map_err(|e| format!("record: cannot create {}: {e}", run_dir(k).display()))?;
+        let manifest = job.record(&run_dir(k))?;
         eprintln!(
             "perfskel record: run {k} of {n}: application time {:.3} s{}",
             manifest.app_ns() as f64 * 1e-9,
-            match status {
+            match manifest.exit_code {
                 Some(0) => String::new(),
                 Some(c) => format!(", exit code {c}"),
                 None => ", killed by a signal".into(),
             }
         );
-        let failed = status != Some(0);
-        runs.push((run_dir, manifest, status));
+        failed = manifest.exit_code != Some(0);
+        runs.push(manifest);
         if failed {
             eprintln!("perfskel record: run {k} failed: its trace is kept, no further runs");
             break;
         }
     }
-    let times: Vec<u64> = runs.iter().map(|(_, m, _)| m.app_ns()).collect();
-    let kept = if runs.last().is_some_and(|r| r.2 != Some(0)) {
+    let times: Vec<u64> = runs.iter().map(Manifest::app_ns).collect();
+    let kept = if failed {
         runs.len() - 1
     } else {
         let mut order: Vec<usize> = (0..runs.len()).collect();
         order.sort_by_key(|&i| (times[i], i));
         order[(order.len() - 1) / 2]
     };
-    let (run_dir, mut manifest, status) = runs.swap_remove(kept);
+    let mut manifest = runs.swap_remove(kept);
+    let run_dir = run_dir(kept + 1);
     let entries =
         std::fs::read_dir(&run_dir).map_err(|e| format!("record: {}: {e}", run_dir.display()))?;
     for entry in entries.flatten() {
@@ -227,7 +228,7 @@ fn record_runs(job: &Job, dir: &Path, n: u32) -> Result<(Manifest, Option<i32>),
         app_ns: times,
         kept: kept + 1,
     });
-    Ok((manifest, status))
+    Ok(manifest)
 }
 
 /// Removes the directory of an earlier `--runs` series (perfskel's own files only).

@@ -16,7 +16,9 @@ use perfskel_compiler::trace::format::{self, PEER_ANY_SOURCE, PEER_PROC_NULL};
 use perfskel_compiler::trace::manifest::{Manifest, RankSummary};
 use perfskel_compiler::trace::stats::{SiteKey, StatsBuilder, StatsReport};
 use perfskel_compiler::trace::symbolize::{Location, Symbolizer};
-use perfskel_compiler::trace::{Completion, Event, Op, RankReader, TraceError, TraceErrorKind};
+use perfskel_compiler::trace::{
+    AppSpan, Completion, Event, RankReader, TraceError, TraceErrorKind,
+};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -120,33 +122,24 @@ pub fn summarize_dir(dir: &Path) -> Result<Vec<RankSummary>, String> {
             Ok(Some(mut reader)) => {
                 let mut ev = Event::default();
                 let mut last_end_ns = 0;
-                let (mut init_end, mut finalize_start) = (None, None);
+                let mut span = AppSpan::default();
                 let result = loop {
                     match reader.next_event(&mut ev) {
                         Ok(true) => {
                             last_end_ns = ev.end_ns;
-                            match ev.op {
-                                Op::Init | Op::InitThread => init_end = Some(ev.end_ns),
-                                Op::Finalize | Op::Abort => {
-                                    finalize_start.get_or_insert(ev.start_ns);
-                                }
-                                _ => {}
-                            }
+                            span.see(&ev);
                         }
                         Ok(false) => break Ok(()),
                         Err(e) => break Err(e),
                     }
                 };
-                let app_ns = finalize_start
-                    .unwrap_or(last_end_ns)
-                    .saturating_sub(init_end.unwrap_or(0));
                 match (result, reader.completion()) {
                     (Ok(()), Some(completion)) => RankSummary::Read {
                         header: reader.header().clone(),
                         completion,
                         events: reader.n_events(),
                         last_end_ns,
-                        app_ns,
+                        app_ns: span.ns(),
                         file_bytes: std::fs::metadata(dir.join(format::rank_file_name(rank)))
                             .map(|m| m.len())
                             .unwrap_or(0),

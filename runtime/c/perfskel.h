@@ -246,15 +246,17 @@ static inline void ps_memory(size_t working_set, double traced_rate) {
 /* Work not yet run by `work` spans, in units: spans shorter than a unit add up. */
 static double ps_carry;
 
-/* The warm-up pass (see ps_pass): compute spans do nothing. */
-static int ps_warming;
+/* Where ps_pass stands: before the passes, in the warm-up pass (compute spans do
+ * nothing), in the timed pass. */
+enum { PS_BEFORE, PS_WARMING, PS_TIMED };
+static int ps_pass_state = PS_BEFORE;
 
 /* A compute span of `seconds` touching `ws` bytes (0: an L1-sized buffer), run as
  * PERFSKEL_COMPUTE says (see the top of this file). Each chunk's measured rate refines
  * the estimate, except in `work` spans and interrupted chunks. */
 static inline void ps_compute(double seconds, size_t ws) {
     seconds *= ps_time_factor;
-    if (!(seconds > 0) || ps_warming) return;
+    if (!(seconds > 0) || ps_pass_state == PS_WARMING) return;
     if (ws < PS_MIN_WS) ws = PS_MIN_WS;
     int slot = 0;
     for (int j = 0; j < ps_n_rates; j++)
@@ -453,9 +455,7 @@ static inline void ps_require_ranks(int expected) {
 
 /* ---- passes and the result line ---------------------------------------------------- */
 
-static int ps_passes_done;        /* 0 before the first pass, then 1, 2 */
-static int ps_timed_done;         /* the timed pass has started */
-static double ps_start;           /* MPI_Wtime at the start of the timed pass */
+static double ps_start;           /* MPI_Wtime at the start of the current pass */
 static double ps_warmup_s;        /* how long the warm-up pass took (0: none) */
 
 /* Whether to warm up: PERFSKEL_WARMUP=on or off, by default at ratios above 1. */
@@ -474,24 +474,21 @@ static inline int ps_want_warmup(unsigned long long ratio) {
  * the kernel's carried work started afresh, as in a run without warm-up. Returns 0
  * once the timed pass is done. */
 static inline int ps_pass(unsigned long long ratio) {
-    int rank = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    if (ps_timed_done) return 0;
-    if (ps_passes_done == 0 && ps_want_warmup(ratio)) {
-        ps_passes_done = 1;
-        ps_warming = 1;
+    if (ps_pass_state == PS_TIMED) return 0;
+    if (ps_pass_state == PS_BEFORE && ps_want_warmup(ratio)) {
+        ps_pass_state = PS_WARMING;
         MPI_Barrier(MPI_COMM_WORLD);
         ps_start = MPI_Wtime();
         return 1;
     }
     MPI_Barrier(MPI_COMM_WORLD);
     double now = MPI_Wtime();
-    if (ps_warming) ps_warmup_s = now - ps_start;
-    ps_warming = 0;
+    if (ps_pass_state == PS_WARMING) ps_warmup_s = now - ps_start;
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     ps_seed(rank);
     ps_carry = 0;
-    ps_passes_done++;
-    ps_timed_done = 1;
+    ps_pass_state = PS_TIMED;
     ps_start = now;
     return 1;
 }

@@ -16,7 +16,7 @@ pub mod rust;
 
 use std::fmt;
 
-use perfskel_grammar::ast::Program;
+use perfskel_grammar::ast::{Block, Program, Stmt, StmtKind};
 
 use crate::check::Info;
 
@@ -57,6 +57,16 @@ pub fn emit(
         Backend::C => Ok(c::emit(program, info, options)),
         Backend::Rust => Ok(rust::emit(program, info, options)),
     }
+}
+
+/// A program's top-level statements split into its communicator declarations and the
+/// rest, each in source order. Communicators are declared at the top level only (the
+/// checker makes sure): generated programs make them once, before the passes over the
+/// rest (`ps_pass` in `perfskel.h`, `Skeleton::pass` in Rust).
+pub(crate) fn comms_and_passes(body: &Block) -> (Vec<&Stmt>, Vec<&Stmt>) {
+    body.stmts
+        .iter()
+        .partition(|s| matches!(s.kind, StmtKind::CommDecl(_)))
 }
 
 /// The back ends perfskel has.

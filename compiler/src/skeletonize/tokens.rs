@@ -21,7 +21,7 @@ use super::comms::{CommRef, Comms};
 use super::topo::Directions;
 use crate::trace::format::{PEER_ANY_SOURCE, PEER_PROC_NULL, TAG_ANY};
 use crate::trace::stats::SiteKey;
-use crate::trace::{Event, Op};
+use crate::trace::{AppSpan, Event, Op};
 
 /// Whom one half of a point-to-point operation talks to.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -145,9 +145,7 @@ pub(crate) struct Tokenizer<'a> {
     live: Live,
     pending_gap: u64,
     prev_end: Option<u64>,
-    init_end: Option<u64>,
-    finalize_start: Option<u64>,
-    last_end: u64,
+    span: AppSpan,
     counts: RankCounts,
 }
 
@@ -162,9 +160,7 @@ impl<'a> Tokenizer<'a> {
             live: Live::default(),
             pending_gap: 0,
             prev_end: None,
-            init_end: None,
-            finalize_start: None,
-            last_end: 0,
+            span: AppSpan::default(),
             counts: RankCounts::default(),
         }
     }
@@ -172,22 +168,20 @@ impl<'a> Tokenizer<'a> {
     /// The token of the next event, if it makes one (events after `MPI_Finalize` are
     /// ignored).
     pub fn push(&mut self, ev: &Event) -> Option<Token> {
-        if self.finalize_start.is_some() {
+        if self.span.finalized() {
             return None;
         }
         let gap = self
             .prev_end
             .map_or(0, |end| ev.start_ns.saturating_sub(end));
         self.prev_end = Some(ev.end_ns);
-        self.last_end = ev.end_ns;
+        self.span.see(ev);
         match ev.op {
             Op::Init | Op::InitThread => {
-                self.init_end = Some(ev.end_ns);
                 self.pending_gap = 0;
                 return None;
             }
             Op::Finalize | Op::Abort => {
-                self.finalize_start = Some(ev.start_ns);
                 self.counts.trailing_gap_ns = self.pending_gap.saturating_add(gap);
                 self.pending_gap = 0;
                 return None;
@@ -243,7 +237,7 @@ impl<'a> Tokenizer<'a> {
     /// trace (so that the skeleton is a valid program; the summary counts them), the
     /// token table and the counters.
     pub fn finish(mut self) -> (Option<Token>, Vec<Tok>, RankCounts) {
-        if self.finalize_start.is_none() {
+        if !self.span.finalized() {
             self.counts.trailing_gap_ns = self.pending_gap;
         }
         let mut last = None;
@@ -272,11 +266,7 @@ impl<'a> Tokenizer<'a> {
             });
             self.counts.trailing_gap_ns = 0;
         }
-        let start = self.init_end.unwrap_or(0);
-        self.counts.app_ns = self
-            .finalize_start
-            .unwrap_or(self.last_end)
-            .saturating_sub(start);
+        self.counts.app_ns = self.span.ns();
         (last, self.table, self.counts)
     }
 }

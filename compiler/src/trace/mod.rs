@@ -15,4 +15,6 @@ pub mod symbolize;
 pub use collect::RankTrace;
 pub use format::{Op, OpClass};
 pub use manifest::{Manifest, RankEntry, RankStatus};
-pub use reader::{Completion, Event, Header, Memory, RankReader, TraceError, TraceErrorKind};
+pub use reader::{
+    AppSpan, Completion, Event, Header, Memory, RankReader, TraceError, TraceErrorKind,
+};

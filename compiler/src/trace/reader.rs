@@ -67,6 +67,42 @@ impl Event {
     }
 }
 
+/// A rank's application time as a skeleton's `app_time` measures it: from the end of
+/// `MPI_Init` to the start of `MPI_Finalize` (or to the end of the last event, for a rank
+/// that did not finalize). Fed with the rank's events in order; events after
+/// `MPI_Finalize` do not count.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct AppSpan {
+    init_end: Option<u64>,
+    finalize_start: Option<u64>,
+    last_end: u64,
+}
+
+impl AppSpan {
+    pub fn see(&mut self, ev: &Event) {
+        if self.finalized() {
+            return;
+        }
+        self.last_end = ev.end_ns;
+        match ev.op {
+            Op::Init | Op::InitThread => self.init_end = Some(ev.end_ns),
+            Op::Finalize | Op::Abort => self.finalize_start = Some(ev.start_ns),
+            _ => {}
+        }
+    }
+
+    /// Whether `MPI_Finalize` (or `MPI_Abort`) has been seen.
+    pub fn finalized(&self) -> bool {
+        self.finalize_start.is_some()
+    }
+
+    pub fn ns(&self) -> u64 {
+        self.finalize_start
+            .unwrap_or(self.last_end)
+            .saturating_sub(self.init_end.unwrap_or(0))
+    }
+}
+
 /// A loaded object (executable or shared library) of the traced process.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Object {

@@ -279,7 +279,6 @@ enum Passes {
     NotStarted,
     WarmingUp,
     Timed,
-    Done,
 }
 
 impl Skeleton {
@@ -454,10 +453,7 @@ impl Skeleton {
                 self.start = Instant::now();
                 true
             }
-            Passes::Timed | Passes::Done => {
-                self.passes = Passes::Done;
-                false
-            }
+            Passes::Timed => false,
         }
     }
 

@@ -368,37 +368,29 @@ impl<'a> Writer<'a> {
         self.out.push('\n');
     }
 
+    /// The code of `stmts` at `indent`, then `end`'s closing comments, apart from the
+    /// output so far. Without blank lines before the first statement: each part is
+    /// headed by a line of its own.
+    fn part(&mut self, stmts: &[&Stmt], indent: usize, end: Option<&Block>) -> String {
+        let before = std::mem::take(&mut self.out);
+        self.indent = indent;
+        for stmt in stmts {
+            self.stmt(stmt);
+        }
+        if let Some(block) = end {
+            self.end_comments(block);
+        }
+        let part = std::mem::replace(&mut self.out, before);
+        part.trim_start_matches('\n').to_string()
+    }
+
     fn program(mut self) -> String {
         let p = self.program;
         let name = &p.name.value.name;
         let target = self.options.app_time_s / self.options.ratio.max(1) as f64;
-        // Communicators are declared at the top level only (the checker makes sure):
-        // they are made once, before the passes (see `ps_pass` in perfskel.h), in their
-        // order, while the rest of the program runs in every pass.
-        let (decls, rest): (Vec<&Stmt>, Vec<&Stmt>) = p
-            .body
-            .stmts
-            .iter()
-            .partition(|s| matches!(s.kind, StmtKind::CommDecl(_)));
-        let mut setup = std::mem::take(&mut self.out);
-        self.indent = 1;
-        for stmt in decls {
-            self.stmt(stmt);
-        }
-        let mut body = std::mem::take(&mut self.out);
-        self.indent = 2;
-        for stmt in rest {
-            self.stmt(stmt);
-        }
-        self.end_comments(&p.body);
-        std::mem::swap(&mut setup, &mut self.out);
-        std::mem::swap(&mut body, &mut setup);
-        // Each part is headed by a line of its own: blank lines before their first
-        // statements would double it.
-        let (setup, body) = (
-            setup.trim_start_matches('\n'),
-            body.trim_start_matches('\n'),
-        );
+        let (decls, rest) = super::comms_and_passes(&p.body);
+        let setup = self.part(&decls, 1, None);
+        let body = self.part(&rest, 2, Some(&p.body));
 
         let _ = writeln!(
             self.out,
@@ -485,7 +477,7 @@ impl<'a> Writer<'a> {
         }
         self.line("");
         if !setup.is_empty() {
-            self.out.push_str(setup);
+            self.out.push_str(&setup);
             self.line("");
         }
         let ratio = self.options.ratio;
@@ -495,7 +487,7 @@ impl<'a> Writer<'a> {
             "/* The timed pass (at 1:1 without a warm-up pass unless PERFSKEL_WARMUP=on). */"
         });
         self.line(&format!("while (ps_pass({ratio}ULL)) {{"));
-        self.out.push_str(body);
+        self.out.push_str(&body);
         self.line("}");
         let end = format!(
             "ps_end(\"{}\", {ratio}ULL, {});",

@@ -24,14 +24,7 @@ pub fn main_rs(program: &Program, info: &Info, options: &Options) -> String {
         used_comms: used_comms(&program.body),
     };
     g.header(program, info, options);
-    // Communicators are declared at the top level only (the checker makes sure): they
-    // are made once, in their order, before the passes (`Skeleton::pass`), and the rest
-    // of the program runs in every pass.
-    let (decls, rest): (Vec<&Stmt>, Vec<&Stmt>) = program
-        .body
-        .stmts
-        .iter()
-        .partition(|s| matches!(s.kind, StmtKind::CommDecl(_)));
+    let (decls, rest) = crate::back::comms_and_passes(&program.body);
     if !decls.is_empty() {
         g.line(1, "");
         g.part(decls, 1);
