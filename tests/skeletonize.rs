@@ -23,6 +23,11 @@ const N_RANKS: u32 = 4;
 
 /// Records `app args` at 4 ranks under `mpi` into a temporary directory.
 fn record(mpi: Mpi, app: &str, args: &[&str]) -> (tempfile::TempDir, PathBuf) {
+    record_np(mpi, app, args, N_RANKS)
+}
+
+/// Records `app args` at `n_ranks` ranks under `mpi` into a temporary directory.
+fn record_np(mpi: Mpi, app: &str, args: &[&str], n_ranks: u32) -> (tempfile::TempDir, PathBuf) {
     let exe = build_app(mpi, app);
     let dir = tempfile::tempdir().expect("tempdir");
     let trace = dir.path().join(format!("trace-{app}"));
@@ -30,7 +35,7 @@ fn record(mpi: Mpi, app: &str, args: &[&str]) -> (tempfile::TempDir, PathBuf) {
         Mpi::OpenMpi => "mpirun.openmpi",
         Mpi::Mpich => "mpirun.mpich",
     };
-    let np = N_RANKS.to_string();
+    let np = n_ranks.to_string();
     let mut cmd = vec!["record", "-o", trace.to_str().expect("utf-8"), "--"];
     cmd.extend([launcher, "-np", &np, exe.to_str().expect("utf-8")]);
     cmd.extend(args);
@@ -119,7 +124,11 @@ fn has_if(stmts: &[Stmt]) -> bool {
 
 /// Per rank: messages sent to a real peer and collective calls, in the trace.
 fn trace_counts(trace: &Path) -> Vec<(u64, u64)> {
-    (0..N_RANKS)
+    trace_counts_np(trace, N_RANKS)
+}
+
+fn trace_counts_np(trace: &Path, n_ranks: u32) -> Vec<(u64, u64)> {
+    (0..n_ranks)
         .map(|rank| {
             let file =
                 std::fs::File::open(trace.join(format::rank_file_name(rank))).expect("rank file");
@@ -251,6 +260,58 @@ fn tree_reduce_openmpi() {
 fn rowcol_openmpi() {
     check_app(Mpi::OpenMpi, "rowcol", &["16", "3"], 3);
 }
+/// Communicators derived from derived ones, as solvers make them (`tests/apps/
+/// derived_comms.c`): a split of the first 4 of 5 ranks (rank 4 gets MPI_COMM_NULL),
+/// its duplicate, a grid over that, the grid's rows and columns, and a communicator made
+/// from a group of the even ranks. Nothing may be dropped, every communicator is
+/// declared from its real parent, the skeleton checks clean, and every rank sends and
+/// takes part in exactly the recorded calls.
+fn derived_communicators(mpi: Mpi) {
+    let n_ranks = 5;
+    let (_dir, trace) = record_np(mpi, "test:derived_comms", &["64", "6"], n_ranks);
+    let (text, summary) = skeletonize_cli(&trace, &[]);
+    assert_eq!(summary["dropped_events"], 0, "{summary:#}\n{text}");
+    for decl in [
+        "comm split1 = split(world, color = -(rank / 4))",
+        "comm dup2 = dup(split1)",
+        "comm cart3 = dup(dup2)",
+        "comm group4 = split(world, color = -(rank % 2))",
+        "= split(cart3, color = ",
+    ] {
+        assert!(text.contains(decl), "no `{decl}` in\n{text}");
+    }
+    let (program, diags) = perfskel_grammar::parse(&text);
+    assert!(diags.is_empty(), "{text}");
+    let checked = check(&program, &text, CheckOptions::default());
+    assert!(checked.diags.is_empty(), "{:?}\n{text}", checked.diags);
+    let info = checked.info.expect("checked");
+    let n_comms = program
+        .body
+        .stmts
+        .iter()
+        .filter(|s| matches!(s.kind, StmtKind::CommDecl(_)))
+        .count() as u64;
+    for (rank, (sends, colls)) in trace_counts_np(&trace, n_ranks).iter().enumerate() {
+        let r = &info.ranks[rank];
+        assert_eq!(r.messages_sent, *sends, "rank {rank} sends\n{text}");
+        // The checker counts each communicator a rank takes part in making as a
+        // collective; the trace does not.
+        assert!(
+            r.collectives >= *colls && r.collectives <= colls + n_comms,
+            "rank {rank}: {} collectives, {colls} recorded\n{text}",
+            r.collectives
+        );
+    }
+}
+#[test]
+fn derived_communicators_openmpi() {
+    derived_communicators(Mpi::OpenMpi);
+}
+#[test]
+fn derived_communicators_mpich() {
+    derived_communicators(Mpi::Mpich);
+}
+
 /// Workers share 6 tasks: the simulation must send exactly the recorded results.
 #[test]
 fn master_worker_openmpi() {

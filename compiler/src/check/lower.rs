@@ -113,7 +113,6 @@ pub(super) enum Op<'p> {
     CommDecl {
         stmt: &'p Stmt,
         parent: Option<usize>,
-        parent_name: &'p str,
         name: usize,
     },
     Wait {
@@ -422,15 +421,9 @@ impl<'p> Lowering<'p, '_> {
                 self.push(Op::Collective(self.plan.colls.len() as u32 - 1));
             }
             StmtKind::CommDecl(d) => {
-                let parent_name = d.def.parent().name.as_str();
-                let parent = Some(self.comm_id(parent_name));
+                let parent = Some(self.comm_id(d.def.parent().name.as_str()));
                 let name = self.comm_id(&d.name.name);
-                self.push(Op::CommDecl {
-                    stmt,
-                    parent,
-                    parent_name,
-                    name,
-                });
+                self.push(Op::CommDecl { stmt, parent, name });
             }
             StmtKind::Wait(w) => {
                 // `test` never blocks and completes nothing the simulation tracks.

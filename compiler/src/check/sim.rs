@@ -681,14 +681,17 @@ impl<'p, 'd> Sim<'p, 'd> {
                         break;
                     }
                 }
-                Op::CommDecl {
-                    stmt,
-                    parent,
-                    parent_name,
-                    name,
-                } => {
+                Op::CommDecl { stmt, parent, name } => {
                     self.ops += 1;
-                    let (inst, _) = self.member(rank, *parent, parent_name, stmt)?;
+                    // Ranks outside the parent take no part (they hold MPI_COMM_NULL
+                    // there), and are not members of the new communicator either.
+                    let entry = parent.map_or(NOT_MEMBER, |c| {
+                        self.member_of[c * self.n as usize + rank as usize]
+                    });
+                    if entry == NOT_MEMBER {
+                        continue;
+                    }
+                    let inst = (entry >> 32) as u32;
                     let req = self.arrive(rank, inst, CollKey::CommCreate(*name), stmt)?;
                     if !self.wait_one(rank, req, stmt) {
                         self.ranks[r].pc = pc;

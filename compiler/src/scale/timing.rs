@@ -392,7 +392,10 @@ impl<'p> Timed<'p> {
             }
             StmtKind::CommDecl(d) => {
                 self.ops += 1;
-                let (inst, _) = self.member(rank, &d.def.parent().name)?;
+                // Ranks outside the parent take no part.
+                let Ok((inst, _)) = self.member(rank, &d.def.parent().name) else {
+                    return Ok(true);
+                };
                 let cost = self
                     .model
                     .comm_create(self.comms[inst].members.len() as u64);

@@ -147,7 +147,7 @@ pub fn skeletonize(
     summary.topology = perfskel_grammar::printer::topology(&dirs.topology);
 
     // 2. Tokens and 3. per-rank nests, one rank at a time.
-    let comms = comms::Comms::build(survey.comms, n_ranks, &dirs.topology);
+    let mut comms = comms::Comms::build(survey.comms, n_ranks, &dirs.topology);
     summary.notes.extend(
         comms
             .unexpressed
@@ -223,6 +223,9 @@ pub fn skeletonize(
         summary.unmatched_requests += counts.unmatched_requests;
         summary.unknown_waits += counts.unknown_waits;
         summary.dropped_events += counts.dropped_events;
+        for (why, n) in &counts.dropped {
+            *summary.dropped.entry(why.clone()).or_default() += n;
+        }
         p2p_bytes += counts.p2p_bytes;
         explicit_bytes += counts.explicit_bytes;
         app_ns = app_ns.max(counts.app_ns);
@@ -253,6 +256,15 @@ pub fn skeletonize(
         .map(|(r, n)| (*r, n.nodes.as_slice()))
         .collect();
     let merged_nest = merger.merge(&seqs);
+    // Communicators no kept statement uses are not declared (`check` would warn).
+    let mut used = std::collections::BTreeSet::new();
+    used_comms(&merged_nest, &mut used);
+    let unused = comms.keep_used(&used);
+    if unused > 0 {
+        summary.notes.push(format!(
+            "{unused} communicator(s) the application made but no kept call uses are not declared"
+        ));
+    }
 
     // 5. IR.
     let traced: Vec<u32> = nests.iter().map(|(r, _)| *r).collect();
@@ -273,6 +285,7 @@ pub fn skeletonize(
     let mut stmts: Vec<Stmt> = comms
         .decls
         .iter()
+        .filter(|d| d.kept)
         .map(|d| {
             let mut s = Stmt::new(StmtKind::CommDecl(Box::new(
                 perfskel_grammar::ast::CommDecl {
@@ -442,6 +455,23 @@ fn compress_rank(
         walk.visit(t.id, t.gap_ns, t.dur_ns);
     }
     Some((walk.finish(&nest, &table, rank)?, counts))
+}
+
+/// The communicators the tokens of a nest use.
+fn used_comms(nodes: &[nest::MNode], out: &mut std::collections::BTreeSet<comms::CommRef>) {
+    for node in nodes {
+        match node {
+            nest::MNode::Tok { tok, .. } => {
+                out.insert(tok.comm);
+            }
+            nest::MNode::Loop { body, .. } => used_comms(body, out),
+            nest::MNode::If { branches } => {
+                for (_, body) in branches {
+                    used_comms(body, out);
+                }
+            }
+        }
+    }
 }
 
 /// Statements of a block, counting nested ones.

@@ -45,6 +45,8 @@ pub struct Summary {
     pub unknown_waits: u64,
     /// Events that became no statement for a reason worth reporting.
     pub dropped_events: u64,
+    /// Why: reason → events, summed over the merged ranks.
+    pub dropped: std::collections::BTreeMap<String, u64>,
     /// Compute spans under 1 us are not written; their time per rank.
     pub dropped_compute_s: f64,
     pub missing_ranks: Vec<u32>,
@@ -105,6 +107,17 @@ impl Summary {
                     .join(", ")
             ));
         }
+        if self.dropped_events > 0 {
+            notes.push(format!(
+                "{} event(s) dropped: {}",
+                self.dropped_events,
+                self.dropped
+                    .iter()
+                    .map(|(why, n)| format!("{n} x {why}"))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ));
+        }
         // Why long: little repetition.
         if self.compression_ratio > 0.0 && self.compression_ratio < 4.0 && self.statements > 20 {
             notes.push(format!(
@@ -143,6 +156,7 @@ impl Summary {
             }
         );
         let _ = writeln!(out, "raw events         {}", self.raw_events);
+        let _ = writeln!(out, "dropped events     {}", self.dropped_events);
         let _ = writeln!(out, "statements         {}", self.statements);
         let _ = writeln!(
             out,

@@ -10,7 +10,7 @@
 
 use std::collections::BTreeMap;
 
-use super::comms::{self, CommSurvey, RankCreation};
+use super::comms::{self, CommSurvey};
 use super::source::{self, Absent};
 use super::tokens::{EventSurvey, RankEventSurvey};
 use super::topo::RecordedPeer;
@@ -19,7 +19,7 @@ use crate::logicalize::trace::TraceMatrix;
 use crate::logicalize::CommMatrix;
 use crate::trace::format::PEER_PROC_NULL;
 use crate::trace::stats::SiteKey;
-use crate::trace::{Completion, Event, OpClass};
+use crate::trace::{Completion, Event, Op, OpClass};
 
 /// At most this many point-to-point peers, over all ranks, are scored when choosing the
 /// topology (and at least 64 per rank).
@@ -120,7 +120,8 @@ struct RankSurvey {
     /// `MPI_PROC_NULL`; half 0 is the send or receive, 1 the receive of a sendrecv.
     peers: Vec<(u64, u8, Option<u64>)>,
     peer_limit: usize,
-    creating: Vec<RankCreation>,
+    /// Communicator-creating calls: new id, parent id, site id, call.
+    creating: Vec<(Option<u64>, u64, u64, Op)>,
     events: RankEventSurvey,
 }
 
@@ -162,7 +163,8 @@ impl RankSurvey {
             }
         }
         if comms::is_creating(ev.op) {
-            self.creating.push((ev.newcomm, ev.comm, ev.site, ev.op));
+            self.creating
+                .push((ev.newcomm, ev.comm.unwrap_or(0), ev.site, ev.op));
         }
         self.events.add(ev);
     }
@@ -197,11 +199,17 @@ impl RankSurvey {
                 site: (site(id), half),
                 peer,
             }));
-        survey
-            .comms
-            .add_rank(self.rank, comms, &self.creating, &mut |id| {
-                sites.get(&id).and_then(&mut *site_name)
-            });
+        let creating = self
+            .creating
+            .into_iter()
+            .map(|(new, parent, site, op)| comms::Creation {
+                new,
+                parent,
+                site: sites.get(&site).and_then(&mut *site_name),
+                op,
+            })
+            .collect();
+        survey.comms.add_rank(self.rank, comms, creating);
         survey.events.add_rank(self.events, sites);
     }
 }

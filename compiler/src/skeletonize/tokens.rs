@@ -21,7 +21,7 @@ use super::comms::{CommRef, Comms};
 use super::topo::Directions;
 use crate::trace::format::{PEER_ANY_SOURCE, PEER_PROC_NULL, TAG_ANY};
 use crate::trace::stats::SiteKey;
-use crate::trace::{AppSpan, Event, Op};
+use crate::trace::{AppSpan, Event, Op, OpClass};
 
 /// Whom one half of a point-to-point operation talks to.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -116,6 +116,15 @@ pub(crate) struct RankCounts {
     pub p2p_bytes: u64,
     pub explicit_bytes: u64,
     pub dropped_events: u64,
+    /// Why events were dropped: reason → count.
+    pub dropped: BTreeMap<String, u64>,
+}
+
+impl RankCounts {
+    fn drop_event(&mut self, why: String) {
+        self.dropped_events += 1;
+        *self.dropped.entry(why).or_default() += 1;
+    }
 }
 
 /// One rank's tokens in memory (the unit tests of nests and of the merge build them by
@@ -194,7 +203,14 @@ impl<'a> Tokenizer<'a> {
             Some(id) => match self.policy.comms.lookup(self.rank, id) {
                 Some(c) => c,
                 None => {
-                    self.counts.dropped_events += 1;
+                    self.counts.drop_event(if id == 1 {
+                        format!("{} on MPI_COMM_SELF", ev.op.mpi_name())
+                    } else {
+                        format!(
+                            "{} on a communicator the skeleton does not declare",
+                            ev.op.mpi_name()
+                        )
+                    });
                     return None;
                 }
             },
@@ -207,7 +223,12 @@ impl<'a> Tokenizer<'a> {
             &mut self.live,
             &mut self.counts,
         ) else {
-            self.counts.dropped_events += u64::from(!is_silent(ev.op));
+            // Completions of no live request (null handles, or requests the trace never
+            // posted: counted in `unknown_waits`) are no-ops, not lost calls.
+            if !is_silent(ev.op) && ev.op.class() != OpClass::Completion {
+                self.counts
+                    .drop_event(format!("{} is not modelled", ev.op.mpi_name()));
+            }
             return None;
         };
         let tok = Tok {
@@ -521,6 +542,8 @@ fn coll_op(op: Op) -> Option<(CollOp, bool)> {
         Op::Iallgatherv => (CollOp::Allgatherv, true),
         Op::Ialltoall => (CollOp::Alltoall, true),
         Op::Ialltoallv => (CollOp::Alltoallv, true),
+        Op::IreduceScatter | Op::IreduceScatterBlock => (CollOp::ReduceScatter, true),
+        Op::Iscan | Op::Iexscan => (CollOp::Scan, true),
         _ => return None,
     })
 }

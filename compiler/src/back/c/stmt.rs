@@ -422,6 +422,12 @@ impl Writer<'_> {
         } else {
             format!("{parent}_rank")
         };
+        // Ranks outside the parent hold MPI_COMM_NULL there and take no part.
+        let outside = d.def.parent().name != "world";
+        if outside {
+            self.line(&format!("if ({parent} != MPI_COMM_NULL) {{"));
+            self.indent += 1;
+        }
         match &d.def {
             CommDef::Split { color, key, .. } => {
                 let color = strip_parens(&self.expr(color)).to_string();
@@ -450,6 +456,10 @@ impl Writer<'_> {
                     remain.join(", ")
                 ));
             }
+        }
+        if outside {
+            self.indent -= 1;
+            self.line("}");
         }
         self.line(&format!("if ({var} != MPI_COMM_NULL) {{"));
         self.indent += 1;
