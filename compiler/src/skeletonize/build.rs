@@ -23,6 +23,7 @@ use perfskel_grammar::ast::{
 use super::comms::{CommRef, Comms};
 use super::nest::{Acc, MNode};
 use super::spread::Spread;
+use super::nest::SizeAcc;
 use super::tokens::{CollSize, Half, Kind, PeerAbs, Tok};
 use super::topo::Directions;
 
@@ -89,7 +90,7 @@ impl Builder<'_> {
                     if let Some(c) = self.compute(acc, universe) {
                         out.push(c);
                     }
-                    if let Some(s) = self.op(tok) {
+                    if let Some(s) = self.op(tok, acc) {
                         out.push(s);
                     }
                 }
@@ -301,7 +302,25 @@ impl Builder<'_> {
         Some(stmt)
     }
 
-    fn op(&mut self, tok: &Tok) -> Option<Stmt> {
+    fn op(&mut self, tok: &Tok, acc: &BTreeMap<u32, Acc>) -> Option<Stmt> {
+        // The sizes the calls really had, over every rank and iteration (the token has
+        // only their class); a size that varied is written as its mean where it is
+        // sent and its largest where it is received, so that the bytes on the wire are
+        // the application's and no receive is too small for what it matches.
+        let stats: Vec<SizeAcc> = (0..2)
+            .map(|i| {
+                let mut s = SizeAcc::default();
+                acc.values().for_each(|a| s.merge(&a.sizes[i]));
+                s
+            })
+            .collect();
+        let mut zero_bytes = false;
+        let mut varied = Vec::new();
+        for s in &stats {
+            if s.n > 0 && s.min != s.max {
+                varied.push(*s);
+            }
+        }
         let comm = match tok.comm {
             CommRef::World => None,
             CommRef::Named(i) => Some(Ident::new(self.comms.decls.get(i as usize)?.name.clone())),
@@ -331,12 +350,38 @@ impl Builder<'_> {
                 // A half that went to MPI_PROC_NULL on every traced rank has no recorded
                 // size; ranks the trace lacks may really send there: take the size of the
                 // other half (a halo exchange is symmetric).
-                let known = halves.iter().filter_map(|h| h.bytes).max().unwrap_or(0);
+                let written = |i: usize, h: &Half| -> Option<u64> {
+                    let s = stats.get(i)?;
+                    let receives = match op {
+                        P2pOp::Recv | P2pOp::Irecv => true,
+                        P2pOp::Sendrecv => i == 1,
+                        _ => false,
+                    };
+                    match (s.n, receives) {
+                        (0, _) => h.bytes,
+                        (_, true) => Some(s.max),
+                        (_, false) => s.mean(),
+                    }
+                };
+                let known = halves
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, h)| written(i, h))
+                    .max()
+                    .unwrap_or(0);
                 let mut parts = Vec::new();
                 let mut op = *op;
                 for (i, h) in halves.iter().enumerate() {
                     match self.peer(h) {
-                        Some(p) => parts.push((p, size(h.bytes.unwrap_or(known)))),
+                        Some(p) => {
+                            // A message of no bytes only synchronizes; `check` asks
+                            // whether that was meant, so the skeleton sends one byte.
+                            let b = written(i, h).unwrap_or(known);
+                            if b == 0 {
+                                zero_bytes = true;
+                            }
+                            parts.push((p, size(b.max(1))));
+                        }
                         None if op == P2pOp::Sendrecv => {
                             op = if i == 0 { P2pOp::Recv } else { P2pOp::Send };
                         }
@@ -381,8 +426,17 @@ impl Builder<'_> {
                     request: req.map(handle),
                     size: match sz {
                         CollSize::None => None,
-                        CollSize::One(b) => Some(SizeSpec::Fixed(Spanned::derived(size(*b)))),
+                        CollSize::One(b) => Some(SizeSpec::Fixed(Spanned::derived(size(
+                            stats[0].mean().unwrap_or(*b),
+                        )))),
                         CollSize::PerRank(m) => {
+                            let m: BTreeMap<u32, u64> = m
+                                .iter()
+                                .map(|(r, b)| {
+                                    let own = acc.get(r).and_then(|a| a.sizes[0].mean());
+                                    (*r, own.unwrap_or(*b))
+                                })
+                                .collect();
                             let fill = m.values().copied().max().unwrap_or(0);
                             Some(SizeSpec::PerRank(
                                 (0..self.n_ranks)
@@ -421,6 +475,23 @@ impl Builder<'_> {
         });
         if tok.site == u32::MAX {
             stmt.trivia.trailing = Some("# requests the trace never completed".into());
+        } else if zero_bytes {
+            stmt.trivia.trailing =
+                Some("# 0 B in the application: a message that only synchronizes".into());
+        } else if !varied.is_empty() {
+            let ranges: Vec<String> = varied
+                .iter()
+                .map(|s| format!("{}-{} B", s.min, s.max))
+                .collect();
+            stmt.trivia.trailing = Some(format!(
+                "# sizes vary with the data: {} over {} calls ({})",
+                ranges.join(" and "),
+                varied.iter().map(|s| s.n).max().unwrap_or(0),
+                match tok.kind {
+                    Kind::P2p { .. } => "mean sent, largest received",
+                    _ => "mean written",
+                }
+            ));
         }
         Some(stmt)
     }

@@ -161,6 +161,7 @@ pub fn skeletonize(
         _ => BTreeMap::new(),
     };
     summary.merged_sizes = size_map.iter().map(|(a, b)| (*a, *b)).collect();
+    let size_classes = survey.events.size_classes();
     let policy = tokens::Policy {
         dirs: &dirs,
         comms: &comms,
@@ -195,12 +196,24 @@ pub fn skeletonize(
             .collect();
         let unknown = intern_site(String::new());
         let site_of = |id: u64| local.get(&id).copied().unwrap_or(unknown);
+        let classes: BTreeMap<u64, &[(u64, u64)]> = survey
+            .sites
+            .get(&rank)
+            .unwrap_or(&no_sites)
+            .iter()
+            .filter_map(|(id, key)| {
+                let c = size_classes.get(&(key.object.clone(), key.offset))?;
+                Some((*id, c.as_slice()))
+            })
+            .collect();
+        let classes_of = |id: u64| classes.get(&id).copied();
         let events = survey.events_per_rank.get(&rank).copied().unwrap_or(0);
         let compressed = compress_rank(
             input.ranks,
             rank,
             &policy,
             &site_of,
+            &classes_of,
             options.algorithm,
             &mut |seen| {
                 progress(Progress {
@@ -411,11 +424,12 @@ fn memory_header(
 /// keeps events or tokens (but exact discovery keeps token ids up to
 /// [`compress::EXACT_MAX_TOKENS`]). `None` when the rank cannot be read again, or reads
 /// differently the second time. `progress` gets the events read so far in both reads.
-fn compress_rank(
+fn compress_rank<'a>(
     ranks: &dyn Ranks,
     rank: u32,
-    policy: &tokens::Policy<'_>,
-    site_of: &dyn Fn(u64) -> u32,
+    policy: &'a tokens::Policy<'a>,
+    site_of: &'a dyn Fn(u64) -> u32,
+    classes_of: &'a dyn Fn(u64) -> Option<&'a [(u64, u64)]>,
     algorithm: Algorithm,
     progress: &mut dyn FnMut(u64),
 ) -> Option<(nest::RankNest, tokens::RankCounts)> {
@@ -428,7 +442,7 @@ fn compress_rank(
     };
     // 1. Discovery.
     let mut discovery = compress::Discovery::new(algorithm);
-    let mut tokenizer = tokens::Tokenizer::new(rank, policy, site_of);
+    let mut tokenizer = tokens::Tokenizer::new(rank, policy, site_of, classes_of);
     source::read_rank(ranks, rank, &mut |ev| {
         tick(&mut seen);
         if let Some(token) = tokenizer.push(ev) {
@@ -443,16 +457,16 @@ fn compress_rank(
     let nest = discovery.finish();
     // 2. Statistics of the compute spans per body position.
     let mut walk = nest::Walk::new(&nest);
-    let mut tokenizer = tokens::Tokenizer::new(rank, policy, site_of);
+    let mut tokenizer = tokens::Tokenizer::new(rank, policy, site_of, classes_of);
     source::read_rank(ranks, rank, &mut |ev| {
         tick(&mut seen);
         if let Some(t) = tokenizer.push(ev) {
-            walk.visit(t.id, t.gap_ns, t.dur_ns);
+            walk.visit(t.id, t.gap_ns, t.dur_ns, t.sizes);
         }
     })
     .ok()?;
     if let (Some(t), _, _) = tokenizer.finish() {
-        walk.visit(t.id, t.gap_ns, t.dur_ns);
+        walk.visit(t.id, t.gap_ns, t.dur_ns, t.sizes);
     }
     Some((walk.finish(&nest, &table, rank)?, counts))
 }

@@ -16,7 +16,10 @@ use crate::compress::Algorithm;
 use crate::compress::{self, Node};
 
 /// Running statistics of the compute spans at one body position on one rank (count,
-/// sum, sum of squares and their distribution), and the MPI time of the calls there.
+/// sum, sum of squares and their distribution), the MPI time of the calls there, and
+/// the message sizes of the calls (per half of a point-to-point call, or a collective's
+/// size): iterations whose sizes differ in data only are one position, so a size is a
+/// statistic like a compute span.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub(crate) struct Acc {
     pub n: u64,
@@ -24,6 +27,51 @@ pub(crate) struct Acc {
     pub sum_sq: f64,
     pub mpi_ns: f64,
     pub spread: Spread,
+    pub sizes: [SizeAcc; 2],
+}
+
+/// Statistics of the sizes of one half of the calls at a body position.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct SizeAcc {
+    pub n: u64,
+    pub sum: u128,
+    pub min: u64,
+    pub max: u64,
+}
+
+impl SizeAcc {
+    pub fn add(&mut self, bytes: u64) {
+        if self.n == 0 || bytes < self.min {
+            self.min = bytes;
+        }
+        self.max = self.max.max(bytes);
+        self.n += 1;
+        self.sum += u128::from(bytes);
+    }
+
+    pub fn merge(&mut self, other: &SizeAcc) {
+        if other.n == 0 {
+            return;
+        }
+        if self.n == 0 || other.min < self.min {
+            self.min = other.min;
+        }
+        self.max = self.max.max(other.max);
+        self.n += other.n;
+        self.sum += other.sum;
+    }
+
+    /// The mean in whole bytes (the exact size when every call had it).
+    pub fn mean(&self) -> Option<u64> {
+        if self.n == 0 {
+            return None;
+        }
+        if self.min == self.max {
+            return Some(self.min);
+        }
+        let n = u128::from(self.n);
+        u64::try_from((self.sum + n / 2) / n).ok()
+    }
 }
 
 impl Acc {
@@ -34,6 +82,14 @@ impl Acc {
         self.sum_sq += x * x;
         self.mpi_ns += mpi_ns as f64;
         self.spread.add(gap_ns);
+    }
+
+    pub fn add_sizes(&mut self, sizes: [Option<u64>; 2]) {
+        for (acc, size) in self.sizes.iter_mut().zip(sizes) {
+            if let Some(b) = size {
+                acc.add(b);
+            }
+        }
     }
 
     pub fn mean(&self) -> f64 {
@@ -84,7 +140,7 @@ pub(crate) fn rank_nest(tokens: &RankTokens, algorithm: Algorithm) -> RankNest {
     for (i, &id) in tokens.ids.iter().enumerate() {
         let gap = tokens.gap_ns.get(i).copied().unwrap_or(0);
         let dur = tokens.dur_ns.get(i).copied().unwrap_or(0);
-        walk.visit(id, gap, dur);
+        walk.visit(id, gap, dur, [None, None]);
     }
     match walk.finish(&nest, &tokens.table, tokens.rank) {
         Some(nest) => nest,
@@ -141,8 +197,9 @@ impl Walk {
         }
     }
 
-    /// The next token of the rank, with the compute before it and its MPI time.
-    pub fn visit(&mut self, id: u32, gap_ns: u64, dur_ns: u64) {
+    /// The next token of the rank, with the compute before it, its MPI time and its
+    /// message sizes.
+    pub fn visit(&mut self, id: u32, gap_ns: u64, dur_ns: u64, sizes: [Option<u64>; 2]) {
         self.tokens += 1;
         if !self.matches {
             return;
@@ -151,6 +208,7 @@ impl Walk {
             Some((want, in_loop, acc)) if want == id => {
                 if let Some(acc) = self.accs.get_mut(acc) {
                     acc.add(gap_ns, dur_ns);
+                    acc.add_sizes(sizes);
                 }
                 let t = gap_ns.saturating_add(dur_ns) as f64;
                 self.total_ns += t;
@@ -345,7 +403,7 @@ mod walk_tests {
                 let nest = compress::discover(&ids, algorithm);
                 let mut walk = Walk::new(&nest);
                 for (id, (gap, dur)) in ids.iter().zip(&gaps) {
-                    walk.visit(*id, *gap, *dur);
+                    walk.visit(*id, *gap, *dur, [None, None]);
                 }
                 let got = walk.finish(&nest, &table, 0).expect("the nest's own tokens");
                 let mut want = vec![Acc::default(); compress::description_len(&nest)];
@@ -367,13 +425,13 @@ mod walk_tests {
         let table: Vec<Tok> = Vec::new();
         let mut walk = Walk::new(&nest);
         for id in [1, 2, 1, 3, 3] {
-            walk.visit(id, 0, 0);
+            walk.visit(id, 0, 0, [None, None]);
         }
         assert!(walk.finish(&nest, &table, 0).is_none());
         // One token short.
         let mut walk = Walk::new(&nest);
         for id in [1, 2, 1, 2] {
-            walk.visit(id, 0, 0);
+            walk.visit(id, 0, 0, [None, None]);
         }
         assert!(walk.finish(&nest, &table, 0).is_none());
     }

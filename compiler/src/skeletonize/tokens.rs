@@ -100,6 +100,9 @@ pub(crate) struct Token {
     /// Compute (ns) before the token, and MPI time of the token.
     pub gap_ns: u64,
     pub dur_ns: u64,
+    /// The sizes the call really had (per half of a point-to-point call, or the
+    /// collective's), where the token has only their size class.
+    pub sizes: [Option<u64>; 2],
 }
 
 /// What one rank's tokenization counts besides its tokens.
@@ -149,6 +152,8 @@ pub(crate) struct Tokenizer<'a> {
     policy: &'a Policy<'a>,
     /// Trace-wide site index of a rank-local site id.
     site_of: &'a dyn Fn(u64) -> u32,
+    /// The size classes of a rank-local site id.
+    classes_of: &'a dyn Fn(u64) -> Option<&'a [(u64, u64)]>,
     intern: FxHashMap<Tok, u32>,
     table: Vec<Tok>,
     live: Live,
@@ -159,11 +164,17 @@ pub(crate) struct Tokenizer<'a> {
 }
 
 impl<'a> Tokenizer<'a> {
-    pub fn new(rank: u32, policy: &'a Policy<'a>, site_of: &'a dyn Fn(u64) -> u32) -> Self {
+    pub fn new(
+        rank: u32,
+        policy: &'a Policy<'a>,
+        site_of: &'a dyn Fn(u64) -> u32,
+        classes_of: &'a dyn Fn(u64) -> Option<&'a [(u64, u64)]>,
+    ) -> Self {
         Tokenizer {
             rank,
             policy,
             site_of,
+            classes_of,
             intern: FxHashMap::default(),
             table: Vec::new(),
             live: Live::default(),
@@ -215,11 +226,13 @@ impl<'a> Tokenizer<'a> {
                 }
             },
         };
-        let Some(kind) = kind_of(
+        let classes = (self.classes_of)(ev.site);
+        let Some((kind, sizes)) = kind_of(
             self.rank,
             ev,
             comm,
             self.policy,
+            classes,
             &mut self.live,
             &mut self.counts,
         ) else {
@@ -251,6 +264,7 @@ impl<'a> Tokenizer<'a> {
             id,
             gap_ns,
             dur_ns: ev.duration_ns(),
+            sizes,
         })
     }
 
@@ -284,6 +298,7 @@ impl<'a> Tokenizer<'a> {
                 id,
                 gap_ns: self.counts.trailing_gap_ns,
                 dur_ns: 0,
+                sizes: [None, None],
             });
             self.counts.trailing_gap_ns = 0;
         }
@@ -348,15 +363,65 @@ fn is_silent(op: Op) -> bool {
     )
 }
 
+/// The token kind of one event, with every size replaced by its size class at the
+/// event's call site (`classes`), and the sizes the call really had (per half, or the
+/// collective's).
 fn kind_of(
     rank: u32,
     ev: &Event,
     comm: CommRef,
     policy: &Policy<'_>,
+    classes: Option<&[(u64, u64)]>,
+    live: &mut Live,
+    out: &mut RankCounts,
+) -> Option<(Kind, [Option<u64>; 2])> {
+    // Sizes in the order the kind asks for them: the halves that have one, in order.
+    let seen = std::cell::RefCell::new(Vec::with_capacity(2));
+    let size = |b: u64| {
+        let b = policy.size_map.get(&b).copied().unwrap_or(b);
+        seen.borrow_mut().push(b);
+        size_class(classes, b)
+    };
+    let kind = kind_inner(rank, ev, comm, policy, &size, live, out)?;
+    let seen = seen.into_inner();
+    let mut sizes = [None, None];
+    match &kind {
+        Kind::P2p { halves, .. } => {
+            let mut it = seen.into_iter();
+            for (slot, h) in sizes.iter_mut().zip(halves) {
+                if h.bytes.is_some() {
+                    *slot = it.next();
+                }
+            }
+        }
+        Kind::Coll { .. } => sizes[0] = seen.first().copied(),
+        Kind::Wait { .. } => {}
+    }
+    Some((kind, sizes))
+}
+
+/// The class of `bytes` among a site's size classes: the smallest size of the class it
+/// falls in, or itself.
+fn size_class(classes: Option<&[(u64, u64)]>, bytes: u64) -> u64 {
+    let Some(classes) = classes else {
+        return bytes;
+    };
+    let at = classes.partition_point(|(lo, _)| *lo <= bytes);
+    match at.checked_sub(1).and_then(|i| classes.get(i)) {
+        Some(&(lo, hi)) if bytes <= hi => lo,
+        _ => bytes,
+    }
+}
+
+fn kind_inner(
+    rank: u32,
+    ev: &Event,
+    comm: CommRef,
+    policy: &Policy<'_>,
+    size: &dyn Fn(u64) -> u64,
     live: &mut Live,
     out: &mut RankCounts,
 ) -> Option<Kind> {
-    let size = |b: u64| policy.size_map.get(&b).copied().unwrap_or(b);
     let tag = |t: Option<i64>| {
         if policy.keep_tags {
             t.and_then(|t| u32::try_from(t).ok())
@@ -548,12 +613,96 @@ fn coll_op(op: Op) -> Option<(CollOp, bool)> {
     })
 }
 
+/// Size classes per call site (object, offset): sorted, disjoint `(smallest, largest)`
+/// ranges of the sizes recorded there.
+pub(crate) type SizeClasses = BTreeMap<(String, u64), Vec<(u64, u64)>>;
+
+/// Sizes within this factor of the next smaller one recorded at the same call site are
+/// one size class: the messages of a code whose sizes follow its data (atoms migrate,
+/// particles move) fill a range densely, while sizes that follow the program (the levels
+/// of a multigrid, a factor of 2 to 8 apart) stay apart.
+pub(crate) const SIZE_CLASS_RATIO: f64 = 1.25;
+
+/// Distinct sizes kept per call site; a site with more is one class from its smallest
+/// to its largest size.
+const MAX_SITE_SIZES: usize = 1 << 16;
+
 /// What the survey pass learns from every event about tags and sizes.
 #[derive(Debug, Default)]
 pub(crate) struct EventSurvey {
     tag_by_site: BTreeMap<(String, u64), i64>,
     tags_vary: bool,
     sizes: BTreeSet<u64>,
+    site_sizes: BTreeMap<(String, u64), SiteSizes>,
+}
+
+/// The distinct sizes of one call site, or their range once there are too many.
+#[derive(Debug, Clone)]
+enum SiteSizes {
+    Distinct(BTreeSet<u64>),
+    Range(u64, u64),
+}
+
+impl Default for SiteSizes {
+    fn default() -> Self {
+        SiteSizes::Distinct(BTreeSet::new())
+    }
+}
+
+impl SiteSizes {
+    fn add(&mut self, b: u64) {
+        match self {
+            SiteSizes::Distinct(set) => {
+                set.insert(b);
+                if set.len() > MAX_SITE_SIZES {
+                    let (lo, hi) = (
+                        set.first().copied().unwrap_or(b),
+                        set.last().copied().unwrap_or(b),
+                    );
+                    *self = SiteSizes::Range(lo, hi);
+                }
+            }
+            SiteSizes::Range(lo, hi) => {
+                *lo = (*lo).min(b);
+                *hi = (*hi).max(b);
+            }
+        }
+    }
+
+    fn merge(&mut self, other: &SiteSizes) {
+        match other {
+            SiteSizes::Distinct(set) => set.iter().for_each(|b| self.add(*b)),
+            SiteSizes::Range(lo, hi) => {
+                self.add(*lo);
+                self.add(*hi);
+                if let SiteSizes::Distinct(set) = self {
+                    let (a, b) = (
+                        set.first().copied().unwrap_or(*lo),
+                        set.last().copied().unwrap_or(*hi),
+                    );
+                    *self = SiteSizes::Range(a, b);
+                }
+            }
+        }
+    }
+
+    /// Single-linkage classes: a size joins the class of the next smaller one when it
+    /// is within [`SIZE_CLASS_RATIO`] of it.
+    fn classes(&self) -> Vec<(u64, u64)> {
+        match self {
+            SiteSizes::Range(lo, hi) => vec![(*lo, *hi)],
+            SiteSizes::Distinct(set) => {
+                let mut out: Vec<(u64, u64)> = Vec::new();
+                for &b in set {
+                    match out.last_mut() {
+                        Some((_, hi)) if b as f64 <= *hi as f64 * SIZE_CLASS_RATIO => *hi = b,
+                        _ => out.push((b, b)),
+                    }
+                }
+                out
+            }
+        }
+    }
 }
 
 /// What one rank's events say about tags and sizes, gathered while the rank is read and
@@ -565,6 +714,8 @@ pub(crate) struct RankEventSurvey {
     tag_by_site: BTreeMap<u64, i64>,
     tags_vary: bool,
     sizes: BTreeSet<u64>,
+    /// The sizes of each call site.
+    site_sizes: BTreeMap<u64, SiteSizes>,
 }
 
 impl RankEventSurvey {
@@ -573,6 +724,7 @@ impl RankEventSurvey {
             if b > 0 {
                 self.sizes.insert(b);
             }
+            self.site_sizes.entry(ev.site).or_default().add(b);
         }
         if self.tags_vary {
             return;
@@ -599,6 +751,13 @@ impl EventSurvey {
     /// rank, or of two ranks, at the same place must use the same tag too.)
     pub fn add_rank(&mut self, rank: RankEventSurvey, sites: &BTreeMap<u64, SiteKey>) {
         self.sizes.extend(rank.sizes);
+        for (site, sizes) in &rank.site_sizes {
+            let key = sites
+                .get(site)
+                .map(|k| (k.object.clone(), k.offset))
+                .unwrap_or_default();
+            self.site_sizes.entry(key).or_default().merge(sizes);
+        }
         self.tags_vary |= rank.tags_vary;
         if self.tags_vary {
             return;
@@ -612,6 +771,15 @@ impl EventSurvey {
                 self.tags_vary = true;
             }
         }
+    }
+
+    /// The size classes of every call site, trace-wide (so that every rank gives a call
+    /// the same class).
+    pub fn size_classes(&self) -> SizeClasses {
+        self.site_sizes
+            .iter()
+            .map(|(site, sizes)| (site.clone(), sizes.classes()))
+            .collect()
     }
 
     /// Whether tags can be kept: every call site uses one constant tag, no receive takes
