@@ -136,7 +136,7 @@ pub fn skeletonize_dir(args: &Args) -> Result<Outcome, String> {
         reported: RefCell::new(BTreeSet::new()),
     };
     let symbols = Symbols::default();
-    let site_name = |key: &SiteKey| symbols.locate(key).short();
+    let site_name = |key: &SiteKey| Some(symbols.locate(key).site_name(&key.object, key.offset));
     let input = Input {
         name: skeleton_name(dir, n),
         ranks: &ranks,

@@ -336,12 +336,9 @@ fn site_label<R: std::io::Read>(reader: &RankReader<R>, id: u64, symbols: &Symbo
         offset: site.addr.wrapping_sub(object.bias),
     };
     let loc = symbols.locate(&key);
-    let name = object.path.rsplit('/').next().unwrap_or(&object.path);
-    match (loc.short(), loc.function) {
+    match (loc.short(), &loc.function) {
         (Some(s), Some(f)) => format!("{s} ({f})"),
-        (Some(s), None) => s,
-        (None, Some(f)) => format!("{f} in {name}+0x{:x}", key.offset),
-        (None, None) => format!("{name}+0x{:x}", key.offset),
+        _ => loc.site_name(&key.object, key.offset),
     }
 }
 
@@ -463,16 +460,24 @@ fn render_text(r: &StatsReport, errors: &[String]) -> String {
         op_row(&mut s, o);
     }
     let _ = writeln!(s, "\nper call site, all ranks (most time first):");
+    // Names of sites without debug information (`Class::method+0x1a4`) can be long.
+    let width = r
+        .sites
+        .iter()
+        .map(|site| site.site.chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(28);
     let _ = writeln!(
         s,
-        "  {:<28} {:<22} {:>5} {:>9} {:>12} {:>11} {:>11} {:>14}",
+        "  {:<width$} {:<22} {:>5} {:>9} {:>12} {:>11} {:>11} {:>14}",
         "site", "operation", "ranks", "count", "total ms", "min us", "max us", "bytes"
     );
     for site in &r.sites {
         let t = &site.totals;
         let _ = writeln!(
             s,
-            "  {:<28} {:<22} {:>5} {:>9} {:>12.3} {:>11.3} {:>11.3} {:>14}",
+            "  {:<width$} {:<22} {:>5} {:>9} {:>12.3} {:>11.3} {:>11.3} {:>14}",
             site.site,
             site.op,
             site.n_ranks,

@@ -7,7 +7,7 @@
 //! a trace without repetition) still gives a valid skeleton with a summary saying why.
 //! One skeleton of a synthetic trace is a snapshot.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use perfskel_compiler::check::{check, Options as CheckOptions};
@@ -30,7 +30,13 @@ fn record(mpi: Mpi, app: &str, args: &[&str]) -> (tempfile::TempDir, PathBuf) {
 fn record_np(mpi: Mpi, app: &str, args: &[&str], n_ranks: u32) -> (tempfile::TempDir, PathBuf) {
     let exe = build_app(mpi, app);
     let dir = tempfile::tempdir().expect("tempdir");
-    let trace = dir.path().join(format!("trace-{app}"));
+    let trace = record_exe(mpi, &exe, app, args, dir.path());
+    (dir, trace)
+}
+
+/// Records `exe args` at 4 ranks under `mpi` into `dir/trace-APP`.
+fn record_exe(mpi: Mpi, exe: &Path, app: &str, args: &[&str], dir: &Path) -> PathBuf {
+    let trace = dir.join(format!("trace-{app}"));
     let launcher = match mpi {
         Mpi::OpenMpi => "mpirun.openmpi",
         Mpi::Mpich => "mpirun.mpich",
@@ -48,7 +54,7 @@ fn record_np(mpi: Mpi, app: &str, args: &[&str], n_ranks: u32) -> (tempfile::Tem
         "record {app}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    (dir, trace)
+    trace
 }
 
 /// Runs `perfskel skeletonize --format json`; gives the skeleton text and the summary.
@@ -329,6 +335,112 @@ fn master_worker_openmpi() {
     assert!(has_if(&program.body.stmts), "{text}");
     let notes = summary["notes"].to_string();
     assert!(notes.contains("rank-conditional"), "{notes}");
+}
+
+/// A stripped executable calling MPI from a stripped shared library (how distributions
+/// build LAMMPS): without debug information every MPI statement still has a call site,
+/// named by function and offset where the dynamic symbol table has the function, by
+/// object file name and offset where not; two calls in one function are two sites, and
+/// `trace stats` names sites the same way.
+#[test]
+fn stripped_objects_still_name_call_sites() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/apps/stripped_halo.c");
+    let lib = dir.path().join("libhalo.so");
+    let exe = dir.path().join("halo");
+    let rpath = format!("-Wl,-rpath,{}", dir.path().display());
+    let link_dir = format!("-L{}", dir.path().display());
+    let builds: [Vec<&std::ffi::OsStr>; 2] = [
+        vec![
+            "-O2".as_ref(),
+            "-s".as_ref(),
+            "-shared".as_ref(),
+            "-fPIC".as_ref(),
+            "-DHALO_LIB".as_ref(),
+            "-o".as_ref(),
+            lib.as_os_str(),
+            src.as_os_str(),
+        ],
+        vec![
+            "-O2".as_ref(),
+            "-s".as_ref(),
+            "-o".as_ref(),
+            exe.as_os_str(),
+            src.as_os_str(),
+            link_dir.as_ref(),
+            rpath.as_ref(),
+            "-lhalo".as_ref(),
+        ],
+    ];
+    for args in builds {
+        let out = std::process::Command::new("mpicc.openmpi")
+            .args(&args)
+            .output()
+            .expect("run mpicc");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let trace = record_exe(Mpi::OpenMpi, &exe, "halo", &["16", "3"], dir.path());
+    let (text, _) = skeletonize_cli(&trace, &[]);
+    let (program, diags) = perfskel_grammar::parse(&text);
+    assert!(diags.is_empty(), "{text}");
+    let mut sites = Vec::new();
+    mpi_sites(&program.body.stmts, &mut sites);
+    assert!(sites.len() >= 4, "{text}");
+    for site in &sites {
+        let site = site
+            .as_deref()
+            .unwrap_or_else(|| panic!("a statement without a site:\n{text}"));
+        assert!(!site.contains('/'), "{site}: a path in\n{text}");
+    }
+    let named: BTreeSet<&str> = sites.iter().flatten().map(String::as_str).collect();
+    let in_reverse_comm = named
+        .iter()
+        .filter(|s| s.starts_with("halo::Comm::reverse_comm+0x"))
+        .count();
+    assert_eq!(in_reverse_comm, 2, "{text}");
+    assert!(
+        named.iter().any(|s| s.starts_with("libhalo.so+0x")),
+        "{text}"
+    );
+    assert!(named.iter().any(|s| s.starts_with("halo+0x")), "{text}");
+
+    let out = perfskel(&["trace", "stats", trace.to_str().expect("utf-8")]);
+    let stats = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stats}");
+    for site in &named {
+        assert!(stats.contains(site), "{site} not in\n{stats}");
+    }
+}
+
+/// The call site of every MPI statement (not loops, branches or compute), in order.
+fn mpi_sites(stmts: &[Stmt], out: &mut Vec<Option<String>>) {
+    for s in stmts {
+        match &s.kind {
+            StmtKind::Loop(l) => mpi_sites(&l.body.stmts, out),
+            StmtKind::If(i) => {
+                mpi_sites(&i.then_block.stmts, out);
+                let mut next = &i.else_branch;
+                while let Some(e) = next {
+                    match e {
+                        Else::Block(b) => {
+                            mpi_sites(&b.stmts, out);
+                            next = &None;
+                        }
+                        Else::If(inner) => {
+                            mpi_sites(&inner.then_block.stmts, out);
+                            next = &inner.else_branch;
+                        }
+                    }
+                }
+            }
+            StmtKind::Compute(_) => {}
+            _ => out.push(s.site.as_ref().map(|site| site.text.clone())),
+        }
+    }
 }
 
 /// A rank file cut in half and a missing rank: the skeleton is still valid, built from

@@ -307,10 +307,7 @@ fn site_rows(
         .into_iter()
         .map(|((op, key), (totals, n_ranks))| {
             let location = locate(&key);
-            let site = location.short().unwrap_or_else(|| {
-                let name = key.object.rsplit('/').next().unwrap_or(&key.object);
-                format!("{name}+0x{:x}", key.offset)
-            });
+            let site = location.site_name(&key.object, key.offset);
             SiteRow {
                 op: op.mpi_name(),
                 site,

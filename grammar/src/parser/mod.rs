@@ -884,4 +884,42 @@ mod tests {
         assert!(cut_candidates(&text, &lex(&text)).is_empty());
         assert_eq!(parse_parts(&text, 4), parse_parts(&text, 1));
     }
+
+    /// Call sites named from symbols (objects without debug information) carry `::`,
+    /// `<>`, `()`, `#`, `+` and spaces: they print and parse back unchanged.
+    #[test]
+    fn sites_named_by_symbols_print_and_parse_back() {
+        let sites = [
+            "LAMMPS_NS::CommBrick::reverse_comm+0x1a4",
+            "LAMMPS_NS::FixNH<double>::compute+0x3c",
+            "A::f()::{lambda(int)#1}::operator()+0x5",
+            "std::operator<< <char>+0x12",
+            "(anonymous namespace)::pack.cold+0x8",
+            "liblammps.so.0+0x359bb6",
+            r#"a "quoted" \ name+0x1"#,
+        ];
+        let literals = [
+            r#""LAMMPS_NS::CommBrick::reverse_comm+0x1a4""#,
+            r#""LAMMPS_NS::FixNH<double>::compute+0x3c""#,
+            r#""A::f()::{lambda(int)#1}::operator()+0x5""#,
+            r#""std::operator<< <char>+0x12""#,
+            r#""(anonymous namespace)::pack.cold+0x8""#,
+            r#""liblammps.so.0+0x359bb6""#,
+            r#""a \"quoted\" \\ name+0x1""#,
+        ];
+        let mut text = String::from("skeleton s\nranks 2\ntopology ring\napp_time 1 s\n\n");
+        for literal in literals {
+            text.push_str(&format!("barrier @ {literal}\n"));
+        }
+        let (program, diags) = crate::parse(&text);
+        assert!(diags.is_empty(), "{diags:?}");
+        let parsed: Vec<&str> = program
+            .body
+            .stmts
+            .iter()
+            .filter_map(|s| s.site.as_ref().map(|site| site.text.as_str()))
+            .collect();
+        assert_eq!(parsed, sites);
+        assert_eq!(crate::printer::print(&program), text);
+    }
 }
