@@ -359,7 +359,9 @@ impl Builder<'_> {
                     };
                     match (s.n, receives) {
                         (0, _) => h.bytes,
-                        (_, true) => Some(s.max),
+                        // The class's largest size over the whole trace: at least what
+                        // any statement of the class sends.
+                        (_, true) => Some(h.bytes.map_or(s.max, |b| b.max(s.max))),
                         (_, false) => s.mean(),
                     }
                 };
@@ -488,7 +490,7 @@ impl Builder<'_> {
                 ranges.join(" and "),
                 varied.iter().map(|s| s.n).max().unwrap_or(0),
                 match tok.kind {
-                    Kind::P2p { .. } => "mean sent, largest received",
+                    Kind::P2p { .. } => "mean sent, the class's largest received",
                     _ => "mean written",
                 }
             ));

@@ -400,15 +400,16 @@ fn kind_of(
     Some((kind, sizes))
 }
 
-/// The class of `bytes` among a site's size classes: the smallest size of the class it
-/// falls in, or itself.
+/// The class of `bytes` among a site's size classes: the largest size of the class it
+/// falls in (a receive is written with it, so that it takes any message of the class,
+/// whichever ranks and iterations a statement stands for), or itself.
 fn size_class(classes: Option<&[(u64, u64)]>, bytes: u64) -> u64 {
     let Some(classes) = classes else {
         return bytes;
     };
     let at = classes.partition_point(|(lo, _)| *lo <= bytes);
     match at.checked_sub(1).and_then(|i| classes.get(i)) {
-        Some(&(lo, hi)) if bytes <= hi => lo,
+        Some(&(_, hi)) if bytes <= hi => hi,
         _ => bytes,
     }
 }

@@ -60,6 +60,34 @@ impl Directions {
             candidates.push(t);
         }
         candidates.extend(usual_topologies(n_ranks));
+        // In a dimension of size 2, left and right are the same rank when it wraps
+        // around: a periodic code's exchange names its one partner by the same
+        // direction on both sides (one statement), which the non-periodic reading names
+        // `east` on one side and `west` on the other (rank conditions). The graph
+        // cannot tell them apart; the peers (MPI_PROC_NULL at a border) can. The wrapped
+        // variant goes first, so it wins ties.
+        let candidates: Vec<Topology> = candidates
+            .into_iter()
+            .flat_map(|t| match &t {
+                Topology::Grid { dims, periodic }
+                    if dims
+                        .iter()
+                        .zip(periodic)
+                        .any(|(d, p)| *d == 2 && !*p) =>
+                {
+                    let wrapped = Topology::Grid {
+                        dims: dims.clone(),
+                        periodic: dims
+                            .iter()
+                            .zip(periodic)
+                            .map(|(d, p)| *p || *d == 2)
+                            .collect(),
+                    };
+                    vec![wrapped, t]
+                }
+                _ => vec![t],
+            })
+            .collect();
         let mut best: Option<((usize, usize), Directions)> = None;
         for t in candidates {
             let d = Directions::new(t, n_ranks);
