@@ -3,12 +3,14 @@
 # OpenMPI and MPICH (compilers, launchers, headers), gfortran for the Fortran example,
 # libclang for rsmpi, make for the example applications' Makefile, time (GNU time) for the
 # peak-memory figure of scripts/bench-compress.sh, Slurm and munge for
-# `perfskel record -- srun` (then starts a single-node Slurm with slurm-local.sh).
+# `perfskel record -- srun` (then starts a single-node Slurm with slurm-local.sh), and
+# the real applications of scripts/real-apps.sh and tests/lammps.rs: LAMMPS (`lmp`, with
+# its examples) and HPCC, both built against Debian's OpenMPI.
 # Debian/Ubuntu; uses sudo when not root.
 set -euo pipefail
 
 packages=(openmpi-bin libopenmpi-dev mpich libmpich-dev gfortran libclang-dev pkg-config make time
-    slurm-wlm munge)
+    slurm-wlm munge lammps lammps-examples hpcc)
 missing=()
 for p in "${packages[@]}"; do
     dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -4,6 +4,7 @@ mod analyze;
 mod common;
 mod compile;
 mod dsl;
+mod lammps;
 mod rust_backend;
 mod skeletonize;
 mod topo;

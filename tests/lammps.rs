@@ -1,0 +1,145 @@
+//! A real application end to end: LAMMPS (Debian's `lmp`, which `scripts/setup.sh`
+//! installs) runs a tiny Lennard-Jones melt (`scripts/real-apps/in.melt` at 5x5x5 fcc
+//! cells, 100 steps, re-neighbouring every 20) at 2 ranks under Open MPI, and the whole
+//! path runs through the command line as a user runs it: record → skeletonize → check →
+//! compile at 1:1 → run. The summary is printed, not pinned: how short LAMMPS's skeleton
+//! is follows the skeletonizer's progress (see `scripts/real-apps.sh` for the tables at
+//! 4 to 16 ranks).
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use perfskel_compiler::back::RunResult;
+
+use crate::common::{root, shared_cache_dir, text, MPI_LOCK};
+
+const N_RANKS: u32 = 2;
+
+/// Runs the perfskel binary in `dir` with Open MPI allowed as root and oversubscribed.
+fn perfskel(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_perfskel"))
+        .args(args)
+        .current_dir(dir)
+        .env("PERFSKEL_CACHE_DIR", shared_cache_dir())
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .env("OMPI_MCA_rmaps_base_oversubscribe", "1")
+        .output()
+        .expect("the perfskel binary runs")
+}
+
+fn assert_ok(step: &str, out: &Output) {
+    assert!(
+        out.status.success(),
+        "{step} failed ({}):\n{}\n{}",
+        out.status,
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn a_tiny_lammps_melt_goes_from_trace_to_a_running_skeleton() {
+    let lmp = Command::new("lmp").arg("-h").output();
+    assert!(
+        lmp.is_ok_and(|o| o.status.success()),
+        "`lmp` (Debian package lammps) is missing: scripts/setup.sh installs it"
+    );
+    let input = root().join("scripts/real-apps/in.melt");
+    let input = input.to_str().expect("utf-8 path");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = dir.path();
+    let np = N_RANKS.to_string();
+
+    let recorded = {
+        let _guard = MPI_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        perfskel(
+            dir,
+            &[
+                "record",
+                "-o",
+                "trace",
+                "--",
+                "mpirun.openmpi",
+                "-np",
+                &np,
+                "lmp",
+                "-in",
+                input,
+                "-var",
+                "cells",
+                "5",
+                "-var",
+                "steps",
+                "100",
+                "-log",
+                "none",
+                "-screen",
+                "none",
+            ],
+        )
+    };
+    assert_ok("record", &recorded);
+
+    let skeletonized = perfskel(
+        dir,
+        &[
+            "skeletonize",
+            "trace",
+            "-o",
+            "melt.skel",
+            "--format",
+            "json",
+        ],
+    );
+    assert_ok("skeletonize", &skeletonized);
+    let summary: serde_json::Value = serde_json::from_slice(&skeletonized.stdout)
+        .unwrap_or_else(|e| panic!("summary JSON: {e}: {}", text(&skeletonized.stdout)));
+    println!("LAMMPS melt at {N_RANKS} ranks: {summary:#}");
+    assert!(dir.join("melt.skel").is_file(), "no skeleton written");
+    assert_eq!(summary["n_ranks"], N_RANKS);
+    assert!(
+        summary["raw_events"].as_u64().unwrap_or(0) > 0,
+        "{summary:#}"
+    );
+    assert!(
+        summary["statements"].as_u64().unwrap_or(0) > 0,
+        "{summary:#}"
+    );
+    assert_eq!(summary["check_errors"], 0, "{summary:#}");
+
+    // TODO(#16): `perfskel check melt.skel` exits 1 today: the skeleton is free of errors
+    // but keeps LAMMPS's zero-byte messages (its atom exchange sends empty buffers when
+    // no atom crosses a border), each a `zero-size` warning. The check must exit 0 once
+    // skeletonize writes these so that they check clean; until then the test asserts
+    // that it has no errors and passes with `--allow-warnings`.
+    let checked = perfskel(dir, &["check", "melt.skel"]);
+    let check_output = format!("{}{}", text(&checked.stdout), text(&checked.stderr));
+    println!("check (exit {}):\n{check_output}", checked.status);
+    assert!(
+        check_output.contains("checked 1 file: 0 errors"),
+        "check finds errors:\n{check_output}"
+    );
+    assert_ok(
+        "check --allow-warnings",
+        &perfskel(dir, &["check", "--allow-warnings", "melt.skel"]),
+    );
+
+    let compiled = perfskel(
+        dir,
+        &["compile", "melt.skel", "--ratio", "1:1", "-o", "out"],
+    );
+    assert_ok("compile", &compiled);
+    let ran = {
+        let _guard = MPI_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        perfskel(dir, &["run", "out", "-np", &np])
+    };
+    assert_ok("run", &ran);
+    let stdout = text(&ran.stdout);
+    println!("{stdout}");
+    let result = RunResult::find_in(&stdout)
+        .unwrap_or_else(|| panic!("no perfskel-result line in\n{stdout}"));
+    assert_eq!(result.ranks, u64::from(N_RANKS));
+    assert_eq!(result.ratio, 1);
+    assert!(result.skeleton_s > 0.0, "{result:?}");
+}
