@@ -108,22 +108,37 @@ fn a_tiny_lammps_melt_goes_from_trace_to_a_running_skeleton() {
     );
     assert_eq!(summary["check_errors"], 0, "{summary:#}");
 
-    // TODO(#16): `perfskel check melt.skel` exits 1 today: the skeleton is free of errors
-    // but keeps LAMMPS's zero-byte messages (its atom exchange sends empty buffers when
-    // no atom crosses a border), each a `zero-size` warning. The check must exit 0 once
-    // skeletonize writes these so that they check clean; until then the test asserts
-    // that it has no errors and passes with `--allow-warnings`.
-    let checked = perfskel(dir, &["check", "melt.skel"]);
-    let check_output = format!("{}{}", text(&checked.stdout), text(&checked.stderr));
-    println!("check (exit {}):\n{check_output}", checked.status);
-    assert!(
-        check_output.contains("checked 1 file: 0 errors"),
-        "check finds errors:\n{check_output}"
-    );
-    assert_ok(
-        "check --allow-warnings",
-        &perfskel(dir, &["check", "--allow-warnings", "melt.skel"]),
-    );
+    // The skeleton checks clean (no errors, no warnings), nothing is dropped and every
+    // statement that communicates names its call site (LAMMPS is stripped: sites are
+    // function + offset).
+    assert_eq!(summary["check_warnings"], 0, "{summary:#}");
+    assert_eq!(summary["dropped_events"], 0, "{summary:#}");
+    assert_ok("check", &perfskel(dir, &["check", "melt.skel"]));
+    let skel = std::fs::read_to_string(dir.join("melt.skel")).expect("skeleton");
+    for line in skel.lines().map(str::trim) {
+        let word = line.split_whitespace().next().unwrap_or("");
+        let communicates = [
+            "send",
+            "recv",
+            "sendrecv",
+            "req",
+            "wait",
+            "waitall",
+            "bcast",
+            "allreduce",
+            "reduce",
+            "barrier",
+            "gather",
+            "allgather",
+            "scatter",
+            "alltoall",
+        ]
+        .contains(&word);
+        assert!(
+            !communicates || line.contains(" @ \""),
+            "no call site: {line}"
+        );
+    }
 
     let compiled = perfskel(
         dir,

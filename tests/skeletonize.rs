@@ -30,12 +30,12 @@ fn record(mpi: Mpi, app: &str, args: &[&str]) -> (tempfile::TempDir, PathBuf) {
 fn record_np(mpi: Mpi, app: &str, args: &[&str], n_ranks: u32) -> (tempfile::TempDir, PathBuf) {
     let exe = build_app(mpi, app);
     let dir = tempfile::tempdir().expect("tempdir");
-    let trace = record_exe(mpi, &exe, app, args, dir.path());
+    let trace = record_exe(mpi, &exe, app, args, dir.path(), n_ranks);
     (dir, trace)
 }
 
-/// Records `exe args` at 4 ranks under `mpi` into `dir/trace-APP`.
-fn record_exe(mpi: Mpi, exe: &Path, app: &str, args: &[&str], dir: &Path) -> PathBuf {
+/// Records `exe args` at `n_ranks` ranks under `mpi` into `dir/trace-APP`.
+fn record_exe(mpi: Mpi, exe: &Path, app: &str, args: &[&str], dir: &Path, n_ranks: u32) -> PathBuf {
     let trace = dir.join(format!("trace-{app}"));
     let launcher = match mpi {
         Mpi::OpenMpi => "mpirun.openmpi",
@@ -383,7 +383,14 @@ fn stripped_objects_still_name_call_sites() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    let trace = record_exe(Mpi::OpenMpi, &exe, "halo", &["16", "3"], dir.path());
+    let trace = record_exe(
+        Mpi::OpenMpi,
+        &exe,
+        "halo",
+        &["16", "3"],
+        dir.path(),
+        N_RANKS,
+    );
     let (text, _) = skeletonize_cli(&trace, &[]);
     let (program, diags) = perfskel_grammar::parse(&text);
     assert!(diags.is_empty(), "{text}");

@@ -21,9 +21,9 @@ use perfskel_grammar::ast::{
 };
 
 use super::comms::{CommRef, Comms};
+use super::nest::SizeAcc;
 use super::nest::{Acc, MNode};
 use super::spread::Spread;
-use super::nest::SizeAcc;
 use super::tokens::{CollSize, Half, Kind, PeerAbs, Tok};
 use super::topo::Directions;
 

@@ -70,10 +70,7 @@ impl Directions {
             .into_iter()
             .flat_map(|t| match &t {
                 Topology::Grid { dims, periodic }
-                    if dims
-                        .iter()
-                        .zip(periodic)
-                        .any(|(d, p)| *d == 2 && !*p) =>
+                    if dims.iter().zip(periodic).any(|(d, p)| *d == 2 && !*p) =>
                 {
                     let wrapped = Topology::Grid {
                         dims: dims.clone(),
