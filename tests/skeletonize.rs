@@ -656,7 +656,8 @@ fn no_repetition_gives_a_long_valid_skeleton() {
     let ranks: Vec<RankTrace> = (0..2)
         .map(|rank| {
             let mut s = Synth::new();
-            for i in 0..24u32 {
+            // Fewer distinct sizes than a site whose sizes follow its data has.
+            for i in 0..15u32 {
                 let op = if rank == 0 { Op::Send } else { Op::Recv };
                 s.call(10_000, op, |e| {
                     e.peer = Some(1 - i64::from(rank));
@@ -669,7 +670,7 @@ fn no_repetition_gives_a_long_valid_skeleton() {
         .collect();
     let (text, summary) = run_synthetic(&ranks, Algorithm::Exact);
     assert_eq!(summary.loops, 0, "{text}");
-    assert!(summary.statements >= 24);
+    assert!(summary.statements >= 15);
     assert!(
         summary
             .notes

@@ -624,6 +624,10 @@ pub(crate) type SizeClasses = BTreeMap<(String, u64), Vec<(u64, u64)>>;
 /// of a multigrid, a factor of 2 to 8 apart) stay apart.
 pub(crate) const SIZE_CLASS_RATIO: f64 = 1.25;
 
+/// Distinct sizes at one call site from which its sizes are taken to follow the data
+/// (a program's own sizes, such as the levels of a multigrid, are a handful).
+const DATA_SIZES: usize = 16;
+
 /// Distinct sizes kept per call site; a site with more is one class from its smallest
 /// to its largest size.
 const MAX_SITE_SIZES: usize = 1 << 16;
@@ -688,10 +692,19 @@ impl SiteSizes {
     }
 
     /// Single-linkage classes: a size joins the class of the next smaller one when it
-    /// is within [`SIZE_CLASS_RATIO`] of it.
+    /// is within [`SIZE_CLASS_RATIO`] of it. A site with [`DATA_SIZES`] distinct sizes
+    /// or more sends what its data holds (how many atoms crossed a border, zero
+    /// included): it is one class, or ranks whose data differ would get different
+    /// tokens, different loop nests, and rank conditions.
     fn classes(&self) -> Vec<(u64, u64)> {
         match self {
             SiteSizes::Range(lo, hi) => vec![(*lo, *hi)],
+            SiteSizes::Distinct(set) if set.len() >= DATA_SIZES => {
+                match (set.first(), set.last()) {
+                    (Some(lo), Some(hi)) => vec![(*lo, *hi)],
+                    _ => Vec::new(),
+                }
+            }
             SiteSizes::Distinct(set) => {
                 let mut out: Vec<(u64, u64)> = Vec::new();
                 for &b in set {
