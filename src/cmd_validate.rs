@@ -42,31 +42,7 @@ const APP_SOURCES: &[(&str, &str)] = &[
 /// Linked into every application: a PMPI wrapper of `MPI_Init` and `MPI_Finalize` that
 /// prints, on rank 0, the time between them (both after a barrier), which is what a
 /// skeleton's time × K predicts. The application's own code is unchanged.
-const TIMING_SHIM: &str = r#"/* perfskel validate: times an MPI application between MPI_Init and MPI_Finalize. */
-#include <mpi.h>
-#include <stdio.h>
-
-static double perfskel_t0;
-
-int MPI_Init(int *argc, char ***argv) {
-    int rc = PMPI_Init(argc, argv);
-    PMPI_Barrier(MPI_COMM_WORLD);
-    perfskel_t0 = PMPI_Wtime();
-    return rc;
-}
-
-int MPI_Finalize(void) {
-    int rank;
-    PMPI_Barrier(MPI_COMM_WORLD);
-    double seconds = PMPI_Wtime() - perfskel_t0;
-    PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    if (rank == 0) {
-        printf("perfskel-app-time seconds=%.6f\n", seconds);
-        fflush(stdout);
-    }
-    return PMPI_Finalize();
-}
-"#;
+const TIMING_SHIM: &str = include_str!("../runtime/c/app_time.c");
 
 /// The competing job: spins on one core for at most the given number of seconds (the
 /// harness kills it as soon as the measured run ends).

@@ -89,27 +89,24 @@ fn skeletonize_cli(trace: &Path, extra: &[&str]) -> (String, serde_json::Value) 
     (text, summary)
 }
 
-/// Every loop count of the program, outermost first, with its body's statements.
-fn loops(stmts: &[Stmt], out: &mut Vec<(i64, usize)>) {
+/// Visits every statement of a block, nested ones included, in program order (a loop
+/// or `if` before its bodies).
+fn visit(stmts: &[Stmt], f: &mut impl FnMut(&Stmt)) {
     for s in stmts {
+        f(s);
         match &s.kind {
-            StmtKind::Loop(l) => {
-                if let ExprKind::Int(c) = l.count.kind {
-                    out.push((c, l.body.stmts.len()));
-                }
-                loops(&l.body.stmts, out);
-            }
+            StmtKind::Loop(l) => visit(&l.body.stmts, f),
             StmtKind::If(i) => {
-                loops(&i.then_block.stmts, out);
+                visit(&i.then_block.stmts, f);
                 let mut next = &i.else_branch;
                 while let Some(e) = next {
                     match e {
                         Else::Block(b) => {
-                            loops(&b.stmts, out);
+                            visit(&b.stmts, f);
                             next = &None;
                         }
                         Else::If(inner) => {
-                            loops(&inner.then_block.stmts, out);
+                            visit(&inner.then_block.stmts, f);
                             next = &inner.else_branch;
                         }
                     }
@@ -118,6 +115,17 @@ fn loops(stmts: &[Stmt], out: &mut Vec<(i64, usize)>) {
             _ => {}
         }
     }
+}
+
+/// Every loop count of the program, outermost first, with its body's statements.
+fn loops(stmts: &[Stmt], out: &mut Vec<(i64, usize)>) {
+    visit(stmts, &mut |s| {
+        if let StmtKind::Loop(l) = &s.kind {
+            if let ExprKind::Int(c) = l.count.kind {
+                out.push((c, l.body.stmts.len()));
+            }
+        }
+    });
 }
 
 fn has_if(stmts: &[Stmt]) -> bool {
@@ -425,29 +433,10 @@ fn stripped_objects_still_name_call_sites() {
 
 /// The call site of every MPI statement (not loops, branches or compute), in order.
 fn mpi_sites(stmts: &[Stmt], out: &mut Vec<Option<String>>) {
-    for s in stmts {
-        match &s.kind {
-            StmtKind::Loop(l) => mpi_sites(&l.body.stmts, out),
-            StmtKind::If(i) => {
-                mpi_sites(&i.then_block.stmts, out);
-                let mut next = &i.else_branch;
-                while let Some(e) = next {
-                    match e {
-                        Else::Block(b) => {
-                            mpi_sites(&b.stmts, out);
-                            next = &None;
-                        }
-                        Else::If(inner) => {
-                            mpi_sites(&inner.then_block.stmts, out);
-                            next = &inner.else_branch;
-                        }
-                    }
-                }
-            }
-            StmtKind::Compute(_) => {}
-            _ => out.push(s.site.as_ref().map(|site| site.text.clone())),
-        }
-    }
+    visit(stmts, &mut |s| match &s.kind {
+        StmtKind::Loop(_) | StmtKind::If(_) | StmtKind::Compute(_) => {}
+        _ => out.push(s.site.as_ref().map(|site| site.text.clone())),
+    });
 }
 
 /// A rank file cut in half and a missing rank: the skeleton is still valid, built from

@@ -7,7 +7,7 @@ checks the skeleton with `perfskel check`, and prints one Markdown table per app
 (a row per rank count). A second table compares the 1:1 skeleton's time (`compile
 --ratio 1:1`, then `run`) with the application's own time at 2 ranks (4 for applications
 that need at least 4), where the application's time is that of an untraced run, measured
-between MPI_Init and MPI_Finalize by a preloaded timing shim (app_time.c); the traced
+between MPI_Init and MPI_Finalize by a preloaded timing shim (runtime/c/app_time.c); the traced
 time of the manifest (the skeleton's `app_time`) is shown beside it.
 
 Everything goes into the work directory (--out): per case a directory with the trace,
@@ -36,6 +36,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
+# The application timer perfskel validate links in too.
+APP_TIME = ROOT / "runtime" / "c" / "app_time.c"
 MARKER = ".perfskel-real-apps"
 LAMMPS_EXAMPLES = Path("/usr/share/doc/lammps-examples/examples")
 
@@ -211,7 +213,7 @@ class Runner:
                       self.out, self.out / "make.log", check=True)
         if not self.args.no_compare:
             self.step("mpicc", [self.mpicc, "-O2", "-shared", "-fPIC", "-o",
-                                str(self.out / "app_time.so"), str(HERE / "app_time.c")],
+                                str(self.out / "app_time.so"), str(APP_TIME)],
                       self.out, self.out / "app_time.log", check=True)
         log(f"work directory {self.out}; perfskel {self.perfskel}; {self.mpirun}")
 
@@ -414,7 +416,7 @@ class Runner:
                 "",
                 "Application time: an untraced run, from the end of MPI_Init to the start "
                 "of MPI_Finalize (barriers at both ends), measured by the preloaded shim "
-                "scripts/real-apps/app_time.c; `traced` is the trace manifest's "
+                "runtime/c/app_time.c; `traced` is the trace manifest's "
                 "(the skeleton's `app_time`); `mpirun wall` is the whole untraced "
                 "command, launch included."
                 + (f" More ranks than this machine's {os.cpu_count()} cores: the "

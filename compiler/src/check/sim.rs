@@ -685,13 +685,9 @@ impl<'p, 'd> Sim<'p, 'd> {
                     self.ops += 1;
                     // Ranks outside the parent take no part (they hold MPI_COMM_NULL
                     // there), and are not members of the new communicator either.
-                    let entry = parent.map_or(NOT_MEMBER, |c| {
-                        self.member_of[c * self.n as usize + rank as usize]
-                    });
-                    if entry == NOT_MEMBER {
+                    let Some((inst, _)) = self.membership(rank, *parent) else {
                         continue;
-                    }
-                    let inst = (entry >> 32) as u32;
+                    };
                     let req = self.arrive(rank, inst, CollKey::CommCreate(*name), stmt)?;
                     if !self.wait_one(rank, req, stmt) {
                         self.ranks[r].pc = pc;
@@ -966,13 +962,20 @@ impl<'p, 'd> Sim<'p, 'd> {
         name: &str,
         stmt: &'p Stmt,
     ) -> Result<(u32, u32), Abort> {
+        match self.membership(rank, comm) {
+            Some(m) => Ok(m),
+            None => Err(self.not_member(u64::from(rank), name, stmt)),
+        }
+    }
+
+    /// The instance of communicator `comm` that `rank` belongs to and its rank there;
+    /// `None` when it is not a member.
+    #[inline]
+    fn membership(&self, rank: u32, comm: Option<usize>) -> Option<(u32, u32)> {
         let entry = comm.map_or(NOT_MEMBER, |c| {
             self.member_of[c * self.n as usize + rank as usize]
         });
-        if entry == NOT_MEMBER {
-            return Err(self.not_member(u64::from(rank), name, stmt));
-        }
-        Ok(((entry >> 32) as u32, entry as u32))
+        (entry != NOT_MEMBER).then_some(((entry >> 32) as u32, entry as u32))
     }
 
     #[cold]

@@ -660,10 +660,7 @@ impl SiteSizes {
             SiteSizes::Distinct(set) => {
                 set.insert(b);
                 if set.len() > MAX_SITE_SIZES {
-                    let (lo, hi) = (
-                        set.first().copied().unwrap_or(b),
-                        set.last().copied().unwrap_or(b),
-                    );
+                    let (lo, hi) = self.bounds().unwrap_or((b, b));
                     *self = SiteSizes::Range(lo, hi);
                 }
             }
@@ -678,16 +675,17 @@ impl SiteSizes {
         match other {
             SiteSizes::Distinct(set) => set.iter().for_each(|b| self.add(*b)),
             SiteSizes::Range(lo, hi) => {
-                self.add(*lo);
-                self.add(*hi);
-                if let SiteSizes::Distinct(set) = self {
-                    let (a, b) = (
-                        set.first().copied().unwrap_or(*lo),
-                        set.last().copied().unwrap_or(*hi),
-                    );
-                    *self = SiteSizes::Range(a, b);
-                }
+                let (a, b) = self.bounds().unwrap_or((*lo, *hi));
+                *self = SiteSizes::Range(a.min(*lo), b.max(*hi));
             }
+        }
+    }
+
+    /// The smallest and the largest size.
+    fn bounds(&self) -> Option<(u64, u64)> {
+        match self {
+            SiteSizes::Distinct(set) => Some((*set.first()?, *set.last()?)),
+            SiteSizes::Range(lo, hi) => Some((*lo, *hi)),
         }
     }
 
@@ -698,12 +696,9 @@ impl SiteSizes {
     /// tokens, different loop nests, and rank conditions.
     fn classes(&self) -> Vec<(u64, u64)> {
         match self {
-            SiteSizes::Range(lo, hi) => vec![(*lo, *hi)],
+            SiteSizes::Range(..) => self.bounds().into_iter().collect(),
             SiteSizes::Distinct(set) if set.len() >= DATA_SIZES => {
-                match (set.first(), set.last()) {
-                    (Some(lo), Some(hi)) => vec![(*lo, *hi)],
-                    _ => Vec::new(),
-                }
+                self.bounds().into_iter().collect()
             }
             SiteSizes::Distinct(set) => {
                 let mut out: Vec<(u64, u64)> = Vec::new();

@@ -1,9 +1,10 @@
-/* scripts/real-apps.sh: times an untraced MPI application between MPI_Init and
- * MPI_Finalize, as perfskel validate's timing shim does (src/cmd_validate.rs), but built
- * as a shared library and preloaded into the ranks (`mpirun -x LD_PRELOAD=...`), so it
- * also times programs we do not build (LAMMPS, HPCC). Barriers at both ends make the
- * span the slowest rank's, like the application time a trace's manifest gives. Rank 0
- * prints one line: perfskel-app-time seconds=S. */
+/* perfskel's application timer: times an MPI application between MPI_Init and
+ * MPI_Finalize. `perfskel validate` links it into the applications it builds
+ * (src/cmd_validate.rs); scripts/real-apps.sh builds it as a shared library and
+ * preloads it into the ranks (`mpirun -x LD_PRELOAD=...`), so it also times programs
+ * we do not build (LAMMPS, HPCC). Barriers at both ends make the span the slowest
+ * rank's, like the application time a trace's manifest gives. Rank 0 prints one line:
+ * perfskel-app-time seconds=S. */
 #include <mpi.h>
 #include <stdio.h>
 
