@@ -291,6 +291,11 @@ pub enum EvalError {
     Overflow {
         pos: Pos,
     },
+    /// A loop variable where no loop gives it a value.
+    Unbound {
+        name: String,
+        pos: Pos,
+    },
     /// An integer where a boolean is needed or the reverse.
     Type {
         expected: &'static str,
@@ -304,6 +309,7 @@ impl EvalError {
             EvalError::NoCoord { pos, .. }
             | EvalError::DivByZero { pos }
             | EvalError::Overflow { pos }
+            | EvalError::Unbound { pos, .. }
             | EvalError::Type { pos, .. } => *pos,
         }
     }
@@ -319,6 +325,9 @@ impl EvalError {
             EvalError::DivByZero { .. } => "division by zero".into(),
             EvalError::Overflow { .. } => "arithmetic overflow".into(),
             EvalError::Type { expected, .. } => format!("expected {expected} here"),
+            EvalError::Unbound { name, .. } => {
+                format!("`{name}` is not the variable of an enclosing loop")
+            }
         }
     }
 }
@@ -366,6 +375,12 @@ fn eval(e: &Expr, env: &Env) -> Result<Value, EvalError> {
                 })
             }
         },
+        ExprKind::Var(v) => {
+            return Err(EvalError::Unbound {
+                name: v.name.clone(),
+                pos: e.pos,
+            })
+        }
         ExprKind::Unary(UnaryOp::Neg, x) => {
             Value::Int(eval_int(x, env)?.checked_neg().ok_or_else(overflow)?)
         }
@@ -422,7 +437,7 @@ pub fn cart_sub_color(coords: &[u64], keep: &[u32]) -> i64 {
 pub fn depends_on_rank(e: &Expr) -> bool {
     match &e.kind {
         ExprKind::Rank | ExprKind::Coord(_) => true,
-        ExprKind::Int(_) | ExprKind::Bool(_) | ExprKind::NRanks => false,
+        ExprKind::Int(_) | ExprKind::Bool(_) | ExprKind::NRanks | ExprKind::Var(_) => false,
         ExprKind::Unary(_, x) => depends_on_rank(x),
         ExprKind::Binary(_, l, r) => depends_on_rank(l) || depends_on_rank(r),
     }

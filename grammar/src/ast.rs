@@ -745,11 +745,13 @@ impl CommDef {
     }
 }
 
-/// `loop COUNT { BODY }`. The count may depend on the rank (a master loops over all
-/// workers' messages).
+/// `loop COUNT [as NAME] { BODY }`. The count may depend on the rank (a master loops
+/// over all workers' messages). With `as NAME`, the body reads the iteration number
+/// (0, 1, ..., COUNT - 1) as the variable NAME.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Loop {
     pub count: Expr,
+    pub var: Option<Ident>,
     pub body: Block,
 }
 
@@ -784,6 +786,8 @@ pub enum ExprKind {
     NRanks,
     /// `coord(i)`: this rank's coordinate in dimension i of the grid topology.
     Coord(u32),
+    /// The iteration number of an enclosing `loop ... as NAME`.
+    Var(Ident),
     Unary(UnaryOp, Box<Expr>),
     Binary(BinOp, Box<Expr>, Box<Expr>),
 }

@@ -35,7 +35,7 @@ pub fn print_memory(m: &Memory) -> String {
 /// `send east 4 KiB tag 1`, `loop 100`, `if rank == 0`.
 pub fn stmt_head(stmt: &Stmt) -> String {
     match &stmt.kind {
-        StmtKind::Loop(l) => format!("loop {}", expr(&l.count)),
+        StmtKind::Loop(l) => loop_head(l),
         StmtKind::If(i) => format!("if {}", expr(&i.cond)),
         kind => simple(kind),
     }
@@ -159,6 +159,7 @@ fn expr_at(e: &Expr, min_prec: u8) -> String {
         ExprKind::Rank => "rank".into(),
         ExprKind::NRanks => "nranks".into(),
         ExprKind::Coord(d) => format!("coord({d})"),
+        ExprKind::Var(v) => v.name.clone(),
         // `not (a == b)` keeps its parentheses: `not a == b` means the same but misleads.
         ExprKind::Unary(UnaryOp::Not, x) => format!("not {}", expr_at(x, 8)),
         ExprKind::Unary(UnaryOp::Neg, x) => format!("-{}", expr_at(x, 7)),
@@ -261,7 +262,7 @@ impl Printer {
         let suffix = with_trailing(suffix, &stmt.trivia.trailing);
         match &stmt.kind {
             StmtKind::Loop(l) => {
-                self.braced(format!("loop {}", expr(&l.count)), &l.body, &suffix);
+                self.braced(loop_head(l), &l.body, &suffix);
             }
             StmtKind::If(i) => self.if_chain(i, &suffix),
             kind => {
@@ -387,4 +388,12 @@ fn simple(kind: &StmtKind) -> String {
         StmtKind::Loop(_) | StmtKind::If(_) => {}
     }
     out
+}
+
+/// `loop COUNT` or `loop COUNT as NAME`.
+fn loop_head(l: &Loop) -> String {
+    match &l.var {
+        Some(v) => format!("loop {} as {}", expr(&l.count), v.name),
+        None => format!("loop {}", expr(&l.count)),
+    }
 }

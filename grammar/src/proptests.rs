@@ -67,6 +67,8 @@ fn expr() -> impl Strategy<Value = Expr> {
         Just(Expr::new(ExprKind::Rank)),
         Just(Expr::new(ExprKind::NRanks)),
         (0u32..4).prop_map(|d| Expr::new(ExprKind::Coord(d))),
+        prop::sample::select(vec!["i", "step", "j2"])
+            .prop_map(|v| Expr::new(ExprKind::Var(Ident::new(v)))),
     ];
     let binops = vec![
         BinOp::Or,
@@ -272,7 +274,8 @@ fn block(depth: u32) -> BoxedStrategy<Block> {
     } else {
         prop_oneof![
             4 => simple(),
-            1 => (expr(), block(depth - 1)).prop_map(|(count, body)| StmtKind::Loop(Box::new(Loop { count, body }))),
+            1 => (expr(), prop::option::of(prop::sample::select(vec!["i", "step", "j2"])), block(depth - 1))
+                .prop_map(|(count, var, body)| StmtKind::Loop(Box::new(Loop { count, var: var.map(Ident::new), body }))),
             1 => (expr(), block(depth - 1), prop::option::of((prop::option::of(expr()), block(depth - 1))))
                 .prop_map(|(cond, then_block, else_part)| {
                     let else_branch = else_part.map(|(cond2, b)| match cond2 {

@@ -174,6 +174,7 @@ fn structural_hash(e: &Expr) -> u64 {
         ExprKind::Rank => 3,
         ExprKind::NRanks => 4,
         ExprKind::Coord(d) => mix(5, u64::from(*d)),
+        ExprKind::Var(v) => v.name.bytes().fold(8, |h, b| mix(h, u64::from(b))),
         ExprKind::Unary(op, x) => mix(mix(6, *op as u64), structural_hash(x)),
         ExprKind::Binary(op, l, r) => mix(
             mix(mix(7, *op as u64), structural_hash(l)),

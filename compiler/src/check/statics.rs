@@ -634,6 +634,13 @@ impl Pass<'_> {
         match &e.kind {
             ExprKind::Int(_) | ExprKind::Rank | ExprKind::NRanks => Ok(Ty::Int),
             ExprKind::Bool(_) => Ok(Ty::Bool),
+            ExprKind::Var(v) => Err(Box::new(
+                Diag::error(
+                    "loop-var",
+                    format!("loop variables are not supported yet: `{}`", v.name),
+                )
+                .at(e.pos, "here"),
+            )),
             ExprKind::Coord(dim) => {
                 if (*dim as usize) < self.world_dims {
                     Ok(Ty::Int)

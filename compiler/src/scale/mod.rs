@@ -333,6 +333,7 @@ fn rewrite(stmt: &Stmt, plan: &Plan, c: f64, s: f64) -> Stmt {
         .unwrap_or(1.0);
     let kind = match &stmt.kind {
         StmtKind::Loop(l) => StmtKind::Loop(Box::new(Loop {
+            var: l.var.clone(),
             count: plan
                 .loops
                 .get(&(&**l as *const Loop))

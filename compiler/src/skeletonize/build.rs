@@ -151,6 +151,7 @@ impl Builder<'_> {
             let count = by_count.keys().next().copied().unwrap_or(0);
             let mut stmt = Stmt::new(StmtKind::Loop(Box::new(Loop {
                 count: Expr::int(count as i64),
+                var: None,
                 body: Block {
                     stmts,
                     end_comments: Vec::new(),
@@ -169,6 +170,7 @@ impl Builder<'_> {
             .map(|(i, (count, ranks))| {
                 let stmt = Stmt::new(StmtKind::Loop(Box::new(Loop {
                     count: Expr::int(*count as i64),
+                    var: None,
                     body: Block {
                         stmts: stmts.clone(),
                         end_comments: Vec::new(),

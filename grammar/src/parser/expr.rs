@@ -24,8 +24,10 @@ use std::cell::Cell;
 
 use nom::{Err, Parser};
 
-use super::tokens::{error, failure, kw, punct, small_uint, uint, PErr, PResult, Tokens};
-use crate::ast::{BinOp, Expr, ExprKind, Pos, Span, UnaryOp};
+use super::tokens::{
+    error, failure, is_keyword, kw, punct, small_uint, uint, PErr, PResult, Tokens,
+};
+use crate::ast::{BinOp, Expr, ExprKind, Ident, Pos, Span, UnaryOp};
 use crate::lexer::TokKind;
 
 /// The most operators, `not`s, negations and parenthesis pairs one expression may hold.
@@ -277,6 +279,16 @@ fn atom(input: Tokens) -> PResult<Expr> {
                 Some(Ok((input_after(&input), leaf(ExprKind::NRanks, tok.span))))
             }
             (TokKind::Word, "coord") => Some(coord(input)),
+            (TokKind::Word, text) if !is_keyword(text) && !RESERVED.contains(&text) => Some(Ok((
+                input_after(&input),
+                leaf(
+                    ExprKind::Var(Ident {
+                        name: text.to_string(),
+                        pos: Pos::Source(tok.span),
+                    }),
+                    tok.span,
+                ),
+            ))),
             _ => None,
         };
         if let Some(result) = fast {
@@ -297,7 +309,7 @@ fn atom(input: Tokens) -> PResult<Expr> {
         Err(Err::Error(e)) if e.at == input.offset => error(
             PErr::expected(
                 &input,
-                "an expression (a number, `rank`, `nranks`, `coord(i)`, ...)",
+                "an expression (a number, `rank`, `nranks`, `coord(i)`, a loop variable, ...)",
             )
             .with_hint_if(e.hint),
         ),
@@ -313,6 +325,11 @@ impl PErr {
         self
     }
 }
+
+/// Words of expressions that are not keywords of statements: never a loop variable.
+const RESERVED: &[&str] = &[
+    "true", "false", "rank", "nranks", "coord", "not", "and", "or",
+];
 
 /// The input after its first token.
 fn input_after<'a>(input: &Tokens<'a>) -> Tokens<'a> {

@@ -694,15 +694,25 @@ impl<'a> Parser<'a> {
         self.diags.push(diag);
     }
 
-    /// `loop COUNT { ... } [@ "site"]`
+    /// `loop COUNT [as NAME] { ... } [@ "site"]`
     fn loop_stmt(&mut self) -> Option<(StmtKind, Option<Site>)> {
-        let count = self.run(|i| {
+        let (count, var) = self.run(|i| {
             let (rest, _) = kw("loop")(i)?;
-            nom::Parser::parse(&mut nom::combinator::cut(expr::expr), rest)
+            let (rest, count) = nom::Parser::parse(&mut nom::combinator::cut(expr::expr), rest)?;
+            match kw("as")(rest) {
+                Ok((rest, _)) => {
+                    let (rest, var) = nom::Parser::parse(
+                        &mut nom::combinator::cut(name("a loop variable")),
+                        rest,
+                    )?;
+                    Ok((rest, (count, Some(var))))
+                }
+                Err(_) => Ok((rest, (count, None))),
+            }
         })?;
         let body = self.braced_block()?;
         let site = self.run(site_clause)?;
-        Some((StmtKind::Loop(Box::new(Loop { count, body })), site))
+        Some((StmtKind::Loop(Box::new(Loop { count, var, body })), site))
     }
 
     /// `if COND { ... } [else if ... | else { ... }]`. An `else if` chain is read in a

@@ -214,6 +214,7 @@ pub const KEYWORDS: &[&str] = &[
     "keep",
     "loop",
     "if",
+    "as",
     "else",
     "rank",
     "nranks",

@@ -486,6 +486,7 @@ impl Writer<'_> {
             ExprKind::Rank => "rank".into(),
             ExprKind::NRanks => "nranks".into(),
             ExprKind::Coord(d) => format!("coords[{d}]"),
+            ExprKind::Var(v) => v.name.clone(),
             ExprKind::Unary(UnaryOp::Neg, x) => format!("(-{})", self.expr(x)),
             ExprKind::Unary(UnaryOp::Not, x) => format!("(!{})", self.expr(x)),
             ExprKind::Binary(op, l, r) => {

@@ -405,6 +405,7 @@ fn rank_uses(block: &Block) -> (bool, bool, bool) {
             ExprKind::Rank => uses.0 = true,
             ExprKind::NRanks => uses.1 = true,
             ExprKind::Coord(_) => uses.2 = true,
+            ExprKind::Var(_) => {}
             ExprKind::Unary(_, x) => expr_uses(x, uses),
             ExprKind::Binary(_, l, r) => {
                 expr_uses(l, uses);

@@ -164,6 +164,7 @@ fn expr_prec(e: &Expr) -> (String, u8) {
         ExprKind::Rank => ("rank".into(), P_ATOM),
         ExprKind::NRanks => ("nranks".into(), P_ATOM),
         ExprKind::Coord(i) => (format!("coords[{i}]"), P_ATOM),
+        ExprKind::Var(v) => (v.name.clone(), P_ATOM),
         ExprKind::Unary(UnaryOp::Neg, x) => (format!("-{}", wrap(x, P_ATOM)), P_UNARY),
         ExprKind::Unary(UnaryOp::Not, x) => (format!("!{}", wrap(x, P_ATOM)), P_UNARY),
         // The DSL's `/` and `%` are Euclidean, as in the checker.
