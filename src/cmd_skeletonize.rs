@@ -55,6 +55,11 @@ pub struct Args {
     /// Logicalization threshold (see `perfskel topo --threshold`).
     #[arg(long, default_value_t = perfskel_compiler::logicalize::DEFAULT_THRESHOLD)]
     pub threshold: f64,
+    /// Write every call of the set-up and wrap-up phases (those outside the main loops
+    /// taking under 5 % of the run); by default runs of calls of one kind there are one
+    /// statement each.
+    #[arg(long)]
+    pub every_call: bool,
     /// Overwrite the output file if it exists.
     #[arg(long)]
     pub force: bool,
@@ -150,6 +155,7 @@ pub fn skeletonize_dir(args: &Args) -> Result<Outcome, String> {
         },
         merge_sizes_pct: args.merge_sizes,
         threshold: args.threshold,
+        every_call: args.every_call,
     };
     let bar = indicatif::ProgressBar::hidden();
     let mut shown = false;

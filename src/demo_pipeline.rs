@@ -116,6 +116,7 @@ fn steps(scratch: &Path) -> Result<bool, String> {
         format: Format::Text,
         merge_sizes: None,
         threshold: perfskel_compiler::logicalize::DEFAULT_THRESHOLD,
+        every_call: false,
         force: true,
     })?;
     let s = &outcome.skeleton.summary;

@@ -21,6 +21,7 @@ use perfskel_grammar::ast::{
 };
 
 use super::comms::{CommRef, Comms};
+use super::fold::{Atom, Cond};
 use super::nest::SizeAcc;
 use super::nest::{Acc, MNode};
 use super::spread::Spread;
@@ -95,6 +96,39 @@ impl Builder<'_> {
                     }
                 }
                 MNode::Loop { counts, body } => out.push(self.looped(counts, body, universe)),
+                MNode::Steps { count, body } => {
+                    self.loops += 1;
+                    let counts: BTreeMap<u32, u64> =
+                        universe.iter().map(|r| (*r, *count)).collect();
+                    let provenance = self.provenance(&counts, body);
+                    let stmts = self.block(body, universe);
+                    let mut stmt = Stmt::new(StmtKind::Loop(Box::new(Loop {
+                        count: Expr::int(*count as i64),
+                        var: Some(Ident::new(STEP_VAR)),
+                        body: Block {
+                            stmts,
+                            end_comments: Vec::new(),
+                        },
+                    })));
+                    stmt.trivia.leading.push(provenance);
+                    stmt.trivia.leading.push(format!(
+                        "# Iterations differ every few times: `{STEP_VAR}` numbers them from 0."
+                    ));
+                    out.push(stmt);
+                }
+                MNode::When {
+                    cond,
+                    then,
+                    otherwise,
+                } => {
+                    let then = self.block(then, universe);
+                    let otherwise = self.block(otherwise, universe);
+                    let mut built = vec![(Some(step_condition(cond)), then)];
+                    if !otherwise.is_empty() {
+                        built.push((None, otherwise));
+                    }
+                    out.push(if_chain(built));
+                }
                 MNode::If { branches } => {
                     self.rank_conditionals += 1;
                     let mut built: Vec<(Option<Expr>, Vec<Stmt>)> = Vec::new();
@@ -565,8 +599,11 @@ fn sum_time(nodes: &[MNode]) -> f64 {
         .iter()
         .map(|n| match n {
             MNode::Tok { acc, .. } => acc.values().map(|a| a.sum_ns + a.mpi_ns).sum(),
-            MNode::Loop { body, .. } => sum_time(body),
+            MNode::Loop { body, .. } | MNode::Steps { body, .. } => sum_time(body),
             MNode::If { branches } => branches.iter().map(|(_, b)| sum_time(b)).sum(),
+            MNode::When {
+                then, otherwise, ..
+            } => sum_time(then) + sum_time(otherwise),
         })
         .sum()
 }
@@ -579,8 +616,14 @@ fn collect_sites(nodes: &[MNode], out: &mut Vec<u32>) {
                     out.push(tok.site);
                 }
             }
-            MNode::Loop { body, .. } => collect_sites(body, out),
+            MNode::Loop { body, .. } | MNode::Steps { body, .. } => collect_sites(body, out),
             MNode::If { branches } => branches.iter().for_each(|(_, b)| collect_sites(b, out)),
+            MNode::When {
+                then, otherwise, ..
+            } => {
+                collect_sites(then, out);
+                collect_sites(otherwise, out);
+            }
         }
     }
 }
@@ -676,4 +719,31 @@ fn ranks_text(ranks: &[u32]) -> Vec<String> {
             }
         })
         .collect()
+}
+
+/// The variable of a folded loop.
+const STEP_VAR: &str = "i";
+
+/// `i % 20 == 19`, `i == 0`, `i % 50 != 49 `, ... for a folded loop's iterations.
+fn step_condition(cond: &Cond) -> Expr {
+    let var = || Expr::new(ExprKind::Var(Ident::new(STEP_VAR)));
+    let bin = |op, l, r| Expr::new(ExprKind::Binary(op, Box::new(l), Box::new(r)));
+    let atom = |a: &Atom, eq: bool| {
+        let op = if eq { BinOp::Eq } else { BinOp::Ne };
+        match *a {
+            Atom::Every { p, r } => bin(
+                op,
+                bin(BinOp::Rem, var(), Expr::int(p as i64)),
+                Expr::int(r as i64),
+            ),
+            Atom::At(k) => bin(op, var(), Expr::int(k as i64)),
+        }
+    };
+    match cond {
+        Cond::Is(a) => atom(a, true),
+        Cond::Not(a) => atom(a, false),
+        Cond::Either(a, b) => bin(BinOp::Or, atom(a, true), atom(b, true)),
+        Cond::Below(k) => bin(BinOp::Lt, var(), Expr::int(*k as i64)),
+        Cond::From(k) => bin(BinOp::Ge, var(), Expr::int(*k as i64)),
+    }
 }

@@ -143,11 +143,14 @@ impl Merger<'_> {
                         });
                     }
                 }
-                // Single-rank input has no conditionals; a group keeps its own.
-                MNode::If { .. } => cands.push(Cand::Loop {
-                    count: u64::MAX,
-                    members: vec![i],
-                }),
+                // Single-rank input has no conditionals; a group keeps its own (folded
+                // loops come after the merge).
+                MNode::If { .. } | MNode::Steps { .. } | MNode::When { .. } => {
+                    cands.push(Cand::Loop {
+                        count: u64::MAX,
+                        members: vec![i],
+                    })
+                }
             }
         }
         // Loops of different counts become one loop with per-rank counts when their
@@ -269,6 +272,7 @@ impl Merger<'_> {
                 Some((_, body)) => body.iter_mut().all(|n| self.null_on(n, rank)),
                 None => true,
             },
+            MNode::Steps { .. } | MNode::When { .. } => false,
         }
     }
 
@@ -329,7 +333,10 @@ impl Merger<'_> {
 fn has_if(nodes: &[MNode]) -> bool {
     nodes.iter().any(|n| match n {
         MNode::If { .. } => true,
-        MNode::Loop { body, .. } => has_if(body),
+        MNode::Loop { body, .. } | MNode::Steps { body, .. } => has_if(body),
+        MNode::When {
+            then, otherwise, ..
+        } => has_if(then) || has_if(otherwise),
         MNode::Tok { .. } => false,
     })
 }

@@ -23,6 +23,7 @@
 
 mod build;
 mod comms;
+mod fold;
 mod merge;
 mod nest;
 mod source;
@@ -67,6 +68,9 @@ pub struct Options {
     pub merge_sizes_pct: Option<f64>,
     /// Logicalization threshold (see [`logicalize::Options`]).
     pub threshold: f64,
+    /// Keep every call of the minor phases (set-up, wrap-up) instead of writing them
+    /// coarsely (`--every-call`).
+    pub every_call: bool,
 }
 
 impl Default for Options {
@@ -75,6 +79,7 @@ impl Default for Options {
             algorithm: Algorithm::Exact,
             merge_sizes_pct: None,
             threshold: logicalize::DEFAULT_THRESHOLD,
+            every_call: false,
         }
     }
 }
@@ -269,6 +274,23 @@ pub fn skeletonize(
         .map(|(r, n)| (*r, n.nodes.as_slice()))
         .collect();
     let merged_nest = merger.merge(&seqs);
+    // Iterations that differ every N-th time: one loop reading its iteration number.
+    let merged_nest = fold::fold(&merged_nest).unwrap_or(merged_nest);
+    // Set-up and wrap-up phases, call by call, only when asked.
+    let merged_nest = if options.every_call {
+        merged_nest
+    } else {
+        let before = fold::size(&merged_nest);
+        let coarse = fold::coarsen(merged_nest, app_ns, nests.len());
+        let after = fold::size(&coarse);
+        if after < before {
+            summary.notes.push(format!(
+                "phases outside the main loops that take under {} % of the run are written coarsely ({before} -> {after} statements before compute): calls of one kind in a row are one statement with the mean size and the first call site (`--every-call` keeps each call)",
+                fold::MINOR_SHARE * 100.0
+            ));
+        }
+        coarse
+    };
     // Communicators no kept statement uses are not declared (`check` would warn).
     let mut used = std::collections::BTreeSet::new();
     used_comms(&merged_nest, &mut used);
@@ -478,11 +500,19 @@ fn used_comms(nodes: &[nest::MNode], out: &mut std::collections::BTreeSet<comms:
             nest::MNode::Tok { tok, .. } => {
                 out.insert(tok.comm);
             }
-            nest::MNode::Loop { body, .. } => used_comms(body, out),
+            nest::MNode::Loop { body, .. } | nest::MNode::Steps { body, .. } => {
+                used_comms(body, out)
+            }
             nest::MNode::If { branches } => {
                 for (_, body) in branches {
                     used_comms(body, out);
                 }
+            }
+            nest::MNode::When {
+                then, otherwise, ..
+            } => {
+                used_comms(then, out);
+                used_comms(otherwise, out);
             }
         }
     }

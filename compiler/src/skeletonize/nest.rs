@@ -92,6 +92,44 @@ impl Acc {
         }
     }
 
+    /// The statistics of a share `f` (0 < f ≤ 1) of the visits with the same means:
+    /// `n` becomes `round(n f)` (at least 1) and the sums follow it.
+    pub fn scaled(&self, f: f64) -> Acc {
+        if f >= 1.0 || self.n == 0 {
+            return self.clone();
+        }
+        let n = ((self.n as f64 * f).round() as u64).max(1);
+        let k = n as f64 / self.n as f64;
+        let mut sizes = self.sizes;
+        for s in &mut sizes {
+            if s.n > 0 {
+                let m = ((s.n as f64 * f).round() as u64).max(1);
+                s.sum = s.sum * u128::from(m) / u128::from(s.n);
+                s.n = m;
+            }
+        }
+        Acc {
+            n,
+            sum_ns: self.sum_ns * k,
+            sum_sq: self.sum_sq * k,
+            mpi_ns: self.mpi_ns * k,
+            spread: self.spread.scaled(f),
+            sizes,
+        }
+    }
+
+    /// Adds the visits of `other` (another place folded into this position).
+    pub fn merge(&mut self, other: &Acc) {
+        self.n += other.n;
+        self.sum_ns += other.sum_ns;
+        self.sum_sq += other.sum_sq;
+        self.mpi_ns += other.mpi_ns;
+        self.spread.merge(&other.spread);
+        for (a, b) in self.sizes.iter_mut().zip(&other.sizes) {
+            a.merge(b);
+        }
+    }
+
     pub fn mean(&self) -> f64 {
         if self.n == 0 {
             0.0
@@ -115,6 +153,16 @@ pub(crate) enum MNode {
     /// is the `else` and also takes every rank not listed.
     If {
         branches: Vec<(Vec<u32>, Vec<MNode>)>,
+    },
+    /// A loop whose body reads its iteration number (from [`super::fold`]): the same
+    /// count on every rank.
+    Steps { count: u64, body: Vec<MNode> },
+    /// Code of a [`MNode::Steps`] body that runs on the iterations `cond` holds for,
+    /// and `otherwise` on the others.
+    When {
+        cond: super::fold::Cond,
+        then: Vec<MNode>,
+        otherwise: Vec<MNode>,
     },
 }
 
@@ -364,7 +412,7 @@ mod walk_tests {
             match node {
                 MNode::Tok { acc, .. } => out.extend(acc.values().cloned()),
                 MNode::Loop { body, .. } => accs_of(body, out),
-                MNode::If { .. } => {}
+                MNode::If { .. } | MNode::Steps { .. } | MNode::When { .. } => {}
             }
         }
     }

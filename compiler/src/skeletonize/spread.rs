@@ -56,6 +56,26 @@ impl Spread {
         }
     }
 
+    /// The histogram of a share `f` (0 < f ≤ 1) of the spans, in the same proportions:
+    /// each bucket's count times `f`, at least 1 (a position folded from several
+    /// places of a nest takes from each the part of its spans that lands there).
+    pub fn scaled(&self, f: f64) -> Spread {
+        if f >= 1.0 {
+            return self.clone();
+        }
+        let buckets: Vec<(u32, u64)> = self
+            .buckets
+            .iter()
+            .map(|&(key, count)| (key, ((count as f64 * f).round() as u64).max(1)))
+            .collect();
+        let n = buckets.iter().map(|b| b.1).sum();
+        Spread {
+            buckets,
+            shift: self.shift,
+            n,
+        }
+    }
+
     /// The `q`-quantile (0 ≤ q ≤ 1) in nanoseconds, interpolated linearly inside its
     /// bucket; 0 for an empty histogram.
     pub fn quantile(&self, q: f64) -> f64 {

@@ -10,6 +10,7 @@ use perfskel_grammar::ast::{CollOp, P2pOp, Topology};
 use proptest::prelude::*;
 
 use super::comms::CommRef;
+use super::fold;
 use super::merge::Merger;
 use super::nest::{self, MNode};
 use super::tokens::{CollSize, Half, Kind, PeerAbs, RankTokens, Tok};
@@ -131,6 +132,18 @@ fn tokens_of(rank: u32, seq: &[Tok]) -> RankTokens {
 
 /// What rank `rank` does when it runs `nodes`: its real calls, as (token, resolved peers).
 fn run(nodes: &[MNode], rank: u32, dirs: &Directions, out: &mut Vec<(Tok, Vec<Option<u64>>)>) {
+    run_at(nodes, rank, dirs, None, out)
+}
+
+/// [`run`] inside iteration `step` of a folded loop.
+fn run_at(
+    nodes: &[MNode],
+    rank: u32,
+    dirs: &Directions,
+    step: Option<u64>,
+    out: &mut Vec<(Tok, Vec<Option<u64>>)>,
+) {
+    let run = |nodes: &[MNode], rank, dirs, out: &mut Vec<_>| run_at(nodes, rank, dirs, step, out);
     for node in nodes {
         match node {
             MNode::Tok { tok, .. } => {
@@ -158,6 +171,24 @@ fn run(nodes: &[MNode], rank: u32, dirs: &Directions, out: &mut Vec<(Tok, Vec<Op
                 if let Some((_, body)) = taken {
                     run(body, rank, dirs, out);
                 }
+            }
+            MNode::Steps { count, body } => {
+                for i in 0..*count {
+                    run_at(body, rank, dirs, Some(i), out);
+                }
+            }
+            MNode::When {
+                cond,
+                then,
+                otherwise,
+            } => {
+                let i = step.expect("a folded condition outside its loop");
+                run(
+                    if cond.contains(i) { then } else { otherwise },
+                    rank,
+                    dirs,
+                    out,
+                );
             }
         }
     }
@@ -226,14 +257,165 @@ proptest! {
             .collect();
         let input: Vec<(u32, &[MNode])> = nests.iter().map(|(r, n)| (*r, n.as_slice())).collect();
         let merged = Merger { dirs: &dirs }.merge(&input);
+        let folded = fold::fold(&merged);
         for r in 0..n_ranks {
-            let mut got = Vec::new();
-            run(&merged, r, &dirs, &mut got);
-            let got: Vec<(u32, Vec<Option<u64>>)> =
-                got.into_iter().map(|(t, p)| (t.site, p)).collect();
-            prop_assert_eq!(&got, &expected(&seqs[r as usize], r, &dirs), "rank {}", r);
+            for nodes in std::iter::once(&merged).chain(folded.as_ref()) {
+                let mut got = Vec::new();
+                run(nodes, r, &dirs, &mut got);
+                let got: Vec<(u32, Vec<Option<u64>>)> =
+                    got.into_iter().map(|(t, p)| (t.site, p)).collect();
+                prop_assert_eq!(&got, &expected(&seqs[r as usize], r, &dirs), "rank {}", r);
+            }
         }
     }
+
+    /// Time steps that differ every p-th and q-th time fold into one loop reading its
+    /// iteration number, which runs exactly the steps' calls and keeps their time.
+    #[test]
+    fn periodic_steps_fold_and_replay(
+        n in 6u64..160,
+        p in 2u64..12,
+        r in 0u64..12,
+        q in 2u64..30,
+        r2 in 0u64..30,
+        prologue in 0u32..4,
+    ) {
+        let seq = time_steps(n, (p, r % p), (q, r2 % q), prologue);
+        let dirs = Directions::new(Topology::Chain, 2);
+        let nests: Vec<(u32, Vec<MNode>)> = (0..2)
+            .map(|rank| (rank, nest::rank_nest(&tokens_of(rank, &seq), Algorithm::Exact).nodes))
+            .collect();
+        let input: Vec<(u32, &[MNode])> = nests.iter().map(|(r, n)| (*r, n.as_slice())).collect();
+        let merged = Merger { dirs: &dirs }.merge(&input);
+        let Some(folded) = fold::fold(&merged) else {
+            // Only when the exact nest is already short.
+            prop_assert!(fold::size(&merged) <= 40, "not folded: {} statements", fold::size(&merged));
+            return Ok(());
+        };
+        prop_assert!(fold::size(&folded) * 5 <= fold::size(&merged) * 4);
+        for rank in 0..2 {
+            let mut got = Vec::new();
+            run(&folded, rank, &dirs, &mut got);
+            let got: Vec<u32> = got.into_iter().map(|(t, _)| t.site).collect();
+            let want: Vec<u32> = seq.iter().map(|t| t.site).collect();
+            prop_assert_eq!(got, want);
+        }
+        // Every call's compute (1 us each in `tokens_of`) is still there.
+        let total = |nodes: &[MNode]| time_of(nodes, None);
+        let (a, b) = (total(&merged), total(&folded));
+        prop_assert!((a - b).abs() <= 1e-6 * a, "{} ns before, {} ns after", a, b);
+    }
+}
+
+/// `n` steps of three allreduces (sites 0, 1, 2); on steps `s % p == r` two more
+/// (sites 10, 11) after the second; on steps `s % q == r2` site 20 in place of site 0;
+/// `prologue` calls before and one after.
+fn time_steps(n: u64, (p, r): (u64, u64), (q, r2): (u64, u64), prologue: u32) -> Vec<Tok> {
+    let mut seq: Vec<Tok> = (0..prologue).map(|i| coll(90 + i)).collect();
+    for s in 0..n {
+        seq.push(coll(if s % q == r2 { 20 } else { 0 }));
+        seq.push(coll(1));
+        if s % p == r {
+            seq.push(coll(10));
+            seq.push(coll(11));
+        }
+        seq.push(coll(2));
+    }
+    seq.push(coll(99));
+    seq
+}
+
+/// The compute time a nest runs over all ranks (each position's mean times the number
+/// of times it runs).
+fn time_of(nodes: &[MNode], step: Option<u64>) -> f64 {
+    nodes
+        .iter()
+        .map(|node| match node {
+            MNode::Tok { acc, .. } => acc.values().map(|a| a.mean()).sum::<f64>(),
+            MNode::Loop { counts, body } => {
+                counts.values().copied().max().unwrap_or(0) as f64 * time_of(body, step)
+            }
+            MNode::If { branches } => branches.iter().map(|(_, b)| time_of(b, step)).sum(),
+            MNode::Steps { count, body } => (0..*count).map(|i| time_of(body, Some(i))).sum(),
+            MNode::When {
+                cond,
+                then,
+                otherwise,
+            } => {
+                let i = step.unwrap_or(0);
+                time_of(if cond.contains(i) { then } else { otherwise }, step)
+            }
+        })
+        .sum()
+}
+
+#[test]
+fn a_lammps_like_run_folds_into_one_step_loop() {
+    // 500 steps; re-neighbouring every 20th, output every 50th (counted from 1).
+    let seq = time_steps(500, (50, 49), (20, 19), 3);
+    let dirs = Directions::new(Topology::Chain, 2);
+    let nests: Vec<(u32, Vec<MNode>)> = (0..2)
+        .map(|rank| {
+            (
+                rank,
+                nest::rank_nest(&tokens_of(rank, &seq), Algorithm::Exact).nodes,
+            )
+        })
+        .collect();
+    let input: Vec<(u32, &[MNode])> = nests.iter().map(|(r, n)| (*r, n.as_slice())).collect();
+    let merged = Merger { dirs: &dirs }.merge(&input);
+    let folded = fold::fold(&merged).expect("folds");
+    let steps: Vec<&MNode> = folded
+        .iter()
+        .filter(|n| matches!(n, MNode::Steps { .. }))
+        .collect();
+    let [MNode::Steps { count, body }] = steps.as_slice() else {
+        panic!("one folded loop: {folded:#?}");
+    };
+    assert!(*count >= 498, "{count} iterations");
+    let conds: Vec<&fold::Cond> = body
+        .iter()
+        .filter_map(|n| match n {
+            MNode::When { cond, .. } => Some(cond),
+            _ => None,
+        })
+        .collect();
+    // The loop may start anywhere in a step (here after its second call), the
+    // conditions then name the steps' iteration numbers in that loop.
+    let mut periods: Vec<u64> = conds
+        .iter()
+        .filter_map(|c| match c {
+            fold::Cond::Is(fold::Atom::Every { p, .. }) => Some(*p),
+            _ => None,
+        })
+        .collect();
+    periods.sort();
+    assert_eq!(periods, [20, 50], "{}", sketch(&folded));
+    // 4 prologue calls and 2 epilogue calls at most, plus the loop of 8.
+    assert!(fold::size(&folded) <= 16, "{}", sketch(&folded));
+}
+
+/// A nest in one line: sites, `L3[...]` loops, `S500[...]` folded loops, `W(cond)[...|...]`.
+fn sketch(nodes: &[MNode]) -> String {
+    nodes
+        .iter()
+        .map(|n| match n {
+            MNode::Tok { tok, .. } => tok.site.to_string(),
+            MNode::Loop { counts, body } => format!(
+                "L{}[{}]",
+                counts.values().max().copied().unwrap_or(0),
+                sketch(body)
+            ),
+            MNode::If { branches } => format!("If({})", branches.len()),
+            MNode::Steps { count, body } => format!("S{count}[{}]", sketch(body)),
+            MNode::When {
+                cond,
+                then,
+                otherwise,
+            } => format!("W({cond:?})[{}|{}]", sketch(then), sketch(otherwise)),
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 #[test]

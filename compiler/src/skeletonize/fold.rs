@@ -1,0 +1,1001 @@
+//! Iterations that differ in structure every N-th time: takes the merged nest, gives a
+//! nest whose main loop reads its iteration number (`loop 500 as i { ... if i % 20 ==
+//! 19 { ... } }`) when that is much shorter.
+//!
+//! Exact loop discovery only folds iterations that are equal. A time-stepping code is
+//! not like that: LAMMPS re-neighbours every 20 steps and prints thermodynamics every
+//! 50, so its 500 steps have four kinds of step and the exact nest spells out one
+//! period of 100 steps (hundreds of statements). This pass:
+//!
+//! 1. **flattens** the merged nest into its sequence of items (tokens and rank
+//!    conditionals; loops whose count is the same on every rank are expanded), each
+//!    item remembering the nest position it came from;
+//! 2. **segments** the sequence into iterations at the occurrences of an anchor item
+//!    (every k-th occurrence of one of the most frequent items; each candidate is
+//!    tried); segments with the same items are one *variant*; a first or last segment
+//!    of its own kind goes to the prologue or epilogue;
+//! 3. **aligns** the variants into one body (longest common subsequence, most frequent
+//!    variant first), each body element with the set of iterations that run it;
+//! 4. writes each run of elements with the same set of iterations as code guarded by a
+//!    condition on the iteration number (`i % p == r`, `i == k`, their negations, an
+//!    `or` of two, `i < k`, `i >= k`); disjoint neighbours share one `if`/`else`; a set
+//!    with no such condition rejects the candidate;
+//! 5. nests each run again with exact loop discovery.
+//!
+//! The result runs the same items in the same order as the input on every rank: each
+//! iteration runs exactly its variant. Statistics of a position folded from several
+//! places are the merge of those places' statistics, each taken in the share of its
+//! visits that land there, so every mean is kept. The candidate giving the fewest
+//! statements wins if it saves at least a fifth of them; the prologue and epilogue are
+//! folded again the same way.
+
+use std::collections::{BTreeMap, HashMap};
+
+use super::nest::{Acc, MNode};
+use super::tokens::{CollSize, Kind, Tok};
+use crate::compress::{self, Algorithm, Node};
+
+/// Flattened nests longer than this are not folded (time and memory stay bounded).
+const MAX_ITEMS: usize = 1 << 20;
+/// At least this many iterations for a folded loop.
+const MIN_ITERATIONS: usize = 6;
+/// At most this many kinds of iteration.
+const MAX_VARIANTS: usize = 12;
+/// Anchors tried: the most frequent items, each every k-th time for k up to this.
+const ANCHORS: usize = 8;
+const MAX_STRIDE: usize = 2;
+/// Alignment tables larger than this (body × variant) reject the candidate.
+const MAX_ALIGN_CELLS: usize = 1 << 22;
+/// How deep prologues and epilogues are folded again.
+const MAX_DEPTH: u32 = 3;
+
+/// A set of iterations of a folded loop, as the condition written for it.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Cond {
+    Is(Atom),
+    Not(Atom),
+    Either(Atom, Atom),
+    /// `i < k`
+    Below(u64),
+    /// `i >= k`
+    From(u64),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum Atom {
+    /// `i % p == r`
+    Every { p: u64, r: u64 },
+    /// `i == k`
+    At(u64),
+}
+
+impl Atom {
+    fn contains(self, i: u64) -> bool {
+        match self {
+            Atom::Every { p, r } => i % p == r,
+            Atom::At(k) => i == k,
+        }
+    }
+}
+
+impl Cond {
+    pub fn contains(&self, i: u64) -> bool {
+        match *self {
+            Cond::Is(a) => a.contains(i),
+            Cond::Not(a) => !a.contains(i),
+            Cond::Either(a, b) => a.contains(i) || b.contains(i),
+            Cond::Below(k) => i < k,
+            Cond::From(k) => i >= k,
+        }
+    }
+}
+
+/// Folds `nodes` when that saves statements; `None` leaves them as they are.
+pub(crate) fn fold(nodes: &[MNode]) -> Option<Vec<MNode>> {
+    fold_at(nodes, 0)
+}
+
+fn fold_at(nodes: &[MNode], depth: u32) -> Option<Vec<MNode>> {
+    if depth >= MAX_DEPTH || expanded_len(nodes) > MAX_ITEMS as u64 {
+        return None;
+    }
+    let mut flat = Flat::default();
+    flat.flatten(nodes);
+    let before = size(nodes);
+    let debug = std::env::var_os("PERFSKEL_FOLD_DEBUG").is_some();
+    // (statements, spread of the iterations' times, nest) of each candidate that folds.
+    let mut folded: Vec<(usize, f64, usize)> = Vec::new();
+    let cands = flat.candidates();
+    for (index, cand) in cands.iter().enumerate() {
+        let Some((out, cv)) = flat.build(cand, None) else {
+            continue;
+        };
+        let n = size(&out);
+        if debug {
+            eprintln!(
+                "fold depth {depth}: anchor at {} ({} bounds): {n} statements, cv {cv:.3}",
+                cand.bounds[0],
+                cand.bounds.len()
+            );
+        }
+        folded.push((n, cv, index));
+    }
+    // The iterations of a time-stepping loop take about the same time each: among the
+    // shortest folds (within a tenth), the one whose iterations vary least in time;
+    // cutting at another place gives half steps or double steps.
+    let least = folded.iter().map(|f| f.0).min()?;
+    folded.retain(|f| f.0 * 10 <= least * 11);
+    let steady = folded.iter().map(|f| f.1).fold(f64::INFINITY, f64::min);
+    // Then the shortest of those about as steady, cut at the earliest place.
+    let (n, _, cand) = folded
+        .into_iter()
+        .filter(|f| f.1 <= steady * 1.25 + 0.05)
+        .min_by_key(|f| (f.0, cands[f.2].bounds[0], f.2))?;
+    if n * 5 > before * 4 {
+        return None;
+    }
+    // The prologue and epilogue of the winner are folded in turn.
+    flat.build(cands.get(cand)?, Some(depth))
+        .map(|(out, _)| out)
+}
+
+/// Statements a nest becomes (one per token, loop and branch), for comparisons.
+pub(crate) fn size(nodes: &[MNode]) -> usize {
+    nodes
+        .iter()
+        .map(|n| match n {
+            MNode::Tok { .. } => 1,
+            MNode::Loop { body, .. } | MNode::Steps { body, .. } => 1 + size(body),
+            MNode::If { branches } => 1 + branches.iter().map(|(_, b)| size(b)).sum::<usize>(),
+            MNode::When {
+                then, otherwise, ..
+            } => 1 + size(then) + size(otherwise),
+        })
+        .sum()
+}
+
+/// The number of items the nest flattens to (saturating).
+fn expanded_len(nodes: &[MNode]) -> u64 {
+    nodes
+        .iter()
+        .map(|n| match n {
+            MNode::Loop { counts, body } if uniform(counts).is_some() => uniform(counts)
+                .unwrap_or(1)
+                .saturating_mul(expanded_len(body)),
+            _ => 1,
+        })
+        .fold(0u64, u64::saturating_add)
+}
+
+/// The count of a loop when every rank runs it as often.
+fn uniform(counts: &BTreeMap<u32, u64>) -> Option<u64> {
+    let mut values = counts.values();
+    let first = *values.next()?;
+    values.all(|c| *c == first).then_some(first)
+}
+
+/// What an item is, for equality: a token, or the shape of a node kept whole.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Key {
+    Tok(Tok),
+    Shape(String),
+}
+
+/// The flattened nest.
+#[derive(Default)]
+struct Flat<'a> {
+    /// (symbol, origin) of each item.
+    items: Vec<(u32, u32)>,
+    /// The nest positions items come from, and how many items each gave.
+    origins: Vec<&'a MNode>,
+    copies: Vec<u64>,
+    origin_of: HashMap<*const MNode, u32>,
+    symbols: HashMap<Key, u32>,
+    /// An origin of each symbol (what the symbol is).
+    example: Vec<u32>,
+}
+
+/// One way to cut the items into iterations.
+struct Cand {
+    /// Item index where each iteration starts, and where the last one ends.
+    bounds: Vec<usize>,
+}
+
+impl<'a> Flat<'a> {
+    fn flatten(&mut self, nodes: &'a [MNode]) {
+        for node in nodes {
+            match node {
+                MNode::Loop { counts, body } if uniform(counts).is_some() => {
+                    for _ in 0..uniform(counts).unwrap_or(0) {
+                        self.flatten(body);
+                    }
+                }
+                _ => self.push(node),
+            }
+        }
+    }
+
+    fn push(&mut self, node: &'a MNode) {
+        let origin = match self.origin_of.get(&(node as *const MNode)) {
+            Some(&o) => o,
+            None => {
+                let o = self.origins.len() as u32;
+                self.origins.push(node);
+                self.copies.push(0);
+                self.origin_of.insert(node as *const MNode, o);
+                o
+            }
+        };
+        self.copies[origin as usize] += 1;
+        let key = match node {
+            MNode::Tok { tok, .. } => Key::Tok(tok.clone()),
+            other => {
+                let mut s = String::new();
+                shape(other, &mut s);
+                Key::Shape(s)
+            }
+        };
+        let next = self.symbols.len() as u32;
+        let sym = *self.symbols.entry(key).or_insert(next);
+        if sym == next {
+            self.example.push(origin);
+        }
+        self.items.push((sym, origin));
+    }
+
+    /// Segmentations worth trying, each with at least [`MIN_ITERATIONS`] iterations.
+    fn candidates(&self) -> Vec<Cand> {
+        let mut positions: Vec<Vec<usize>> = vec![Vec::new(); self.symbols.len()];
+        for (i, (sym, _)) in self.items.iter().enumerate() {
+            positions[*sym as usize].push(i);
+        }
+        let mut order: Vec<u32> = (0..positions.len() as u32)
+            .filter(|s| positions[*s as usize].len() >= MIN_ITERATIONS)
+            .collect();
+        order.sort_by_key(|s| (std::cmp::Reverse(positions[*s as usize].len()), *s));
+        let mut out = Vec::new();
+        for &s in order.iter().take(ANCHORS) {
+            let at = &positions[s as usize];
+            for k in 1..=MAX_STRIDE {
+                for phase in 0..k {
+                    let mut bounds: Vec<usize> =
+                        at.iter().skip(phase).step_by(k).copied().collect();
+                    if bounds.len() < MIN_ITERATIONS {
+                        continue;
+                    }
+                    bounds.push(self.items.len());
+                    out.push(Cand { bounds });
+                }
+            }
+        }
+        out
+    }
+
+    fn syms(&self, range: std::ops::Range<usize>) -> impl Iterator<Item = u32> + '_ {
+        self.items[range].iter().map(|(s, _)| *s)
+    }
+
+    /// The folded nest for one segmentation, or `None` when it does not fold.
+    /// With `depth`, the prologue and epilogue are folded again at the next depth.
+    fn build(&self, cand: &Cand, depth: Option<u32>) -> Option<(Vec<MNode>, f64)> {
+        let mut bounds = cand.bounds.clone();
+        // Variants of the segments.
+        let variants_of = |bounds: &[usize]| -> (Vec<u32>, Vec<std::ops::Range<usize>>) {
+            let mut index: HashMap<Vec<u32>, u32> = HashMap::new();
+            let mut reps = Vec::new();
+            let mut of = Vec::new();
+            for w in bounds.windows(2) {
+                let next = reps.len() as u32;
+                let v = *index.entry(self.syms(w[0]..w[1]).collect()).or_insert(next);
+                if v == next {
+                    reps.push(w[0]..w[1]);
+                }
+                of.push(v);
+            }
+            (of, reps)
+        };
+        // The last segment runs to the end of the items: cut it after the longest
+        // variant it starts with; what follows is the epilogue.
+        let n = bounds.len() - 1;
+        if n < 2 {
+            return None;
+        }
+        {
+            let (_, reps) = variants_of(&bounds[..n]);
+            let last = bounds[n - 1]..bounds[n];
+            let mut best = 0;
+            for r in &reps {
+                let len = r.len();
+                if len <= last.len()
+                    && len > best
+                    && self
+                        .syms(r.clone())
+                        .eq(self.syms(last.start..last.start + len))
+                {
+                    best = len;
+                }
+            }
+            if best > 0 {
+                bounds[n] = last.start + best;
+            } else {
+                bounds.pop();
+            }
+        }
+        // A first or last iteration of its own kind goes out of the loop.
+        loop {
+            let (of, _) = variants_of(&bounds);
+            let count = |v: u32| of.iter().filter(|x| **x == v).count();
+            if of.len() > MIN_ITERATIONS && count(of[0]) == 1 {
+                bounds.remove(0);
+            } else if of.len() > MIN_ITERATIONS && count(of[of.len() - 1]) == 1 {
+                bounds.pop();
+            } else {
+                break;
+            }
+        }
+        let (of, reps) = variants_of(&bounds);
+        let n = of.len();
+        if n < MIN_ITERATIONS || reps.len() > MAX_VARIANTS || reps.len() * 3 > n + 2 {
+            return None;
+        }
+        // Variants by frequency (then first appearance).
+        let mut freq = vec![0usize; reps.len()];
+        for v in &of {
+            freq[*v as usize] += 1;
+        }
+        let mut order: Vec<usize> = (0..reps.len()).collect();
+        order.sort_by_key(|v| (std::cmp::Reverse(freq[*v]), *v));
+        let iters_of = |v: usize| -> Vec<bool> { of.iter().map(|x| *x as usize == v).collect() };
+        // Progressive alignment: elements (symbol, iterations, (variant, position)s).
+        let mut body: Vec<Elem> = Vec::new();
+        for &v in &order {
+            let syms: Vec<u32> = self.syms(reps[v].clone()).collect();
+            let iters = iters_of(v);
+            if body.is_empty() {
+                body = syms
+                    .iter()
+                    .enumerate()
+                    .map(|(p, s)| Elem {
+                        sym: *s,
+                        iters: iters.clone(),
+                        members: vec![(v, p)],
+                    })
+                    .collect();
+                continue;
+            }
+            body = align(body, &syms, v, &iters)?;
+        }
+        // Contributions of each item to its element.
+        let mut slot: Vec<Vec<usize>> = reps.iter().map(|r| vec![0; r.len()]).collect();
+        for (e, elem) in body.iter().enumerate() {
+            for &(v, p) in &elem.members {
+                slot[v][p] = e;
+            }
+        }
+        let mut contrib: Vec<BTreeMap<u32, u64>> = vec![BTreeMap::new(); body.len()];
+        for (j, w) in bounds.windows(2).enumerate() {
+            let v = of[j] as usize;
+            for (p, (_, origin)) in self.items[w[0]..w[1]].iter().enumerate() {
+                *contrib[slot[v][p]].entry(*origin).or_default() += 1;
+            }
+        }
+        // Runs of elements with the same iterations, with their conditions.
+        let mut runs: Vec<(Option<Cond>, Vec<usize>)> = Vec::new();
+        let mut e = 0;
+        while e < body.len() {
+            let mut end = e + 1;
+            while end < body.len() && body[end].iters == body[e].iters {
+                end += 1;
+            }
+            let cond = if body[e].iters.iter().all(|x| *x) {
+                None
+            } else {
+                Some(condition(&body[e].iters)?)
+            };
+            runs.push((cond, (e..end).collect()));
+            e = end;
+        }
+        let elem_node = |e: usize| self.element(body[e].sym, &contrib[e]);
+        let nest_of = |elems: &[usize]| -> Vec<MNode> {
+            let syms: Vec<u32> = elems.iter().map(|e| body[*e].sym).collect();
+            let nodes: Vec<MNode> = elems.iter().map(|e| elem_node(*e)).collect();
+            renest(&syms, nodes)
+        };
+        let mut steps: Vec<MNode> = Vec::new();
+        let mut r = 0;
+        while r < runs.len() {
+            let Some(cond) = &runs[r].0 else {
+                steps.extend(nest_of(&runs[r].1));
+                r += 1;
+                continue;
+            };
+            // A neighbour run on the other iterations is the `else`.
+            let first = &body[runs[r].1[0]].iters;
+            let other = runs.get(r + 1).filter(|(c, elems)| {
+                c.is_some() && body[elems[0]].iters.iter().zip(first).all(|(a, b)| a != b)
+            });
+            let otherwise = other.map(|o| nest_of(&o.1)).unwrap_or_default();
+            steps.push(MNode::When {
+                cond: cond.clone(),
+                then: nest_of(&runs[r].1),
+                otherwise,
+            });
+            r += if other.is_some() { 2 } else { 1 };
+        }
+        // Prologue, loop, epilogue.
+        let start = bounds[0];
+        let end = bounds[bounds.len() - 1];
+        let mut out = self.part(0..start, depth);
+        out.push(MNode::Steps {
+            count: n as u64,
+            body: steps,
+        });
+        out.extend(self.part(end..self.items.len(), depth));
+        // How much the iterations' times vary (coefficient of variation).
+        let times: Vec<f64> = bounds
+            .windows(2)
+            .map(|w| {
+                self.items[w[0]..w[1]]
+                    .iter()
+                    .map(|(_, o)| self.item_ns(*o))
+                    .sum()
+            })
+            .collect();
+        let mean = times.iter().sum::<f64>() / times.len() as f64;
+        let var = times.iter().map(|t| (t - mean) * (t - mean)).sum::<f64>() / times.len() as f64;
+        let cv = if mean > 0.0 { var.sqrt() / mean } else { 0.0 };
+        Some((out, cv))
+    }
+
+    /// The mean time (compute before it and MPI) of one visit of an origin, over ranks.
+    fn item_ns(&self, origin: u32) -> f64 {
+        match self.origins[origin as usize] {
+            MNode::Tok { acc, .. } => {
+                let n: u64 = acc.values().map(|a| a.n).sum();
+                let t: f64 = acc.values().map(|a| a.sum_ns + a.mpi_ns).sum();
+                if n > 0 {
+                    t / n as f64
+                } else {
+                    0.0
+                }
+            }
+            _ => 0.0,
+        }
+    }
+
+    /// Items outside the folded loop, nested again (and folded if that pays).
+    fn part(&self, range: std::ops::Range<usize>, depth: Option<u32>) -> Vec<MNode> {
+        let syms: Vec<u32> = self.syms(range.clone()).collect();
+        let nodes: Vec<MNode> = self.items[range]
+            .iter()
+            .map(|(sym, origin)| self.element(*sym, &[(*origin, 1)].into()))
+            .collect();
+        let nested = renest(&syms, nodes);
+        match depth {
+            Some(d) => fold_at(&nested, d + 1).unwrap_or(nested),
+            None => nested,
+        }
+    }
+
+    /// The node of one element: its symbol's node with the statistics of the items it
+    /// stands for, each origin's in the share of its copies.
+    fn element(&self, sym: u32, contrib: &BTreeMap<u32, u64>) -> MNode {
+        let mut node: Option<MNode> = None;
+        for (&origin, &copies) in contrib {
+            let f = copies as f64 / self.copies[origin as usize].max(1) as f64;
+            let part = scaled(self.origins[origin as usize], f);
+            match &mut node {
+                None => node = Some(part),
+                Some(n) => add(n, &part),
+            }
+        }
+        node.unwrap_or_else(|| scaled(self.origins[self.example[sym as usize] as usize], 0.0))
+    }
+}
+
+/// An element of an aligned body.
+struct Elem {
+    sym: u32,
+    /// Whether each iteration runs it.
+    iters: Vec<bool>,
+    /// (variant, position in the variant) it stands for.
+    members: Vec<(usize, usize)>,
+}
+
+/// Aligns variant `v` (its symbols `syms`, run on `iters`) with the body: the longest
+/// common subsequence is shared, the rest inserted.
+fn align(body: Vec<Elem>, syms: &[u32], v: usize, iters: &[bool]) -> Option<Vec<Elem>> {
+    let (b, m) = (body.len(), syms.len());
+    if (b + 1).saturating_mul(m + 1) > MAX_ALIGN_CELLS {
+        return None;
+    }
+    let w = m + 1;
+    let mut dp = vec![0u32; (b + 1) * w];
+    for i in (0..b).rev() {
+        for j in (0..m).rev() {
+            dp[i * w + j] = if body[i].sym == syms[j] {
+                dp[(i + 1) * w + j + 1] + 1
+            } else {
+                dp[(i + 1) * w + j].max(dp[i * w + j + 1])
+            };
+        }
+    }
+    let mut out = Vec::with_capacity(b + m);
+    let mut body = body.into_iter().map(Some).collect::<Vec<_>>();
+    let (mut i, mut j) = (0, 0);
+    let take = |body: &mut Vec<Option<Elem>>, i: usize| body[i].take();
+    while i < b || j < m {
+        if i < b
+            && j < m
+            && body[i].as_ref().is_some_and(|e| e.sym == syms[j])
+            && dp[i * w + j] == dp[(i + 1) * w + j + 1] + 1
+        {
+            let mut e = take(&mut body, i)?;
+            for (x, y) in e.iters.iter_mut().zip(iters) {
+                *x |= *y;
+            }
+            e.members.push((v, j));
+            out.push(e);
+            i += 1;
+            j += 1;
+        } else if j < m && (i == b || dp[i * w + j + 1] >= dp[(i + 1) * w + j]) {
+            // The variant's own items first, then the body's: runs stay whole.
+            out.push(Elem {
+                sym: syms[j],
+                iters: iters.to_vec(),
+                members: vec![(v, j)],
+            });
+            j += 1;
+        } else {
+            out.push(take(&mut body, i)?);
+            i += 1;
+        }
+    }
+    Some(out)
+}
+
+/// The condition of a set of iterations (`true` at the iterations in it), if it has
+/// one of the forms written.
+fn condition(set: &[bool]) -> Option<Cond> {
+    let n = set.len() as u64;
+    let members: Vec<u64> = (0..n).filter(|i| set[*i as usize]).collect();
+    let others: Vec<u64> = (0..n).filter(|i| !set[*i as usize]).collect();
+    let matches = |c: &Cond| (0..n).all(|i| c.contains(i) == set[i as usize]);
+    if let Some(a) = atom(&members, n) {
+        return Some(Cond::Is(a));
+    }
+    if let Some(a) = atom(&others, n) {
+        return Some(Cond::Not(a));
+    }
+    if let (Some(first), Some(last)) = (members.first(), members.last()) {
+        if *first == 0 && matches(&Cond::Below(last + 1)) {
+            return Some(Cond::Below(last + 1));
+        }
+        if *last == n - 1 && matches(&Cond::From(*first)) {
+            return Some(Cond::From(*first));
+        }
+    }
+    // Two atoms: the one through the first member, with the period of one of its gaps.
+    let first = *members.first()?;
+    let mut tried = Vec::new();
+    for &m in members.iter().skip(1).take(64) {
+        let p = m - first;
+        if tried.contains(&p) {
+            continue;
+        }
+        tried.push(p);
+        let a = Atom::Every { p, r: first % p };
+        if !(0..n).filter(|i| a.contains(*i)).all(|i| set[i as usize]) {
+            continue;
+        }
+        let rest: Vec<u64> = members
+            .iter()
+            .copied()
+            .filter(|i| !a.contains(*i))
+            .collect();
+        if let Some(b) = atom(&rest, n) {
+            return Some(Cond::Either(a, b));
+        }
+    }
+    let rest: Vec<u64> = members.iter().copied().skip(1).collect();
+    if let Some(b) = atom(&rest, n) {
+        return Some(Cond::Either(Atom::At(first), b));
+    }
+    None
+}
+
+/// `i % p == r` or `i == k` for exactly the `members` among 0..n.
+fn atom(members: &[u64], n: u64) -> Option<Atom> {
+    match members {
+        [] => None,
+        [k] => Some(Atom::At(*k)),
+        [a, b, ..] => {
+            let p = b - a;
+            let a = Atom::Every { p, r: a % p };
+            let count = (0..n).filter(|i| a.contains(*i)).count();
+            (count == members.len() && members.iter().all(|i| a.contains(*i))).then_some(a)
+        }
+    }
+}
+
+/// Exact loop discovery over a run of elements (`syms[i]` is what `nodes[i]` is), each
+/// position's statistics the merge of the elements it stands for.
+fn renest(syms: &[u32], nodes: Vec<MNode>) -> Vec<MNode> {
+    if syms.is_empty() {
+        return Vec::new();
+    }
+    let waits: std::collections::BTreeSet<u32> = syms
+        .iter()
+        .zip(&nodes)
+        .filter(|(_, n)| {
+            matches!(
+                n,
+                MNode::Tok {
+                    tok: Tok {
+                        kind: Kind::Wait { .. },
+                        ..
+                    },
+                    ..
+                }
+            )
+        })
+        .map(|(s, _)| *s)
+        .collect();
+    let nest = rotate(compress::discover(syms, Algorithm::Exact), &waits);
+    let mut nodes = nodes.into_iter();
+    let mut out = Vec::new();
+    place(&nest, &mut nodes, &mut out);
+    out
+}
+
+/// Loops that start with a completion which also follows them start after it:
+/// `(wait A)^n wait` is the same run as `wait (A wait)^n`, and reads as the
+/// application wrote it (a request completed at the end of the exchange that posted it).
+fn rotate(nest: Vec<Node>, waits: &std::collections::BTreeSet<u32>) -> Vec<Node> {
+    // From the back, so that a chain of such loops rotates one after the other.
+    let mut rev: Vec<Node> = Vec::with_capacity(nest.len() + 1);
+    for node in nest.into_iter().rev() {
+        match node {
+            Node::Loop { count, body } => {
+                let mut body = rotate(body, waits);
+                let first = match body.first() {
+                    Some(Node::Token(t)) if waits.contains(t) => Some(*t),
+                    _ => None,
+                };
+                match (first, rev.last()) {
+                    (Some(t), Some(Node::Token(next))) if *next == t => {
+                        body.remove(0);
+                        body.push(Node::Token(t));
+                        rev.pop();
+                        rev.push(Node::Loop { count, body });
+                        rev.push(Node::Token(t));
+                    }
+                    _ => rev.push(Node::Loop { count, body }),
+                }
+            }
+            token => rev.push(token),
+        }
+    }
+    rev.reverse();
+    rev
+}
+
+/// Builds `nest` as [`MNode`]s, taking the elements in order: a loop's body is built
+/// from its first iteration and the later iterations are added into it.
+fn place(nest: &[Node], nodes: &mut std::vec::IntoIter<MNode>, out: &mut Vec<MNode>) {
+    for node in nest {
+        match node {
+            Node::Token(_) => {
+                if let Some(n) = nodes.next() {
+                    out.push(n);
+                }
+            }
+            Node::Loop { count, body } => {
+                let mut first = Vec::new();
+                place(body, nodes, &mut first);
+                for _ in 1..*count {
+                    let mut again = Vec::new();
+                    place(body, nodes, &mut again);
+                    for (a, b) in first.iter_mut().zip(&again) {
+                        add(a, b);
+                    }
+                }
+                let ranks = ranks_of(&first);
+                out.push(MNode::Loop {
+                    counts: ranks.into_iter().map(|r| (r, *count)).collect(),
+                    body: first,
+                });
+            }
+        }
+    }
+}
+
+/// The ranks whose statistics a nest holds.
+fn ranks_of(nodes: &[MNode]) -> std::collections::BTreeSet<u32> {
+    let mut out = std::collections::BTreeSet::new();
+    for n in nodes {
+        match n {
+            MNode::Tok { acc, .. } => out.extend(acc.keys().copied()),
+            MNode::Loop { counts, .. } => out.extend(counts.keys().copied()),
+            MNode::If { branches } => {
+                for (ranks, body) in branches {
+                    out.extend(ranks.iter().copied());
+                    out.extend(ranks_of(body));
+                }
+            }
+            MNode::Steps { body, .. } => out.extend(ranks_of(body)),
+            MNode::When {
+                then, otherwise, ..
+            } => {
+                out.extend(ranks_of(then));
+                out.extend(ranks_of(otherwise));
+            }
+        }
+    }
+    out
+}
+
+/// A copy of `node` holding the share `f` of its statistics.
+fn scaled(node: &MNode, f: f64) -> MNode {
+    let f = f.clamp(0.0, 1.0);
+    let each = |nodes: &[MNode]| nodes.iter().map(|n| scaled(n, f)).collect::<Vec<_>>();
+    match node {
+        MNode::Tok { tok, acc } => MNode::Tok {
+            tok: tok.clone(),
+            acc: acc
+                .iter()
+                .map(|(r, a)| (*r, if f > 0.0 { a.scaled(f) } else { Acc::default() }))
+                .collect(),
+        },
+        MNode::Loop { counts, body } => MNode::Loop {
+            counts: counts.clone(),
+            body: each(body),
+        },
+        MNode::If { branches } => MNode::If {
+            branches: branches.iter().map(|(r, b)| (r.clone(), each(b))).collect(),
+        },
+        MNode::Steps { count, body } => MNode::Steps {
+            count: *count,
+            body: each(body),
+        },
+        MNode::When {
+            cond,
+            then,
+            otherwise,
+        } => MNode::When {
+            cond: cond.clone(),
+            then: each(then),
+            otherwise: each(otherwise),
+        },
+    }
+}
+
+/// Adds the statistics of `b` into `a` (nodes of the same shape).
+fn add(a: &mut MNode, b: &MNode) {
+    let all = |x: &mut [MNode], y: &[MNode]| x.iter_mut().zip(y).for_each(|(p, q)| add(p, q));
+    match (a, b) {
+        (MNode::Tok { acc: x, tok: t }, MNode::Tok { acc: y, tok: u }) => {
+            for (r, acc) in y {
+                x.entry(*r).or_default().merge(acc);
+            }
+            widen(t, u);
+        }
+        (MNode::Loop { body: x, .. }, MNode::Loop { body: y, .. })
+        | (MNode::Steps { body: x, .. }, MNode::Steps { body: y, .. }) => all(x, y),
+        (MNode::If { branches: x }, MNode::If { branches: y }) => {
+            for ((_, p), (_, q)) in x.iter_mut().zip(y) {
+                all(p, q);
+            }
+        }
+        (
+            MNode::When {
+                then: t1,
+                otherwise: o1,
+                ..
+            },
+            MNode::When {
+                then: t2,
+                otherwise: o2,
+                ..
+            },
+        ) => {
+            all(t1, t2);
+            all(o1, o2);
+        }
+        _ => {}
+    }
+}
+
+/// Sizes of `t` raised to those of `u` where `u`'s are larger (tokens folded into one
+/// position by a coarse view: a receive must hold what any of them received).
+fn widen(t: &mut Tok, u: &Tok) {
+    match (&mut t.kind, &u.kind) {
+        (Kind::P2p { halves: a, .. }, Kind::P2p { halves: b, .. }) => {
+            for (x, y) in a.iter_mut().zip(b) {
+                x.bytes = match (x.bytes, y.bytes) {
+                    (Some(p), Some(q)) => Some(p.max(q)),
+                    (p, q) => p.or(q),
+                };
+            }
+        }
+        (
+            Kind::Coll {
+                size: CollSize::One(a),
+                ..
+            },
+            Kind::Coll {
+                size: CollSize::One(b),
+                ..
+            },
+        ) => {
+            *a = (*a).max(*b);
+        }
+        _ => {}
+    }
+}
+
+/// The token with what a coarse view ignores taken out: call site and sizes.
+fn coarse_tok(tok: &Tok) -> Tok {
+    let mut t = tok.clone();
+    t.site = 0;
+    match &mut t.kind {
+        Kind::P2p { halves, .. } => halves.iter_mut().for_each(|h| h.bytes = h.bytes.map(|_| 0)),
+        Kind::Coll {
+            size: CollSize::One(b),
+            ..
+        } => *b = 0,
+        _ => {}
+    }
+    t
+}
+
+/// Share of the run below which a stretch outside folded loops is written coarsely.
+/// Coarse writing keeps every call, their order and the stretch's time, and moves
+/// compute only between calls of the stretch: the error it can add to a prediction is
+/// a fraction of the stretch's share, well under the 5 % a skeleton is held to.
+pub(crate) const MINOR_SHARE: f64 = 0.05;
+/// Stretches shorter than this many statements stay as they are.
+const MIN_MINOR_STATEMENTS: usize = 12;
+
+/// Writes the minor stretches of the top level coarsely: set-up and wrap-up phases
+/// outside the main loops that take under [`MINOR_SHARE`] of the run (LAMMPS reads its
+/// input, creates atoms and prints statistics in some 200 distinct calls) become loops
+/// over their calls with call sites and message sizes set aside: calls of the same
+/// operation, peers, communicator and request in a row are one statement, written with
+/// the mean size (a receive with the largest) and the first call site. The order of
+/// the calls is kept, so every rank still matches every other; the time is kept.
+/// `app_ns` is the run's time per rank.
+pub(crate) fn coarsen(nodes: Vec<MNode>, app_ns: f64, n_ranks: usize) -> Vec<MNode> {
+    let limit = MINOR_SHARE * app_ns;
+    let time = |n: &MNode| node_time(n) / n_ranks.max(1) as f64;
+    let mut out = Vec::new();
+    let mut run: Vec<MNode> = Vec::new();
+    let flush = |run: &mut Vec<MNode>, out: &mut Vec<MNode>| {
+        let total: f64 = run.iter().map(time).sum();
+        let taken = std::mem::take(run);
+        if std::env::var_os("PERFSKEL_FOLD_DEBUG").is_some() {
+            eprintln!(
+                "coarsen run: {} statements, {:.3} ms (limit {:.3} ms)",
+                size(&taken),
+                total / 1e6,
+                limit / 1e6
+            );
+        }
+        if total < limit && size(&taken) >= MIN_MINOR_STATEMENTS {
+            let coarse = coarse_view(&taken);
+            if size(&coarse) < size(&taken) {
+                out.extend(coarse);
+                return;
+            }
+        }
+        out.extend(taken);
+    };
+    for node in nodes {
+        let major = matches!(node, MNode::Steps { .. }) || time(&node) >= limit;
+        if std::env::var_os("PERFSKEL_FOLD_DEBUG").is_some() {
+            eprintln!(
+                "coarsen: {} statements, {:.3} ms{}",
+                size(std::slice::from_ref(&node)),
+                time(&node) / 1e6,
+                if major { " major" } else { "" }
+            );
+        }
+        if major {
+            flush(&mut run, &mut out);
+            out.push(node);
+        } else {
+            run.push(node);
+        }
+    }
+    flush(&mut run, &mut out);
+    out
+}
+
+/// The nest of `nodes` discovered over their coarse tokens.
+fn coarse_view(nodes: &[MNode]) -> Vec<MNode> {
+    if expanded_len(nodes) > MAX_ITEMS as u64 {
+        return nodes.to_vec();
+    }
+    let mut flat = Flat::default();
+    flat.flatten(nodes);
+    let mut coarse: HashMap<Key, u32> = HashMap::new();
+    let of_sym: Vec<u32> = flat
+        .example
+        .iter()
+        .map(|&origin| {
+            let key = match flat.origins[origin as usize] {
+                MNode::Tok { tok, .. } => Key::Tok(coarse_tok(tok)),
+                other => {
+                    let mut s = String::new();
+                    shape(other, &mut s);
+                    Key::Shape(s)
+                }
+            };
+            let next = coarse.len() as u32;
+            *coarse.entry(key).or_insert(next)
+        })
+        .collect();
+    let syms: Vec<u32> = flat
+        .items
+        .iter()
+        .map(|(s, _)| of_sym[*s as usize])
+        .collect();
+    let elems: Vec<MNode> = flat
+        .items
+        .iter()
+        .map(|(sym, origin)| flat.element(*sym, &[(*origin, 1)].into()))
+        .collect();
+    renest(&syms, elems)
+}
+
+/// A node's time over all ranks and visits (compute before its calls and MPI time).
+fn node_time(node: &MNode) -> f64 {
+    match node {
+        MNode::Tok { acc, .. } => acc.values().map(|a| a.sum_ns + a.mpi_ns).sum(),
+        MNode::Loop { body, .. } | MNode::Steps { body, .. } => body.iter().map(node_time).sum(),
+        MNode::If { branches } => branches.iter().flat_map(|(_, b)| b).map(node_time).sum(),
+        MNode::When {
+            then, otherwise, ..
+        } => then.iter().chain(otherwise).map(node_time).sum(),
+    }
+}
+
+/// The shape of a node without its statistics, for equality of items.
+fn shape(node: &MNode, out: &mut String) {
+    use std::fmt::Write;
+    match node {
+        MNode::Tok { tok, acc } => {
+            let _ = write!(out, "T{tok:?}{:?}", acc.keys().collect::<Vec<_>>());
+        }
+        MNode::Loop { counts, body } => {
+            let _ = write!(out, "L{counts:?}[");
+            body.iter().for_each(|n| shape(n, out));
+            out.push(']');
+        }
+        MNode::If { branches } => {
+            out.push_str("I[");
+            for (ranks, body) in branches {
+                let _ = write!(out, "{ranks:?}(");
+                body.iter().for_each(|n| shape(n, out));
+                out.push(')');
+            }
+            out.push(']');
+        }
+        MNode::Steps { count, body } => {
+            let _ = write!(out, "S{count}[");
+            body.iter().for_each(|n| shape(n, out));
+            out.push(']');
+        }
+        MNode::When {
+            cond,
+            then,
+            otherwise,
+        } => {
+            let _ = write!(out, "W{cond:?}[");
+            then.iter().for_each(|n| shape(n, out));
+            out.push('|');
+            otherwise.iter().for_each(|n| shape(n, out));
+            out.push(']');
+        }
+    }
+}
