@@ -368,9 +368,9 @@ impl<'p> Timed<'p> {
                     let mut work = (self.budget + 1).saturating_sub(self.ops);
                     let left = work;
                     let total = match l.var.as_ref() {
-                        Some(v)
-                            if is_compute_only(&l.body) && block_reads_var(&l.body, &v.name) =>
-                        {
+                        // The body communicates: it runs iteration by iteration.
+                        _ if !is_compute_only(&l.body) => None,
+                        Some(v) if block_reads_var(&l.body, &v.name) => {
                             // Inner counts read the variable: sum iteration by iteration,
                             // each one an operation of the budget.
                             let mut total = 0.0;
