@@ -272,7 +272,8 @@ impl Planner {
                         .unwrap_or(0);
                     // A whole number of periods of the body's use of the loop variable
                     // (all n iterations when it has no known period).
-                    let period = loop_period(l, self.envs.first()).map_or(n, |p| p.min(n));
+                    let raw = loop_period(l, self.envs.first());
+                    let period = raw.map_or(n, |p| p.min(n));
                     let cut = if k <= 1.0 || n == 0 {
                         n
                     } else if period > 1 {
@@ -291,7 +292,7 @@ impl Planner {
                         }
                     };
                     self.plan.loops.insert(&**l as *const Loop, count);
-                    let kept = (period > 1).then_some(period);
+                    let kept = (period > 1).then_some(raw);
                     self.body(l, k / factor, k, factor, None, kept);
                 }
                 StmtKind::If(i) => {
@@ -316,8 +317,8 @@ impl Planner {
     }
 
     /// Plans a loop's body at residual `body_k`, and warns when statements directly in it
-    /// are left too long: the loop could not be cut by its share `k`. `period`: the
-    /// period of the body's use of the loop variable, when it limited the cut.
+    /// are left too long: the loop could not be cut by its share `k`. `period`: when the
+    /// body's use of the loop variable limited the cut, its period (`None`: none known).
     fn body(
         &mut self,
         l: &Loop,
@@ -325,7 +326,7 @@ impl Planner {
         k: f64,
         factor: f64,
         common: Option<u64>,
-        period: Option<u64>,
+        period: Option<Option<u64>>,
     ) {
         let direct = has_direct_statements(&l.body.stmts);
         if direct && body_k > 1.01 {
@@ -359,11 +360,11 @@ impl Planner {
                     "loops whose counts differ by rank or by branch are cut by a common divisor of their counts (here of {g}) so that sends and receives still match"
                 ));
             }
-            if let (Some(p), Some(v)) = (period, &l.var) {
-                diag = diag.with_note(if p as i64 >= n {
-                    format!("the body reads `{v}` with no period shorter than the loop (as in `{v} == 10` or `{v} < 10`), so every iteration is kept")
-                } else {
-                    format!("the body reads `{v}` with period {p} (as in `{v} % {p}`), so the loop keeps a whole number of periods")
+            if let (Some(period), Some(v)) = (period, &l.var) {
+                diag = diag.with_note(match period {
+                    None => format!("the body reads `{v}` without a period (as in `{v} == 10` or `{v} < 10`), so every iteration is kept"),
+                    Some(p) if p as i64 >= n => format!("the body reads `{v}` with period {p}, no shorter than the loop, so every iteration is kept"),
+                    Some(p) => format!("the body reads `{v}` with period {p} (`{v} % m` repeats every m iterations; the period is the lcm over its uses), so the loop keeps a whole number of periods"),
                 });
             }
             self.plan.warnings.push(diag);
