@@ -685,7 +685,7 @@ impl<'p, 'd> Sim<'p, 'd> {
                         // each such iteration counts as an operation).
                         let state = &self.ranks[r];
                         let mut vars = state.vars.clone();
-                        let left = (self.budget + 1).saturating_sub(self.ops);
+                        let left = self.budget.saturating_add(1).saturating_sub(self.ops);
                         let mut work = left;
                         let compute = match &l.var {
                             Some(v) if block_reads_var(&l.body, &v.name) => {
@@ -1488,10 +1488,11 @@ impl<'p, 'd> Sim<'p, 'd> {
                 Some(ReqKind::Done) | None => "waits".to_string(),
             };
             diag = diag.with_note(format!(
-                "{} in `{}` at {}: rank {example} {what}",
+                "{} in `{}` at {}: rank {example}{} {what}",
                 ranks_phrase(ranks),
                 printer::stmt_head(stmt),
-                self.lines.describe(stmt.pos)
+                self.lines.describe(stmt.pos),
+                self.iteration(example)
             ));
         }
         if groups.len() > 4 {
@@ -1708,11 +1709,16 @@ mod tests {
 
     #[test]
     fn problems_in_one_iteration_are_found() {
-        assert_eq!(
-            codes(&format!(
-                "{HEAD}loop 10 as step {{ if step == 7 {{ send next 1 KiB\nrecv prev 1 KiB }} }}"
-            )),
-            vec!["deadlock"]
+        let src = format!(
+            "{HEAD}loop 10 as step {{ if step == 7 {{ send next 1 KiB\nrecv prev 1 KiB }} }}"
+        );
+        let (program, _) = perfskel_grammar::parse(&src);
+        let diags = check(&program, &src, Options::default()).diags;
+        assert_eq!(diags.len(), 1, "{diags:#?}");
+        assert_eq!(diags[0].code, "deadlock");
+        assert!(
+            diags[0].notes[0].contains("rank 0 (at step = 7) waits for rank 1"),
+            "{diags:#?}"
         );
         let src = format!("{HEAD}loop 10 as step {{ bcast 8 B root step }}");
         let (program, _) = perfskel_grammar::parse(&src);

@@ -362,3 +362,19 @@ fn periods_of_expressions() {
     assert_eq!(period("i % (rank + 1) == 0"), None);
     assert_eq!(period("i % 0 == 0"), None);
 }
+
+#[test]
+fn partner_loops_with_variables_keep_whole_periods() {
+    // The master's loop reads its variable with period 8: both partners are cut by one
+    // divisor of gcd(400 / 8, 400) = 50 near 10, so the counts stay equal and the
+    // master's a multiple of 8. A partner whose count reads a variable is not cut, and
+    // neither is the group.
+    let source = "skeleton t\nranks 4\ntopology star\napp_time 4 s\n\
+                  if rank == 0 {\n    loop 400 as i {\n        if i % 8 == 0 {\n            compute 10 ms\n        }\n        recv any 1 KiB\n        recv any 1 KiB\n        recv any 1 KiB\n    }\n} else {\n    loop 400 {\n        compute 10 ms\n        send hub 1 KiB\n    }\n}\n";
+    let s = scaled(source, 10).expect("scales");
+    assert_eq!(counts(&s.program), vec!["40", "40"]);
+    let frozen = "skeleton t\nranks 4\ntopology star\napp_time 4 s\n\
+                  loop 4 as j {\n    if rank == 0 {\n        loop 3 * (j + 1) {\n            recv any 1 KiB\n        }\n    } else {\n        loop 100 {\n            compute 10 ms\n        }\n        loop j + 1 {\n            send hub 1 KiB\n        }\n    }\n}\n";
+    let s = scaled(frozen, 10).expect("scales");
+    assert_eq!(counts(&s.program), vec!["4", "3 * (j + 1)", "100", "j + 1"]);
+}

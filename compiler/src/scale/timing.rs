@@ -365,7 +365,7 @@ impl<'p> Timed<'p> {
                 let count = u64::try_from(count).unwrap_or(0);
                 if count > 0 {
                     let mut vars = vars;
-                    let mut work = (self.budget + 1).saturating_sub(self.ops);
+                    let mut work = self.budget.saturating_add(1).saturating_sub(self.ops);
                     let left = work;
                     let total = match l.var.as_ref() {
                         // The body communicates: it runs iteration by iteration.
