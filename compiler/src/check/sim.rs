@@ -569,26 +569,41 @@ impl<'p, 'd> Sim<'p, 'd> {
                 StmtKind::Compute(c) => total += compute_seconds(&c.time, env.rank),
                 StmtKind::Loop(l) => {
                     let count = eval_int_in(&l.count, env, vars)?.max(0);
-                    match &l.var {
-                        Some(v) if block_reads_var(&l.body, &v.name) => {
-                            for i in 0..count {
-                                if *work == 0 {
-                                    break;
-                                }
-                                *work -= 1;
-                                vars.push((v.name.as_str(), i));
-                                let once = self.compute_only(&l.body, env, vars, work);
-                                vars.pop();
-                                total += once?;
-                            }
-                        }
-                        _ => total += count as f64 * self.compute_only(&l.body, env, vars, work)?,
-                    }
+                    total += self.loop_compute(l, count, env, vars, work)?;
                 }
                 _ => {}
             }
         }
         Ok(total)
+    }
+
+    /// The compute time of `count` iterations of a loop that holds only computation
+    /// (see [`Sim::compute_only`]).
+    fn loop_compute(
+        &self,
+        l: &'p Loop,
+        count: i64,
+        env: &Env,
+        vars: &mut Vec<(&'p str, i64)>,
+        work: &mut u64,
+    ) -> Result<f64, EvalError> {
+        match &l.var {
+            Some(v) if block_reads_var(&l.body, &v.name) => {
+                let mut total = 0.0;
+                for i in 0..count {
+                    if *work == 0 {
+                        break;
+                    }
+                    *work -= 1;
+                    vars.push((v.name.as_str(), i));
+                    let once = self.compute_only(&l.body, env, vars, work);
+                    vars.pop();
+                    total += once?;
+                }
+                Ok(total)
+            }
+            _ => Ok(count as f64 * self.compute_only(&l.body, env, vars, work)?),
+        }
     }
 
     fn run_rank(&mut self, rank: u32) -> Result<(), Abort> {
@@ -687,29 +702,7 @@ impl<'p, 'd> Sim<'p, 'd> {
                         let mut vars = state.vars.clone();
                         let left = self.budget.saturating_add(1).saturating_sub(self.ops);
                         let mut work = left;
-                        let compute = match &l.var {
-                            Some(v) if block_reads_var(&l.body, &v.name) => {
-                                let mut total = Ok(0.0);
-                                for i in 0..count {
-                                    if work == 0 {
-                                        break;
-                                    }
-                                    work -= 1;
-                                    vars.push((v.name.as_str(), i));
-                                    let once = self
-                                        .compute_only(&l.body, &state.env, &mut vars, &mut work);
-                                    vars.pop();
-                                    total = total.and_then(|t| once.map(|o| t + o));
-                                    if total.is_err() {
-                                        break;
-                                    }
-                                }
-                                total
-                            }
-                            _ => self
-                                .compute_only(&l.body, &state.env, &mut vars, &mut work)
-                                .map(|once| once * count as f64),
-                        };
+                        let compute = self.loop_compute(l, count, &state.env, &mut vars, &mut work);
                         let compute = compute.map_err(|e| self.eval_error(u64::from(rank), e))?;
                         self.ranks[r].stats.compute_seconds += compute;
                         pc = end + 1;

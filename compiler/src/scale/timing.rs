@@ -367,31 +367,15 @@ impl<'p> Timed<'p> {
                     let mut vars = vars;
                     let mut work = self.budget.saturating_add(1).saturating_sub(self.ops);
                     let left = work;
-                    let total = match l.var.as_ref() {
-                        // The body communicates: it runs iteration by iteration.
-                        _ if !is_compute_only(&l.body) => None,
-                        Some(v) if block_reads_var(&l.body, &v.name) => {
-                            // Inner counts read the variable: sum iteration by iteration,
-                            // each one an operation of the budget.
-                            let mut total = 0.0;
-                            for i in 0..count as i64 {
-                                if work == 0 {
-                                    break;
-                                }
-                                work -= 1;
-                                vars.push((v.name.as_str(), i));
-                                let once = compute_only(&l.body, &env, &mut vars, &mut work);
-                                vars.pop();
-                                total += once?.unwrap_or(0.0);
-                            }
-                            Some(total)
-                        }
-                        _ => compute_only(&l.body, &env, &mut vars, &mut work)?
-                            .map(|once| once * count as f64),
+                    // Only computation inside: accounted for without running it (a body
+                    // that communicates runs iteration by iteration).
+                    let total = if is_compute_only(&l.body) {
+                        Some(loop_compute(l, count as i64, &env, &mut vars, &mut work)?)
+                    } else {
+                        None
                     };
                     self.ops += left - work;
                     match total {
-                        // Only computation inside: account for it without running it.
                         Some(total) => {
                             self.ranks[r].clock += total;
                             self.ranks[r].compute += total;
@@ -712,8 +696,8 @@ fn is_compute_only(block: &Block) -> bool {
     })
 }
 
-/// The compute time of one execution of a block without communication, with the loop
-/// variables `vars`; `None` if it communicates. A loop whose inner counts read its own
+/// The compute time of one execution of a block without communication (callers check
+/// with [`is_compute_only`]), with the loop variables `vars`; `None` if it communicates. A loop whose inner counts read its own
 /// variable is summed iteration by iteration, each costing one unit of `work`; with no
 /// work left the sum stops short (the run then ends on its budget).
 fn compute_only<'p>(
@@ -728,32 +712,43 @@ fn compute_only<'p>(
             StmtKind::Compute(c) => total += compute_seconds(&c.time, env.rank),
             StmtKind::Loop(l) => {
                 let count = eval_int_in(&l.count, env, vars).map_err(|e| stuck(e.message()))?;
-                match l.var.as_ref() {
-                    Some(v) if block_reads_var(&l.body, &v.name) => {
-                        for i in 0..count.max(0) {
-                            if *work == 0 {
-                                break;
-                            }
-                            *work -= 1;
-                            vars.push((v.name.as_str(), i));
-                            let once = compute_only(&l.body, env, vars, work);
-                            vars.pop();
-                            match once? {
-                                Some(once) => total += once,
-                                None => return Ok(None),
-                            }
-                        }
-                    }
-                    _ => match compute_only(&l.body, env, vars, work)? {
-                        Some(once) => total += count.max(0) as f64 * once,
-                        None => return Ok(None),
-                    },
-                }
+                total += loop_compute(l, count.max(0), env, vars, work)?;
             }
             _ => return Ok(None),
         }
     }
     Ok(Some(total))
+}
+
+/// The compute time of `count` iterations of a loop that holds only computation (see
+/// [`compute_only`]).
+fn loop_compute<'p>(
+    l: &'p Loop,
+    count: i64,
+    env: &Env,
+    vars: &mut VarList<'p>,
+    work: &mut u64,
+) -> Result<f64, TimingError> {
+    let once = |vars: &mut VarList<'p>, work: &mut u64| {
+        compute_only(&l.body, env, vars, work).map(|t| t.unwrap_or(0.0))
+    };
+    match l.var.as_ref() {
+        Some(v) if block_reads_var(&l.body, &v.name) => {
+            let mut total = 0.0;
+            for i in 0..count {
+                if *work == 0 {
+                    break;
+                }
+                *work -= 1;
+                vars.push((v.name.as_str(), i));
+                let t = once(vars, work);
+                vars.pop();
+                total += t?;
+            }
+            Ok(total)
+        }
+        _ => Ok(count as f64 * once(vars, work)?),
+    }
 }
 
 #[cfg(test)]
