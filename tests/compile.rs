@@ -53,52 +53,71 @@ fn generated_c_of_every_example_matches_its_snapshot() {
     let examples = files_in("examples/skeletons", "skel");
     assert!(examples.len() >= 7, "examples are missing: {examples:?}");
     for path in examples {
-        let source = read(&path);
-        let name = relative(&path);
-        let file_name = format!("{}.skel", stem(&path));
         for ratio in RATIOS {
-            let compiled = match compile(
-                &file_name,
-                &source,
-                ratio,
-                Some(Backend::C),
-                &Model::default(),
-                Target::default(),
-            ) {
-                Ok(c) => c,
-                Err(CompileError::Diags(d)) => {
-                    panic!("{name} 1:{ratio}:\n{}", render_plain(&name, &source, &d))
-                }
-                Err(CompileError::Message(m)) => panic!("{name} 1:{ratio}: {m}"),
-            };
-            let c_file = compiled
-                .files
-                .iter()
-                .find(|f| f.path.ends_with(".c"))
-                .expect("a C file");
-            assert!(compiled.files.iter().any(|f| f.path == "perfskel.h"));
-            assert!(compiled.files.iter().any(|f| f.path == "memprobe.h"));
-            assert!(compiled.files.iter().any(|f| f.path == "Makefile"));
-            assert!(compiled.files.iter().any(|f| f.path == "job.slurm"));
-            let warnings = render_plain(&name, &source, &compiled.diags);
-            let snapshot = format!(
-                "SOURCE ({name})\n{source}\nREPORT\n{}\n\nWARNINGS\n{}\nSCALED SKELETON\n{}\nC ({})\n{}",
-                compiled.report,
-                if warnings.is_empty() { "none\n" } else { &warnings },
-                perfskel_grammar::print(&compiled.scaled.program),
-                c_file.path,
-                c_file.contents
-            );
-            insta::with_settings!({
-                snapshot_path => "../snapshots/c_mpi",
-                prepend_module_to_snapshot => false,
-                omit_expression => true,
-                description => format!("{name} compiled for 1:{ratio} with the C back end"),
-            }, {
-                insta::assert_snapshot!(format!("{}@{ratio}", stem(&path)), snapshot);
-            });
+            c_snapshot(&path, ratio);
         }
     }
+}
+
+/// Loop variables in C: `for (long long v_step = 0; ...)` and the variable in
+/// conditions, peers, roots and inner counts. At 1:10 the loop keeps one period of its
+/// body's use of `step` (100 of 500 iterations); at 1:2 the 250 iterations of a plain
+/// cut are 2.5 periods, rounded to 3 (300 iterations).
+#[test]
+fn generated_c_with_loop_variables_matches_its_snapshot() {
+    let path = root().join("tests/data/dsl/ok/loop_variables.skel");
+    for ratio in [2, 10] {
+        c_snapshot(&path, ratio);
+    }
+}
+
+/// Compiles the skeleton at `path` for 1:`ratio` with the C back end and compares with
+/// `snapshots/c_mpi/<stem>@<ratio>.snap`: source, report, warnings, scaled skeleton, C.
+fn c_snapshot(path: &Path, ratio: u64) {
+    let source = read(path);
+    let name = relative(path);
+    let file_name = format!("{}.skel", stem(path));
+    let compiled = match compile(
+        &file_name,
+        &source,
+        ratio,
+        Some(Backend::C),
+        &Model::default(),
+        Target::default(),
+    ) {
+        Ok(c) => c,
+        Err(CompileError::Diags(d)) => {
+            panic!("{name} 1:{ratio}:\n{}", render_plain(&name, &source, &d))
+        }
+        Err(CompileError::Message(m)) => panic!("{name} 1:{ratio}: {m}"),
+    };
+    let c_file = compiled
+        .files
+        .iter()
+        .find(|f| f.path.ends_with(".c"))
+        .expect("a C file");
+    assert!(compiled.files.iter().any(|f| f.path == "perfskel.h"));
+    assert!(compiled.files.iter().any(|f| f.path == "memprobe.h"));
+    assert!(compiled.files.iter().any(|f| f.path == "Makefile"));
+    assert!(compiled.files.iter().any(|f| f.path == "job.slurm"));
+    let warnings = render_plain(&name, &source, &compiled.diags);
+    let snapshot =
+        format!(
+        "SOURCE ({name})\n{source}\nREPORT\n{}\n\nWARNINGS\n{}\nSCALED SKELETON\n{}\nC ({})\n{}",
+        compiled.report,
+        if warnings.is_empty() { "none\n" } else { &warnings },
+        perfskel_grammar::print(&compiled.scaled.program),
+        c_file.path,
+        c_file.contents
+    );
+    insta::with_settings!({
+        snapshot_path => "../snapshots/c_mpi",
+        prepend_module_to_snapshot => false,
+        omit_expression => true,
+        description => format!("{name} compiled for 1:{ratio} with the C back end"),
+    }, {
+        insta::assert_snapshot!(format!("{}@{ratio}", stem(path)), snapshot);
+    });
 }
 
 #[test]
@@ -268,6 +287,15 @@ fn other_topologies_and_every_construct_run_under_openmpi() {
             program.ranks.value,
         );
     }
+}
+
+/// The loop-variable skeleton under MPICH too (`other_topologies_and_every_construct_run_
+/// under_openmpi` runs it under OpenMPI): every rank takes the same iterations' branches,
+/// and the rotating partner and roots agree across ranks, or the run would hang.
+#[test]
+fn loop_variables_run_under_mpich() {
+    let source = read(&root().join("tests/data/dsl/ok/loop_variables.skel"));
+    compile_and_run("loop_variables", &source, short_ratio(&source), "mpich", 4);
 }
 
 const SHORT: &str =

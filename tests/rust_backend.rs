@@ -70,37 +70,51 @@ fn snapshots_of_every_example() {
     let examples = examples();
     assert!(examples.len() >= 7, "examples missing: {}", examples.len());
     for (name, source) in examples {
-        let stem = name.trim_end_matches(".skel").to_string();
         for ratio in [10, 100, 1000] {
-            let compiled = match perfskel::cmd_compile::compile(
-                &name,
-                &source,
-                ratio,
-                Some(back::Backend::Rust),
-                &perfskel_compiler::scale::Model::default(),
-                perfskel_compiler::scale::Target::default(),
-            ) {
-                Ok(c) => c,
-                Err(_) => panic!("{name} does not compile at 1:{ratio}"),
-            };
-            let main_rs = file(&compiled.files, "src/main.rs");
-            insta::with_settings!({
-                snapshot_path => "../snapshots/rust_mpi",
-                prepend_module_to_snapshot => false,
-                omit_expression => true,
-                description => format!("{name} compiled for 1:{ratio} with the Rust back end"),
-            }, {
-                insta::assert_snapshot!(
-                    format!("{stem}@{ratio}"),
-                    format!(
-                        "SOURCE {name}\n{source}\nREPORT\n{}\n\nSCALED SKELETON\n{}\nsrc/main.rs\n{main_rs}",
-                        compiled.report,
-                        perfskel_grammar::print(&compiled.scaled.program)
-                    )
-                );
-            });
+            rust_snapshot(&name, &source, ratio);
         }
     }
+}
+
+/// Loop variables in Rust: `for v_step in 0_i64..N` when the body reads the variable
+/// (`for _` otherwise), and `v_step` in conditions, peers, roots and inner counts.
+#[test]
+fn snapshot_with_loop_variables() {
+    let source = std::fs::read_to_string(root().join("tests/data/dsl/ok/loop_variables.skel"))
+        .expect("loop_variables.skel");
+    rust_snapshot("loop_variables.skel", &source, 10);
+}
+
+/// `snapshots/rust_mpi/<stem>@<ratio>.snap`: source, report, scaled skeleton, main.rs.
+fn rust_snapshot(name: &str, source: &str, ratio: u64) {
+    let stem = name.trim_end_matches(".skel").to_string();
+    let compiled = match perfskel::cmd_compile::compile(
+        name,
+        source,
+        ratio,
+        Some(back::Backend::Rust),
+        &perfskel_compiler::scale::Model::default(),
+        perfskel_compiler::scale::Target::default(),
+    ) {
+        Ok(c) => c,
+        Err(_) => panic!("{name} does not compile at 1:{ratio}"),
+    };
+    let main_rs = file(&compiled.files, "src/main.rs");
+    insta::with_settings!({
+        snapshot_path => "../snapshots/rust_mpi",
+        prepend_module_to_snapshot => false,
+        omit_expression => true,
+        description => format!("{name} compiled for 1:{ratio} with the Rust back end"),
+    }, {
+        insta::assert_snapshot!(
+            format!("{stem}@{ratio}"),
+            format!(
+                "SOURCE {name}\n{source}\nREPORT\n{}\n\nSCALED SKELETON\n{}\nsrc/main.rs\n{main_rs}",
+                compiled.report,
+                perfskel_grammar::print(&compiled.scaled.program)
+            )
+        );
+    });
 }
 
 #[test]
@@ -472,6 +486,13 @@ fn run_examples(mpi: Mpi) {
         .expect("every_construct.skel");
     programs.push(("every_construct.skel".into(), four_rank_variant(&every)));
     programs.push(("collectives.skel".into(), COLLECTIVES.into()));
+    // Loop variables in every place an expression goes, shortened to run in a moment.
+    let loop_variables =
+        std::fs::read_to_string(root().join("tests/data/dsl/ok/loop_variables.skel"))
+            .expect("loop_variables.skel")
+            .replace("loop 500 as step", "loop 120 as step")
+            .replace("compute 3 ms", "compute 300 us");
+    programs.push(("loop_variables.skel".into(), loop_variables));
     // The hand-written example of the runtime crate, built as the project's main.rs.
     programs.push(("halo".into(), String::new()));
     let halo = std::fs::read_to_string(root().join("runtime/rust/examples/halo.rs"))

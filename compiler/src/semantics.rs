@@ -2,7 +2,10 @@
 //! topology [`Direction`] names. Used by the checker and by back ends, so that both agree
 //! on every peer.
 
-use perfskel_grammar::ast::{BinOp, Direction, Expr, ExprKind, Pos, Topology, UnaryOp};
+use perfskel_grammar::ast::{
+    BinOp, Block, CommDef, Direction, Else, Expr, ExprKind, Peer, Pos, Stmt, StmtKind, Topology,
+    UnaryOp,
+};
 
 /// The most ranks the simulations keep state for (the checker's deadlock simulation,
 /// which skips larger programs, and the scaler's timed simulation, which refuses them).
@@ -114,8 +117,20 @@ impl Shape {
         dir: &Direction,
         env: &Env,
     ) -> Result<Option<u64>, PeerError> {
+        self.peer_in(rank, size, dir, env, &[])
+    }
+
+    /// [`Shape::peer`] inside loops: index arguments may read the loop variables `vars`.
+    pub fn peer_in(
+        &self,
+        rank: u64,
+        size: u64,
+        dir: &Direction,
+        env: &Env,
+        vars: Vars,
+    ) -> Result<Option<u64>, PeerError> {
         let index = |e: &Expr| -> Result<u64, PeerError> {
-            let v = eval_int(e, env).map_err(PeerError::Eval)?;
+            let v = eval_int_in(e, env, vars).map_err(PeerError::Eval)?;
             u64::try_from(v).map_err(|_| PeerError::BadArgument(format!("index {v} is negative")))
         };
         match (self, dir) {
@@ -268,7 +283,12 @@ fn grid_shift(
     Some(result)
 }
 
-/// What an expression can refer to on one rank.
+/// The values of the loop variables in scope where an expression is evaluated: (name,
+/// iteration number), innermost loop last. Names are unique in a scope (the checker
+/// refuses shadowing), so the order only matters to programs that did not check.
+pub type Vars<'a> = &'a [(&'a str, i64)];
+
+/// What an expression can refer to on one rank (loop variables aside: see [`Vars`]).
 #[derive(Clone, Debug)]
 pub struct Env {
     pub rank: u64,
@@ -338,8 +358,20 @@ enum Value {
     Bool(bool),
 }
 
+/// The value of an integer expression outside every loop (a loop variable is
+/// [`EvalError::Unbound`]).
 pub fn eval_int(e: &Expr, env: &Env) -> Result<i64, EvalError> {
-    match eval(e, env)? {
+    eval_int_in(e, env, &[])
+}
+
+/// The value of a condition outside every loop.
+pub fn eval_bool(e: &Expr, env: &Env) -> Result<bool, EvalError> {
+    eval_bool_in(e, env, &[])
+}
+
+/// The value of an integer expression where the loop variables `vars` are in scope.
+pub fn eval_int_in(e: &Expr, env: &Env, vars: Vars) -> Result<i64, EvalError> {
+    match eval(e, env, vars)? {
         Value::Int(v) => Ok(v),
         Value::Bool(_) => Err(EvalError::Type {
             expected: "a number",
@@ -348,8 +380,9 @@ pub fn eval_int(e: &Expr, env: &Env) -> Result<i64, EvalError> {
     }
 }
 
-pub fn eval_bool(e: &Expr, env: &Env) -> Result<bool, EvalError> {
-    match eval(e, env)? {
+/// The value of a condition where the loop variables `vars` are in scope.
+pub fn eval_bool_in(e: &Expr, env: &Env, vars: Vars) -> Result<bool, EvalError> {
+    match eval(e, env, vars)? {
         Value::Bool(v) => Ok(v),
         Value::Int(_) => Err(EvalError::Type {
             expected: "a condition (a comparison, `true` or `false`)",
@@ -358,7 +391,7 @@ pub fn eval_bool(e: &Expr, env: &Env) -> Result<bool, EvalError> {
     }
 }
 
-fn eval(e: &Expr, env: &Env) -> Result<Value, EvalError> {
+fn eval(e: &Expr, env: &Env, vars: Vars) -> Result<Value, EvalError> {
     let overflow = || EvalError::Overflow { pos: e.pos };
     Ok(match &e.kind {
         ExprKind::Int(v) => Value::Int(*v),
@@ -375,21 +408,26 @@ fn eval(e: &Expr, env: &Env) -> Result<Value, EvalError> {
                 })
             }
         },
-        ExprKind::Var(v) => {
-            return Err(EvalError::Unbound {
-                name: v.name.clone(),
-                pos: e.pos,
-            })
-        }
-        ExprKind::Unary(UnaryOp::Neg, x) => {
-            Value::Int(eval_int(x, env)?.checked_neg().ok_or_else(overflow)?)
-        }
-        ExprKind::Unary(UnaryOp::Not, x) => Value::Bool(!eval_bool(x, env)?),
+        ExprKind::Var(v) => match vars.iter().rev().find(|(name, _)| *name == v.name) {
+            Some(&(_, value)) => Value::Int(value),
+            None => {
+                return Err(EvalError::Unbound {
+                    name: v.name.clone(),
+                    pos: e.pos,
+                })
+            }
+        },
+        ExprKind::Unary(UnaryOp::Neg, x) => Value::Int(
+            eval_int_in(x, env, vars)?
+                .checked_neg()
+                .ok_or_else(overflow)?,
+        ),
+        ExprKind::Unary(UnaryOp::Not, x) => Value::Bool(!eval_bool_in(x, env, vars)?),
         ExprKind::Binary(op, l, r) => match op {
-            BinOp::Or => Value::Bool(eval_bool(l, env)? || eval_bool(r, env)?),
-            BinOp::And => Value::Bool(eval_bool(l, env)? && eval_bool(r, env)?),
+            BinOp::Or => Value::Bool(eval_bool_in(l, env, vars)? || eval_bool_in(r, env, vars)?),
+            BinOp::And => Value::Bool(eval_bool_in(l, env, vars)? && eval_bool_in(r, env, vars)?),
             BinOp::Eq | BinOp::Ne => {
-                let (a, b) = (eval(l, env)?, eval(r, env)?);
+                let (a, b) = (eval(l, env, vars)?, eval(r, env, vars)?);
                 if std::mem::discriminant(&a) != std::mem::discriminant(&b) {
                     return Err(EvalError::Type {
                         expected: "operands of the same kind",
@@ -399,7 +437,7 @@ fn eval(e: &Expr, env: &Env) -> Result<Value, EvalError> {
                 Value::Bool((a == b) == (*op == BinOp::Eq))
             }
             _ => {
-                let (a, b) = (eval_int(l, env)?, eval_int(r, env)?);
+                let (a, b) = (eval_int_in(l, env, vars)?, eval_int_in(r, env, vars)?);
                 let div_zero = || EvalError::DivByZero { pos: r.pos };
                 match op {
                     BinOp::Lt => Value::Bool(a < b),
@@ -441,6 +479,100 @@ pub fn depends_on_rank(e: &Expr) -> bool {
         ExprKind::Unary(_, x) => depends_on_rank(x),
         ExprKind::Binary(_, l, r) => depends_on_rank(l) || depends_on_rank(r),
     }
+}
+
+/// Whether `e` reads a loop variable (any, or the one named `name`): its value can then
+/// differ between iterations, and it cannot be evaluated once per rank.
+pub fn reads_vars(e: &Expr, name: Option<&str>) -> bool {
+    match &e.kind {
+        ExprKind::Var(v) => name.is_none_or(|n| n == v.name),
+        ExprKind::Int(_)
+        | ExprKind::Bool(_)
+        | ExprKind::Rank
+        | ExprKind::NRanks
+        | ExprKind::Coord(_) => false,
+        ExprKind::Unary(_, x) => reads_vars(x, name),
+        ExprKind::Binary(_, l, r) => reads_vars(l, name) || reads_vars(r, name),
+    }
+}
+
+/// The expressions a statement holds itself (not those of the blocks it contains): a
+/// loop's count, every condition of an `if` chain, peers' ranks and direction indices,
+/// a root, a split's color and key.
+pub fn stmt_exprs(stmt: &Stmt) -> Vec<&Expr> {
+    fn peer_exprs<'e>(peer: &'e Peer, out: &mut Vec<&'e Expr>) {
+        match peer {
+            Peer::Rank(e)
+            | Peer::Dir(
+                Direction::Child(e)
+                | Direction::Leaf(e)
+                | Direction::Bit(e)
+                | Direction::Neighbor(e),
+            ) => out.push(e),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    match &stmt.kind {
+        StmtKind::Loop(l) => out.push(&l.count),
+        StmtKind::If(i) => {
+            let mut current = Some(&**i);
+            while let Some(arm) = current {
+                out.push(&arm.cond);
+                current = match &arm.else_branch {
+                    Some(Else::If(next)) => Some(next),
+                    _ => None,
+                };
+            }
+        }
+        StmtKind::P2p(p) => {
+            peer_exprs(&p.peer.value, &mut out);
+            if let Some((peer, _)) = p.recv.as_deref() {
+                peer_exprs(&peer.value, &mut out);
+            }
+        }
+        StmtKind::Collective(c) => out.extend(c.root.as_ref()),
+        StmtKind::CommDecl(d) => {
+            if let CommDef::Split { color, key, .. } = &d.def {
+                out.push(color);
+                out.extend(key.as_ref());
+            }
+        }
+        StmtKind::Compute(_) | StmtKind::Wait(_) => {}
+    }
+    out
+}
+
+/// The blocks a statement contains: a loop's body, the blocks of an `if` chain.
+pub fn stmt_blocks(stmt: &Stmt) -> Vec<&Block> {
+    let mut out = Vec::new();
+    match &stmt.kind {
+        StmtKind::Loop(l) => out.push(&l.body),
+        StmtKind::If(i) => {
+            let mut current = Some(&**i);
+            while let Some(arm) = current {
+                out.push(&arm.then_block);
+                current = match &arm.else_branch {
+                    Some(Else::If(next)) => Some(next),
+                    Some(Else::Block(b)) => {
+                        out.push(b);
+                        None
+                    }
+                    None => None,
+                };
+            }
+        }
+        _ => {}
+    }
+    out
+}
+
+/// Whether any expression in `block`, at any depth, reads the loop variable `name`.
+pub fn block_reads_var(block: &Block, name: &str) -> bool {
+    block.stmts.iter().any(|stmt| {
+        stmt_exprs(stmt).iter().any(|e| reads_vars(e, Some(name)))
+            || stmt_blocks(stmt).iter().any(|b| block_reads_var(b, name))
+    })
 }
 
 #[cfg(test)]

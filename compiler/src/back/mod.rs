@@ -69,6 +69,26 @@ pub(crate) fn comms_and_passes(body: &Block) -> (Vec<&Stmt>, Vec<&Stmt>) {
         .partition(|s| matches!(s.kind, StmtKind::CommDecl(_)))
 }
 
+/// The names of the loop variables of `body` (`loop N as NAME`), sorted: back ends give
+/// each one variable of the target language, `v_NAME` unless that is taken.
+pub(crate) fn loop_var_names(body: &Block) -> std::collections::BTreeSet<&str> {
+    fn walk<'b>(block: &'b Block, out: &mut std::collections::BTreeSet<&'b str>) {
+        for stmt in &block.stmts {
+            if let StmtKind::Loop(l) = &stmt.kind {
+                if let Some(v) = &l.var {
+                    out.insert(v.name.as_str());
+                }
+            }
+            for b in crate::semantics::stmt_blocks(stmt) {
+                walk(b, out);
+            }
+        }
+    }
+    let mut out = std::collections::BTreeSet::new();
+    walk(body, &mut out);
+    out
+}
+
 /// The back ends perfskel has.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Backend {

@@ -3,12 +3,20 @@
 //! sizes, tags, constant roots and mean compute times computed once, argument-free
 //! directions shared in peer tables, and rank-dependent expressions (conditions and
 //! loop counts) interned by structure, so that the simulation evaluates each distinct
-//! one once per rank however many statements repeat it. The simulation runs every rank
-//! over the same plan with a program counter.
+//! one once per rank however many statements repeat it. Those that read loop variables
+//! change from one iteration to the next: they are not interned (their id is
+//! [`PER_ITERATION`]) and the simulation evaluates them every time. The simulation runs
+//! every rank over the same plan with a program counter.
 
 use rustc_hash::FxHashMap as HashMap;
 
 use perfskel_grammar::ast::*;
+
+use crate::semantics::reads_vars;
+
+/// The interned id of a condition or loop count that reads loop variables: it is
+/// evaluated on every execution, with the current iteration numbers.
+pub(super) const PER_ITERATION: usize = usize::MAX;
 
 /// Communicator id of `world`; other names get ids in order of first appearance.
 pub(super) const WORLD: usize = 0;
@@ -90,12 +98,15 @@ pub(super) enum Op<'p> {
         comm_free: bool,
         /// The count when it is a literal.
         constant: Option<i64>,
-        /// The interned count expression (an index into the plan's counts).
+        /// The interned count expression (an index into the plan's counts), or
+        /// `PER_ITERATION`.
         count: usize,
     },
     /// The end of a loop body: back to `start + 1` while iterations are left.
     EndLoop {
         start: usize,
+        /// Whether the loop names its iteration number, which then moves on.
+        var: bool,
     },
     /// A conditional: the arms' conditions (interned id, expression) in order with the
     /// first op of each arm's block, then where to go when no condition holds (the
@@ -129,7 +140,8 @@ pub(super) struct Plan<'p> {
     pub ops: Vec<Op<'p>>,
     pub p2ps: Vec<P2pPlan<'p>>,
     pub colls: Vec<CollPlan<'p>>,
-    /// Arms of `If` ops: (interned condition id, condition, first op of the arm).
+    /// Arms of `If` ops: (interned condition id or `PER_ITERATION`, condition, first op
+    /// of the arm).
     pub arms: Vec<(usize, &'p Expr, usize)>,
     /// Handles of `Wait` ops.
     pub handles: Vec<usize>,
@@ -321,8 +333,10 @@ impl<'p> Lowering<'p, '_> {
                 };
                 let count = match constant {
                     Some(_) => 0,
+                    None if reads_vars(&l.count, None) => PER_ITERATION,
                     None => self.counts.id(&l.count),
                 };
+                let var = l.var.is_some();
                 let start = self.push(Op::Loop {
                     l,
                     end: 0,
@@ -333,7 +347,7 @@ impl<'p> Lowering<'p, '_> {
                 if !comm_free {
                     self.block(&l.body);
                 }
-                let end = self.push(Op::EndLoop { start });
+                let end = self.push(Op::EndLoop { start, var });
                 if let Op::Loop { end: e, .. } = &mut self.plan.ops[start] {
                     *e = end;
                 }
@@ -344,7 +358,11 @@ impl<'p> Lowering<'p, '_> {
                 let mut jumps: Vec<usize> = Vec::new();
                 let mut current = i;
                 let otherwise = loop {
-                    let id = self.conds.id(&current.cond);
+                    let id = if reads_vars(&current.cond, None) {
+                        PER_ITERATION
+                    } else {
+                        self.conds.id(&current.cond)
+                    };
                     arms.push((id, &current.cond, self.plan.ops.len()));
                     self.block(&current.then_block);
                     jumps.push(self.push(Op::Jump(0)));

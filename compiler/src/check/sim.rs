@@ -19,7 +19,8 @@
 //! so the hot path keeps it exactly while avoiding work: requests are small slots in
 //! one vector reused through a free list, memberships and peers are flat per-rank
 //! tables, a blocking operation whose requests completed at once never builds a wait
-//! record, and each distinct condition or loop count is evaluated once per rank.
+//! record, and each distinct condition or loop count is evaluated once per rank (those
+//! that read loop variables on every execution, with the rank's iteration numbers).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -30,11 +31,12 @@ use perfskel_grammar::ast::*;
 use perfskel_grammar::printer;
 use perfskel_grammar::Diag;
 
-use super::lower::{self, CollPlan, Op, P2pPlan, PeerRef, Plan, WORLD};
+use super::lower::{self, CollPlan, Op, P2pPlan, PeerRef, Plan, PER_ITERATION, WORLD};
 use super::statics::Statics;
 use super::{ranks_phrase, ranks_verb, Lines, Options};
 use crate::semantics::{
-    cart_sub_color, eval_bool, eval_int, Env, EvalError, PeerError, Shape, MAX_SIMULATED_RANKS,
+    block_reads_var, cart_sub_color, eval_bool, eval_bool_in, eval_int, eval_int_in, Env,
+    EvalError, PeerError, Shape, MAX_SIMULATED_RANKS,
 };
 
 /// The most memoized values of conditions (1 byte each) and of loop counts (16 bytes
@@ -250,6 +252,9 @@ struct RankState<'p> {
     /// Iterations left (including the current one) of each loop being run, innermost
     /// last.
     loops: Vec<u64>,
+    /// The variables of the loops being run that name them: (name, 0-based iteration
+    /// number), innermost last.
+    vars: Vec<(&'p str, i64)>,
     /// Request of each handle name (indexed like `Sim::handle_index`), or `NONE`.
     handles: Vec<ReqId>,
     /// Collectives called so far on each instance, by `CommInst::decl`.
@@ -323,6 +328,7 @@ impl<'p, 'd> Sim<'p, 'd> {
             .map(|rank| RankState {
                 pc: 0,
                 loops: Vec::new(),
+                vars: Vec::new(),
                 handles: vec![NONE; statics.request_names.len()],
                 coll_seq: vec![0; n_decls + 1],
                 blocked: None,
@@ -380,11 +386,25 @@ impl<'p, 'd> Sim<'p, 'd> {
     }
 
     fn eval_error(&mut self, rank: u64, e: EvalError) -> Abort {
-        let message = format!("{} on rank {rank}", e.message());
+        let message = format!("{} on rank {rank}{}", e.message(), self.iteration(rank));
         self.report_once("bad-expression", e.pos(), || {
             Diag::error("bad-expression", message).at(e.pos(), "evaluated here")
         });
         Abort
+    }
+
+    /// " (at i = 3, j = 0)": the iteration numbers of the loops `rank` is in that name
+    /// them, for messages about a value computed there; empty outside such loops.
+    fn iteration(&self, rank: u64) -> String {
+        self.iteration_list(rank)
+            .map_or_else(String::new, |list| format!(" (at {list})"))
+    }
+
+    /// "i = 3, j = 0", or `None` outside loops that name their iteration numbers.
+    fn iteration_list(&self, rank: u64) -> Option<String> {
+        let vars = &self.ranks[rank as usize].vars;
+        let list: Vec<String> = vars.iter().map(|(n, v)| format!("{n} = {v}")).collect();
+        (!list.is_empty()).then(|| list.join(", "))
     }
 
     /// Communicators are declared at the top level only (the static pass makes sure), so
@@ -532,20 +552,58 @@ impl<'p, 'd> Sim<'p, 'd> {
         }
     }
 
-    /// The compute time of one execution of a block that holds only computation.
-    fn compute_only(&self, block: &Block, env: &Env) -> Result<f64, EvalError> {
+    /// The compute time of one execution of a block that holds only computation, with
+    /// the loop variables `vars` in scope. A loop whose inner counts read its own
+    /// variable is summed iteration by iteration, each costing one unit of `work`; with
+    /// no work left the sum stops short (the caller then reports the budget spent).
+    fn compute_only(
+        &self,
+        block: &'p Block,
+        env: &Env,
+        vars: &mut Vec<(&'p str, i64)>,
+        work: &mut u64,
+    ) -> Result<f64, EvalError> {
         let mut total = 0.0;
         for stmt in &block.stmts {
             match &stmt.kind {
                 StmtKind::Compute(c) => total += compute_seconds(&c.time, env.rank),
                 StmtKind::Loop(l) => {
-                    let count = eval_int(&l.count, env)?.max(0) as f64;
-                    total += count * self.compute_only(&l.body, env)?;
+                    let count = eval_int_in(&l.count, env, vars)?.max(0);
+                    total += self.loop_compute(l, count, env, vars, work)?;
                 }
                 _ => {}
             }
         }
         Ok(total)
+    }
+
+    /// The compute time of `count` iterations of a loop that holds only computation
+    /// (see [`Sim::compute_only`]).
+    fn loop_compute(
+        &self,
+        l: &'p Loop,
+        count: i64,
+        env: &Env,
+        vars: &mut Vec<(&'p str, i64)>,
+        work: &mut u64,
+    ) -> Result<f64, EvalError> {
+        match &l.var {
+            Some(v) if block_reads_var(&l.body, &v.name) => {
+                let mut total = 0.0;
+                for i in 0..count {
+                    if *work == 0 {
+                        break;
+                    }
+                    *work -= 1;
+                    vars.push((v.name.as_str(), i));
+                    let once = self.compute_only(&l.body, env, vars, work);
+                    vars.pop();
+                    total += once?;
+                }
+                Ok(total)
+            }
+            _ => Ok(count as f64 * self.compute_only(&l.body, env, vars, work)?),
+        }
     }
 
     fn run_rank(&mut self, rank: u32) -> Result<(), Abort> {
@@ -577,15 +635,23 @@ impl<'p, 'd> Sim<'p, 'd> {
                     self.ranks[r].stats.compute_seconds += time.seconds(u64::from(rank));
                 }
                 Op::Jump(to) => pc = *to,
-                Op::EndLoop { start } => {
+                Op::EndLoop { start, var } => {
                     let state = &mut self.ranks[r];
                     match state.loops.last_mut() {
                         Some(left) if *left > 1 => {
                             *left -= 1;
                             pc = start + 1;
+                            if *var {
+                                if let Some((_, i)) = state.vars.last_mut() {
+                                    *i += 1;
+                                }
+                            }
                         }
                         _ => {
                             state.loops.pop();
+                            if *var {
+                                state.vars.pop();
+                            }
                         }
                     }
                 }
@@ -598,6 +664,11 @@ impl<'p, 'd> Sim<'p, 'd> {
                 } => {
                     let count = match constant {
                         Some(v) => *v,
+                        None if *count == PER_ITERATION => {
+                            let state = &self.ranks[r];
+                            eval_int_in(&l.count, &state.env, &state.vars)
+                                .map_err(|e| self.eval_error(u64::from(rank), e))?
+                        }
                         None => match self.count_memo.get(count * n + r) {
                             Some(Some(v)) => *v,
                             _ => {
@@ -613,45 +684,65 @@ impl<'p, 'd> Sim<'p, 'd> {
                     };
                     if count < 0 {
                         let pos = l.count.pos;
+                        let at = self.iteration(u64::from(rank));
                         self.report_once("bad-count", pos, || {
                             Diag::error(
                                 "bad-count",
-                                format!("the loop count is {count} on rank {rank}"),
+                                format!("the loop count is {count} on rank {rank}{at}"),
                             )
                             .at(pos, "negative")
                         });
                         return Err(Abort);
                     }
                     if count > 0 && *comm_free {
-                        // Only computation inside: account for it without running it.
-                        let env = &self.ranks[r].env;
-                        let once = self
-                            .compute_only(&l.body, env)
-                            .map_err(|e| self.eval_error(u64::from(rank), e))?;
-                        self.ranks[r].stats.compute_seconds += once * count as f64;
+                        // Only computation inside: account for it without running it
+                        // (iteration by iteration when inner counts read its variable;
+                        // each such iteration counts as an operation).
+                        let state = &self.ranks[r];
+                        let mut vars = state.vars.clone();
+                        let left = self.budget.saturating_add(1).saturating_sub(self.ops);
+                        let mut work = left;
+                        let compute = self.loop_compute(l, count, &state.env, &mut vars, &mut work);
+                        let compute = compute.map_err(|e| self.eval_error(u64::from(rank), e))?;
+                        self.ranks[r].stats.compute_seconds += compute;
                         pc = end + 1;
+                        if work < left {
+                            self.ops += left - work;
+                            if self.ops > self.budget {
+                                break;
+                            }
+                        }
                     } else if count > 0 {
                         self.ranks[r].loops.push(count as u64);
+                        if let Some(v) = &l.var {
+                            self.ranks[r].vars.push((v.name.as_str(), 0));
+                        }
                     } else {
                         pc = end + 1;
                     }
                 }
                 Op::If { arms, otherwise } => {
-                    // Conditions depend only on the rank: each distinct one is
-                    // evaluated once per rank.
+                    // Conditions that depend only on the rank: each distinct one is
+                    // evaluated once per rank; those reading loop variables every time.
                     let mut to = *otherwise;
                     let arms = &plan.arms[arms.0 as usize..arms.1 as usize];
                     for &(id, cond, start) in arms {
-                        let holds = match self.cond_memo.get(id * n + r) {
-                            Some(&known) if known > 0 => known == 2,
-                            _ => {
-                                let env = &self.ranks[r].env;
-                                let v = eval_bool(cond, env)
-                                    .map_err(|e| self.eval_error(u64::from(rank), e))?;
-                                if let Some(slot) = self.cond_memo.get_mut(id * n + r) {
-                                    *slot = 1 + u8::from(v);
+                        let holds = if id == PER_ITERATION {
+                            let state = &self.ranks[r];
+                            eval_bool_in(cond, &state.env, &state.vars)
+                                .map_err(|e| self.eval_error(u64::from(rank), e))?
+                        } else {
+                            match self.cond_memo.get(id * n + r) {
+                                Some(&known) if known > 0 => known == 2,
+                                _ => {
+                                    let env = &self.ranks[r].env;
+                                    let v = eval_bool(cond, env)
+                                        .map_err(|e| self.eval_error(u64::from(rank), e))?;
+                                    if let Some(slot) = self.cond_memo.get_mut(id * n + r) {
+                                        *slot = 1 + u8::from(v);
+                                    }
+                                    v
                                 }
-                                v
                             }
                         };
                         if holds {
@@ -808,17 +899,19 @@ impl<'p, 'd> Sim<'p, 'd> {
                 let v = match p.constant_root {
                     Some(v) => v,
                     None => {
-                        let env = &self.ranks[rank as usize].env;
-                        eval_int(e, env).map_err(|err| self.eval_error(u64::from(rank), err))?
+                        let state = &self.ranks[rank as usize];
+                        eval_int_in(e, &state.env, &state.vars)
+                            .map_err(|err| self.eval_error(u64::from(rank), err))?
                     }
                 };
                 if v < 0 || v as u64 >= size {
                     let pos = e.pos;
                     let name = p.comm_name.to_string();
+                    let at = self.iteration(u64::from(rank));
                     self.report_once("bad-root", pos, || {
                         Diag::error(
                             "bad-root",
-                            format!("root {v} is out of range on rank {rank}"),
+                            format!("root {v} is out of range on rank {rank}{at}"),
                         )
                         .at(pos, "root")
                         .with_note(format!("`{name}` has ranks 0 to {} there", size - 1))
@@ -1003,27 +1096,37 @@ impl<'p, 'd> Sim<'p, 'd> {
         let rank = u64::from(rank);
         let inst = inst as usize;
         let size = self.insts[inst].members.len() as u64;
-        let env = &self.ranks[rank as usize].env;
+        let state = &self.ranks[rank as usize];
+        let (env, vars) = (&state.env, state.vars.as_slice());
         let result = match &peer.value {
             Peer::Any => Ok(None),
-            Peer::Rank(e) => match eval_int(e, env) {
+            Peer::Rank(e) => match eval_int_in(e, env, vars) {
                 Ok(v) if v >= 0 && (v as u64) < size => Ok(Some(v as u64)),
                 Ok(v) => Err(format!(
-                    "`{}` is {v} on rank {rank}, but the communicator has ranks 0 to {}",
+                    "`{}` is {v} on rank {rank}{}, but the communicator has ranks 0 to {}",
                     printer::peer(&peer.value),
+                    self.iteration(rank),
                     size - 1
                 )),
                 Err(e) => return Err(self.eval_error(rank, e)),
             },
-            Peer::Dir(dir) => match self.insts[inst].shape.peer(u64::from(me), size, dir, env) {
-                Ok(p) => Ok(p),
-                Err(PeerError::Eval(e)) => return Err(self.eval_error(rank, e)),
-                Err(PeerError::BadArgument(why)) => Err(format!("{why} (on rank {rank})")),
-                Err(PeerError::NotInTopology) => Err(format!(
-                    "`{}` is not a direction of this communicator",
-                    printer::peer(&peer.value)
-                )),
-            },
+            Peer::Dir(dir) => {
+                match self.insts[inst]
+                    .shape
+                    .peer_in(u64::from(me), size, dir, env, vars)
+                {
+                    Ok(p) => Ok(p),
+                    Err(PeerError::Eval(e)) => return Err(self.eval_error(rank, e)),
+                    Err(PeerError::BadArgument(why)) => Err(match self.iteration_list(rank) {
+                        Some(at) => format!("{why} (on rank {rank}, at {at})"),
+                        None => format!("{why} (on rank {rank})"),
+                    }),
+                    Err(PeerError::NotInTopology) => Err(format!(
+                        "`{}` is not a direction of this communicator",
+                        printer::peer(&peer.value)
+                    )),
+                }
+            }
         };
         match result {
             // Communicators have at most `MAX_SIMULATED_RANKS` ranks.
@@ -1378,10 +1481,11 @@ impl<'p, 'd> Sim<'p, 'd> {
                 Some(ReqKind::Done) | None => "waits".to_string(),
             };
             diag = diag.with_note(format!(
-                "{} in `{}` at {}: rank {example} {what}",
+                "{} in `{}` at {}: rank {example}{} {what}",
                 ranks_phrase(ranks),
                 printer::stmt_head(stmt),
-                self.lines.describe(stmt.pos)
+                self.lines.describe(stmt.pos),
+                self.iteration(example)
             ));
         }
         if groups.len() > 4 {
@@ -1541,6 +1645,93 @@ mod tests {
         assert_eq!(ms, vec![3, 9, 9 + 6, 9 + 9]);
         assert!(info.ranks.iter().all(|r| r.messages_sent == 6));
         assert_eq!(info.simulated_ops, 4 * 6);
+    }
+
+    fn clean_info(source: &str) -> crate::check::Info {
+        let (program, diags) = perfskel_grammar::parse(source);
+        assert!(diags.is_empty(), "{diags:#?}");
+        let checked = check(&program, source, Options::default());
+        assert!(checked.diags.is_empty(), "{:#?}", checked.diags);
+        checked.info.expect("clean")
+    }
+
+    #[test]
+    fn loop_variables_take_every_iteration_number() {
+        // 100 iterations, an allreduce on every 20th: 5 per rank. Rank-only conditions
+        // beside them keep their once-per-rank evaluation.
+        let info = clean_info(&format!(
+            "{HEAD}loop 100 as i {{\n\
+             compute 1 ms\n\
+             if i % 20 == 19 {{ allreduce 8 B }}\n\
+             if rank == 0 {{ compute 1 ms }}\n\
+             }}"
+        ));
+        assert!(info.ranks.iter().all(|r| r.collectives == 5), "{info:?}");
+        let ms: Vec<u64> = info
+            .ranks
+            .iter()
+            .map(|r| (r.compute_seconds * 1e3).round() as u64)
+            .collect();
+        assert_eq!(ms, vec![200, 100, 100, 100]);
+    }
+
+    #[test]
+    fn loop_variables_in_peers_counts_and_roots() {
+        // A rotating partner: iteration i sends to rank + i and receives from rank - i.
+        let info = clean_info(&format!(
+            "{HEAD}loop 6 as i {{\n\
+             sendrecv to rank((rank + i) % nranks) 1 KiB from rank((rank - i) % nranks) 1 KiB\n\
+             bcast 8 B root i % nranks\n\
+             loop i as j {{ loop j {{ compute 1 ms }} }}\n\
+             }}"
+        ));
+        assert!(info.ranks.iter().all(|r| r.messages_sent == 6));
+        assert!(info.ranks.iter().all(|r| r.collectives == 6));
+        // Σ over i < 6 of Σ over j < i of j = 0 + 0 + 1 + 3 + 6 + 10 = 20 ms, summed
+        // without running the comm-free nest.
+        assert!(info
+            .ranks
+            .iter()
+            .all(|r| (r.compute_seconds * 1e3).round() as u64 == 20));
+        // Loops of communication whose count reads an enclosing variable.
+        let info = clean_info(&format!(
+            "{HEAD}loop 4 as i {{ loop i {{ sendrecv to next 8 B from prev 8 B }} }}"
+        ));
+        assert!(info.ranks.iter().all(|r| r.messages_sent == 6));
+    }
+
+    #[test]
+    fn problems_in_one_iteration_are_found() {
+        let src = format!(
+            "{HEAD}loop 10 as step {{ if step == 7 {{ send next 1 KiB\nrecv prev 1 KiB }} }}"
+        );
+        let (program, _) = perfskel_grammar::parse(&src);
+        let diags = check(&program, &src, Options::default()).diags;
+        assert_eq!(diags.len(), 1, "{diags:#?}");
+        assert_eq!(diags[0].code, "deadlock");
+        assert!(
+            diags[0].notes[0].contains("rank 0 (at step = 7) waits for rank 1"),
+            "{diags:#?}"
+        );
+        let src = format!("{HEAD}loop 10 as step {{ bcast 8 B root step }}");
+        let (program, _) = perfskel_grammar::parse(&src);
+        let diags = check(&program, &src, Options::default()).diags;
+        assert_eq!(diags.len(), 1, "{diags:#?}");
+        assert_eq!(diags[0].code, "bad-root");
+        assert_eq!(
+            diags[0].message,
+            "root 4 is out of range on rank 0 (at step = 4)"
+        );
+        assert_eq!(
+            codes(&format!("{HEAD}loop 3 as i {{ loop i - 1 {{ barrier }} }}")),
+            vec!["bad-count"]
+        );
+        assert_eq!(
+            codes(&format!(
+                "{HEAD}loop 3 as i {{ sendrecv to rank(i * 2) 8 B from rank(i * 2) 8 B }}"
+            )),
+            vec!["bad-peer"]
+        );
     }
 
     #[test]

@@ -8,7 +8,7 @@ use perfskel_grammar::ast::*;
 use perfskel_grammar::printer;
 use perfskel_grammar::Diag;
 
-use crate::semantics::{depends_on_rank, eval_int, Env, PeerError, Shape};
+use crate::semantics::{depends_on_rank, eval_int, reads_vars, Env, PeerError, Shape};
 
 /// The largest tag every MPI library must accept (MPI_TAG_UB is at least this).
 const PORTABLE_TAG_MAX: u32 = 32_767;
@@ -51,8 +51,12 @@ pub(super) fn check(program: &Program, diags: &mut Vec<Diag>) -> Statics {
         request_names: BTreeSet::new(),
         diags,
         peer_checks: Vec::new(),
+        scope: Vec::new(),
+        loop_vars: Vec::new(),
+        request_pos: BTreeMap::new(),
     };
     pass.block(&program.body, 0);
+    pass.loop_var_collisions();
     for (name, comm) in &pass.comms {
         if !comm.used {
             pass.diags.push(
@@ -225,6 +229,12 @@ struct Pass<'a> {
     /// Outcomes of checking argument-free directions against a shape (by address:
     /// shapes are shared through `Rc` and live as long as the pass).
     peer_checks: Vec<(*const Shape, Direction, Result<(), PeerError>)>,
+    /// The variables of the loops around the statement being checked, innermost last.
+    scope: Vec<Ident>,
+    /// Every loop variable the program declares, for the name collision check.
+    loop_vars: Vec<Ident>,
+    /// Where each request name is first bound.
+    request_pos: BTreeMap<String, Pos>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -248,10 +258,16 @@ impl Pass<'_> {
             StmtKind::Wait(_) => {}
             StmtKind::CommDecl(d) => self.comm_decl(d, stmt, depth),
             StmtKind::Loop(l) => {
+                // The count is evaluated before the first iteration: the loop's own
+                // variable is not in scope there.
                 if self.expr(&l.count, Ty::Int, "a loop count") {
                     self.count(&l.count);
                 }
+                let bound = l.var.as_ref().is_some_and(|v| self.bind(v));
                 self.block(&l.body, depth + 1);
+                if bound {
+                    self.scope.pop();
+                }
             }
             StmtKind::If(i) => {
                 let mut current = i;
@@ -272,13 +288,71 @@ impl Pass<'_> {
         if let Some(r) = stmt.kind.request() {
             if !self.request_names.contains(&r.name) {
                 self.request_names.insert(r.name.clone());
+                self.request_pos.insert(r.name.clone(), r.pos);
             }
         }
     }
 
+    /// Brings the variable of a loop into scope for its body; refuses a name an
+    /// enclosing loop already uses (returns whether it was bound).
+    fn bind(&mut self, var: &Ident) -> bool {
+        self.loop_vars.push(var.clone());
+        if let Some(outer) = self.scope.iter().find(|v| v.name == var.name) {
+            let outer_pos = outer.pos;
+            self.diags.push(
+                Diag::error(
+                    "shadowed-variable",
+                    format!(
+                        "loop variable `{}` is already the variable of an enclosing loop",
+                        var.name
+                    ),
+                )
+                .at(var.pos, "declared again here")
+                .with_secondary(outer_pos, "the enclosing loop's variable")
+                .with_note(
+                    "a loop variable cannot shadow another: inside the inner loop, which iteration number would the name mean?",
+                )
+                .with_note("hint: give the inner loop's variable another name"),
+            );
+            return false;
+        }
+        self.scope.push(var.clone());
+        true
+    }
+
+    /// Loop variables share names with communicators and requests in generated code and
+    /// in readers' minds: the same name for both is refused.
+    fn loop_var_collisions(&mut self) {
+        let mut diags = Vec::new();
+        for var in &self.loop_vars {
+            let other = match self.comms.get(&var.name) {
+                Some(comm) => Some(("communicator", comm.pos)),
+                None => self.request_pos.get(&var.name).map(|&pos| ("request", pos)),
+            };
+            if let Some((what, pos)) = other {
+                let mut diag = Diag::error(
+                    "name-collision",
+                    format!("loop variable `{}` has the name of a {what}", var.name),
+                )
+                .at(var.pos, "loop variable");
+                diag = if pos.span().is_some() {
+                    diag.with_secondary(pos, format!("the {what} `{}`", var.name))
+                } else {
+                    diag.with_note(format!("`{}` is the communicator of all ranks", var.name))
+                };
+                diags.push(diag.with_note("hint: rename the loop variable"));
+            }
+        }
+        self.diags.extend(diags);
+    }
+
     /// Loop counts: a constant must be positive; a rank-dependent one must not be
-    /// negative on any rank (zero is how a rank skips a loop).
+    /// negative on any rank (zero is how a rank skips a loop). One that reads loop
+    /// variables is checked by the simulation, iteration by iteration.
     fn count(&mut self, count: &Expr) {
+        if reads_vars(count, None) {
+            return;
+        }
         let env = |rank| Env {
             rank,
             n_ranks: self.n_ranks,
@@ -634,13 +708,13 @@ impl Pass<'_> {
         match &e.kind {
             ExprKind::Int(_) | ExprKind::Rank | ExprKind::NRanks => Ok(Ty::Int),
             ExprKind::Bool(_) => Ok(Ty::Bool),
-            ExprKind::Var(v) => Err(Box::new(
-                Diag::error(
-                    "loop-var",
-                    format!("loop variables are not supported yet: `{}`", v.name),
-                )
-                .at(e.pos, "here"),
-            )),
+            ExprKind::Var(v) => {
+                if self.scope.iter().any(|s| s.name == v.name) {
+                    Ok(Ty::Int)
+                } else {
+                    Err(Box::new(self.undefined_variable(v)))
+                }
+            }
             ExprKind::Coord(dim) => {
                 if (*dim as usize) < self.world_dims {
                     Ok(Ty::Int)
@@ -704,6 +778,35 @@ impl Pass<'_> {
                 }
             }
         }
+    }
+}
+
+impl Pass<'_> {
+    /// A name in an expression that no enclosing loop binds.
+    fn undefined_variable(&self, v: &Ident) -> Diag {
+        let mut diag = Diag::error(
+            "undefined-variable",
+            format!("`{}` is not the variable of an enclosing loop", v.name),
+        )
+        .at(v.pos, "unknown name");
+        let mut names: Vec<&str> = self.scope.iter().map(|s| s.name.as_str()).collect();
+        names.extend(["rank", "nranks"]);
+        if let Some(best) = closest(&v.name, &names) {
+            diag = diag.with_note(format!("hint: did you mean `{best}`?"));
+        } else if let Some(earlier) = self.loop_vars.iter().find(|l| l.name == v.name) {
+            diag = diag
+                .with_secondary(earlier.pos, "the variable of this loop")
+                .with_note("a loop variable is in scope only in its loop's body");
+        } else if self.scope.is_empty() {
+            diag = diag.with_note(format!(
+                "hint: `loop COUNT as {} {{ ... }}` names the iteration number (0, 1, ...) in the loop's body",
+                v.name
+            ));
+        } else {
+            let list: Vec<String> = self.scope.iter().map(|s| format!("`{}`", s.name)).collect();
+            diag = diag.with_note(format!("loop variables here: {}", list.join(", ")));
+        }
+        diag
     }
 }
 

@@ -13,13 +13,24 @@
 //! receives what the workers' `loop 40 { send hub }` send. Such loops of one block are
 //! cut by one common divisor of all their counts on all ranks, so the numbers of
 //! messages still match.
+//!
+//! A loop whose body reads its own variable (`loop 500 as i { ... if i % 20 == 19 {
+//! allreduce 8 B } }`) keeps its pattern: the body's use of `i` has a period P (see
+//! [`period`]; 20 here, the lcm over every expression), and the loop keeps a whole
+//! number of periods: `min(n, max(P, round(n / k / P) · P))` iterations, rounding half
+//! away from zero (500 at 1:2 is 2.5 periods of 100, so 300 iterations). When no period
+//! is known (`i == 499`, `i < 10`) P is n and the loop is not cut. Conditions are left
+//! as written, so every residue of the period runs as often, relative to the others, as
+//! in the application. A loop whose count reads a loop variable is not cut.
 
 use std::collections::HashMap;
 
 use perfskel_grammar::ast::*;
 use perfskel_grammar::Diag;
 
-use crate::semantics::{depends_on_rank, eval_int, Env, Shape};
+use crate::semantics::{
+    depends_on_rank, eval_int, reads_vars, stmt_blocks, stmt_exprs, Env, Shape,
+};
 
 /// The decisions of loop cutting. Statements are identified by address within the
 /// program the plan was made for.
@@ -88,6 +99,82 @@ fn gcd(a: u64, b: u64) -> u64 {
     }
 }
 
+fn lcm(a: u64, b: u64) -> Option<u64> {
+    if a == 0 || b == 0 {
+        return Some(a.max(b));
+    }
+    (a / gcd(a, b)).checked_mul(b)
+}
+
+/// The period of `e` as a function of the loop variable `var`: a `p` with
+/// `e(var + p) = e(var)` for every value (1 when `e` does not read `var`), or `None`
+/// when none is known. `X % m` with a positive constant `m` and `X` affine in `var`
+/// (`i`, `rank + 2 * i`, `-i`) has period m; any other operator has the lcm of its
+/// operands' periods (a function of periodic values is periodic), so `i % 20 == 19 and
+/// i % 50 != 0` has period 100; `i` alone, as in `i == 499` or `i < 10`, has none.
+/// `env` evaluates the constant `m` (`nranks` included).
+pub(super) fn period(e: &Expr, var: &str, env: &Env) -> Option<u64> {
+    if !reads_vars(e, Some(var)) {
+        return Some(1);
+    }
+    match &e.kind {
+        ExprKind::Binary(BinOp::Rem, x, m) if affine(x, var) => {
+            if reads_vars(m, None) || depends_on_rank(m) {
+                return None;
+            }
+            eval_int(m, env)
+                .ok()
+                .and_then(|m| u64::try_from(m).ok())
+                .filter(|&m| m > 0)
+        }
+        ExprKind::Binary(_, l, r) => lcm(period(l, var, env)?, period(r, var, env)?),
+        ExprKind::Unary(_, x) => period(x, var, env),
+        _ => None,
+    }
+}
+
+/// Whether `e` is `a · var + b` with integers a and b that do not depend on `var`.
+fn affine(e: &Expr, var: &str) -> bool {
+    if !reads_vars(e, Some(var)) {
+        return true;
+    }
+    match &e.kind {
+        ExprKind::Var(v) => v.name == var,
+        ExprKind::Unary(UnaryOp::Neg, x) => affine(x, var),
+        ExprKind::Binary(BinOp::Add | BinOp::Sub, l, r) => affine(l, var) && affine(r, var),
+        ExprKind::Binary(BinOp::Mul, l, r) => {
+            (affine(l, var) && !reads_vars(r, Some(var)))
+                || (!reads_vars(l, Some(var)) && affine(r, var))
+        }
+        _ => false,
+    }
+}
+
+/// The period of every use of `var` in `block` (see [`period`]): the lcm over its
+/// expressions at any depth, `Some(1)` when it reads none.
+fn block_period(block: &Block, var: &str, env: &Env) -> Option<u64> {
+    let mut p = 1;
+    for stmt in &block.stmts {
+        for e in stmt_exprs(stmt) {
+            p = lcm(p, period(e, var, env)?)?;
+        }
+        for b in stmt_blocks(stmt) {
+            p = lcm(p, block_period(b, var, env)?)?;
+        }
+    }
+    Some(p)
+}
+
+/// The period of a loop's use of its own variable: `Some(1)` without a variable or when
+/// the body does not read it, `None` when no period is known.
+fn loop_period(l: &Loop, env: Option<&Env>) -> Option<u64> {
+    match (&l.var, env) {
+        (None, _) => Some(1),
+        (Some(v), Some(env)) => block_period(&l.body, &v.name, env),
+        (Some(_), None) => None,
+    }
+}
+
 /// The divisor of `g` closest to `k` on a log scale (the smaller one on a tie).
 fn divisor_near(g: u64, k: f64) -> u64 {
     if g == 0 || k <= 1.0 {
@@ -117,18 +204,31 @@ impl Planner {
         let mut coupled = Vec::new();
         coupled_loops(&block.stmts, false, &mut coupled);
         if !coupled.is_empty() {
-            let counts: Vec<u64> = coupled
-                .iter()
-                .flat_map(|l| {
-                    self.envs
-                        .iter()
-                        .filter_map(|env| eval_int(&l.count, env).ok())
-                        .filter_map(|v| u64::try_from(v).ok())
-                        .collect::<Vec<u64>>()
-                })
-                .collect();
+            // Each loop keeps a whole number of the periods of its variable's use: the
+            // divisor divides count / period. A count that reads a loop variable, or a
+            // body without a known period, leaves the whole group uncut.
+            let mut frozen = false;
+            let mut counts: Vec<u64> = Vec::new();
+            for l in &coupled {
+                if reads_vars(&l.count, None) {
+                    frozen = true;
+                    continue;
+                }
+                let period = loop_period(l, self.envs.first());
+                for v in self
+                    .envs
+                    .iter()
+                    .filter_map(|env| eval_int(&l.count, env).ok())
+                    .filter_map(|v| u64::try_from(v).ok())
+                {
+                    match period {
+                        Some(p) if v.is_multiple_of(p) => counts.push(v / p),
+                        _ => frozen = true,
+                    }
+                }
+            }
             let g = counts.iter().fold(0, |g, &c| gcd(g, c));
-            let d = divisor_near(g, k);
+            let d = if frozen { 1 } else { divisor_near(g, k) };
             for l in &coupled {
                 let count = if d == 1 {
                     l.count.clone()
@@ -147,7 +247,7 @@ impl Planner {
                 };
                 self.plan.loops.insert(*l as *const Loop, count);
                 let body_k = k / d as f64;
-                self.body(l, body_k, k, d as f64, Some(g));
+                self.body(l, body_k, k, d as f64, Some(g), None);
             }
         }
         self.walk(&block.stmts, k);
@@ -158,6 +258,11 @@ impl Planner {
         for stmt in stmts {
             match &stmt.kind {
                 StmtKind::Loop(l) if self.plan.loops.contains_key(&(&**l as *const Loop)) => {}
+                StmtKind::Loop(l) if reads_vars(&l.count, None) => {
+                    // Its count changes with an enclosing loop's iterations: kept.
+                    self.plan.loops.insert(&**l as *const Loop, l.count.clone());
+                    self.body(l, k, k, 1.0, None, None);
+                }
                 StmtKind::Loop(l) => {
                     let n = self
                         .envs
@@ -165,8 +270,15 @@ impl Planner {
                         .and_then(|env| eval_int(&l.count, env).ok())
                         .and_then(|v| u64::try_from(v).ok())
                         .unwrap_or(0);
+                    // A whole number of periods of the body's use of the loop variable
+                    // (all n iterations when it has no known period).
+                    let raw = loop_period(l, self.envs.first());
+                    let period = raw.map_or(n, |p| p.min(n));
                     let cut = if k <= 1.0 || n == 0 {
                         n
+                    } else if period > 1 {
+                        let periods = (n as f64 / k / period as f64).round() as u64;
+                        (periods.max(1) * period).min(n)
                     } else {
                         ((n as f64 / k).round() as u64).max(1)
                     };
@@ -180,7 +292,8 @@ impl Planner {
                         }
                     };
                     self.plan.loops.insert(&**l as *const Loop, count);
-                    self.body(l, k / factor, k, factor, None);
+                    let kept = (period > 1).then_some(raw);
+                    self.body(l, k / factor, k, factor, None, kept);
                 }
                 StmtKind::If(i) => {
                     let mut current = i;
@@ -204,8 +317,17 @@ impl Planner {
     }
 
     /// Plans a loop's body at residual `body_k`, and warns when statements directly in it
-    /// are left too long: the loop could not be cut by its share `k`.
-    fn body(&mut self, l: &Loop, body_k: f64, k: f64, factor: f64, common: Option<u64>) {
+    /// are left too long: the loop could not be cut by its share `k`. `period`: when the
+    /// body's use of the loop variable limited the cut, its period (`None`: none known).
+    fn body(
+        &mut self,
+        l: &Loop,
+        body_k: f64,
+        k: f64,
+        factor: f64,
+        common: Option<u64>,
+        period: Option<Option<u64>>,
+    ) {
         let direct = has_direct_statements(&l.body.stmts);
         if direct && body_k > 1.01 {
             let n = self
@@ -213,7 +335,9 @@ impl Planner {
                 .first()
                 .and_then(|env| eval_int(&l.count, env).ok())
                 .unwrap_or(0);
-            let what = if depends_on_rank(&l.count) {
+            let what = if reads_vars(&l.count, None) {
+                "loop whose count depends on a loop variable".to_string()
+            } else if depends_on_rank(&l.count) {
                 "loop whose count depends on the rank".to_string()
             } else {
                 format!("loop of {n} iteration{}", if n == 1 { "" } else { "s" })
@@ -235,6 +359,13 @@ impl Planner {
                 diag = diag.with_note(format!(
                     "loops whose counts differ by rank or by branch are cut by a common divisor of their counts (here of {g}) so that sends and receives still match"
                 ));
+            }
+            if let (Some(period), Some(v)) = (period, &l.var) {
+                diag = diag.with_note(match period {
+                    None => format!("the body reads `{v}` without a period (as in `{v} == 10` or `{v} < 10`), so every iteration is kept"),
+                    Some(p) if p as i64 >= n => format!("the body reads `{v}` with period {p}, no shorter than the loop, so every iteration is kept"),
+                    Some(p) => format!("the body reads `{v}` with period {p} (`{v} % m` repeats every m iterations; the period is the lcm over its uses), so the loop keeps a whole number of periods"),
+                });
             }
             self.plan.warnings.push(diag);
         }

@@ -264,3 +264,117 @@ fn the_model_target_keeps_compute_as_written() {
     assert!((computes(&model.program)[0] - 10e-3).abs() < 1e-6);
     assert!((model.ratio_reached - 10.0).abs() < 0.01);
 }
+
+const PATTERN: &str = "skeleton t\nranks 4\ntopology ring\napp_time 1 s\n\
+                       loop 500 as i {\n    compute 2 ms\n    if i % 20 == 19 {\n        allreduce 8 B\n    }\n    if i % 50 == 49 {\n        barrier\n    }\n}\n";
+
+#[test]
+fn loops_reading_their_variable_keep_whole_periods() {
+    // The body reads `i` with period lcm(20, 50) = 100. At 1:10 the 50 iterations of a
+    // plain cut become one period; at 1:2 the 250 are 2.5 periods, rounded half away
+    // from zero to 3: 300 iterations. Conditions are unchanged, so the scaled program
+    // still runs an allreduce every 20 iterations and a barrier every 50.
+    for (ratio, kept, allreduces, barriers) in [(10, "100", 5, 2), (2, "300", 15, 6)] {
+        let s = scaled(PATTERN, ratio).expect("scales");
+        assert_eq!(counts(&s.program), vec![kept], "1:{ratio}");
+        let text = print(&s.program);
+        assert!(text.contains("if i % 20 == 19 {"), "{text}");
+        assert!(text.contains("if i % 50 == 49 {"), "{text}");
+        let info = check(&s.program, "", Options::default())
+            .info
+            .expect("checks");
+        assert!(info
+            .ranks
+            .iter()
+            .all(|r| r.collectives == allreduces + barriers));
+    }
+    // A rotating partner has the period of the rank count: 500 / 10 = 50 iterations
+    // are 12.5 periods of 4, so 13 periods.
+    let rotate = "skeleton t\nranks 4\ntopology ring\napp_time 1 s\n\
+                  loop 500 as i {\n    compute 2 ms\n    sendrecv to rank((rank + i) % nranks) 1 KiB from rank((rank - i) % nranks) 1 KiB\n}\n";
+    let s = scaled(rotate, 10).expect("scales");
+    assert_eq!(counts(&s.program), vec!["52"]);
+    // A loop that does not read its variable, or with period 1, is cut as any other.
+    let unread = PATTERN
+        .replace("if i % 20 == 19", "if nranks == 4")
+        .replace("if i % 50 == 49", "if i % 1 == 0");
+    let s = scaled(&unread, 10).expect("scales");
+    assert_eq!(counts(&s.program), vec!["50"]);
+}
+
+#[test]
+fn loops_reading_their_variable_without_a_period_are_not_cut() {
+    for cond in ["i == 499", "i < 10", "i / 2 % 2 == 0 or i == 3"] {
+        let source = PATTERN.replace("i % 50 == 49", cond);
+        let s = scaled(&source, 10).unwrap_or_else(|e| panic!("{cond}: {e:?}"));
+        assert_eq!(counts(&s.program), vec!["500"], "{cond}");
+        let warning = s
+            .warnings
+            .iter()
+            .find(|w| w.code == "loop-not-cut")
+            .expect("a warning says why");
+        assert!(
+            warning.notes.iter().any(|n| n.contains("without a period")),
+            "{warning:?}"
+        );
+    }
+    // A count that reads an enclosing loop's variable is kept as written, and the outer
+    // loop keeps whole periods of it.
+    let nest = "skeleton t\nranks 4\ntopology ring\napp_time 1 s\n\
+                loop 600 as i {\n    loop i % 3 + 1 {\n        compute 1 ms\n        sendrecv to next 8 B from prev 8 B\n    }\n}\n";
+    let s = scaled(nest, 10).expect("scales");
+    assert_eq!(counts(&s.program), vec!["60", "i % 3 + 1"]);
+}
+
+#[test]
+fn periods_of_expressions() {
+    let env = crate::semantics::Env {
+        rank: 0,
+        n_ranks: 8,
+        coords: Vec::new(),
+    };
+    let cond = |text: &str| {
+        let source = format!(
+            "skeleton t ranks 8 topology ring app_time 1 s\nloop 10 as i {{ if {text} {{}} }}"
+        );
+        let (program, diags) = parse(&source);
+        assert!(diags.is_empty(), "{diags:?}");
+        match &program.body.stmts[0].kind {
+            StmtKind::Loop(l) => match &l.body.stmts[0].kind {
+                StmtKind::If(i) => i.cond.clone(),
+                _ => unreachable!(),
+            },
+            _ => unreachable!(),
+        }
+    };
+    let period = |text: &str| cut::period(&cond(text), "i", &env);
+    assert_eq!(period("rank == 0"), Some(1));
+    assert_eq!(period("i % 20 == 19"), Some(20));
+    assert_eq!(period("i % 20 != 19 and i % 50 == 0"), Some(100));
+    assert_eq!(period("not (i % 4 == 1) or i % 6 == 0"), Some(12));
+    assert_eq!(period("(rank + 3 * i) % nranks == 0"), Some(8));
+    assert_eq!(period("-i % 5 == 0"), Some(5));
+    assert_eq!(period("i % 4 % 2 == 0"), Some(4));
+    assert_eq!(period("(i % 10) / 3 == 1"), Some(10));
+    assert_eq!(period("i == 499"), None);
+    assert_eq!(period("i < 10"), None);
+    assert_eq!(period("i / 2 % 2 == 0"), None);
+    assert_eq!(period("i % (rank + 1) == 0"), None);
+    assert_eq!(period("i % 0 == 0"), None);
+}
+
+#[test]
+fn partner_loops_with_variables_keep_whole_periods() {
+    // The master's loop reads its variable with period 8: both partners are cut by one
+    // divisor of gcd(400 / 8, 400) = 50 near 10, so the counts stay equal and the
+    // master's a multiple of 8. A partner whose count reads a variable is not cut, and
+    // neither is the group.
+    let source = "skeleton t\nranks 4\ntopology star\napp_time 4 s\n\
+                  if rank == 0 {\n    loop 400 as i {\n        if i % 8 == 0 {\n            compute 10 ms\n        }\n        recv any 1 KiB\n        recv any 1 KiB\n        recv any 1 KiB\n    }\n} else {\n    loop 400 {\n        compute 10 ms\n        send hub 1 KiB\n    }\n}\n";
+    let s = scaled(source, 10).expect("scales");
+    assert_eq!(counts(&s.program), vec!["40", "40"]);
+    let frozen = "skeleton t\nranks 4\ntopology star\napp_time 4 s\n\
+                  loop 4 as j {\n    if rank == 0 {\n        loop 3 * (j + 1) {\n            recv any 1 KiB\n        }\n    } else {\n        loop 100 {\n            compute 10 ms\n        }\n        loop j + 1 {\n            send hub 1 KiB\n        }\n    }\n}\n";
+    let s = scaled(frozen, 10).expect("scales");
+    assert_eq!(counts(&s.program), vec!["4", "3 * (j + 1)", "100", "j + 1"]);
+}

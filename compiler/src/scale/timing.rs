@@ -6,8 +6,10 @@
 //! message that would arrive first. Compute adds its (mean) time to the clock; a message
 //! arrives `latency + bytes / bandwidth` after both sides are ready (eager sends
 //! complete at once at the sender); a collective ends its cost after the last member
-//! arrives; a wait moves the clock to the completion of what it waits for. The program
-//! must have passed `check`, so it cannot deadlock; a budget bounds long runs.
+//! arrives; a wait moves the clock to the completion of what it waits for. Expressions
+//! that read loop variables are evaluated on every execution with the rank's iteration
+//! numbers. The program must have passed `check`, so it cannot deadlock; a budget bounds
+//! long runs.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap, VecDeque};
@@ -16,7 +18,11 @@ use perfskel_grammar::ast::*;
 
 use super::model::Model;
 use crate::check::Info;
-use crate::semantics::{cart_sub_color, eval_bool, eval_int, Env, Shape};
+use smallvec::SmallVec;
+
+use crate::semantics::{
+    block_reads_var, cart_sub_color, eval_bool_in, eval_int, eval_int_in, Env, Shape,
+};
 
 /// What the timed simulation found.
 #[derive(Clone, Debug, PartialEq)]
@@ -90,7 +96,25 @@ struct Frame<'p> {
     stmts: &'p [Stmt],
     idx: usize,
     left: u64,
+    /// The iteration count, and the loop variable's name when the loop has one.
+    count: u64,
+    var: Option<&'p str>,
 }
+
+impl<'p> Frame<'p> {
+    fn block(stmts: &'p [Stmt]) -> Frame<'p> {
+        Frame {
+            stmts,
+            idx: 0,
+            left: 1,
+            count: 1,
+            var: None,
+        }
+    }
+}
+
+/// Loop variables and their values, innermost last: rarely more than a few.
+type VarList<'p> = SmallVec<[(&'p str, i64); 4]>;
 
 struct Rank<'p> {
     frames: Vec<Frame<'p>>,
@@ -169,11 +193,7 @@ impl<'p> Timed<'p> {
         let n = program.ranks.value;
         let ranks = (0..n)
             .map(|rank| Rank {
-                frames: vec![Frame {
-                    stmts: &program.body.stmts,
-                    idx: 0,
-                    left: 1,
-                }],
+                frames: vec![Frame::block(&program.body.stmts)],
                 clock: 0.0,
                 compute: 0.0,
                 env: Env {
@@ -316,6 +336,15 @@ impl<'p> Timed<'p> {
         }
     }
 
+    /// The loop variables of `rank`'s current position and their iteration numbers.
+    fn vars(&self, rank: u64) -> VarList<'p> {
+        self.ranks[rank as usize]
+            .frames
+            .iter()
+            .filter_map(|f| f.var.map(|v| (v, f.count.saturating_sub(f.left) as i64)))
+            .collect()
+    }
+
     /// Runs one statement of `rank`; whether the rank can go on (not blocked, not done).
     fn step(&mut self, rank: u64) -> Result<bool, TimingError> {
         let r = rank as usize;
@@ -324,6 +353,7 @@ impl<'p> Timed<'p> {
             return Ok(false);
         };
         let env = self.ranks[r].env.clone();
+        let vars = self.vars(rank);
         match &stmt.kind {
             StmtKind::Compute(c) => {
                 let t = compute_seconds(&c.time, rank);
@@ -331,19 +361,31 @@ impl<'p> Timed<'p> {
                 self.ranks[r].compute += t;
             }
             StmtKind::Loop(l) => {
-                let count = eval_int(&l.count, &env).map_err(|e| stuck(e.message()))?;
+                let count = eval_int_in(&l.count, &env, &vars).map_err(|e| stuck(e.message()))?;
                 let count = u64::try_from(count).unwrap_or(0);
                 if count > 0 {
-                    match compute_only(&l.body, &env)? {
-                        // Only computation inside: account for it without running it.
-                        Some(once) => {
-                            self.ranks[r].clock += once * count as f64;
-                            self.ranks[r].compute += once * count as f64;
+                    let mut vars = vars;
+                    let mut work = self.budget.saturating_add(1).saturating_sub(self.ops);
+                    let left = work;
+                    // Only computation inside: accounted for without running it (a body
+                    // that communicates runs iteration by iteration).
+                    let total = if is_compute_only(&l.body) {
+                        Some(loop_compute(l, count as i64, &env, &mut vars, &mut work)?)
+                    } else {
+                        None
+                    };
+                    self.ops += left - work;
+                    match total {
+                        Some(total) => {
+                            self.ranks[r].clock += total;
+                            self.ranks[r].compute += total;
                         }
                         None => self.ranks[r].frames.push(Frame {
                             stmts: &l.body.stmts,
                             idx: 0,
                             left: count,
+                            count,
+                            var: l.var.as_ref().map(|v| v.name.as_str()),
                         }),
                     }
                 }
@@ -351,7 +393,7 @@ impl<'p> Timed<'p> {
             StmtKind::If(i) => {
                 let mut current = i;
                 let chosen = loop {
-                    if eval_bool(&current.cond, &env).map_err(|e| stuck(e.message()))? {
+                    if eval_bool_in(&current.cond, &env, &vars).map_err(|e| stuck(e.message()))? {
                         break Some(&current.then_block);
                     }
                     match &current.else_branch {
@@ -361,14 +403,10 @@ impl<'p> Timed<'p> {
                     }
                 };
                 if let Some(block) = chosen {
-                    self.ranks[r].frames.push(Frame {
-                        stmts: &block.stmts,
-                        idx: 0,
-                        left: 1,
-                    });
+                    self.ranks[r].frames.push(Frame::block(&block.stmts));
                 }
             }
-            StmtKind::P2p(p) => return self.p2p(rank, p, &env),
+            StmtKind::P2p(p) => return self.p2p(rank, p, &env, &vars),
             StmtKind::Collective(c) => {
                 self.ops += 1;
                 let comm = c.comm.as_ref().map_or("world", |c| c.name.as_str());
@@ -417,7 +455,13 @@ impl<'p> Timed<'p> {
         Ok(true)
     }
 
-    fn p2p(&mut self, rank: u64, p: &'p P2p, env: &Env) -> Result<bool, TimingError> {
+    fn p2p(
+        &mut self,
+        rank: u64,
+        p: &'p P2p,
+        env: &Env,
+        vars: &[(&str, i64)],
+    ) -> Result<bool, TimingError> {
         self.ops += 1;
         let comm = p.comm.as_ref().map_or("world", |c| c.name.as_str());
         let (inst, me) = self.member(rank, comm)?;
@@ -432,14 +476,14 @@ impl<'p> Timed<'p> {
         let tag = p.tag.map_or(0, |t| t.value);
         let mut reqs = Vec::new();
         if let Some((peer, size)) = send {
-            let to = self.resolve(inst, me, &peer.value, env)?;
+            let to = self.resolve(inst, me, &peer.value, env, vars)?;
             let bytes = size.value.bytes().unwrap_or(0);
             reqs.push(self.post_send(rank, inst, me, to, tag, bytes));
         }
         if let Some((peer, _)) = recv {
             let from = match &peer.value {
                 Peer::Any => Some(None),
-                other => self.resolve(inst, me, other, env)?.map(Some),
+                other => self.resolve(inst, me, other, env, vars)?.map(Some),
             };
             reqs.push(self.post_recv(rank, inst, me, from, tag));
         }
@@ -469,17 +513,18 @@ impl<'p> Timed<'p> {
         me: u64,
         peer: &Peer,
         env: &Env,
+        vars: &[(&str, i64)],
     ) -> Result<Option<u64>, TimingError> {
         let size = self.comms[inst].members.len() as u64;
         match peer {
             Peer::Any => Ok(None),
             Peer::Rank(e) => {
-                let v = eval_int(e, env).map_err(|e| stuck(e.message()))?;
+                let v = eval_int_in(e, env, vars).map_err(|e| stuck(e.message()))?;
                 Ok(u64::try_from(v).ok().filter(|&v| v < size))
             }
             Peer::Dir(dir) => self.comms[inst]
                 .shape
-                .peer(me, size, dir, env)
+                .peer_in(me, size, dir, env, vars)
                 .map_err(|_| stuck("a direction the checker accepted cannot be resolved")),
         }
     }
@@ -642,24 +687,68 @@ impl<'p> Timed<'p> {
     }
 }
 
-/// The compute time of one execution of a block without communication; `None` if it
-/// communicates.
-fn compute_only(block: &Block, env: &Env) -> Result<Option<f64>, TimingError> {
+/// Whether a block holds only computation (loops of computation included).
+fn is_compute_only(block: &Block) -> bool {
+    block.stmts.iter().all(|s| match &s.kind {
+        StmtKind::Compute(_) => true,
+        StmtKind::Loop(l) => is_compute_only(&l.body),
+        _ => false,
+    })
+}
+
+/// The compute time of one execution of a block without communication (callers check
+/// with [`is_compute_only`]), with the loop variables `vars`; `None` if it communicates. A loop whose inner counts read its own
+/// variable is summed iteration by iteration, each costing one unit of `work`; with no
+/// work left the sum stops short (the run then ends on its budget).
+fn compute_only<'p>(
+    block: &'p Block,
+    env: &Env,
+    vars: &mut VarList<'p>,
+    work: &mut u64,
+) -> Result<Option<f64>, TimingError> {
     let mut total = 0.0;
     for stmt in &block.stmts {
         match &stmt.kind {
             StmtKind::Compute(c) => total += compute_seconds(&c.time, env.rank),
             StmtKind::Loop(l) => {
-                let count = eval_int(&l.count, env).map_err(|e| stuck(e.message()))?;
-                match compute_only(&l.body, env)? {
-                    Some(once) => total += count.max(0) as f64 * once,
-                    None => return Ok(None),
-                }
+                let count = eval_int_in(&l.count, env, vars).map_err(|e| stuck(e.message()))?;
+                total += loop_compute(l, count.max(0), env, vars, work)?;
             }
             _ => return Ok(None),
         }
     }
     Ok(Some(total))
+}
+
+/// The compute time of `count` iterations of a loop that holds only computation (see
+/// [`compute_only`]).
+fn loop_compute<'p>(
+    l: &'p Loop,
+    count: i64,
+    env: &Env,
+    vars: &mut VarList<'p>,
+    work: &mut u64,
+) -> Result<f64, TimingError> {
+    let once = |vars: &mut VarList<'p>, work: &mut u64| {
+        compute_only(&l.body, env, vars, work).map(|t| t.unwrap_or(0.0))
+    };
+    match l.var.as_ref() {
+        Some(v) if block_reads_var(&l.body, &v.name) => {
+            let mut total = 0.0;
+            for i in 0..count {
+                if *work == 0 {
+                    break;
+                }
+                *work -= 1;
+                vars.push((v.name.as_str(), i));
+                let t = once(vars, work);
+                vars.pop();
+                total += t?;
+            }
+            Ok(total)
+        }
+        _ => Ok(count as f64 * once(vars, work)?),
+    }
 }
 
 #[cfg(test)]
@@ -720,6 +809,24 @@ mod tests {
             "{}",
             t.total_s()
         );
+    }
+
+    #[test]
+    fn loop_variables_are_evaluated_per_iteration() {
+        // Every fifth iteration computes; a triangular nest sums 0 + 1 + 2 + 3 ms without
+        // being run; rotating partners exchange one message per iteration.
+        let t = time(
+            "skeleton t ranks 4 topology ring app_time 1 s\n\
+             loop 10 as i { if i % 5 == 4 { compute 1 ms } }\n\
+             loop 4 as i { loop i { compute 1 ms } }\n\
+             loop 3 as i { loop 2 as j { if j == 1 { compute 1 ms } } sendrecv to rank((rank + i + 1) % nranks) 1000 B from rank((rank - i - 1) % nranks) 1000 B }",
+            &model(),
+        );
+        for c in &t.rank_compute_s {
+            assert!((c - 0.011).abs() < 1e-12, "{c}");
+        }
+        let expected = 0.011 + 3.0 * (1e-5 + 1e-6);
+        assert!((t.total_s() - expected).abs() < 1e-9, "{}", t.total_s());
     }
 
     #[test]

@@ -169,6 +169,8 @@ struct Writer<'a> {
     comms: BTreeMap<String, String>,
     /// Request handle → C variable.
     requests: BTreeMap<String, String>,
+    /// Loop variable → C variable (`v_NAME`, escaped by the namer when taken).
+    loop_vars: BTreeMap<String, String>,
     /// (communicator, direction text) → C variable holding the neighbour.
     neighbours: BTreeMap<(String, String), String>,
     /// Receive regions: request handle (or "" for blocking operations) → (offset, size).
@@ -196,6 +198,10 @@ impl<'a> Writer<'a> {
             .iter()
             .map(|r| (r.clone(), namer.call(r)))
             .collect();
+        let loop_vars = super::loop_var_names(&program.body)
+            .into_iter()
+            .map(|v| (v.to_string(), namer.call(&format!("v_{v}"))))
+            .collect();
         let mut w = Writer {
             program,
             info,
@@ -203,6 +209,7 @@ impl<'a> Writer<'a> {
             namer,
             comms,
             requests,
+            loop_vars,
             neighbours: BTreeMap::new(),
             regions: BTreeMap::new(),
             send_bytes: 0,

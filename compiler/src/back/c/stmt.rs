@@ -59,7 +59,10 @@ impl Writer<'_> {
             StmtKind::Wait(w) => self.wait(w),
             StmtKind::CommDecl(d) => self.comm_decl(d),
             StmtKind::Loop(l) => {
-                let var = format!("it{}", self.depth.min(9));
+                let var = match &l.var {
+                    Some(v) => self.loop_var(&v.name),
+                    None => format!("it{}", self.depth.min(9)),
+                };
                 let count = self.expr(&l.count);
                 self.line(&format!(
                     "for (long long {var} = 0; {var} < {count}; {var}++) {{"
@@ -472,6 +475,14 @@ impl Writer<'_> {
 
     // ---- expressions ----------------------------------------------------------------
 
+    /// The C variable of a loop variable.
+    fn loop_var(&self, name: &str) -> String {
+        self.loop_vars
+            .get(name)
+            .cloned()
+            .unwrap_or_else(|| format!("v_{name}"))
+    }
+
     /// A C expression (of type long long, or a condition) with the skeleton's meaning.
     fn expr(&self, e: &Expr) -> String {
         match &e.kind {
@@ -486,7 +497,7 @@ impl Writer<'_> {
             ExprKind::Rank => "rank".into(),
             ExprKind::NRanks => "nranks".into(),
             ExprKind::Coord(d) => format!("coords[{d}]"),
-            ExprKind::Var(v) => v.name.clone(),
+            ExprKind::Var(v) => self.loop_var(&v.name),
             ExprKind::Unary(UnaryOp::Neg, x) => format!("(-{})", self.expr(x)),
             ExprKind::Unary(UnaryOp::Not, x) => format!("(!{})", self.expr(x)),
             ExprKind::Binary(op, l, r) => {

@@ -10,7 +10,7 @@ use perfskel_grammar::ast::*;
 use perfskel_grammar::printer;
 
 use super::syntax::{
-    bytes_literal, expr, ident, is_snake_case, one_line, peer, size, time_spec, topology,
+    bytes_literal, expr, ident, is_snake_case, one_line, peer, size, time_spec, topology, LoopVars,
 };
 use crate::back::Options;
 use crate::check::Info;
@@ -22,6 +22,7 @@ pub fn main_rs(program: &Program, info: &Info, options: &Options) -> String {
         lines: LineIndex::new(&options.source),
         source_name: options.source_name.clone(),
         used_comms: used_comms(&program.body),
+        vars: loop_vars(&program.body, info),
     };
     g.header(program, info, options);
     let (decls, rest) = crate::back::comms_and_passes(&program.body);
@@ -52,6 +53,28 @@ struct Gen {
     lines: LineIndex,
     source_name: String,
     used_comms: BTreeSet<String>,
+    vars: LoopVars,
+}
+
+/// The Rust variable of each loop variable: `v_NAME`, with underscores added while a
+/// communicator, a request or another loop variable has that name.
+fn loop_vars(body: &Block, info: &Info) -> LoopVars {
+    let mut taken: BTreeSet<String> = info
+        .requests
+        .iter()
+        .chain(info.comms.iter().map(|c| &c.name))
+        .map(|n| ident(n))
+        .collect();
+    let mut vars = LoopVars::new();
+    for name in crate::back::loop_var_names(body) {
+        let mut var = ident(&format!("v_{name}"));
+        while taken.contains(&var) {
+            var.push('_');
+        }
+        taken.insert(var.clone());
+        vars.insert(name.to_string(), var);
+    }
+    vars
 }
 
 impl Gen {
@@ -82,7 +105,9 @@ impl Gen {
         let names = info
             .requests
             .iter()
-            .chain(info.comms.iter().map(|c| &c.name));
+            .chain(info.comms.iter().map(|c| &c.name))
+            .map(String::as_str)
+            .chain(crate::back::loop_var_names(&program.body));
         if names.into_iter().any(|n| !is_snake_case(n)) {
             self.out.push_str(
                 "// Variables keep the skeleton's names, capitals included.\n\
@@ -263,8 +288,8 @@ impl Gen {
                 code.push_str(".run();");
                 self.line(depth, &code);
             }
-            StmtKind::P2p(p) => self.line(depth, &p2p(p)),
-            StmtKind::Collective(c) => self.line(depth, &collective(c)),
+            StmtKind::P2p(p) => self.line(depth, &p2p(p, &self.vars)),
+            StmtKind::Collective(c) => self.line(depth, &collective(c, &self.vars)),
             StmtKind::Wait(w) => {
                 let handles: Vec<String> = w.handles.iter().map(|h| ident(&h.name)).collect();
                 let code = match w.op {
@@ -287,10 +312,12 @@ impl Gen {
                     CommDef::Split { color, key, .. } => match key {
                         Some(key) => format!(
                             "sk.split_with_key({name:?}, {parent}, {}, {})",
-                            expr(color),
-                            expr(key)
+                            expr(color, &self.vars),
+                            expr(key, &self.vars)
                         ),
-                        None => format!("sk.split({name:?}, {parent}, {})", expr(color)),
+                        None => {
+                            format!("sk.split({name:?}, {parent}, {})", expr(color, &self.vars))
+                        }
                     },
                     CommDef::Dup { .. } => format!("sk.dup({name:?}, {parent})"),
                     CommDef::CartSub { keep, .. } => {
@@ -301,12 +328,21 @@ impl Gen {
                 self.line(depth, &format!("let {var} = {call};"));
             }
             StmtKind::Loop(l) => {
-                self.line(depth, &format!("for _ in 0..{} {{", expr(&l.count)));
+                // `0_i64..`: the variable is an i64 like every expression, whatever
+                // the count's type.
+                let head = match &l.var {
+                    Some(v) if crate::semantics::block_reads_var(&l.body, &v.name) => {
+                        let var = self.vars.get(&v.name).cloned().unwrap_or_default();
+                        format!("for {var} in 0_i64..{} {{", expr(&l.count, &self.vars))
+                    }
+                    _ => format!("for _ in 0..{} {{", expr(&l.count, &self.vars)),
+                };
+                self.line(depth, &head);
                 self.block_body(&l.body, depth + 1);
                 self.line(depth, "}");
             }
             StmtKind::If(i) => {
-                self.line(depth, &format!("if {} {{", expr(&i.cond)));
+                self.line(depth, &format!("if {} {{", expr(&i.cond, &self.vars)));
                 self.if_rest(i, depth);
             }
         }
@@ -323,26 +359,29 @@ impl Gen {
                 self.line(depth, "}");
             }
             Some(Else::If(next)) => {
-                self.line(depth, &format!("}} else if {} {{", expr(&next.cond)));
+                self.line(
+                    depth,
+                    &format!("}} else if {} {{", expr(&next.cond, &self.vars)),
+                );
                 self.if_rest(next, depth);
             }
         }
     }
 }
 
-fn p2p(p: &P2p) -> String {
+fn p2p(p: &P2p, vars: &LoopVars) -> String {
     let mut code = match (&p.op, p.recv.as_deref()) {
         (P2pOp::Sendrecv, Some((from, recv_size))) => format!(
             "sk.sendrecv({}, {}, {}, {})",
-            peer(&p.peer.value),
+            peer(&p.peer.value, vars),
             size(p.size.value),
-            peer(&from.value),
+            peer(&from.value, vars),
             size(recv_size.value)
         ),
         (op, _) => format!(
             "sk.{}({}, {})",
             op.keyword(),
-            peer(&p.peer.value),
+            peer(&p.peer.value, vars),
             size(p.size.value)
         ),
     };
@@ -355,7 +394,7 @@ fn p2p(p: &P2p) -> String {
     finish(code, p.request.as_ref())
 }
 
-fn collective(c: &Collective) -> String {
+fn collective(c: &Collective, vars: &LoopVars) -> String {
     let prefix = if c.nonblocking { "i" } else { "" };
     let mut code = if c.op == CollOp::Barrier {
         format!("sk.{prefix}barrier()")
@@ -371,7 +410,7 @@ fn collective(c: &Collective) -> String {
         format!("sk.{prefix}{}({size})", c.op.keyword())
     };
     if let Some(root) = &c.root {
-        let _ = write!(code, ".root({})", expr(root));
+        let _ = write!(code, ".root({})", expr(root, vars));
     }
     if let Some(comm_name) = &c.comm {
         let _ = write!(code, ".on({})", comm(comm_name));

@@ -94,15 +94,18 @@ pub(super) fn bytes_literal(n: u64) -> String {
     format!("bytes({n})")
 }
 
-pub(super) fn peer(p: &Peer) -> String {
+/// The Rust variables of loop variables: skeleton name → identifier (`v_NAME`).
+pub(super) type LoopVars = std::collections::BTreeMap<String, String>;
+
+pub(super) fn peer(p: &Peer, vars: &LoopVars) -> String {
     match p {
         Peer::Any => "ANY".into(),
-        Peer::Rank(e) => format!("Peer::Rank({})", expr(e)),
-        Peer::Dir(d) => direction(d),
+        Peer::Rank(e) => format!("Peer::Rank({})", expr(e, vars)),
+        Peer::Dir(d) => direction(d, vars),
     }
 }
 
-fn direction(d: &Direction) -> String {
+fn direction(d: &Direction, vars: &LoopVars) -> String {
     match d {
         Direction::Axis(axis) => {
             let sign = if axis.forward { "PLUS" } else { "MINUS" };
@@ -125,10 +128,10 @@ fn direction(d: &Direction) -> String {
         Direction::Prev => "PREV".into(),
         Direction::Parent => "PARENT".into(),
         Direction::Hub => "HUB".into(),
-        Direction::Child(e) => format!("child({})", expr(e)),
-        Direction::Leaf(e) => format!("leaf({})", expr(e)),
-        Direction::Bit(e) => format!("bit({})", expr(e)),
-        Direction::Neighbor(e) => format!("neighbor({})", expr(e)),
+        Direction::Child(e) => format!("child({})", expr(e, vars)),
+        Direction::Leaf(e) => format!("leaf({})", expr(e, vars)),
+        Direction::Bit(e) => format!("bit({})", expr(e, vars)),
+        Direction::Neighbor(e) => format!("neighbor({})", expr(e, vars)),
     }
 }
 
@@ -141,14 +144,16 @@ const P_MUL: u8 = 6;
 const P_UNARY: u8 = 7;
 const P_ATOM: u8 = 8;
 
-/// An expression as Rust over `sk`, with parentheses only where Rust needs them.
-pub(super) fn expr(e: &Expr) -> String {
-    expr_prec(e).0
+/// An expression as Rust over `sk`, with parentheses only where Rust needs them; loop
+/// variables are the variables `vars` names.
+pub(super) fn expr(e: &Expr, vars: &LoopVars) -> String {
+    expr_prec(e, vars).0
 }
 
-fn expr_prec(e: &Expr) -> (String, u8) {
+fn expr_prec(e: &Expr, vars: &LoopVars) -> (String, u8) {
+    let expr = |e: &Expr| expr(e, vars);
     let wrap = |e: &Expr, min: u8| {
-        let (text, prec) = expr_prec(e);
+        let (text, prec) = expr_prec(e, vars);
         if prec < min {
             format!("({text})")
         } else {
@@ -164,7 +169,12 @@ fn expr_prec(e: &Expr) -> (String, u8) {
         ExprKind::Rank => ("rank".into(), P_ATOM),
         ExprKind::NRanks => ("nranks".into(), P_ATOM),
         ExprKind::Coord(i) => (format!("coords[{i}]"), P_ATOM),
-        ExprKind::Var(v) => (v.name.clone(), P_ATOM),
+        ExprKind::Var(v) => (
+            vars.get(&v.name)
+                .cloned()
+                .unwrap_or_else(|| format!("v_{}", v.name)),
+            P_ATOM,
+        ),
         ExprKind::Unary(UnaryOp::Neg, x) => (format!("-{}", wrap(x, P_ATOM)), P_UNARY),
         ExprKind::Unary(UnaryOp::Not, x) => (format!("!{}", wrap(x, P_ATOM)), P_UNARY),
         // The DSL's `/` and `%` are Euclidean, as in the checker.
@@ -350,6 +360,10 @@ pub(super) fn one_line(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn expr(e: &Expr) -> String {
+        super::expr(e, &LoopVars::new())
+    }
 
     fn parse_expr(text: &str) -> Expr {
         let source = format!("skeleton t ranks 4 topology ring app_time 1 s\nloop {text} {{}}");
