@@ -120,6 +120,7 @@ impl Builder<'_> {
                     cond,
                     then,
                     otherwise,
+                    recorded,
                 } => {
                     let then = self.block(then, universe);
                     let otherwise = self.block(otherwise, universe);
@@ -127,7 +128,13 @@ impl Builder<'_> {
                     if !otherwise.is_empty() {
                         built.push((None, otherwise));
                     }
-                    out.push(if_chain(built));
+                    let mut stmt = if_chain(built);
+                    if let Some((k, written)) = recorded {
+                        stmt.trivia.leading.push(format!(
+                            "# The application ran this on {k} iterations with no pattern (data-dependent); here on {written}, evenly spread."
+                        ));
+                    }
+                    out.push(stmt);
                 }
                 MNode::If { branches } => {
                     self.rank_conditionals += 1;
@@ -464,9 +471,14 @@ impl Builder<'_> {
                     request: req.map(handle),
                     size: match sz {
                         CollSize::None => None,
-                        CollSize::One(b) => Some(SizeSpec::Fixed(Spanned::derived(size(
-                            stats[0].mean().unwrap_or(*b),
-                        )))),
+                        CollSize::One(b) => {
+                            // As for messages: a collective of no bytes synchronizes.
+                            let b = stats[0].mean().unwrap_or(*b);
+                            if b == 0 {
+                                zero_bytes = true;
+                            }
+                            Some(SizeSpec::Fixed(Spanned::derived(size(b.max(1)))))
+                        }
                         CollSize::PerRank(m) => {
                             let m: BTreeMap<u32, u64> = m
                                 .iter()
@@ -515,7 +527,7 @@ impl Builder<'_> {
             stmt.trivia.trailing = Some("# requests the trace never completed".into());
         } else if zero_bytes {
             stmt.trivia.trailing =
-                Some("# 0 B in the application: a message that only synchronizes".into());
+                Some("# 0 B in the application: a call that only synchronizes".into());
         } else if !varied.is_empty() {
             let ranges: Vec<String> = varied
                 .iter()

@@ -38,6 +38,8 @@ pub(crate) struct Decl {
     pub op: Op,
     /// Whether the skeleton declares it ([`Comms::keep_used`]).
     pub kept: bool,
+    /// What the declaration's comment says instead of the call that made it.
+    pub note: Option<&'static str>,
 }
 
 /// Every communicator of the trace.
@@ -114,6 +116,26 @@ impl Comms {
             ..Comms::default()
         };
         let shape = Shape::of_topology(topology, u64::from(n_ranks));
+        // MPI_COMM_SELF: every rank alone. Declared (first, so that what is made from it
+        // can follow) only when a kept call uses it.
+        let own = CommRef::Named(0);
+        comms.decls.push(Decl {
+            name: "self0".into(),
+            def: CommDef::Split {
+                parent: Ident::new("world"),
+                color: Expr::new(ExprKind::Rank),
+                key: None,
+            },
+            site: None,
+            op: Op::CommSplit,
+            kept: true,
+            note: Some("MPI_COMM_SELF"),
+        });
+        for rank in 0..n_ranks {
+            comms.map.insert((rank, 1), own);
+            comms.local.insert((rank, own), 1);
+            comms.members.insert((rank, 1), vec![i64::from(rank)]);
+        }
         let calls = survey.calls;
         // How far each rank's calls are grouped, and how many calls it made per parent.
         let mut cursor: BTreeMap<u32, usize> = BTreeMap::new();
@@ -302,6 +324,7 @@ impl Comms {
                     site: site.clone(),
                     op,
                     kept: true,
+                    note: None,
                 });
                 CommRef::Named(idx)
             })
@@ -371,8 +394,8 @@ impl Comms {
         self.decls.len() - n_kept
     }
 
-    /// The communicator a rank-local id stands for; `None` for `MPI_COMM_SELF` and
-    /// communicators the skeleton cannot declare.
+    /// The communicator a rank-local id stands for; `None` for communicators the
+    /// skeleton cannot declare.
     pub fn lookup(&self, rank: u32, id: u64) -> Option<CommRef> {
         match id {
             0 => Some(CommRef::World),

@@ -91,52 +91,74 @@ impl Cond {
 }
 
 /// Folds `nodes` when that saves statements; `None` leaves them as they are.
+/// Every iteration runs exactly what the application's iteration of that number did.
+#[cfg(test)]
 pub(crate) fn fold(nodes: &[MNode]) -> Option<Vec<MNode>> {
-    fold_at(nodes, 0)
+    fold_at(nodes, 0, false)
 }
 
-fn fold_at(nodes: &[MNode], depth: u32) -> Option<Vec<MNode>> {
+/// As [`fold`], and code the application ran on iterations that follow no pattern
+/// (LAMMPS re-neighbours when atoms have moved far enough: on 23 of 500 steps, at
+/// data-dependent times) runs as often, evenly spread: `i % p == r` with `p` and `r`
+/// chosen so that it runs the recorded number of times or as near as the count allows.
+/// The [`MNode::When`] says how often it really ran.
+pub(crate) fn fold_approx(nodes: &[MNode]) -> Option<Vec<MNode>> {
+    fold_at(nodes, 0, true)
+}
+
+fn fold_at(nodes: &[MNode], depth: u32, approx: bool) -> Option<Vec<MNode>> {
     if depth >= MAX_DEPTH || expanded_len(nodes) > MAX_ITEMS as u64 {
         return None;
     }
-    let mut flat = Flat::default();
+    let mut flat = Flat {
+        approx,
+        ..Flat::default()
+    };
     flat.flatten(nodes);
     let before = size(nodes);
     let debug = std::env::var_os("PERFSKEL_FOLD_DEBUG").is_some();
-    // (statements, spread of the iterations' times, nest) of each candidate that folds.
-    let mut folded: Vec<(usize, f64, usize)> = Vec::new();
+    // (statements, spread of the iterations' times, spread sets, candidate) of each
+    // candidate that folds.
+    let mut folded: Vec<(usize, f64, usize, usize)> = Vec::new();
     let cands = flat.candidates();
     for (index, cand) in cands.iter().enumerate() {
-        let Some((out, cv)) = flat.build(cand, None) else {
+        let Some(built) = flat.build(cand, None) else {
             continue;
         };
-        let n = size(&out);
+        let n = size(&built.nodes);
         if debug {
             eprintln!(
-                "fold depth {depth}: anchor at {} ({} bounds): {n} statements, cv {cv:.3}",
+                "fold depth {depth}: anchor at {} ({} bounds): {n} statements, cv {:.3}, {} spread",
                 cand.bounds[0],
-                cand.bounds.len()
+                cand.bounds.len(),
+                built.cv,
+                built.spread
             );
         }
-        folded.push((n, cv, index));
+        folded.push((n, built.cv, built.spread, index));
     }
-    // The iterations of a time-stepping loop take about the same time each: among the
-    // shortest folds (within a tenth), the one whose iterations vary least in time;
-    // cutting at another place gives half steps or double steps.
+    // Within half again the shortest, the folds that spread the fewest sets of
+    // iterations (each is an approximation) ...
+    let least = folded.iter().map(|f| f.0).min()?;
+    folded.retain(|f| f.0 * 2 <= least * 3);
+    let fewest = folded.iter().map(|f| f.2).min()?;
+    folded.retain(|f| f.2 == fewest);
+    // ... then, as the iterations of a time-stepping loop take about the same time
+    // each, among the shortest of those (within a tenth) the ones whose iterations vary
+    // least in time (cutting at another place gives half steps or double steps) ...
     let least = folded.iter().map(|f| f.0).min()?;
     folded.retain(|f| f.0 * 10 <= least * 11);
     let steady = folded.iter().map(|f| f.1).fold(f64::INFINITY, f64::min);
-    // Then the shortest of those about as steady, cut at the earliest place.
-    let (n, _, cand) = folded
+    // ... and the shortest of those about as steady, cut at the earliest place.
+    let (n, _, _, cand) = folded
         .into_iter()
         .filter(|f| f.1 <= steady * 1.25 + 0.05)
-        .min_by_key(|f| (f.0, cands[f.2].bounds[0], f.2))?;
+        .min_by_key(|f| (f.0, cands[f.3].bounds[0], f.3))?;
     if n * 5 > before * 4 {
         return None;
     }
     // The prologue and epilogue of the winner are folded in turn.
-    flat.build(cands.get(cand)?, Some(depth))
-        .map(|(out, _)| out)
+    flat.build(cands.get(cand)?, Some(depth)).map(|b| b.nodes)
 }
 
 /// Statements a nest becomes (one per token, loop and branch), for comparisons.
@@ -193,6 +215,16 @@ struct Flat<'a> {
     symbols: HashMap<Key, u32>,
     /// An origin of each symbol (what the symbol is).
     example: Vec<u32>,
+    /// Whether sets of iterations without a pattern are spread evenly ([`fold_approx`]).
+    approx: bool,
+}
+
+/// A candidate's fold: the nest, how much its iterations' times vary (coefficient of
+/// variation), and how many sets of iterations it spread evenly.
+struct Built {
+    nodes: Vec<MNode>,
+    cv: f64,
+    spread: usize,
 }
 
 /// One way to cut the items into iterations.
@@ -277,7 +309,7 @@ impl<'a> Flat<'a> {
 
     /// The folded nest for one segmentation, or `None` when it does not fold.
     /// With `depth`, the prologue and epilogue are folded again at the next depth.
-    fn build(&self, cand: &Cand, depth: Option<u32>) -> Option<(Vec<MNode>, f64)> {
+    fn build(&self, cand: &Cand, depth: Option<u32>) -> Option<Built> {
         let mut bounds = cand.bounds.clone();
         // Variants of the segments.
         let variants_of = |bounds: &[usize]| -> (Vec<u32>, Vec<std::ops::Range<usize>>) {
@@ -380,7 +412,8 @@ impl<'a> Flat<'a> {
             }
         }
         // Runs of elements with the same iterations, with their conditions.
-        let mut runs: Vec<(Option<Cond>, Vec<usize>)> = Vec::new();
+        let mut runs: Vec<(Option<(Cond, Option<(u64, u64)>)>, Vec<usize>)> = Vec::new();
+        let mut spread: Vec<(Vec<bool>, Cond)> = Vec::new();
         let mut e = 0;
         while e < body.len() {
             let mut end = e + 1;
@@ -390,7 +423,17 @@ impl<'a> Flat<'a> {
             let cond = if body[e].iters.iter().all(|x| *x) {
                 None
             } else {
-                Some(condition(&body[e].iters)?)
+                let set = &body[e].iters;
+                match condition(set) {
+                    Some(c) => Some((c, None)),
+                    None if self.approx => {
+                        let k = set.iter().filter(|x| **x).count() as u64;
+                        let c = evenly(set, &mut spread)?;
+                        let written = (0..set.len() as u64).filter(|i| c.contains(*i)).count();
+                        Some((c, Some((k, written as u64))))
+                    }
+                    None => return None,
+                }
             };
             runs.push((cond, (e..end).collect()));
             e = end;
@@ -404,7 +447,7 @@ impl<'a> Flat<'a> {
         let mut steps: Vec<MNode> = Vec::new();
         let mut r = 0;
         while r < runs.len() {
-            let Some(cond) = &runs[r].0 else {
+            let Some((cond, recorded)) = &runs[r].0 else {
                 steps.extend(nest_of(&runs[r].1));
                 r += 1;
                 continue;
@@ -419,6 +462,7 @@ impl<'a> Flat<'a> {
                 cond: cond.clone(),
                 then: nest_of(&runs[r].1),
                 otherwise,
+                recorded: *recorded,
             });
             r += if other.is_some() { 2 } else { 1 };
         }
@@ -444,7 +488,11 @@ impl<'a> Flat<'a> {
         let mean = times.iter().sum::<f64>() / times.len() as f64;
         let var = times.iter().map(|t| (t - mean) * (t - mean)).sum::<f64>() / times.len() as f64;
         let cv = if mean > 0.0 { var.sqrt() / mean } else { 0.0 };
-        Some((out, cv))
+        Some(Built {
+            nodes: out,
+            cv,
+            spread: spread.len(),
+        })
     }
 
     /// The mean time (compute before it and MPI) of one visit of an origin, over ranks.
@@ -472,7 +520,7 @@ impl<'a> Flat<'a> {
             .collect();
         let nested = renest(&syms, nodes);
         match depth {
-            Some(d) => fold_at(&nested, d + 1).unwrap_or(nested),
+            Some(d) => fold_at(&nested, d + 1, self.approx).unwrap_or(nested),
             None => nested,
         }
     }
@@ -602,6 +650,41 @@ fn condition(set: &[bool]) -> Option<Cond> {
         return Some(Cond::Either(Atom::At(first), b));
     }
     None
+}
+
+/// The evenly spread condition standing for a set of iterations with no pattern: the
+/// same condition for the same set, its negation for the complement (so code guarded
+/// by a set and its complement stays an `if`/`else`, and a request posted under a set
+/// is completed under it).
+fn evenly(set: &[bool], seen: &mut Vec<(Vec<bool>, Cond)>) -> Option<Cond> {
+    if let Some((_, c)) = seen.iter().find(|(s, _)| s == set) {
+        return Some(c.clone());
+    }
+    let complement: Vec<bool> = set.iter().map(|x| !x).collect();
+    if let Some((_, Cond::Is(a))) = seen.iter().find(|(s, _)| *s == complement) {
+        return Some(Cond::Not(*a));
+    }
+    let n = set.len() as u64;
+    let k = set.iter().filter(|x| **x).count() as u64;
+    // The rarer side is spread; the other is its negation.
+    let (rare, negate) = if 2 * k <= n {
+        (k, false)
+    } else {
+        (n - k, true)
+    };
+    if rare < 2 {
+        return None;
+    }
+    let p = ((n as f64 / rare as f64).round() as u64).max(2);
+    let count = |r: u64| (n - r).div_ceil(p);
+    let members: Vec<u64> = (0..n).filter(|i| set[*i as usize] != negate).collect();
+    let overlap = |r: u64| members.iter().filter(|i| *i % p == r).count();
+    let r = (0..p.min(n))
+        .min_by_key(|r| (count(*r).abs_diff(rare), std::cmp::Reverse(overlap(*r)), *r))?;
+    let a = Atom::Every { p, r };
+    let c = if negate { Cond::Not(a) } else { Cond::Is(a) };
+    seen.push((set.to_vec(), c.clone()));
+    Some(c)
 }
 
 /// `i % p == r` or `i == k` for exactly the `members` among 0..n.
@@ -762,10 +845,12 @@ fn scaled(node: &MNode, f: f64) -> MNode {
             cond,
             then,
             otherwise,
+            recorded,
         } => MNode::When {
             cond: cond.clone(),
             then: each(then),
             otherwise: each(otherwise),
+            recorded: *recorded,
         },
     }
 }
@@ -990,6 +1075,7 @@ fn shape(node: &MNode, out: &mut String) {
             cond,
             then,
             otherwise,
+            ..
         } => {
             let _ = write!(out, "W{cond:?}[");
             then.iter().for_each(|n| shape(n, out));

@@ -275,7 +275,7 @@ pub fn skeletonize(
         .collect();
     let merged_nest = merger.merge(&seqs);
     // Iterations that differ every N-th time: one loop reading its iteration number.
-    let merged_nest = fold::fold(&merged_nest).unwrap_or(merged_nest);
+    let merged_nest = fold::fold_approx(&merged_nest).unwrap_or(merged_nest);
     // Set-up and wrap-up phases, call by call, only when asked.
     let merged_nest = if options.every_call {
         merged_nest
@@ -332,7 +332,7 @@ pub fn skeletonize(
                 text,
                 pos: Default::default(),
             });
-            s.trivia.trailing = Some(format!("# {}", d.op.mpi_name()));
+            s.trivia.trailing = Some(format!("# {}", d.note.unwrap_or(d.op.mpi_name())));
             s
         })
         .collect();

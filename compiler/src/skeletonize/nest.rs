@@ -163,6 +163,9 @@ pub(crate) enum MNode {
         cond: super::fold::Cond,
         then: Vec<MNode>,
         otherwise: Vec<MNode>,
+        /// On how many iterations the application ran `then` and on how many `cond`
+        /// holds, when `cond` spreads a set without a pattern evenly.
+        recorded: Option<(u64, u64)>,
     },
 }
 

@@ -181,6 +181,7 @@ fn run_at(
                 cond,
                 then,
                 otherwise,
+                ..
             } => {
                 let i = step.expect("a folded condition outside its loop");
                 run(
@@ -341,6 +342,7 @@ fn time_of(nodes: &[MNode], step: Option<u64>) -> f64 {
                 cond,
                 then,
                 otherwise,
+                ..
             } => {
                 let i = step.unwrap_or(0);
                 time_of(if cond.contains(i) { then } else { otherwise }, step)
@@ -412,6 +414,7 @@ fn sketch(nodes: &[MNode]) -> String {
                 cond,
                 then,
                 otherwise,
+                ..
             } => format!("W({cond:?})[{}|{}]", sketch(then), sketch(otherwise)),
         })
         .collect::<Vec<_>>()
@@ -517,6 +520,82 @@ fn coarse_sends(nodes: &[MNode]) -> Vec<u64> {
                 }
             }
             MNode::Loop { body, .. } => out.extend(coarse_sends(body)),
+            _ => {}
+        }
+    }
+    out
+}
+
+#[test]
+fn steps_without_a_pattern_are_spread_evenly_and_say_so() {
+    // 300 steps of three calls; on 40 steps picked by a pseudo-random sequence (data-
+    // dependent re-neighbouring) two more calls instead of the first.
+    let mut state = 12345u64;
+    let mut picked = std::collections::BTreeSet::new();
+    while picked.len() < 40 {
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        picked.insert((state >> 33) % 300);
+    }
+    let mut seq = vec![coll(90)];
+    for s in 0..300u64 {
+        if picked.contains(&s) {
+            seq.push(coll(10));
+            seq.push(coll(11));
+        } else {
+            seq.push(coll(0));
+        }
+        seq.push(coll(1));
+        seq.push(coll(2));
+    }
+    seq.push(coll(99));
+    let dirs = Directions::new(Topology::Chain, 2);
+    let nests: Vec<(u32, Vec<MNode>)> = (0..2)
+        .map(|rank| {
+            (
+                rank,
+                nest::rank_nest(&tokens_of(rank, &seq), Algorithm::Exact).nodes,
+            )
+        })
+        .collect();
+    let input: Vec<(u32, &[MNode])> = nests.iter().map(|(r, n)| (*r, n.as_slice())).collect();
+    let merged = Merger { dirs: &dirs }.merge(&input);
+    assert!(fold::fold(&merged).is_none(), "no exact pattern");
+    let folded = fold::fold_approx(&merged).expect("folds when spread");
+    assert!(fold::size(&folded) <= 14, "{}", sketch(&folded));
+    let mut got = Vec::new();
+    run(&folded, 0, &dirs, &mut got);
+    let count = |site: u32| got.iter().filter(|(t, _)| t.site == site).count();
+    // Every step still has its two common calls; the picked ones run about as often,
+    // evenly spread, and the When says how often they really ran.
+    assert_eq!((count(1), count(2)), (300, 300));
+    assert_eq!(count(10), count(11));
+    assert_eq!(count(0) + count(10), 300);
+    let whens: Vec<(u64, u64)> = all_whens(&folded);
+    assert_eq!(whens.len(), 1, "{}", sketch(&folded));
+    let (recorded, written) = whens[0];
+    assert_eq!(recorded, 40);
+    assert_eq!(written as usize, count(10));
+    assert!(written.abs_diff(40) <= 3, "{written} of 40");
+}
+
+/// The (recorded, written) counts of the spread conditions of a nest.
+fn all_whens(nodes: &[MNode]) -> Vec<(u64, u64)> {
+    let mut out = Vec::new();
+    for n in nodes {
+        match n {
+            MNode::Steps { body, .. } | MNode::Loop { body, .. } => out.extend(all_whens(body)),
+            MNode::When {
+                recorded,
+                then,
+                otherwise,
+                ..
+            } => {
+                out.extend(*recorded);
+                out.extend(all_whens(then));
+                out.extend(all_whens(otherwise));
+            }
             _ => {}
         }
     }
