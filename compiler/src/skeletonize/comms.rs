@@ -391,7 +391,11 @@ impl Comms {
                 *parent = Ident::new(new.clone());
             }
         }
-        self.decls.len() - n_kept
+        // MPI_COMM_SELF is not one the application made.
+        self.decls
+            .iter()
+            .filter(|d| !d.kept && d.note.is_none())
+            .count()
     }
 
     /// The communicator a rank-local id stands for; `None` for communicators the

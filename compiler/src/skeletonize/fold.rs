@@ -125,7 +125,7 @@ fn fold_at(nodes: &[MNode], depth: u32, approx: bool) -> Option<Vec<MNode>> {
         let Some(built) = flat.build(cand, None) else {
             continue;
         };
-        let n = size(&built.nodes);
+        let n = built.size;
         if debug {
             eprintln!(
                 "fold depth {depth}: anchor at {} ({} bounds): {n} statements, cv {:.3}, {} spread",
@@ -213,16 +213,24 @@ struct Flat<'a> {
     copies: Vec<u64>,
     origin_of: HashMap<*const MNode, u32>,
     symbols: HashMap<Key, u32>,
-    /// An origin of each symbol (what the symbol is).
+    /// An origin of each symbol (what the symbol is), and the symbol of each origin.
     example: Vec<u32>,
+    sym_of: Vec<u32>,
     /// Whether sets of iterations without a pattern are spread evenly ([`fold_approx`]).
     approx: bool,
 }
 
+/// The condition of a run of body elements, and for a spread set how many iterations
+/// ran it in the application and how many run it here.
+type Guard = (Cond, Option<(u64, u64)>);
+
 /// A candidate's fold: the nest, how much its iterations' times vary (coefficient of
 /// variation), and how many sets of iterations it spread evenly.
 struct Built {
+    /// Empty when only scored.
     nodes: Vec<MNode>,
+    /// Statements of the fold.
+    size: usize,
     cv: f64,
     spread: usize,
 }
@@ -248,17 +256,17 @@ impl<'a> Flat<'a> {
     }
 
     fn push(&mut self, node: &'a MNode) {
-        let origin = match self.origin_of.get(&(node as *const MNode)) {
-            Some(&o) => o,
-            None => {
-                let o = self.origins.len() as u32;
-                self.origins.push(node);
-                self.copies.push(0);
-                self.origin_of.insert(node as *const MNode, o);
-                o
-            }
-        };
-        self.copies[origin as usize] += 1;
+        // A node met again (a loop's body expanded) is the same origin and symbol.
+        if let Some(&origin) = self.origin_of.get(&(node as *const MNode)) {
+            self.copies[origin as usize] += 1;
+            let sym = self.sym_of[origin as usize];
+            self.items.push((sym, origin));
+            return;
+        }
+        let origin = self.origins.len() as u32;
+        self.origins.push(node);
+        self.copies.push(1);
+        self.origin_of.insert(node as *const MNode, origin);
         let key = match node {
             MNode::Tok { tok, .. } => Key::Tok(tok.clone()),
             other => {
@@ -272,6 +280,7 @@ impl<'a> Flat<'a> {
         if sym == next {
             self.example.push(origin);
         }
+        self.sym_of.push(sym);
         self.items.push((sym, origin));
     }
 
@@ -412,7 +421,7 @@ impl<'a> Flat<'a> {
             }
         }
         // Runs of elements with the same iterations, with their conditions.
-        let mut runs: Vec<(Option<(Cond, Option<(u64, u64)>)>, Vec<usize>)> = Vec::new();
+        let mut runs: Vec<(Option<Guard>, Vec<usize>)> = Vec::new();
         let mut spread: Vec<(Vec<bool>, Cond)> = Vec::new();
         let mut e = 0;
         while e < body.len() {
@@ -438,17 +447,28 @@ impl<'a> Flat<'a> {
             runs.push((cond, (e..end).collect()));
             e = end;
         }
+        // Scoring (no depth) counts statements without building the nest.
+        let score = depth.is_none();
         let elem_node = |e: usize| self.element(body[e].sym, &contrib[e]);
         let nest_of = |elems: &[usize]| -> Vec<MNode> {
             let syms: Vec<u32> = elems.iter().map(|e| body[*e].sym).collect();
             let nodes: Vec<MNode> = elems.iter().map(|e| elem_node(*e)).collect();
             renest(&syms, nodes)
         };
+        let size_of = |elems: &[usize]| -> usize {
+            let syms: Vec<u32> = elems.iter().map(|e| body[*e].sym).collect();
+            self.nest_size(&syms)
+        };
         let mut steps: Vec<MNode> = Vec::new();
+        let mut steps_size = 1;
         let mut r = 0;
         while r < runs.len() {
             let Some((cond, recorded)) = &runs[r].0 else {
-                steps.extend(nest_of(&runs[r].1));
+                if score {
+                    steps_size += size_of(&runs[r].1);
+                } else {
+                    steps.extend(nest_of(&runs[r].1));
+                }
                 r += 1;
                 continue;
             };
@@ -457,24 +477,37 @@ impl<'a> Flat<'a> {
             let other = runs.get(r + 1).filter(|(c, elems)| {
                 c.is_some() && body[elems[0]].iters.iter().zip(first).all(|(a, b)| a != b)
             });
-            let otherwise = other.map(|o| nest_of(&o.1)).unwrap_or_default();
-            steps.push(MNode::When {
-                cond: cond.clone(),
-                then: nest_of(&runs[r].1),
-                otherwise,
-                recorded: *recorded,
-            });
+            if score {
+                steps_size += 1 + size_of(&runs[r].1) + other.map_or(0, |o| size_of(&o.1));
+            } else {
+                let otherwise = other.map(|o| nest_of(&o.1)).unwrap_or_default();
+                steps.push(MNode::When {
+                    cond: cond.clone(),
+                    then: nest_of(&runs[r].1),
+                    otherwise,
+                    recorded: *recorded,
+                });
+            }
             r += if other.is_some() { 2 } else { 1 };
         }
         // Prologue, loop, epilogue.
         let start = bounds[0];
         let end = bounds[bounds.len() - 1];
-        let mut out = self.part(0..start, depth);
-        out.push(MNode::Steps {
-            count: n as u64,
-            body: steps,
-        });
-        out.extend(self.part(end..self.items.len(), depth));
+        let mut out = Vec::new();
+        let size = if score {
+            let syms = |r: std::ops::Range<usize>| self.syms(r).collect::<Vec<u32>>();
+            self.nest_size(&syms(0..start))
+                + steps_size
+                + self.nest_size(&syms(end..self.items.len()))
+        } else {
+            out = self.part(0..start, depth);
+            out.push(MNode::Steps {
+                count: n as u64,
+                body: steps,
+            });
+            out.extend(self.part(end..self.items.len(), depth));
+            size(&out)
+        };
         // How much the iterations' times vary (coefficient of variation).
         let times: Vec<f64> = bounds
             .windows(2)
@@ -490,9 +523,30 @@ impl<'a> Flat<'a> {
         let cv = if mean > 0.0 { var.sqrt() / mean } else { 0.0 };
         Some(Built {
             nodes: out,
+            size,
             cv,
             spread: spread.len(),
         })
+    }
+
+    /// The statements exact loop discovery makes of `syms` (items of this nest).
+    fn nest_size(&self, syms: &[u32]) -> usize {
+        fn count(nest: &[Node], of: &dyn Fn(u32) -> usize) -> usize {
+            nest.iter()
+                .map(|n| match n {
+                    Node::Token(s) => of(*s),
+                    Node::Loop { body, .. } => 1 + count(body, of),
+                })
+                .sum()
+        }
+        if syms.is_empty() {
+            return 0;
+        }
+        let of = |s: u32| match self.example.get(s as usize) {
+            Some(&o) => size(std::slice::from_ref(self.origins[o as usize])),
+            None => 1,
+        };
+        count(&compress::discover(syms, Algorithm::Exact), &of)
     }
 
     /// The mean time (compute before it and MPI) of one visit of an origin, over ranks.
