@@ -19,15 +19,25 @@
 //! 4. writes each run of elements with the same set of iterations as code guarded by a
 //!    condition on the iteration number (`i % p == r`, `i == k`, their negations, an
 //!    `or` of two, `i < k`, `i >= k`); disjoint neighbours share one `if`/`else`; a set
-//!    with no such condition rejects the candidate;
-//! 5. nests each run again with exact loop discovery.
+//!    with no such condition is spread evenly by [`fold_approx`] (the skeletonizer's
+//!    choice: `i % p == r` running as often as the application ran it, a comment saying
+//!    both counts) and rejects the candidate in [`fold`];
+//! 5. nests each run again with exact loop discovery (loops that start with a
+//!    completion that also follows them start after it).
 //!
-//! The result runs the same items in the same order as the input on every rank: each
-//! iteration runs exactly its variant. Statistics of a position folded from several
-//! places are the merge of those places' statistics, each taken in the share of its
-//! visits that land there, so every mean is kept. The candidate giving the fewest
-//! statements wins if it saves at least a fifth of them; the prologue and epilogue are
-//! folded again the same way.
+//! Without spread sets, the result runs the same items in the same order as the input
+//! on every rank: each iteration runs exactly its variant. Statistics of a position
+//! folded from several places are the merge of those places' statistics, each taken in
+//! the share of its visits that land there, so every mean is kept. Candidates are
+//! scored by counting statements: among those within half again the shortest, the ones
+//! with the fewest spread sets; among those within a tenth of the shortest, the ones
+//! whose iterations' times vary least (a time step takes about the same time each
+//! time; other cuts give half or double steps); then the shortest, cut earliest. The
+//! winner must save a fifth of the statements; its prologue and epilogue are folded
+//! again the same way.
+//!
+//! [`coarsen`] then writes the minor phases of the top level (set-up, wrap-up) with
+//! call sites and sizes set aside, so runs of calls of one kind fold into loops.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -116,7 +126,6 @@ fn fold_at(nodes: &[MNode], depth: u32, approx: bool) -> Option<Vec<MNode>> {
     };
     flat.flatten(nodes);
     let before = size(nodes);
-    let debug = std::env::var_os("PERFSKEL_FOLD_DEBUG").is_some();
     // (statements, spread of the iterations' times, spread sets, candidate) of each
     // candidate that folds.
     let mut folded: Vec<(usize, f64, usize, usize)> = Vec::new();
@@ -126,15 +135,6 @@ fn fold_at(nodes: &[MNode], depth: u32, approx: bool) -> Option<Vec<MNode>> {
             continue;
         };
         let n = built.size;
-        if debug {
-            eprintln!(
-                "fold depth {depth}: anchor at {} ({} bounds): {n} statements, cv {:.3}, {} spread",
-                cand.bounds[0],
-                cand.bounds.len(),
-                built.cv,
-                built.spread
-            );
-        }
         folded.push((n, built.cv, built.spread, index));
     }
     // Within half again the shortest, the folds that spread the fewest sets of
@@ -1012,14 +1012,6 @@ pub(crate) fn coarsen(nodes: Vec<MNode>, app_ns: f64, n_ranks: usize) -> Vec<MNo
     let flush = |run: &mut Vec<MNode>, out: &mut Vec<MNode>| {
         let total: f64 = run.iter().map(time).sum();
         let taken = std::mem::take(run);
-        if std::env::var_os("PERFSKEL_FOLD_DEBUG").is_some() {
-            eprintln!(
-                "coarsen run: {} statements, {:.3} ms (limit {:.3} ms)",
-                size(&taken),
-                total / 1e6,
-                limit / 1e6
-            );
-        }
         if total < limit && size(&taken) >= MIN_MINOR_STATEMENTS {
             let coarse = coarse_view(&taken);
             if size(&coarse) < size(&taken) {
@@ -1031,14 +1023,6 @@ pub(crate) fn coarsen(nodes: Vec<MNode>, app_ns: f64, n_ranks: usize) -> Vec<MNo
     };
     for node in nodes {
         let major = matches!(node, MNode::Steps { .. }) || time(&node) >= limit;
-        if std::env::var_os("PERFSKEL_FOLD_DEBUG").is_some() {
-            eprintln!(
-                "coarsen: {} statements, {:.3} ms{}",
-                size(std::slice::from_ref(&node)),
-                time(&node) / 1e6,
-                if major { " major" } else { "" }
-            );
-        }
         if major {
             flush(&mut run, &mut out);
             out.push(node);

@@ -15,7 +15,9 @@
 //!    compute spans of each body position summarized over the iterations.
 //! 4. **SPMD merge** ([`merge`]): one nest for all ranks; border ranks fold into the
 //!    shared body through topology semantics, ranks that really differ get `if` blocks.
-//! 5. **IR** ([`build`]) with call sites and comments saying where each loop came from.
+//! 5. **Folding** ([`fold`]): iterations that differ every N-th time become one loop
+//!    reading its iteration number; minor phases are written coarsely.
+//! 6. **IR** ([`build`]) with call sites and comments saying where each loop came from.
 //!
 //! Ranks whose file is missing, unreadable or cut short are not merged: they run the
 //! program the other ranks give (topology semantics decide what they do), and the
