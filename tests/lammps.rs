@@ -140,6 +140,24 @@ fn a_tiny_lammps_melt_goes_from_trace_to_a_running_skeleton() {
         );
     }
 
+    // The time steps are one loop that reads its iteration number: re-neighbouring
+    // every 20th step is a periodic condition on it, not a copy of the cycle. (The loop
+    // may start anywhere in a step and leave a few steps to its prologue and epilogue;
+    // in so small a run, where a step's force computation is short, it may also take a
+    // re-neighbouring step with the step before it, so its period is then 19.)
+    let step_loop = skel
+        .lines()
+        .map(str::trim)
+        .find(|l| l.starts_with("loop ") && l.ends_with(" as i {"))
+        .unwrap_or_else(|| panic!("no time-step loop in\n{skel}"));
+    let steps: u64 = step_loop
+        .split_whitespace()
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!((90..=100).contains(&steps), "{step_loop}");
+    assert!(skel.contains("if i % "), "{skel}");
+
     let compiled = perfskel(
         dir,
         &["compile", "melt.skel", "--ratio", "1:1", "-o", "out"],

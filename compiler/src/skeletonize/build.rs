@@ -116,24 +116,35 @@ impl Builder<'_> {
                     ));
                     out.push(stmt);
                 }
-                MNode::When {
-                    cond,
-                    then,
-                    otherwise,
-                    recorded,
-                } => {
-                    let then = self.block(then, universe);
-                    let otherwise = self.block(otherwise, universe);
-                    let mut built = vec![(Some(step_condition(cond)), then)];
-                    if !otherwise.is_empty() {
-                        built.push((None, otherwise));
+                MNode::When { .. } => {
+                    // A `When` whose `otherwise` is one `When` is an `else if`.
+                    let mut built: Vec<(Option<Expr>, Vec<Stmt>)> = Vec::new();
+                    let mut notes = Vec::new();
+                    let mut at = Some(node);
+                    while let Some(MNode::When {
+                        cond,
+                        then,
+                        otherwise,
+                        recorded,
+                    }) = at
+                    {
+                        built.push((Some(step_condition(cond)), self.block(then, universe)));
+                        if let Some((k, written)) = recorded {
+                            notes.push(format!(
+                                "# The application ran this on {k} iterations with no pattern (data-dependent); here on {written}, evenly spread."
+                            ));
+                        }
+                        at = match otherwise.as_slice() {
+                            [next @ MNode::When { .. }] => Some(next),
+                            [] => None,
+                            rest => {
+                                built.push((None, self.block(rest, universe)));
+                                None
+                            }
+                        };
                     }
                     let mut stmt = if_chain(built);
-                    if let Some((k, written)) = recorded {
-                        stmt.trivia.leading.push(format!(
-                            "# The application ran this on {k} iterations with no pattern (data-dependent); here on {written}, evenly spread."
-                        ));
-                    }
+                    stmt.trivia.leading.extend(notes);
                     out.push(stmt);
                 }
                 MNode::If { branches } => {

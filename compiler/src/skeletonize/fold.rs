@@ -463,7 +463,7 @@ impl<'a> Flat<'a> {
         let mut steps_size = 1;
         let mut r = 0;
         while r < runs.len() {
-            let Some((cond, recorded)) = &runs[r].0 else {
+            if runs[r].0.is_none() {
                 if score {
                     steps_size += size_of(&runs[r].1);
                 } else {
@@ -471,24 +471,89 @@ impl<'a> Flat<'a> {
                 }
                 r += 1;
                 continue;
-            };
-            // A neighbour run on the other iterations is the `else`.
-            let first = &body[runs[r].1[0]].iters;
-            let other = runs.get(r + 1).filter(|(c, elems)| {
-                c.is_some() && body[elems[0]].iters.iter().zip(first).all(|(a, b)| a != b)
-            });
-            if score {
-                steps_size += 1 + size_of(&runs[r].1) + other.map_or(0, |o| size_of(&o.1));
-            } else {
-                let otherwise = other.map(|o| nest_of(&o.1)).unwrap_or_default();
-                steps.push(MNode::When {
-                    cond: cond.clone(),
-                    then: nest_of(&runs[r].1),
-                    otherwise,
-                    recorded: *recorded,
-                });
             }
-            r += if other.is_some() { 2 } else { 1 };
+            // A run whose iterations are exactly those of its guarded neighbours on one
+            // side, which are disjoint, holds them: `if C { if A {..} else {..B}; C.. }`
+            // (A posts a request that C completes: the checker then sees both under C).
+            if let Some((first, last, parent)) = self.holder(&runs, &body, r) {
+                let inner: Vec<usize> = (first..last).filter(|k| *k != parent).collect();
+                if score {
+                    steps_size += 1
+                        + size_of(&runs[parent].1)
+                        + inner
+                            .iter()
+                            .map(|k| 1 + size_of(&runs[*k].1))
+                            .sum::<usize>();
+                } else if let Some((cond, recorded)) = &runs[parent].0 {
+                    // Within the parent's iterations the others cover all: the last is
+                    // the `else`.
+                    let mut chain = nest_of(&runs[inner[inner.len() - 1]].1);
+                    for &k in inner[..inner.len() - 1].iter().rev() {
+                        if let Some((c, rec)) = &runs[k].0 {
+                            chain = vec![MNode::When {
+                                cond: c.clone(),
+                                then: nest_of(&runs[k].1),
+                                otherwise: chain,
+                                recorded: *rec,
+                            }];
+                        }
+                    }
+                    let own = nest_of(&runs[parent].1);
+                    let then = if parent == first {
+                        own.into_iter().chain(chain).collect()
+                    } else {
+                        chain.into_iter().chain(own).collect()
+                    };
+                    steps.push(MNode::When {
+                        cond: cond.clone(),
+                        then,
+                        otherwise: Vec::new(),
+                        recorded: *recorded,
+                    });
+                }
+                r = last;
+                continue;
+            }
+            // Neighbour runs on disjoint iterations are one `if`/`else if` chain (at most
+            // one of them runs in an iteration, and the checker sees that a request
+            // posted in one branch is not posted again in another); when together they
+            // cover every iteration, the last is the `else`.
+            let mut union = body[runs[r].1[0]].iters.clone();
+            let mut end = r + 1;
+            while let Some((Some(_), elems)) = runs.get(end) {
+                let set = &body[elems[0]].iters;
+                if set.iter().zip(&union).any(|(a, b)| *a && *b) {
+                    break;
+                }
+                union.iter_mut().zip(set).for_each(|(u, s)| *u |= *s);
+                end += 1;
+            }
+            let complete = union.iter().all(|x| *x);
+            if score {
+                steps_size += runs[r..end]
+                    .iter()
+                    .map(|(_, elems)| 1 + size_of(elems))
+                    .sum::<usize>();
+            } else {
+                let (guarded, mut otherwise) = if complete && end - r >= 2 {
+                    (r..end - 1, nest_of(&runs[end - 1].1))
+                } else {
+                    (r..end, Vec::new())
+                };
+                for k in guarded.rev() {
+                    let Some((cond, recorded)) = &runs[k].0 else {
+                        continue;
+                    };
+                    otherwise = vec![MNode::When {
+                        cond: cond.clone(),
+                        then: nest_of(&runs[k].1),
+                        otherwise,
+                        recorded: *recorded,
+                    }];
+                }
+                steps.extend(otherwise);
+            }
+            r = end;
         }
         // Prologue, loop, epilogue.
         let start = bounds[0];
@@ -563,6 +628,40 @@ impl<'a> Flat<'a> {
             }
             _ => 0.0,
         }
+    }
+
+    /// For the guarded run at `r`: a window `first..last` of guarded runs starting at
+    /// `r` in which one run (the first or the last: `parent`) runs on exactly the
+    /// iterations the others run on, and the others are disjoint and at least two.
+    fn holder(
+        &self,
+        runs: &[(Option<Guard>, Vec<usize>)],
+        body: &[Elem],
+        r: usize,
+    ) -> Option<(usize, usize, usize)> {
+        let set = |k: usize| &body[runs[k].1[0]].iters;
+        let guarded = |k: usize| runs.get(k).is_some_and(|run| run.0.is_some());
+        let max = (r + 9).min(runs.len());
+        for last in (r + 3..=max).rev() {
+            if !(r..last).all(guarded) {
+                continue;
+            }
+            for parent in [r, last - 1] {
+                let others: Vec<usize> = (r..last).filter(|k| *k != parent).collect();
+                let mut union = vec![false; set(parent).len()];
+                let mut disjoint = true;
+                for &k in &others {
+                    for (u, x) in union.iter_mut().zip(set(k)) {
+                        disjoint &= !(*u && *x);
+                        *u |= *x;
+                    }
+                }
+                if disjoint && union == *set(parent) {
+                    return Some((r, last, parent));
+                }
+            }
+        }
+        None
     }
 
     /// Items outside the folded loop, nested again (and folded if that pays).
