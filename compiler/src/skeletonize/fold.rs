@@ -412,6 +412,7 @@ impl<'a> Flat<'a> {
             }
         }
         // Runs of elements with the same iterations, with their conditions.
+        #[allow(clippy::type_complexity)]
         let mut runs: Vec<(Option<(Cond, Option<(u64, u64)>)>, Vec<usize>)> = Vec::new();
         let mut spread: Vec<(Vec<bool>, Cond)> = Vec::new();
         let mut e = 0;
