@@ -1143,3 +1143,67 @@ fn rank_files_stream_like_collected_ranks() {
         assert!(from_files.0.contains("loop 40"), "{}", from_files.0);
     }
 }
+
+/// One-sided communication and intercommunicators (`tests/apps/one_sided.c`, 4 ranks, 3
+/// iterations) are not modelled: each call is dropped and counted with its reason, calls
+/// on the intercommunicator (and on what is merged from it) with the intercommunicator's,
+/// a note says so, and the rest (the allreduces, the world barrier) makes a skeleton
+/// that checks clean.
+fn one_sided_and_intercomm(mpi: Mpi) {
+    let (_dir, trace) = record(mpi, "test:one_sided", &["64", "3"]);
+    let (text, summary) = skeletonize_cli(&trace, &[]);
+    let one = "one-sided communication is not modelled";
+    let inter = "intercommunicators are not modelled";
+    let want: BTreeMap<String, u64> = [
+        (format!("MPI_Win_create: {one}"), 4),
+        (format!("MPI_Win_fence: {one}"), 36),
+        (format!("MPI_Put: {one}"), 12),
+        (format!("MPI_Get: {one}"), 12),
+        (format!("MPI_Win_free: {one}"), 4),
+        (format!("MPI_Intercomm_create: {inter}"), 4),
+        (format!("MPI_Send on an intercommunicator: {inter}"), 6),
+        (format!("MPI_Recv on an intercommunicator: {inter}"), 6),
+        (
+            format!("MPI_Intercomm_merge on an intercommunicator: {inter}"),
+            4,
+        ),
+        (format!("MPI_Comm_free on an intercommunicator: {inter}"), 4),
+        (
+            format!("MPI_Barrier on a communicator merged from an intercommunicator: {inter}"),
+            4,
+        ),
+        (
+            format!("MPI_Comm_free on a communicator merged from an intercommunicator: {inter}"),
+            4,
+        ),
+    ]
+    .into_iter()
+    .collect();
+    let got: BTreeMap<String, u64> =
+        serde_json::from_value(summary["dropped"].clone()).expect("dropped is a map");
+    assert_eq!(got, want, "{summary:#}\n{text}");
+    assert_eq!(summary["dropped_events"], 100, "{summary:#}");
+    let notes = summary["notes"].to_string();
+    assert!(
+        notes.contains("68 one-sided call(s) and 32 call(s) making or using intercommunicators"),
+        "{notes}"
+    );
+    // What is left: 3 allreduces and the world barrier on every rank.
+    let (program, diags) = perfskel_grammar::parse(&text);
+    assert!(diags.is_empty(), "{text}");
+    let checked = check(&program, &text, CheckOptions::default());
+    assert!(checked.diags.is_empty(), "{:?}\n{text}", checked.diags);
+    let info = checked.info.expect("checked");
+    for (rank, r) in info.ranks.iter().enumerate() {
+        assert_eq!(r.messages_sent, 0, "rank {rank}\n{text}");
+        assert_eq!(r.collectives, 4, "rank {rank}\n{text}");
+    }
+}
+#[test]
+fn one_sided_and_intercomm_openmpi() {
+    one_sided_and_intercomm(Mpi::OpenMpi);
+}
+#[test]
+fn one_sided_and_intercomm_mpich() {
+    one_sided_and_intercomm(Mpi::Mpich);
+}
