@@ -1825,13 +1825,14 @@ fn srun_mpich() {
     check_srun(Mpi::Mpich);
 }
 
-/// One-sided communication and intercommunicators (`tests/apps/one_sided.c`, 3
-/// iterations): every call is recorded with its communicator, target or peer (world
-/// ranks) and bytes, and `trace stats` lists them by their MPI names.
-fn check_one_sided(mpi: Mpi) {
+/// One-sided communication and intercommunicators (`tests/apps/one_sided.c`, or its
+/// Fortran forms `one_sided_f.f90` and `one_sided_f08.f90`, 3 iterations): every call is
+/// recorded with its communicator, target or peer (world ranks) and bytes, at its source
+/// line, and `trace stats` lists them by their MPI names.
+fn check_one_sided(mpi: Mpi, app: &str) {
     let iters = 3usize;
     let n = 64u64;
-    let t = trace(mpi, "test:one_sided", &["64", "3"]);
+    let t = trace(mpi, app, &["64", "3"]);
     let size = N_RANKS as i64;
     for (rank, rt) in t.ranks.iter().enumerate() {
         let r = rank as i64;
@@ -1935,9 +1936,25 @@ fn check_one_sided(mpi: Mpi) {
 }
 #[test]
 fn one_sided_and_intercomm_openmpi() {
-    check_one_sided(Mpi::OpenMpi);
+    check_one_sided(Mpi::OpenMpi, "test:one_sided");
 }
 #[test]
 fn one_sided_and_intercomm_mpich() {
-    check_one_sided(Mpi::Mpich);
+    check_one_sided(Mpi::Mpich, "test:one_sided");
+}
+#[test]
+fn one_sided_and_intercomm_fortran_openmpi() {
+    check_one_sided(Mpi::OpenMpi, "test:one_sided_f");
+}
+#[test]
+fn one_sided_and_intercomm_fortran_mpich() {
+    check_one_sided(Mpi::Mpich, "test:one_sided_f");
+}
+#[test]
+fn one_sided_and_intercomm_fortran_f08_openmpi() {
+    check_one_sided(Mpi::OpenMpi, "test:one_sided_f08");
+}
+#[test]
+fn one_sided_and_intercomm_fortran_f08_mpich() {
+    check_one_sided(Mpi::Mpich, "test:one_sided_f08");
 }
