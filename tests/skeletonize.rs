@@ -696,6 +696,86 @@ fn unmatched_requests_are_completed_and_reported() {
     );
 }
 
+/// One-sided calls and intercommunicators in a synthetic trace: the requests of dropped
+/// `MPI_Rput`/`MPI_Rget` leave their completions without a word (no unknown waits; a
+/// waitall keeps its other requests), a duplicate of an intercommunicator is one too,
+/// and every dropped call is counted with its reason.
+#[test]
+fn one_sided_requests_and_derived_intercommunicators_are_dropped_quietly() {
+    let ranks: Vec<RankTrace> = (0..2)
+        .map(|rank| {
+            let other = 1 - i64::from(rank);
+            let mut s = Synth::new();
+            s.call(1_000, Op::Rput, |e| {
+                e.peer = Some(other);
+                e.bytes = Some(64);
+                e.req = Some(1);
+            });
+            let op = if rank == 0 { Op::Isend } else { Op::Irecv };
+            s.call(1_000, op, |e| {
+                e.peer = Some(other);
+                e.bytes = Some(64);
+                e.tag = Some(0);
+                e.req = Some(2);
+            });
+            s.call(1_000, Op::Waitall, |e| {
+                e.comm = None;
+                e.reqs = vec![1, 2];
+            });
+            s.call(1_000, Op::Rget, |e| {
+                e.peer = Some(other);
+                e.bytes = Some(64);
+                e.req = Some(3);
+            });
+            s.call(1_000, Op::Wait, |e| {
+                e.comm = None;
+                e.reqs = vec![3];
+            });
+            s.call(1_000, Op::IntercommCreate, |e| e.newcomm = Some(5));
+            s.call(1_000, Op::CommDup, |e| {
+                e.comm = Some(5);
+                e.newcomm = Some(6);
+            });
+            let op = if rank == 0 { Op::Send } else { Op::Recv };
+            s.call(1_000, op, |e| {
+                e.comm = Some(6);
+                e.peer = Some(other);
+                e.bytes = Some(64);
+                e.tag = Some(0);
+            });
+            s.call(1_000, Op::Allreduce, |e| {
+                e.bytes = Some(8);
+                e.rbytes = Some(8);
+            });
+            s.finish(rank, 2)
+        })
+        .collect();
+    let (text, summary) = run_synthetic(&ranks, Algorithm::Exact);
+    assert_eq!(summary.unknown_waits, 0, "{text}");
+    assert_eq!(summary.unmatched_requests, 0, "{text}");
+    let inter = "intercommunicators are not modelled";
+    let want: BTreeMap<String, u64> = [
+        (
+            "MPI_Rput: one-sided communication is not modelled".to_string(),
+            2,
+        ),
+        (
+            "MPI_Rget: one-sided communication is not modelled".to_string(),
+            2,
+        ),
+        (format!("MPI_Intercomm_create: {inter}"), 2),
+        (format!("MPI_Comm_dup on an intercommunicator: {inter}"), 2),
+        (format!("MPI_Send on an intercommunicator: {inter}"), 1),
+        (format!("MPI_Recv on an intercommunicator: {inter}"), 1),
+    ]
+    .into_iter()
+    .collect();
+    assert_eq!(summary.dropped, want, "{text}");
+    assert!(text.contains("isend") && text.contains("irecv"), "{text}");
+    assert!(text.contains("wait r0"), "{text}");
+    assert!(text.contains("allreduce"), "{text}");
+}
+
 /// An expression used as a loop count stays a literal: recorded counts are kept.
 #[test]
 fn loop_counts_are_recorded_literals() {
