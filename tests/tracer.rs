@@ -12,7 +12,8 @@ use std::process::{Command, Output};
 use perfskel_compiler::trace::format::{self, PEER_ANY_SOURCE, PEER_PROC_NULL};
 use perfskel_compiler::trace::symbolize::Symbolizer;
 use perfskel_compiler::trace::{
-    Completion, Event, Header, Manifest, Op, RankReader, RankStatus, RankTrace, TraceErrorKind,
+    Completion, Event, Header, Manifest, Op, OpClass, RankReader, RankStatus, RankTrace,
+    TraceErrorKind,
 };
 
 use crate::common::{rank_header, varint};
@@ -1957,4 +1958,86 @@ fn one_sided_and_intercomm_fortran_f08_openmpi() {
 #[test]
 fn one_sided_and_intercomm_fortran_f08_mpich() {
     check_one_sided(Mpi::Mpich, "test:one_sided_f08");
+}
+
+/// Every one-sided call once (`tests/apps/one_sided_all.c`): each is recorded with the
+/// window's communicator, its target as a world rank and its bytes; the requests of
+/// `MPI_Rput`/`MPI_Rget` are completed by the waits that follow (`check_requests`).
+/// Open MPI 4.1's `osc/rdma` component crashes in `MPI_Compare_and_swap` over shared
+/// memory (untraced too), so Open MPI runs with the others.
+fn check_one_sided_all(mpi: Mpi) {
+    let n = 16u64;
+    let t = match mpi {
+        Mpi::OpenMpi => trace_launched(
+            mpi,
+            "test:one_sided_all",
+            &["mpirun.openmpi", "-np", "4", "--mca", "osc", "^rdma"],
+            &["16"],
+        ),
+        Mpi::Mpich => trace(mpi, "test:one_sided_all", &["16"]),
+    };
+    let size = N_RANKS as i64;
+    for (rank, rt) in t.ranks.iter().enumerate() {
+        let r = rank as i64;
+        let right = Some((r + 1) % size);
+        let left = Some((r + size - 1) % size);
+        let ops = op_counts(rt);
+        let mut want = counts(&[
+            (Op::Init, 1),
+            (Op::Finalize, 1),
+            (Op::Barrier, 4),
+            (Op::Wait, 2),
+            (Op::WinFree, 4),
+        ]);
+        for op in Op::ALL
+            .iter()
+            .filter(|op| op.class() == OpClass::OneSided)
+            .filter(|op| !matches!(op, Op::WinFree | Op::WinFence))
+        {
+            want.insert(*op, 1);
+        }
+        assert_eq!(ops, want, "rank {rank}");
+        for ev in &rt.events {
+            if ev.op().class() == OpClass::OneSided {
+                assert_eq!(ev.comm, Some(0), "rank {rank} {}", ev.op());
+            }
+        }
+        let one = |op: Op| events_of(rt, op)[0];
+        let fields = |op: Op| {
+            let e = one(op);
+            (e.peer, e.bytes, e.rbytes)
+        };
+        for (op, want) in [
+            (Op::WinAllocate, (None, Some(8 * n), None)),
+            (Op::WinAllocateShared, (None, Some(8 * n), None)),
+            (Op::WinCreateDynamic, (None, Some(0), None)),
+            (Op::WinCreate, (None, Some(8 * n), None)),
+            (Op::WinLock, (right, None, None)),
+            (Op::WinUnlock, (right, None, None)),
+            (Op::WinFlush, (right, None, None)),
+            (Op::WinLockAll, (None, None, None)),
+            (Op::WinPost, (None, None, None)),
+            (Op::Accumulate, (right, Some(8 * n), None)),
+            (Op::Rput, (right, Some(8 * n), None)),
+            (Op::Rget, (left, Some(8 * n), None)),
+            (Op::Get, (left, Some(8 * n), None)),
+            (Op::Put, (right, Some(8 * n), None)),
+            (Op::GetAccumulate, (right, Some(8), Some(8))),
+            (Op::FetchAndOp, (right, Some(8), None)),
+            (Op::CompareAndSwap, (right, Some(8), None)),
+        ] {
+            assert_eq!(fields(op), want, "rank {rank} {op}");
+        }
+        for op in [Op::Rput, Op::Rget] {
+            assert!(one(op).req.is_some(), "rank {rank} {op} has a request");
+        }
+    }
+}
+#[test]
+fn every_one_sided_call_openmpi() {
+    check_one_sided_all(Mpi::OpenMpi);
+}
+#[test]
+fn every_one_sided_call_mpich() {
+    check_one_sided_all(Mpi::Mpich);
 }
