@@ -1960,21 +1960,22 @@ fn one_sided_and_intercomm_fortran_f08_mpich() {
     check_one_sided(Mpi::Mpich, "test:one_sided_f08");
 }
 
-/// Every one-sided call once (`tests/apps/one_sided_all.c`): each is recorded with the
+/// Every one-sided call once (`tests/apps/one_sided_all.c`, or its Fortran forms
+/// `one_sided_all_f.f90` and `one_sided_all_f08.f90`): each is recorded with the
 /// window's communicator, its target as a world rank and its bytes; the requests of
 /// `MPI_Rput`/`MPI_Rget` are completed by the waits that follow (`check_requests`).
 /// Open MPI 4.1's `osc/rdma` component crashes in `MPI_Compare_and_swap` over shared
 /// memory (untraced too), so Open MPI runs with the others.
-fn check_one_sided_all(mpi: Mpi) {
+fn check_one_sided_all(mpi: Mpi, app: &str) {
     let n = 16u64;
     let t = match mpi {
         Mpi::OpenMpi => trace_launched(
             mpi,
-            "test:one_sided_all",
+            app,
             &["mpirun.openmpi", "-np", "4", "--mca", "osc", "^rdma"],
             &["16"],
         ),
-        Mpi::Mpich => trace(mpi, "test:one_sided_all", &["16"]),
+        Mpi::Mpich => trace(mpi, app, &["16"]),
     };
     let size = N_RANKS as i64;
     for (rank, rt) in t.ranks.iter().enumerate() {
@@ -2035,9 +2036,25 @@ fn check_one_sided_all(mpi: Mpi) {
 }
 #[test]
 fn every_one_sided_call_openmpi() {
-    check_one_sided_all(Mpi::OpenMpi);
+    check_one_sided_all(Mpi::OpenMpi, "test:one_sided_all");
 }
 #[test]
 fn every_one_sided_call_mpich() {
-    check_one_sided_all(Mpi::Mpich);
+    check_one_sided_all(Mpi::Mpich, "test:one_sided_all");
+}
+#[test]
+fn every_one_sided_call_fortran_openmpi() {
+    check_one_sided_all(Mpi::OpenMpi, "test:one_sided_all_f");
+}
+#[test]
+fn every_one_sided_call_fortran_mpich() {
+    check_one_sided_all(Mpi::Mpich, "test:one_sided_all_f");
+}
+#[test]
+fn every_one_sided_call_fortran_f08_openmpi() {
+    check_one_sided_all(Mpi::OpenMpi, "test:one_sided_all_f08");
+}
+#[test]
+fn every_one_sided_call_fortran_f08_mpich() {
+    check_one_sided_all(Mpi::Mpich, "test:one_sided_all_f08");
 }
