@@ -696,6 +696,86 @@ fn unmatched_requests_are_completed_and_reported() {
     );
 }
 
+/// One-sided calls and intercommunicators in a synthetic trace: the requests of dropped
+/// `MPI_Rput`/`MPI_Rget` leave their completions without a word (no unknown waits; a
+/// waitall keeps its other requests), a duplicate of an intercommunicator is one too,
+/// and every dropped call is counted with its reason.
+#[test]
+fn one_sided_requests_and_derived_intercommunicators_are_dropped_quietly() {
+    let ranks: Vec<RankTrace> = (0..2)
+        .map(|rank| {
+            let other = 1 - i64::from(rank);
+            let mut s = Synth::new();
+            s.call(1_000, Op::Rput, |e| {
+                e.peer = Some(other);
+                e.bytes = Some(64);
+                e.req = Some(1);
+            });
+            let op = if rank == 0 { Op::Isend } else { Op::Irecv };
+            s.call(1_000, op, |e| {
+                e.peer = Some(other);
+                e.bytes = Some(64);
+                e.tag = Some(0);
+                e.req = Some(2);
+            });
+            s.call(1_000, Op::Waitall, |e| {
+                e.comm = None;
+                e.reqs = vec![1, 2];
+            });
+            s.call(1_000, Op::Rget, |e| {
+                e.peer = Some(other);
+                e.bytes = Some(64);
+                e.req = Some(3);
+            });
+            s.call(1_000, Op::Wait, |e| {
+                e.comm = None;
+                e.reqs = vec![3];
+            });
+            s.call(1_000, Op::IntercommCreate, |e| e.newcomm = Some(5));
+            s.call(1_000, Op::CommDup, |e| {
+                e.comm = Some(5);
+                e.newcomm = Some(6);
+            });
+            let op = if rank == 0 { Op::Send } else { Op::Recv };
+            s.call(1_000, op, |e| {
+                e.comm = Some(6);
+                e.peer = Some(other);
+                e.bytes = Some(64);
+                e.tag = Some(0);
+            });
+            s.call(1_000, Op::Allreduce, |e| {
+                e.bytes = Some(8);
+                e.rbytes = Some(8);
+            });
+            s.finish(rank, 2)
+        })
+        .collect();
+    let (text, summary) = run_synthetic(&ranks, Algorithm::Exact);
+    assert_eq!(summary.unknown_waits, 0, "{text}");
+    assert_eq!(summary.unmatched_requests, 0, "{text}");
+    let inter = "intercommunicators are not modelled";
+    let want: BTreeMap<String, u64> = [
+        (
+            "MPI_Rput: one-sided communication is not modelled".to_string(),
+            2,
+        ),
+        (
+            "MPI_Rget: one-sided communication is not modelled".to_string(),
+            2,
+        ),
+        (format!("MPI_Intercomm_create: {inter}"), 2),
+        (format!("MPI_Comm_dup on an intercommunicator: {inter}"), 2),
+        (format!("MPI_Send on an intercommunicator: {inter}"), 1),
+        (format!("MPI_Recv on an intercommunicator: {inter}"), 1),
+    ]
+    .into_iter()
+    .collect();
+    assert_eq!(summary.dropped, want, "{text}");
+    assert!(text.contains("isend") && text.contains("irecv"), "{text}");
+    assert!(text.contains("wait r0"), "{text}");
+    assert!(text.contains("allreduce"), "{text}");
+}
+
 /// An expression used as a loop count stays a literal: recorded counts are kept.
 #[test]
 fn loop_counts_are_recorded_literals() {
@@ -1142,4 +1222,68 @@ fn rank_files_stream_like_collected_ranks() {
         assert_eq!(from_files.1.incomplete_ranks, vec![2]);
         assert!(from_files.0.contains("loop 40"), "{}", from_files.0);
     }
+}
+
+/// One-sided communication and intercommunicators (`tests/apps/one_sided.c`, 4 ranks, 3
+/// iterations) are not modelled: each call is dropped and counted with its reason, calls
+/// on the intercommunicator (and on what is merged from it) with the intercommunicator's,
+/// a note says so, and the rest (the allreduces, the world barrier) makes a skeleton
+/// that checks clean.
+fn one_sided_and_intercomm(mpi: Mpi) {
+    let (_dir, trace) = record(mpi, "test:one_sided", &["64", "3"]);
+    let (text, summary) = skeletonize_cli(&trace, &[]);
+    let one = "one-sided communication is not modelled";
+    let inter = "intercommunicators are not modelled";
+    let want: BTreeMap<String, u64> = [
+        (format!("MPI_Win_create: {one}"), 4),
+        (format!("MPI_Win_fence: {one}"), 36),
+        (format!("MPI_Put: {one}"), 12),
+        (format!("MPI_Get: {one}"), 12),
+        (format!("MPI_Win_free: {one}"), 4),
+        (format!("MPI_Intercomm_create: {inter}"), 4),
+        (format!("MPI_Send on an intercommunicator: {inter}"), 6),
+        (format!("MPI_Recv on an intercommunicator: {inter}"), 6),
+        (
+            format!("MPI_Intercomm_merge on an intercommunicator: {inter}"),
+            4,
+        ),
+        (format!("MPI_Comm_free on an intercommunicator: {inter}"), 4),
+        (
+            format!("MPI_Barrier on a communicator merged from an intercommunicator: {inter}"),
+            4,
+        ),
+        (
+            format!("MPI_Comm_free on a communicator merged from an intercommunicator: {inter}"),
+            4,
+        ),
+    ]
+    .into_iter()
+    .collect();
+    let got: BTreeMap<String, u64> =
+        serde_json::from_value(summary["dropped"].clone()).expect("dropped is a map");
+    assert_eq!(got, want, "{summary:#}\n{text}");
+    assert_eq!(summary["dropped_events"], 100, "{summary:#}");
+    let notes = summary["notes"].to_string();
+    assert!(
+        notes.contains("68 one-sided call(s) and 32 call(s) making or using intercommunicators"),
+        "{notes}"
+    );
+    // What is left: 3 allreduces and the world barrier on every rank.
+    let (program, diags) = perfskel_grammar::parse(&text);
+    assert!(diags.is_empty(), "{text}");
+    let checked = check(&program, &text, CheckOptions::default());
+    assert!(checked.diags.is_empty(), "{:?}\n{text}", checked.diags);
+    let info = checked.info.expect("checked");
+    for (rank, r) in info.ranks.iter().enumerate() {
+        assert_eq!(r.messages_sent, 0, "rank {rank}\n{text}");
+        assert_eq!(r.collectives, 4, "rank {rank}\n{text}");
+    }
+}
+#[test]
+fn one_sided_and_intercomm_openmpi() {
+    one_sided_and_intercomm(Mpi::OpenMpi);
+}
+#[test]
+fn one_sided_and_intercomm_mpich() {
+    one_sided_and_intercomm(Mpi::Mpich);
 }

@@ -12,7 +12,8 @@ use std::process::{Command, Output};
 use perfskel_compiler::trace::format::{self, PEER_ANY_SOURCE, PEER_PROC_NULL};
 use perfskel_compiler::trace::symbolize::Symbolizer;
 use perfskel_compiler::trace::{
-    Completion, Event, Header, Manifest, Op, RankReader, RankStatus, RankTrace, TraceErrorKind,
+    Completion, Event, Header, Manifest, Op, OpClass, RankReader, RankStatus, RankTrace,
+    TraceErrorKind,
 };
 
 use crate::common::{rank_header, varint};
@@ -1137,6 +1138,33 @@ fn reader_reads_version_1_without_the_newer_operations() {
     }
 }
 
+/// Version 4's one-sided and intercommunicator operations read; in older files their
+/// codes are corrupt records.
+#[test]
+fn reader_reads_one_sided_operations_of_version_4_only() {
+    for version in [3, 4] {
+        for op in [Op::Put, Op::WinFence, Op::IntercommCreate] {
+            let mut f = RankFile::new(0, 2, version);
+            f.event(op, 10, &[(format::field::COMM, 0)]);
+            let at = f.record_starts[f.record_starts.len() - 1];
+            let result = read_all(&f.finish(), 0);
+            if version < 4 {
+                let err = result.expect_err("not a version 3 operation");
+                assert_eq!(
+                    (err.offset, err.kind),
+                    (at as u64, TraceErrorKind::UnknownRecord(op.code()))
+                );
+            } else {
+                let (events, _) = result.expect("version 4 has the operation");
+                assert_eq!(events[1].op(), op);
+            }
+        }
+    }
+    assert_eq!(Op::from_code(106), Some(Op::Put));
+    assert_eq!(Op::Put.mpi_name(), "MPI_Put");
+    assert_eq!(Op::from_code(117), None);
+}
+
 /// Version 3's memory record reads; in older versions its tag is an unknown record.
 #[test]
 fn reader_reads_the_memory_record_of_version_3_only() {
@@ -1796,4 +1824,237 @@ fn srun_openmpi() {
 #[test]
 fn srun_mpich() {
     check_srun(Mpi::Mpich);
+}
+
+/// One-sided communication and intercommunicators (`tests/apps/one_sided.c`, or its
+/// Fortran forms `one_sided_f.f90` and `one_sided_f08.f90`, 3 iterations): every call is
+/// recorded with its communicator, target or peer (world ranks) and bytes, at its source
+/// line, and `trace stats` lists them by their MPI names.
+fn check_one_sided(mpi: Mpi, app: &str) {
+    let iters = 3usize;
+    let n = 64u64;
+    let t = trace(mpi, app, &["64", "3"]);
+    let size = N_RANKS as i64;
+    for (rank, rt) in t.ranks.iter().enumerate() {
+        let r = rank as i64;
+        let even = rank % 2 == 0;
+        let ops = op_counts(rt);
+        for (op, want) in [
+            (Op::WinCreate, 1),
+            (Op::WinFence, 3 * iters),
+            (Op::Put, iters),
+            (Op::Get, iters),
+            (Op::WinFree, 1),
+            (Op::IntercommCreate, 1),
+            (Op::IntercommMerge, 1),
+            (Op::Allreduce, iters),
+            (Op::Barrier, 2),
+            (Op::CommFree, 3),
+            (if even { Op::Send } else { Op::Recv }, iters),
+        ] {
+            assert_eq!(
+                ops.get(&op).copied(),
+                Some(want),
+                "rank {rank} {op}: {ops:?}"
+            );
+        }
+        let create = events_of(rt, Op::WinCreate)[0];
+        assert_eq!((create.comm, create.bytes), (Some(0), Some(8 * n)));
+        for ev in events_of(rt, Op::WinFence) {
+            assert_eq!(ev.comm, Some(0));
+        }
+        for ev in events_of(rt, Op::Put) {
+            assert_eq!(
+                (ev.comm, ev.peer, ev.bytes),
+                (Some(0), Some((r + 1) % size), Some(8 * n))
+            );
+        }
+        for ev in events_of(rt, Op::Get) {
+            assert_eq!(
+                (ev.comm, ev.peer, ev.bytes),
+                (Some(0), Some((r + size - 1) % size), Some(8 * n))
+            );
+        }
+        // The intercommunicator's record holds the remote group, as world ranks.
+        let ic = events_of(rt, Op::IntercommCreate)[0];
+        let inter = ic.newcomm.expect("intercommunicator id");
+        let remote: Vec<i64> = (0..size).filter(|w| w % 2 != r % 2).collect();
+        assert_eq!(rt.comms.get(&inter), Some(&remote), "rank {rank}");
+        assert_eq!(ic.tag, Some(7));
+        if rank < 2 {
+            assert_eq!(ic.peer, Some(1 - r), "the leaders name each other");
+        }
+        let p2p = events_of(rt, if even { Op::Send } else { Op::Recv });
+        for ev in p2p {
+            assert_eq!(ev.comm, Some(inter));
+            assert_eq!(ev.peer, Some(if even { r + 1 } else { r - 1 }));
+            assert_eq!(ev.bytes, Some(8 * n));
+        }
+        let merge = events_of(rt, Op::IntercommMerge)[0];
+        assert_eq!(merge.comm, Some(inter));
+        let merged = merge.newcomm.expect("merged id");
+        assert_eq!(rt.comms.get(&merged).map(Vec::len), Some(N_RANKS));
+        assert_eq!(events_of(rt, Op::Barrier)[0].comm, Some(merged));
+    }
+    let dir = t.dir.path().join("trace");
+    let stats = perfskel(&[
+        "trace",
+        "stats",
+        dir.to_str().expect("utf-8"),
+        "--format",
+        "json",
+    ]);
+    assert!(stats.status.success());
+    let json: serde_json::Value = serde_json::from_slice(&stats.stdout).expect("JSON");
+    let count = |name: &str| {
+        json["ops"]
+            .as_array()
+            .and_then(|ops| ops.iter().find(|o| o["op"] == name))
+            .map(|o| o["count"].clone())
+    };
+    for (name, want) in [
+        ("MPI_Win_create", N_RANKS),
+        ("MPI_Win_fence", 3 * iters * N_RANKS),
+        ("MPI_Put", iters * N_RANKS),
+        ("MPI_Get", iters * N_RANKS),
+        ("MPI_Win_free", N_RANKS),
+        ("MPI_Intercomm_create", N_RANKS),
+        ("MPI_Intercomm_merge", N_RANKS),
+    ] {
+        assert_eq!(count(name), Some(serde_json::json!(want)), "{name}");
+    }
+    let show = perfskel(&["trace", "show", dir.to_str().expect("utf-8"), "--rank", "0"]);
+    assert!(show.status.success());
+    let text = String::from_utf8_lossy(&show.stdout);
+    for name in [
+        "MPI_Put",
+        "MPI_Get",
+        "MPI_Win_fence",
+        "MPI_Intercomm_create",
+    ] {
+        assert!(text.contains(name), "no {name} in\n{text}");
+    }
+}
+#[test]
+fn one_sided_and_intercomm_openmpi() {
+    check_one_sided(Mpi::OpenMpi, "test:one_sided");
+}
+#[test]
+fn one_sided_and_intercomm_mpich() {
+    check_one_sided(Mpi::Mpich, "test:one_sided");
+}
+#[test]
+fn one_sided_and_intercomm_fortran_openmpi() {
+    check_one_sided(Mpi::OpenMpi, "test:one_sided_f");
+}
+#[test]
+fn one_sided_and_intercomm_fortran_mpich() {
+    check_one_sided(Mpi::Mpich, "test:one_sided_f");
+}
+#[test]
+fn one_sided_and_intercomm_fortran_f08_openmpi() {
+    check_one_sided(Mpi::OpenMpi, "test:one_sided_f08");
+}
+#[test]
+fn one_sided_and_intercomm_fortran_f08_mpich() {
+    check_one_sided(Mpi::Mpich, "test:one_sided_f08");
+}
+
+/// Every one-sided call once (`tests/apps/one_sided_all.c`, or its Fortran forms
+/// `one_sided_all_f.f90` and `one_sided_all_f08.f90`): each is recorded with the
+/// window's communicator, its target as a world rank and its bytes; the requests of
+/// `MPI_Rput`/`MPI_Rget` are completed by the waits that follow (`check_requests`).
+/// Open MPI 4.1's `osc/rdma` component crashes in `MPI_Compare_and_swap` over shared
+/// memory (untraced too), so Open MPI runs with the others.
+fn check_one_sided_all(mpi: Mpi, app: &str) {
+    let n = 16u64;
+    let t = match mpi {
+        Mpi::OpenMpi => trace_launched(
+            mpi,
+            app,
+            &["mpirun.openmpi", "-np", "4", "--mca", "osc", "^rdma"],
+            &["16"],
+        ),
+        Mpi::Mpich => trace(mpi, app, &["16"]),
+    };
+    let size = N_RANKS as i64;
+    for (rank, rt) in t.ranks.iter().enumerate() {
+        let r = rank as i64;
+        let right = Some((r + 1) % size);
+        let left = Some((r + size - 1) % size);
+        let ops = op_counts(rt);
+        let mut want = counts(&[
+            (Op::Init, 1),
+            (Op::Finalize, 1),
+            (Op::Barrier, 4),
+            (Op::Wait, 2),
+            (Op::WinFree, 4),
+        ]);
+        for op in Op::ALL
+            .iter()
+            .filter(|op| op.class() == OpClass::OneSided)
+            .filter(|op| !matches!(op, Op::WinFree | Op::WinFence))
+        {
+            want.insert(*op, 1);
+        }
+        assert_eq!(ops, want, "rank {rank}");
+        for ev in &rt.events {
+            if ev.op().class() == OpClass::OneSided {
+                assert_eq!(ev.comm, Some(0), "rank {rank} {}", ev.op());
+            }
+        }
+        let one = |op: Op| events_of(rt, op)[0];
+        let fields = |op: Op| {
+            let e = one(op);
+            (e.peer, e.bytes, e.rbytes)
+        };
+        for (op, want) in [
+            (Op::WinAllocate, (None, Some(8 * n), None)),
+            (Op::WinAllocateShared, (None, Some(8 * n), None)),
+            (Op::WinCreateDynamic, (None, Some(0), None)),
+            (Op::WinCreate, (None, Some(8 * n), None)),
+            (Op::WinLock, (right, None, None)),
+            (Op::WinUnlock, (right, None, None)),
+            (Op::WinFlush, (right, None, None)),
+            (Op::WinLockAll, (None, None, None)),
+            (Op::WinPost, (None, None, None)),
+            (Op::Accumulate, (right, Some(8 * n), None)),
+            (Op::Rput, (right, Some(8 * n), None)),
+            (Op::Rget, (left, Some(8 * n), None)),
+            (Op::Get, (left, Some(8 * n), None)),
+            (Op::Put, (right, Some(8 * n), None)),
+            (Op::GetAccumulate, (right, Some(8), Some(8))),
+            (Op::FetchAndOp, (right, Some(8), None)),
+            (Op::CompareAndSwap, (right, Some(8), None)),
+        ] {
+            assert_eq!(fields(op), want, "rank {rank} {op}");
+        }
+        for op in [Op::Rput, Op::Rget] {
+            assert!(one(op).req.is_some(), "rank {rank} {op} has a request");
+        }
+    }
+}
+#[test]
+fn every_one_sided_call_openmpi() {
+    check_one_sided_all(Mpi::OpenMpi, "test:one_sided_all");
+}
+#[test]
+fn every_one_sided_call_mpich() {
+    check_one_sided_all(Mpi::Mpich, "test:one_sided_all");
+}
+#[test]
+fn every_one_sided_call_fortran_openmpi() {
+    check_one_sided_all(Mpi::OpenMpi, "test:one_sided_all_f");
+}
+#[test]
+fn every_one_sided_call_fortran_mpich() {
+    check_one_sided_all(Mpi::Mpich, "test:one_sided_all_f");
+}
+#[test]
+fn every_one_sided_call_fortran_f08_openmpi() {
+    check_one_sided_all(Mpi::OpenMpi, "test:one_sided_all_f08");
+}
+#[test]
+fn every_one_sided_call_fortran_f08_mpich() {
+    check_one_sided_all(Mpi::Mpich, "test:one_sided_all_f08");
 }

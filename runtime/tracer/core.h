@@ -22,7 +22,7 @@
 
 #include "memprobe.h"
 
-#define PST_VERSION 3u
+#define PST_VERSION 4u
 
 /* Operation codes: keep in sync with compiler/src/trace/format.rs and FORMAT.md. */
 enum {
@@ -38,6 +38,13 @@ enum {
     OP_ISCATTER, OP_ISCATTERV, OP_IALLGATHER, OP_IALLGATHERV, OP_IALLTOALL, OP_IALLTOALLV,
     OP_IREDUCE_SCATTER, OP_IREDUCE_SCATTER_BLOCK, OP_ISCAN, OP_IEXSCAN, /* 72-75: version 2 */
     OP_COMM_DUP = 80, OP_COMM_SPLIT, OP_COMM_CREATE, OP_CART_CREATE, OP_CART_SUB, OP_COMM_FREE,
+    /* 90-116: version 4. One-sided communication, then intercommunicators. */
+    OP_WIN_CREATE = 90, OP_WIN_ALLOCATE, OP_WIN_ALLOCATE_SHARED, OP_WIN_CREATE_DYNAMIC,
+    OP_WIN_FREE, OP_WIN_FENCE, OP_WIN_LOCK, OP_WIN_UNLOCK, OP_WIN_LOCK_ALL, OP_WIN_UNLOCK_ALL,
+    OP_WIN_FLUSH, OP_WIN_FLUSH_ALL, OP_WIN_POST, OP_WIN_START, OP_WIN_COMPLETE, OP_WIN_WAIT,
+    OP_PUT = 106, OP_GET, OP_ACCUMULATE, OP_GET_ACCUMULATE, OP_FETCH_AND_OP,
+    OP_COMPARE_AND_SWAP, OP_RPUT, OP_RGET,
+    OP_INTERCOMM_CREATE = 114, OP_INTERCOMM_MERGE, OP_COMM_SPAWN,
 };
 
 /* Field bits of an event's mask; fields follow in this order. */
@@ -401,6 +408,52 @@ static inline int64_t to_world(const comm_t *c, int r) {
     return c->world[r];
 }
 
+/* ---- windows ------------------------------------------------------------------------
+ * Window handle -> the communicator it was made over (its id, and its ranks as world
+ * ranks, copied: the communicator may be freed while the window lives). One-sided
+ * events name that communicator and give targets as world ranks. */
+
+typedef struct {
+    uint64_t key;
+    uint64_t comm;
+    int size;
+    int *world;
+} win_t;
+static win_t *g_wins;
+static size_t g_n_wins, g_cap_wins;
+
+static void win_register(MPI_Win w, MPI_Comm comm) {
+    comm_t *c = comm_get(comm);
+    if (g_n_wins == g_cap_wins) {
+        g_cap_wins = g_cap_wins ? g_cap_wins * 2 : 8;
+        g_wins = realloc(g_wins, g_cap_wins * sizeof *g_wins);
+        if (!g_wins) abort();
+    }
+    win_t *e = &g_wins[g_n_wins++];
+    e->key = HANDLE_KEY(w);
+    e->comm = c->id;
+    e->size = c->size;
+    e->world = malloc(sizeof(int) * (size_t)c->size + 1);
+    if (!e->world) abort();
+    memcpy(e->world, c->world, sizeof(int) * (size_t)c->size);
+}
+
+static win_t *win_get(MPI_Win w) {
+    uint64_t key = HANDLE_KEY(w);
+    for (size_t i = 0; i < g_n_wins; i++)
+        if (g_wins[i].key == key) return &g_wins[i];
+    return NULL;
+}
+
+static void win_forget(uint64_t key) {
+    for (size_t i = 0; i < g_n_wins; i++)
+        if (g_wins[i].key == key) {
+            free(g_wins[i].world);
+            g_wins[i] = g_wins[--g_n_wins];
+            return;
+        }
+}
+
 static inline int64_t norm_tag(int tag) { return tag == MPI_ANY_TAG ? -1 : tag; }
 
 static inline uint64_t type_bytes(MPI_Datatype dt, int64_t count) {
@@ -584,6 +637,23 @@ static inline void ev_root(ev_t *e, MPI_Comm comm, int root) {
     e->root = to_world(comm_get(comm), root);
 }
 
+/* Names a window's communicator (a window the tracer did not see made: none). */
+static inline void ev_win(ev_t *e, const win_t *w) {
+    if (!w) return;
+    e->mask |= F_COMM;
+    e->comm = w->comm;
+}
+
+/* A one-sided call's target (a rank of the window's group) as a world rank. */
+static inline void ev_target(ev_t *e, const win_t *w, int rank) {
+    ev_win(e, w);
+    e->mask |= F_PEER;
+    if (rank == MPI_PROC_NULL)
+        e->peer = PEER_PROC_NULL;
+    else
+        e->peer = w && rank >= 0 && rank < w->size ? w->world[rank] : rank;
+}
+
 /* Records the starts of n requests made in one call (MPI_Start, MPI_Startall) that took
  * t0..t1: one event per known persistent request, the call's time split evenly among
  * them so events stay ordered. Unknown handles (persistent collectives, requests made
@@ -680,6 +750,11 @@ static void write_memory_record(void) {
 static void tracer_start(uint64_t t_start) {
     const char *dir = getenv("PERFSKEL_TRACE_DIR");
     if (g_on || !dir || !dir[0]) return;
+    /* Processes made by MPI_Comm_spawn are not traced: their world ranks would take the
+     * rank files of the job that spawned them. */
+    MPI_Comm parent = MPI_COMM_NULL;
+    PMPI_Comm_get_parent(&parent);
+    if (parent != MPI_COMM_NULL) return;
     clock_calibrate();
     int size = 0;
     PMPI_Comm_rank(MPI_COMM_WORLD, &g_rank);

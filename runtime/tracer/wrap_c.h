@@ -712,3 +712,185 @@ int MPI_Comm_free(MPI_Comm *comm) {
     comm_forget(HANDLE_KEY(before));
     END(OP_COMM_FREE);
 }
+
+/* ---- one-sided communication (format version 4) ----
+ * Recorded so that the calls are seen and counted, not modelled: window creation names
+ * the communicator and the local window size (bytes), synchronization names the
+ * window's communicator (and the target, as a world rank, where there is one), data
+ * movement the target and the origin buffer's bytes (rbytes: the result buffer's). */
+
+#define WIN_NEW(OPC, SIZE)                                                           \
+    if (rc_ == MPI_SUCCESS) win_register(*win, comm);                                \
+    e_.mask |= F_COMM | F_BYTES;                                                     \
+    e_.comm = comm_get(comm)->id;                                                    \
+    e_.bytes = (uint64_t)(SIZE);                                                     \
+    END(OPC)
+
+int MPI_Win_create(void *base, MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm,
+                   MPI_Win *win) {
+    BEGIN(PMPI_Win_create(base, size, disp_unit, info, comm, win));
+    WIN_NEW(OP_WIN_CREATE, size > 0 ? size : 0);
+}
+
+int MPI_Win_allocate(MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm,
+                     void *baseptr, MPI_Win *win) {
+    BEGIN(PMPI_Win_allocate(size, disp_unit, info, comm, baseptr, win));
+    WIN_NEW(OP_WIN_ALLOCATE, size > 0 ? size : 0);
+}
+
+int MPI_Win_allocate_shared(MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm,
+                            void *baseptr, MPI_Win *win) {
+    BEGIN(PMPI_Win_allocate_shared(size, disp_unit, info, comm, baseptr, win));
+    WIN_NEW(OP_WIN_ALLOCATE_SHARED, size > 0 ? size : 0);
+}
+
+int MPI_Win_create_dynamic(MPI_Info info, MPI_Comm comm, MPI_Win *win) {
+    BEGIN(PMPI_Win_create_dynamic(info, comm, win));
+    WIN_NEW(OP_WIN_CREATE_DYNAMIC, 0);
+}
+
+int MPI_Win_free(MPI_Win *win) {
+    MPI_Win before = *win;
+    BEGIN(PMPI_Win_free(win));
+    ev_win(&e_, win_get(before));
+    win_forget(HANDLE_KEY(before));
+    END(OP_WIN_FREE);
+}
+
+#define WIN_SYNC(NAME, OPC, PARAMS, ARGS)                                            \
+    int MPI_##NAME PARAMS {                                                          \
+        BEGIN(PMPI_##NAME ARGS);                                                     \
+        ev_win(&e_, win_get(win));                                                   \
+        END(OPC);                                                                    \
+    }
+WIN_SYNC(Win_fence, OP_WIN_FENCE, (int assert_, MPI_Win win), (assert_, win))
+WIN_SYNC(Win_lock_all, OP_WIN_LOCK_ALL, (int assert_, MPI_Win win), (assert_, win))
+WIN_SYNC(Win_unlock_all, OP_WIN_UNLOCK_ALL, (MPI_Win win), (win))
+WIN_SYNC(Win_flush_all, OP_WIN_FLUSH_ALL, (MPI_Win win), (win))
+WIN_SYNC(Win_post, OP_WIN_POST, (MPI_Group group, int assert_, MPI_Win win),
+         (group, assert_, win))
+WIN_SYNC(Win_start, OP_WIN_START, (MPI_Group group, int assert_, MPI_Win win),
+         (group, assert_, win))
+WIN_SYNC(Win_complete, OP_WIN_COMPLETE, (MPI_Win win), (win))
+WIN_SYNC(Win_wait, OP_WIN_WAIT, (MPI_Win win), (win))
+
+int MPI_Win_lock(int lock_type, int rank, int assert_, MPI_Win win) {
+    BEGIN(PMPI_Win_lock(lock_type, rank, assert_, win));
+    ev_target(&e_, win_get(win), rank);
+    END(OP_WIN_LOCK);
+}
+
+int MPI_Win_unlock(int rank, MPI_Win win) {
+    BEGIN(PMPI_Win_unlock(rank, win));
+    ev_target(&e_, win_get(win), rank);
+    END(OP_WIN_UNLOCK);
+}
+
+int MPI_Win_flush(int rank, MPI_Win win) {
+    BEGIN(PMPI_Win_flush(rank, win));
+    ev_target(&e_, win_get(win), rank);
+    END(OP_WIN_FLUSH);
+}
+
+/* Target and origin bytes of a data-moving call. */
+static inline void ev_rma(ev_t *e, MPI_Win win, int target, int64_t count, MPI_Datatype dt) {
+    ev_target(e, win_get(win), target);
+    e->mask |= F_BYTES;
+    e->bytes = target == MPI_PROC_NULL ? 0 : type_bytes(dt, count);
+}
+
+int MPI_Put(const void *obuf, int ocount, MPI_Datatype otype, int target, MPI_Aint disp,
+            int tcount, MPI_Datatype ttype, MPI_Win win) {
+    BEGIN(PMPI_Put(obuf, ocount, otype, target, disp, tcount, ttype, win));
+    ev_rma(&e_, win, target, ocount, otype);
+    END(OP_PUT);
+}
+
+int MPI_Get(void *obuf, int ocount, MPI_Datatype otype, int target, MPI_Aint disp,
+            int tcount, MPI_Datatype ttype, MPI_Win win) {
+    BEGIN(PMPI_Get(obuf, ocount, otype, target, disp, tcount, ttype, win));
+    ev_rma(&e_, win, target, ocount, otype);
+    END(OP_GET);
+}
+
+int MPI_Accumulate(const void *obuf, int ocount, MPI_Datatype otype, int target,
+                   MPI_Aint disp, int tcount, MPI_Datatype ttype, MPI_Op op, MPI_Win win) {
+    BEGIN(PMPI_Accumulate(obuf, ocount, otype, target, disp, tcount, ttype, op, win));
+    ev_rma(&e_, win, target, ocount, otype);
+    END(OP_ACCUMULATE);
+}
+
+int MPI_Get_accumulate(const void *obuf, int ocount, MPI_Datatype otype, void *rbuf,
+                       int rcount, MPI_Datatype rtype, int target, MPI_Aint disp, int tcount,
+                       MPI_Datatype ttype, MPI_Op op, MPI_Win win) {
+    BEGIN(PMPI_Get_accumulate(obuf, ocount, otype, rbuf, rcount, rtype, target, disp, tcount,
+                              ttype, op, win));
+    ev_rma(&e_, win, target, ocount, otype);
+    e_.mask |= F_RBYTES;
+    e_.rbytes = target == MPI_PROC_NULL ? 0 : type_bytes(rtype, rcount);
+    END(OP_GET_ACCUMULATE);
+}
+
+int MPI_Fetch_and_op(const void *obuf, void *rbuf, MPI_Datatype dt, int target,
+                     MPI_Aint disp, MPI_Op op, MPI_Win win) {
+    BEGIN(PMPI_Fetch_and_op(obuf, rbuf, dt, target, disp, op, win));
+    ev_rma(&e_, win, target, 1, dt);
+    END(OP_FETCH_AND_OP);
+}
+
+int MPI_Compare_and_swap(const void *obuf, const void *cbuf, void *rbuf, MPI_Datatype dt,
+                         int target, MPI_Aint disp, MPI_Win win) {
+    BEGIN(PMPI_Compare_and_swap(obuf, cbuf, rbuf, dt, target, disp, win));
+    ev_rma(&e_, win, target, 1, dt);
+    END(OP_COMPARE_AND_SWAP);
+}
+
+int MPI_Rput(const void *obuf, int ocount, MPI_Datatype otype, int target, MPI_Aint disp,
+             int tcount, MPI_Datatype ttype, MPI_Win win, MPI_Request *req) {
+    BEGIN(PMPI_Rput(obuf, ocount, otype, target, disp, tcount, ttype, win, req));
+    ev_rma(&e_, win, target, ocount, otype);
+    NB_REQ();
+    END(OP_RPUT);
+}
+
+int MPI_Rget(void *obuf, int ocount, MPI_Datatype otype, int target, MPI_Aint disp,
+             int tcount, MPI_Datatype ttype, MPI_Win win, MPI_Request *req) {
+    BEGIN(PMPI_Rget(obuf, ocount, otype, target, disp, tcount, ttype, win, req));
+    ev_rma(&e_, win, target, ocount, otype);
+    NB_REQ();
+    END(OP_RGET);
+}
+
+/* ---- intercommunicators (format version 4) ----
+ * The intercommunicator's communicator record lists the remote group (as point-to-point
+ * peers on it are remote ranks); the merged intracommunicator is a new communicator. */
+
+int MPI_Intercomm_create(MPI_Comm local, int local_leader, MPI_Comm peer_comm,
+                         int remote_leader, int tag, MPI_Comm *newcomm) {
+    BEGIN(PMPI_Intercomm_create(local, local_leader, peer_comm, remote_leader, tag, newcomm));
+    ev_newcomm(&e_, local, *newcomm);
+    /* The remote leader is a rank of peer_comm, which only the local leader must pass. */
+    if (comm_rank(local) == local_leader && peer_comm != MPI_COMM_NULL) {
+        e_.mask |= F_PEER;
+        e_.peer = to_world(comm_get(peer_comm), remote_leader);
+    }
+    e_.mask |= F_TAG;
+    e_.tag = norm_tag(tag);
+    END(OP_INTERCOMM_CREATE);
+}
+
+int MPI_Intercomm_merge(MPI_Comm inter, int high, MPI_Comm *newcomm) {
+    BEGIN(PMPI_Intercomm_merge(inter, high, newcomm));
+    ev_newcomm(&e_, inter, *newcomm);
+    e_.mask |= F_FLAG;
+    e_.flag = (uint64_t)(high != 0);
+    END(OP_INTERCOMM_MERGE);
+}
+
+int MPI_Comm_spawn(const char *command, char *argv[], int maxprocs, MPI_Info info, int root,
+                   MPI_Comm comm, MPI_Comm *intercomm, int errcodes[]) {
+    BEGIN(PMPI_Comm_spawn(command, argv, maxprocs, info, root, comm, intercomm, errcodes));
+    ev_newcomm(&e_, comm, *intercomm);
+    ev_root(&e_, comm, root);
+    END(OP_COMM_SPAWN);
+}

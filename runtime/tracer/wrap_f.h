@@ -725,3 +725,245 @@ FDEF_MPI_REQUEST_FREE(mpi_request_free_, 0)
 FALIAS(mpi_request_free_, mpi_request_free__, MPI_REQUEST_FREE)
 FDEF_MPI_REQUEST_FREE(mpi_request_free_f08_, 1)
 FDEF_MPI_REQUEST_FREE(mpi_request_free_f08ts_, 1)
+
+/* ---- one-sided communication and intercommunicators (format version 4) ----
+ * The same events as the C wrappers (wrap_c.h). Window handles are converted with
+ * MPI_Win_f2c to find the C wrappers' window entries; MPI_Aint arguments
+ * (INTEGER(KIND=MPI_ADDRESS_KIND)) are passed by reference like the others. */
+
+/* The four names of one Fortran routine: `use mpi` (with its aliases) and mpi_f08. */
+#define F_FOUR(DEF, l, U)                                                            \
+    DEF(l##_, 0)                                                                     \
+    FALIAS(l##_, l##__, U)                                                           \
+    DEF(l##_f08_, 1)                                                                 \
+    DEF(l##_f08ts_, 1)
+
+#define CWIN(w) MPI_Win_f2c(*(w))
+
+/* A window made over `comm` (a failed call leaves MPI_WIN_NULL; the f08 ierror is
+ * optional, so it is not read). */
+static void f_win_new(ev_t *e, F *comm, F *win, MPI_Aint size) {
+    MPI_Win w = CWIN(win);
+    if (w != MPI_WIN_NULL) win_register(w, CCOMM(comm));
+    e->mask |= F_COMM | F_BYTES;
+    e->comm = comm_get(CCOMM(comm))->id;
+    e->bytes = size > 0 ? (uint64_t)size : 0;
+}
+
+typedef void (*f_win_create_t)(void *, MPI_Aint *, F *, F *, F *, F *, F *);
+#define FDEF_MPI_WIN_CREATE(lname, f08)                                                 \
+void lname(void *base, MPI_Aint *size, F *unit, F *info, F *comm, F *win, F *ierr) {    \
+    FREAL(lname, f_win_create_t);                                                       \
+    FBEGIN(real_(base, size, unit, info, comm, win, ierr));                             \
+    f_win_new(&e_, comm, win, *size);                                                   \
+    FEND(OP_WIN_CREATE);                                                                \
+}
+F_FOUR(FDEF_MPI_WIN_CREATE, mpi_win_create, MPI_WIN_CREATE)
+
+/* MPI_Win_allocate(_shared): (size, disp_unit, info, comm, baseptr, win, ierr). */
+typedef void (*f_win_allocate_t)(MPI_Aint *, F *, F *, F *, void *, F *, F *);
+#define F_WIN_ALLOCATE_LIKE(lname, OPC)                                                 \
+void lname(MPI_Aint *size, F *unit, F *info, F *comm, void *baseptr, F *win, F *ierr) { \
+    FREAL(lname, f_win_allocate_t);                                                     \
+    FBEGIN(real_(size, unit, info, comm, baseptr, win, ierr));                          \
+    f_win_new(&e_, comm, win, *size);                                                   \
+    FEND(OPC);                                                                          \
+}
+#define FDEF_MPI_WIN_ALLOCATE(lname, f08) F_WIN_ALLOCATE_LIKE(lname, OP_WIN_ALLOCATE)
+#define FDEF_MPI_WIN_ALLOCATE_SHARED(lname, f08)                                        \
+    F_WIN_ALLOCATE_LIKE(lname, OP_WIN_ALLOCATE_SHARED)
+F_FOUR(FDEF_MPI_WIN_ALLOCATE, mpi_win_allocate, MPI_WIN_ALLOCATE)
+F_FOUR(FDEF_MPI_WIN_ALLOCATE_SHARED, mpi_win_allocate_shared, MPI_WIN_ALLOCATE_SHARED)
+/* Open MPI's `use mpi` has a TYPE(C_PTR) baseptr variant of each under its own name. */
+F_WIN_ALLOCATE_LIKE(mpi_win_allocate_cptr_, OP_WIN_ALLOCATE)
+FALIAS(mpi_win_allocate_cptr_, mpi_win_allocate_cptr__, MPI_WIN_ALLOCATE_CPTR)
+F_WIN_ALLOCATE_LIKE(mpi_win_allocate_shared_cptr_, OP_WIN_ALLOCATE_SHARED)
+FALIAS(mpi_win_allocate_shared_cptr_, mpi_win_allocate_shared_cptr__,
+       MPI_WIN_ALLOCATE_SHARED_CPTR)
+
+typedef void (*f_win_create_dynamic_t)(F *, F *, F *, F *);
+#define FDEF_MPI_WIN_CREATE_DYNAMIC(lname, f08)                                         \
+void lname(F *info, F *comm, F *win, F *ierr) {                                         \
+    FREAL(lname, f_win_create_dynamic_t);                                               \
+    FBEGIN(real_(info, comm, win, ierr));                                               \
+    f_win_new(&e_, comm, win, 0);                                                       \
+    FEND(OP_WIN_CREATE_DYNAMIC);                                                        \
+}
+F_FOUR(FDEF_MPI_WIN_CREATE_DYNAMIC, mpi_win_create_dynamic, MPI_WIN_CREATE_DYNAMIC)
+
+/* Routines of one window argument: (win, ierr). */
+typedef void (*f_win_t)(F *, F *);
+#define FDEF_WIN1(lname, OPC)                                                           \
+void lname(F *win, F *ierr) {                                                           \
+    FREAL(lname, f_win_t);                                                              \
+    MPI_Win before = TRACED ? CWIN(win) : MPI_WIN_NULL;                                 \
+    FBEGIN(real_(win, ierr));                                                           \
+    ev_win(&e_, win_get(before));                                                       \
+    if (OPC == OP_WIN_FREE) win_forget(HANDLE_KEY(before));                             \
+    FEND(OPC);                                                                          \
+}
+#define FDEF_MPI_WIN_FREE(lname, f08) FDEF_WIN1(lname, OP_WIN_FREE)
+#define FDEF_MPI_WIN_UNLOCK_ALL(lname, f08) FDEF_WIN1(lname, OP_WIN_UNLOCK_ALL)
+#define FDEF_MPI_WIN_FLUSH_ALL(lname, f08) FDEF_WIN1(lname, OP_WIN_FLUSH_ALL)
+#define FDEF_MPI_WIN_COMPLETE(lname, f08) FDEF_WIN1(lname, OP_WIN_COMPLETE)
+#define FDEF_MPI_WIN_WAIT(lname, f08) FDEF_WIN1(lname, OP_WIN_WAIT)
+F_FOUR(FDEF_MPI_WIN_FREE, mpi_win_free, MPI_WIN_FREE)
+F_FOUR(FDEF_MPI_WIN_UNLOCK_ALL, mpi_win_unlock_all, MPI_WIN_UNLOCK_ALL)
+F_FOUR(FDEF_MPI_WIN_FLUSH_ALL, mpi_win_flush_all, MPI_WIN_FLUSH_ALL)
+F_FOUR(FDEF_MPI_WIN_COMPLETE, mpi_win_complete, MPI_WIN_COMPLETE)
+F_FOUR(FDEF_MPI_WIN_WAIT, mpi_win_wait, MPI_WIN_WAIT)
+
+/* Routines of (int, win, ierr): fence and lock_all take an assertion, unlock and flush
+ * a target rank. */
+typedef void (*f_int_win_t)(F *, F *, F *);
+#define FDEF_INT_WIN(lname, OPC, TARGET)                                                \
+void lname(F *arg, F *win, F *ierr) {                                                   \
+    FREAL(lname, f_int_win_t);                                                          \
+    FBEGIN(real_(arg, win, ierr));                                                      \
+    if (TARGET)                                                                         \
+        ev_target(&e_, win_get(CWIN(win)), *arg);                                       \
+    else                                                                                \
+        ev_win(&e_, win_get(CWIN(win)));                                                \
+    FEND(OPC);                                                                          \
+}
+#define FDEF_MPI_WIN_FENCE(lname, f08) FDEF_INT_WIN(lname, OP_WIN_FENCE, 0)
+#define FDEF_MPI_WIN_LOCK_ALL(lname, f08) FDEF_INT_WIN(lname, OP_WIN_LOCK_ALL, 0)
+#define FDEF_MPI_WIN_UNLOCK(lname, f08) FDEF_INT_WIN(lname, OP_WIN_UNLOCK, 1)
+#define FDEF_MPI_WIN_FLUSH(lname, f08) FDEF_INT_WIN(lname, OP_WIN_FLUSH, 1)
+F_FOUR(FDEF_MPI_WIN_FENCE, mpi_win_fence, MPI_WIN_FENCE)
+F_FOUR(FDEF_MPI_WIN_LOCK_ALL, mpi_win_lock_all, MPI_WIN_LOCK_ALL)
+F_FOUR(FDEF_MPI_WIN_UNLOCK, mpi_win_unlock, MPI_WIN_UNLOCK)
+F_FOUR(FDEF_MPI_WIN_FLUSH, mpi_win_flush, MPI_WIN_FLUSH)
+
+/* post and start: (group, assert, win, ierr). */
+typedef void (*f_group_win_t)(F *, F *, F *, F *);
+#define FDEF_GROUP_WIN(lname, OPC)                                                      \
+void lname(F *group, F *assert_, F *win, F *ierr) {                                     \
+    FREAL(lname, f_group_win_t);                                                        \
+    FBEGIN(real_(group, assert_, win, ierr));                                           \
+    ev_win(&e_, win_get(CWIN(win)));                                                    \
+    FEND(OPC);                                                                          \
+}
+#define FDEF_MPI_WIN_POST(lname, f08) FDEF_GROUP_WIN(lname, OP_WIN_POST)
+#define FDEF_MPI_WIN_START(lname, f08) FDEF_GROUP_WIN(lname, OP_WIN_START)
+F_FOUR(FDEF_MPI_WIN_POST, mpi_win_post, MPI_WIN_POST)
+F_FOUR(FDEF_MPI_WIN_START, mpi_win_start, MPI_WIN_START)
+
+typedef void (*f_win_lock_t)(F *, F *, F *, F *, F *);
+#define FDEF_MPI_WIN_LOCK(lname, f08)                                                   \
+void lname(F *type, F *rank, F *assert_, F *win, F *ierr) {                             \
+    FREAL(lname, f_win_lock_t);                                                         \
+    FBEGIN(real_(type, rank, assert_, win, ierr));                                      \
+    ev_target(&e_, win_get(CWIN(win)), *rank);                                          \
+    FEND(OP_WIN_LOCK);                                                                  \
+}
+F_FOUR(FDEF_MPI_WIN_LOCK, mpi_win_lock, MPI_WIN_LOCK)
+
+/* put and get: (obuf, ocount, otype, target, disp, tcount, ttype, win, ierr). */
+typedef void (*f_put_t)(void *, F *, F *, F *, MPI_Aint *, F *, F *, F *, F *);
+#define FDEF_PUT_LIKE(lname, OPC)                                                       \
+void lname(void *obuf, F *ocount, F *otype, F *target, MPI_Aint *disp, F *tcount,       \
+           F *ttype, F *win, F *ierr) {                                                 \
+    FREAL(lname, f_put_t);                                                              \
+    FBEGIN(real_(obuf, ocount, otype, target, disp, tcount, ttype, win, ierr));         \
+    ev_rma(&e_, CWIN(win), *target, *ocount, CTYPE(otype));                             \
+    FEND(OPC);                                                                          \
+}
+#define FDEF_MPI_PUT(lname, f08) FDEF_PUT_LIKE(lname, OP_PUT)
+#define FDEF_MPI_GET(lname, f08) FDEF_PUT_LIKE(lname, OP_GET)
+F_FOUR(FDEF_MPI_PUT, mpi_put, MPI_PUT)
+F_FOUR(FDEF_MPI_GET, mpi_get, MPI_GET)
+
+/* rput and rget: put's arguments and a request. */
+typedef void (*f_rput_t)(void *, F *, F *, F *, MPI_Aint *, F *, F *, F *, F *, F *);
+#define FDEF_RPUT_LIKE(lname, OPC)                                                      \
+void lname(void *obuf, F *ocount, F *otype, F *target, MPI_Aint *disp, F *tcount,       \
+           F *ttype, F *win, F *req, F *ierr) {                                         \
+    FREAL(lname, f_rput_t);                                                             \
+    FBEGIN(real_(obuf, ocount, otype, target, disp, tcount, ttype, win, req, ierr));    \
+    ev_rma(&e_, CWIN(win), *target, *ocount, CTYPE(otype));                             \
+    e_.mask |= F_REQ;                                                                   \
+    e_.req = req_new(MPI_Request_f2c(*req));                                            \
+    FEND(OPC);                                                                          \
+}
+#define FDEF_MPI_RPUT(lname, f08) FDEF_RPUT_LIKE(lname, OP_RPUT)
+#define FDEF_MPI_RGET(lname, f08) FDEF_RPUT_LIKE(lname, OP_RGET)
+F_FOUR(FDEF_MPI_RPUT, mpi_rput, MPI_RPUT)
+F_FOUR(FDEF_MPI_RGET, mpi_rget, MPI_RGET)
+
+typedef void (*f_accumulate_t)(void *, F *, F *, F *, MPI_Aint *, F *, F *, F *, F *, F *);
+#define FDEF_MPI_ACCUMULATE(lname, f08)                                                 \
+void lname(void *obuf, F *ocount, F *otype, F *target, MPI_Aint *disp, F *tcount,       \
+           F *ttype, F *op, F *win, F *ierr) {                                          \
+    FREAL(lname, f_accumulate_t);                                                       \
+    FBEGIN(real_(obuf, ocount, otype, target, disp, tcount, ttype, op, win, ierr));     \
+    ev_rma(&e_, CWIN(win), *target, *ocount, CTYPE(otype));                             \
+    FEND(OP_ACCUMULATE);                                                                \
+}
+F_FOUR(FDEF_MPI_ACCUMULATE, mpi_accumulate, MPI_ACCUMULATE)
+
+typedef void (*f_get_accumulate_t)(void *, F *, F *, void *, F *, F *, F *, MPI_Aint *, F *,
+                                   F *, F *, F *, F *);
+#define FDEF_MPI_GET_ACCUMULATE(lname, f08)                                             \
+void lname(void *obuf, F *ocount, F *otype, void *rbuf, F *rcount, F *rtype, F *target, \
+           MPI_Aint *disp, F *tcount, F *ttype, F *op, F *win, F *ierr) {               \
+    FREAL(lname, f_get_accumulate_t);                                                   \
+    FBEGIN(real_(obuf, ocount, otype, rbuf, rcount, rtype, target, disp, tcount, ttype, \
+                 op, win, ierr));                                                       \
+    ev_rma(&e_, CWIN(win), *target, *ocount, CTYPE(otype));                             \
+    e_.mask |= F_RBYTES;                                                                \
+    e_.rbytes = *target == MPI_PROC_NULL ? 0 : type_bytes(CTYPE(rtype), *rcount);       \
+    FEND(OP_GET_ACCUMULATE);                                                            \
+}
+F_FOUR(FDEF_MPI_GET_ACCUMULATE, mpi_get_accumulate, MPI_GET_ACCUMULATE)
+
+typedef void (*f_fetch_and_op_t)(void *, void *, F *, F *, MPI_Aint *, F *, F *, F *);
+#define FDEF_MPI_FETCH_AND_OP(lname, f08)                                               \
+void lname(void *obuf, void *rbuf, F *dt, F *target, MPI_Aint *disp, F *op, F *win,     \
+           F *ierr) {                                                                   \
+    FREAL(lname, f_fetch_and_op_t);                                                     \
+    FBEGIN(real_(obuf, rbuf, dt, target, disp, op, win, ierr));                         \
+    ev_rma(&e_, CWIN(win), *target, 1, CTYPE(dt));                                      \
+    FEND(OP_FETCH_AND_OP);                                                              \
+}
+F_FOUR(FDEF_MPI_FETCH_AND_OP, mpi_fetch_and_op, MPI_FETCH_AND_OP)
+
+typedef void (*f_compare_and_swap_t)(void *, void *, void *, F *, F *, MPI_Aint *, F *, F *);
+#define FDEF_MPI_COMPARE_AND_SWAP(lname, f08)                                           \
+void lname(void *obuf, void *cbuf, void *rbuf, F *dt, F *target, MPI_Aint *disp,        \
+           F *win, F *ierr) {                                                           \
+    FREAL(lname, f_compare_and_swap_t);                                                 \
+    FBEGIN(real_(obuf, cbuf, rbuf, dt, target, disp, win, ierr));                       \
+    ev_rma(&e_, CWIN(win), *target, 1, CTYPE(dt));                                      \
+    FEND(OP_COMPARE_AND_SWAP);                                                          \
+}
+F_FOUR(FDEF_MPI_COMPARE_AND_SWAP, mpi_compare_and_swap, MPI_COMPARE_AND_SWAP)
+
+typedef void (*f_intercomm_create_t)(F *, F *, F *, F *, F *, F *, F *);
+#define FDEF_MPI_INTERCOMM_CREATE(lname, f08)                                           \
+void lname(F *local, F *local_leader, F *peer_comm, F *remote_leader, F *tag,           \
+           F *newcomm, F *ierr) {                                                       \
+    FREAL(lname, f_intercomm_create_t);                                                 \
+    FBEGIN(real_(local, local_leader, peer_comm, remote_leader, tag, newcomm, ierr));   \
+    ev_newcomm(&e_, CCOMM(local), CCOMM(newcomm));                                      \
+    if (comm_rank(CCOMM(local)) == *local_leader && CCOMM(peer_comm) != MPI_COMM_NULL) { \
+        e_.mask |= F_PEER;                                                              \
+        e_.peer = to_world(comm_get(CCOMM(peer_comm)), *remote_leader);                 \
+    }                                                                                   \
+    e_.mask |= F_TAG;                                                                   \
+    e_.tag = norm_tag(*tag);                                                            \
+    FEND(OP_INTERCOMM_CREATE);                                                          \
+}
+F_FOUR(FDEF_MPI_INTERCOMM_CREATE, mpi_intercomm_create, MPI_INTERCOMM_CREATE)
+
+typedef void (*f_intercomm_merge_t)(F *, F *, F *, F *);
+#define FDEF_MPI_INTERCOMM_MERGE(lname, f08)                                            \
+void lname(F *inter, F *high, F *newcomm, F *ierr) {                                    \
+    FREAL(lname, f_intercomm_merge_t);                                                  \
+    FBEGIN(real_(inter, high, newcomm, ierr));                                          \
+    ev_newcomm(&e_, CCOMM(inter), CCOMM(newcomm));                                      \
+    e_.mask |= F_FLAG;                                                                  \
+    e_.flag = (uint64_t)(*high != 0);                                                   \
+    FEND(OP_INTERCOMM_MERGE);                                                           \
+}
+F_FOUR(FDEF_MPI_INTERCOMM_MERGE, mpi_intercomm_merge, MPI_INTERCOMM_MERGE)

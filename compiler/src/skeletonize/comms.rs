@@ -18,7 +18,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use perfskel_grammar::ast::{BinOp, CommDef, Expr, ExprKind, Ident, Topology, UnaryOp};
 
 use crate::semantics::Shape;
-use crate::trace::Op;
+use crate::trace::{Event, Op, OpClass};
 
 /// A communicator as tokens refer to it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -67,6 +67,63 @@ pub(crate) struct Creation {
     pub parent: u64,
     pub site: Option<String>,
     pub op: Op,
+}
+
+/// A rank's intercommunicators, followed event by event: those `MPI_Intercomm_create`
+/// and `MPI_Comm_spawn` make, and what is duplicated, split or created from them (also
+/// intercommunicators); and the intracommunicators `MPI_Intercomm_merge` makes of them
+/// (and what derives from those), which no declaration stands for. Intercommunicators
+/// are not modelled: the calls on both kinds are dropped and counted.
+#[derive(Debug, Default)]
+pub(crate) struct Intercomms {
+    inter: BTreeSet<u64>,
+    merged: BTreeSet<u64>,
+}
+
+impl Intercomms {
+    /// Follows one event; what its communicator is when that is an intercommunicator or
+    /// merged from one.
+    pub fn see(&mut self, ev: &Event) -> Option<&'static str> {
+        let on = match ev.comm {
+            Some(c) if self.inter.contains(&c) => Some("an intercommunicator"),
+            Some(c) if self.merged.contains(&c) => {
+                Some("a communicator merged from an intercommunicator")
+            }
+            _ => None,
+        };
+        if let Some(new) = ev.newcomm {
+            if ev.op.makes_intercomm() {
+                self.inter.insert(new);
+            } else if ev.op == Op::IntercommMerge {
+                self.merged.insert(new);
+            } else if is_creating(ev.op) {
+                match ev.comm {
+                    Some(c) if self.inter.contains(&c) => {
+                        self.inter.insert(new);
+                    }
+                    Some(c) if self.merged.contains(&c) => {
+                        self.merged.insert(new);
+                    }
+                    _ => {}
+                }
+            }
+        }
+        on
+    }
+}
+
+/// Why an event the skeleton does not model is dropped, if it is one: one-sided
+/// communication, the calls that make intercommunicators, and every call on one or on
+/// what is merged from one (`on`, from [`Intercomms::see`]).
+pub(crate) fn unmodelled(ev: &Event, on: Option<&str>) -> Option<String> {
+    let name = ev.op.mpi_name();
+    if ev.op.class() == OpClass::OneSided {
+        Some(format!("{name}: one-sided communication is not modelled"))
+    } else if ev.op.makes_intercomm() {
+        Some(format!("{name}: intercommunicators are not modelled"))
+    } else {
+        on.map(|what| format!("{name} on {what}: intercommunicators are not modelled"))
+    }
 }
 
 /// Collects the communicator-creating calls rank by rank (the survey pass).

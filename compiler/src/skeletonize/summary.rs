@@ -107,6 +107,30 @@ impl Summary {
                     .join(", ")
             ));
         }
+        let unmodelled = |what: &str| -> u64 {
+            self.dropped
+                .iter()
+                .filter(|(why, _)| why.ends_with(what))
+                .map(|(_, n)| n)
+                .sum()
+        };
+        let one_sided = unmodelled("one-sided communication is not modelled");
+        let inter = unmodelled("intercommunicators are not modelled");
+        if one_sided > 0 || inter > 0 {
+            let mut parts = Vec::new();
+            if one_sided > 0 {
+                parts.push(format!("{one_sided} one-sided call(s)"));
+            }
+            if inter > 0 {
+                parts.push(format!(
+                    "{inter} call(s) making or using intercommunicators"
+                ));
+            }
+            notes.push(format!(
+                "the application uses MPI features skeletons do not model: {} dropped (their time is not in the skeleton; the rest is modelled without them)",
+                parts.join(" and ")
+            ));
+        }
         if self.dropped_events > 0 {
             notes.push(format!(
                 "{} event(s) dropped: {}",

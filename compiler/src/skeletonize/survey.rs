@@ -123,6 +123,7 @@ struct RankSurvey {
     /// Communicator-creating calls: new id, parent id, site id, call.
     creating: Vec<(Option<u64>, u64, u64, Op)>,
     events: RankEventSurvey,
+    intercomms: comms::Intercomms,
 }
 
 impl RankSurvey {
@@ -137,10 +138,21 @@ impl RankSurvey {
             peer_limit,
             creating: Vec::new(),
             events: RankEventSurvey::default(),
+            intercomms: comms::Intercomms::default(),
         }
     }
 
     fn add(&mut self, ev: &Event) {
+        let on_intercomm = self.intercomms.see(ev);
+        if comms::is_creating(ev.op) {
+            self.creating
+                .push((ev.newcomm, ev.comm.unwrap_or(0), ev.site, ev.op));
+        }
+        // What the skeleton drops (one-sided calls, intercommunicators) shapes neither
+        // the topology nor the sizes and tags.
+        if comms::unmodelled(ev, on_intercomm).is_some() {
+            return;
+        }
         if let Some(m) = &mut self.matrix {
             if m.add_event(self.rank, ev).is_err() {
                 self.matrix = None;
@@ -161,10 +173,6 @@ impl RankSurvey {
                 };
                 self.peers.push((ev.site, half, peer));
             }
-        }
-        if comms::is_creating(ev.op) {
-            self.creating
-                .push((ev.newcomm, ev.comm.unwrap_or(0), ev.site, ev.op));
         }
         self.events.add(ev);
     }

@@ -17,7 +17,7 @@ use perfskel_grammar::ast::{CollOp, P2pOp, WaitOp};
 
 use rustc_hash::FxHashMap;
 
-use super::comms::{CommRef, Comms};
+use super::comms::{self, CommRef, Comms, Intercomms};
 use super::topo::Directions;
 use crate::trace::format::{PEER_ANY_SOURCE, PEER_PROC_NULL, TAG_ANY};
 use crate::trace::stats::SiteKey;
@@ -161,6 +161,10 @@ pub(crate) struct Tokenizer<'a> {
     prev_end: Option<u64>,
     span: AppSpan,
     counts: RankCounts,
+    intercomms: Intercomms,
+    /// Requests of dropped calls (`MPI_Rput`, `MPI_Isend` on an intercommunicator):
+    /// their completions are left out with them.
+    dropped_reqs: BTreeSet<u64>,
 }
 
 impl<'a> Tokenizer<'a> {
@@ -182,6 +186,8 @@ impl<'a> Tokenizer<'a> {
             prev_end: None,
             span: AppSpan::default(),
             counts: RankCounts::default(),
+            intercomms: Intercomms::default(),
+            dropped_reqs: BTreeSet::new(),
         }
     }
 
@@ -209,6 +215,24 @@ impl<'a> Tokenizer<'a> {
             _ => {}
         }
         self.pending_gap = self.pending_gap.saturating_add(gap);
+        let on_intercomm = self.intercomms.see(ev);
+        if let Some(why) = comms::unmodelled(ev, on_intercomm) {
+            self.counts.drop_event(why);
+            if let Some(req) = ev.req {
+                self.dropped_reqs.insert(req);
+            }
+            return None;
+        }
+        // A completion of dropped requests completes the others (if any) alone.
+        let trimmed;
+        let ev = if ev.reqs.iter().any(|r| self.dropped_reqs.contains(r)) {
+            let mut e = ev.clone();
+            e.reqs.retain(|r| !self.dropped_reqs.remove(r));
+            trimmed = e;
+            &trimmed
+        } else {
+            ev
+        };
         let comm = match ev.comm {
             None => CommRef::World,
             Some(id) => match self.policy.comms.lookup(self.rank, id) {

@@ -1,15 +1,16 @@
-//! The perfskel trace format, version 3 (reads versions 1 and 2 too): takes nothing, gives the constants shared with
+//! The perfskel trace format, version 4 (reads versions 1 to 3 too): takes nothing, gives the constants shared with
 //! the C tracer (`runtime/tracer/core.h`) — magic, version, record tags, field bits and
 //! operation codes. `runtime/tracer/FORMAT.md` describes the layout in prose.
 
 /// First 8 bytes of every rank file.
 pub const MAGIC: &[u8; 8] = b"PSKTRACE";
 /// The format version the tracer writes.
-pub const VERSION: u16 = 3;
+pub const VERSION: u16 = 4;
 /// The oldest version this reader reads. Version 1 lacks operation codes 72–75
 /// (`MPI_Ireduce_scatter`, `MPI_Ireduce_scatter_block`, `MPI_Iscan`, `MPI_Iexscan`) and
 /// is otherwise the same, so a version-1 file reads as it always did. Version 3 added
-/// the memory record ([`R_MEMORY`]); older files have none.
+/// the memory record ([`R_MEMORY`]); older files have none. Version 4 added the
+/// one-sided and intercommunicator operations (codes 90–116).
 pub const MIN_VERSION: u16 = 1;
 /// File name of rank `r` inside a trace directory.
 pub fn rank_file_name(rank: u32) -> String {
@@ -61,6 +62,9 @@ pub enum OpClass {
     Completion,
     Collective,
     Communicator,
+    /// One-sided communication (windows, their synchronization, put/get & co.):
+    /// recorded, not modelled.
+    OneSided,
 }
 
 macro_rules! ops {
@@ -160,6 +164,33 @@ ops! {
     CartCreate = 83, "MPI_Cart_create", Communicator;
     CartSub = 84, "MPI_Cart_sub", Communicator;
     CommFree = 85, "MPI_Comm_free", Communicator;
+    WinCreate = 90, "MPI_Win_create", OneSided;
+    WinAllocate = 91, "MPI_Win_allocate", OneSided;
+    WinAllocateShared = 92, "MPI_Win_allocate_shared", OneSided;
+    WinCreateDynamic = 93, "MPI_Win_create_dynamic", OneSided;
+    WinFree = 94, "MPI_Win_free", OneSided;
+    WinFence = 95, "MPI_Win_fence", OneSided;
+    WinLock = 96, "MPI_Win_lock", OneSided;
+    WinUnlock = 97, "MPI_Win_unlock", OneSided;
+    WinLockAll = 98, "MPI_Win_lock_all", OneSided;
+    WinUnlockAll = 99, "MPI_Win_unlock_all", OneSided;
+    WinFlush = 100, "MPI_Win_flush", OneSided;
+    WinFlushAll = 101, "MPI_Win_flush_all", OneSided;
+    WinPost = 102, "MPI_Win_post", OneSided;
+    WinStart = 103, "MPI_Win_start", OneSided;
+    WinComplete = 104, "MPI_Win_complete", OneSided;
+    WinWait = 105, "MPI_Win_wait", OneSided;
+    Put = 106, "MPI_Put", OneSided;
+    Get = 107, "MPI_Get", OneSided;
+    Accumulate = 108, "MPI_Accumulate", OneSided;
+    GetAccumulate = 109, "MPI_Get_accumulate", OneSided;
+    FetchAndOp = 110, "MPI_Fetch_and_op", OneSided;
+    CompareAndSwap = 111, "MPI_Compare_and_swap", OneSided;
+    Rput = 112, "MPI_Rput", OneSided;
+    Rget = 113, "MPI_Rget", OneSided;
+    IntercommCreate = 114, "MPI_Intercomm_create", Communicator;
+    IntercommMerge = 115, "MPI_Intercomm_merge", Communicator;
+    CommSpawn = 116, "MPI_Comm_spawn", Communicator;
 }
 
 impl Op {
@@ -168,8 +199,17 @@ impl Op {
     pub fn since_version(self) -> u16 {
         match self {
             Op::IreduceScatter | Op::IreduceScatterBlock | Op::Iscan | Op::Iexscan => 2,
+            op if op.code() >= 90 => 4,
             _ => 1,
         }
+    }
+}
+
+impl Op {
+    /// Whether the operation makes an intercommunicator (its new communicator, and
+    /// what is made from that, hold the remote group).
+    pub fn makes_intercomm(self) -> bool {
+        matches!(self, Op::IntercommCreate | Op::CommSpawn)
     }
 }
 
