@@ -567,6 +567,33 @@ pub fn stmt_blocks(stmt: &Stmt) -> Vec<&Block> {
     out
 }
 
+/// The compute time of `count` iterations of a loop that holds only computation:
+/// `once` times `count` when the body does not read the loop's variable, else the sum
+/// of `once` over the iterations, each given its binding (name, iteration number) and
+/// spending one unit of `work` (the sum stops when the budget is spent). The checker's
+/// and the timed simulations share it.
+pub fn sum_iterations<'p, E>(
+    l: &'p perfskel_grammar::ast::Loop,
+    count: i64,
+    work: &mut u64,
+    mut once: impl FnMut(Option<(&'p str, i64)>, &mut u64) -> Result<f64, E>,
+) -> Result<f64, E> {
+    match &l.var {
+        Some(v) if block_reads_var(&l.body, &v.name) => {
+            let mut total = 0.0;
+            for i in 0..count {
+                if *work == 0 {
+                    break;
+                }
+                *work -= 1;
+                total += once(Some((v.name.as_str(), i)), work)?;
+            }
+            Ok(total)
+        }
+        _ => Ok(count as f64 * once(None, work)?),
+    }
+}
+
 /// Whether any expression in `block`, at any depth, reads the loop variable `name`.
 pub fn block_reads_var(block: &Block, name: &str) -> bool {
     block.stmts.iter().any(|stmt| {

@@ -35,8 +35,8 @@ use super::lower::{self, CollPlan, Op, P2pPlan, PeerRef, Plan, PER_ITERATION, WO
 use super::statics::Statics;
 use super::{ranks_phrase, ranks_verb, Lines, Options};
 use crate::semantics::{
-    block_reads_var, cart_sub_color, eval_bool, eval_bool_in, eval_int, eval_int_in, Env,
-    EvalError, PeerError, Shape, MAX_SIMULATED_RANKS,
+    cart_sub_color, eval_bool, eval_bool_in, eval_int, eval_int_in, sum_iterations, Env, EvalError,
+    PeerError, Shape, MAX_SIMULATED_RANKS,
 };
 
 /// The most memoized values of conditions (1 byte each) and of loop counts (16 bytes
@@ -587,23 +587,14 @@ impl<'p, 'd> Sim<'p, 'd> {
         vars: &mut Vec<(&'p str, i64)>,
         work: &mut u64,
     ) -> Result<f64, EvalError> {
-        match &l.var {
-            Some(v) if block_reads_var(&l.body, &v.name) => {
-                let mut total = 0.0;
-                for i in 0..count {
-                    if *work == 0 {
-                        break;
-                    }
-                    *work -= 1;
-                    vars.push((v.name.as_str(), i));
-                    let once = self.compute_only(&l.body, env, vars, work);
-                    vars.pop();
-                    total += once?;
-                }
-                Ok(total)
+        sum_iterations(l, count, work, |bound, work| {
+            vars.extend(bound);
+            let once = self.compute_only(&l.body, env, vars, work);
+            if bound.is_some() {
+                vars.pop();
             }
-            _ => Ok(count as f64 * self.compute_only(&l.body, env, vars, work)?),
-        }
+            once
+        })
     }
 
     fn run_rank(&mut self, rank: u32) -> Result<(), Abort> {

@@ -21,7 +21,7 @@ use crate::check::Info;
 use smallvec::SmallVec;
 
 use crate::semantics::{
-    block_reads_var, cart_sub_color, eval_bool_in, eval_int, eval_int_in, Env, Shape,
+    cart_sub_color, eval_bool_in, eval_int, eval_int_in, sum_iterations, Env, Shape,
 };
 
 /// What the timed simulation found.
@@ -729,26 +729,14 @@ fn loop_compute<'p>(
     vars: &mut VarList<'p>,
     work: &mut u64,
 ) -> Result<f64, TimingError> {
-    let once = |vars: &mut VarList<'p>, work: &mut u64| {
-        compute_only(&l.body, env, vars, work).map(|t| t.unwrap_or(0.0))
-    };
-    match l.var.as_ref() {
-        Some(v) if block_reads_var(&l.body, &v.name) => {
-            let mut total = 0.0;
-            for i in 0..count {
-                if *work == 0 {
-                    break;
-                }
-                *work -= 1;
-                vars.push((v.name.as_str(), i));
-                let t = once(vars, work);
-                vars.pop();
-                total += t?;
-            }
-            Ok(total)
+    sum_iterations(l, count, work, |bound, work| {
+        vars.extend(bound);
+        let once = compute_only(&l.body, env, vars, work).map(|t| t.unwrap_or(0.0));
+        if bound.is_some() {
+            vars.pop();
         }
-        _ => Ok(count as f64 * once(vars, work)?),
-    }
+        once
+    })
 }
 
 #[cfg(test)]

@@ -255,7 +255,7 @@ impl Builder<'_> {
             _ => String::new(),
         };
         let n_ranks = counts.len().max(1) as f64;
-        let total: f64 = sum_time(body) / n_ranks;
+        let total: f64 = super::nest::time(body) / n_ranks;
         let count = counts.values().max().copied().unwrap_or(0);
         let share = if self.app_ns > 0.0 {
             format!(", {:.1} % of the run", 100.0 * total / self.app_ns)
@@ -615,20 +615,6 @@ pub(crate) fn duration(ns: f64) -> Duration {
 pub(crate) fn fmt_time(ns: f64) -> String {
     let d = duration(ns);
     format!("{} {}", d.value, d.unit.as_str())
-}
-
-fn sum_time(nodes: &[MNode]) -> f64 {
-    nodes
-        .iter()
-        .map(|n| match n {
-            MNode::Tok { acc, .. } => acc.values().map(|a| a.sum_ns + a.mpi_ns).sum(),
-            MNode::Loop { body, .. } | MNode::Steps { body, .. } => sum_time(body),
-            MNode::If { branches } => branches.iter().map(|(_, b)| sum_time(b)).sum(),
-            MNode::When {
-                then, otherwise, ..
-            } => sum_time(then) + sum_time(otherwise),
-        })
-        .sum()
 }
 
 fn collect_sites(nodes: &[MNode], out: &mut Vec<u32>) {

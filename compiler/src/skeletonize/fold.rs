@@ -181,9 +181,10 @@ fn expanded_len(nodes: &[MNode]) -> u64 {
     nodes
         .iter()
         .map(|n| match n {
-            MNode::Loop { counts, body } if uniform(counts).is_some() => uniform(counts)
-                .unwrap_or(1)
-                .saturating_mul(expanded_len(body)),
+            MNode::Loop { counts, body } => match uniform(counts) {
+                Some(c) => c.saturating_mul(expanded_len(body)),
+                None => 1,
+            },
             _ => 1,
         })
         .fold(0u64, u64::saturating_add)
@@ -245,11 +246,10 @@ impl<'a> Flat<'a> {
     fn flatten(&mut self, nodes: &'a [MNode]) {
         for node in nodes {
             match node {
-                MNode::Loop { counts, body } if uniform(counts).is_some() => {
-                    for _ in 0..uniform(counts).unwrap_or(0) {
-                        self.flatten(body);
-                    }
-                }
+                MNode::Loop { counts, body } => match uniform(counts) {
+                    Some(c) => (0..c).for_each(|_| self.flatten(body)),
+                    None => self.push(node),
+                },
                 _ => self.push(node),
             }
         }
@@ -406,18 +406,22 @@ impl<'a> Flat<'a> {
             }
             body = align(body, &syms, v, &iters)?;
         }
-        // Contributions of each item to its element.
-        let mut slot: Vec<Vec<usize>> = reps.iter().map(|r| vec![0; r.len()]).collect();
-        for (e, elem) in body.iter().enumerate() {
-            for &(v, p) in &elem.members {
-                slot[v][p] = e;
-            }
-        }
+        // Scoring (no depth) counts statements without building the nest.
+        let score = depth.is_none();
+        // Contributions of each item to its element (for the nest's statistics).
         let mut contrib: Vec<BTreeMap<u32, u64>> = vec![BTreeMap::new(); body.len()];
-        for (j, w) in bounds.windows(2).enumerate() {
-            let v = of[j] as usize;
-            for (p, (_, origin)) in self.items[w[0]..w[1]].iter().enumerate() {
-                *contrib[slot[v][p]].entry(*origin).or_default() += 1;
+        if !score {
+            let mut slot: Vec<Vec<usize>> = reps.iter().map(|r| vec![0; r.len()]).collect();
+            for (e, elem) in body.iter().enumerate() {
+                for &(v, p) in &elem.members {
+                    slot[v][p] = e;
+                }
+            }
+            for (j, w) in bounds.windows(2).enumerate() {
+                let v = of[j] as usize;
+                for (p, (_, origin)) in self.items[w[0]..w[1]].iter().enumerate() {
+                    *contrib[slot[v][p]].entry(*origin).or_default() += 1;
+                }
             }
         }
         // Runs of elements with the same iterations, with their conditions.
@@ -447,8 +451,6 @@ impl<'a> Flat<'a> {
             runs.push((cond, (e..end).collect()));
             e = end;
         }
-        // Scoring (no depth) counts statements without building the nest.
-        let score = depth.is_none();
         let elem_node = |e: usize| self.element(body[e].sym, &contrib[e]);
         let nest_of = |elems: &[usize]| -> Vec<MNode> {
             let syms: Vec<u32> = elems.iter().map(|e| body[*e].sym).collect();
@@ -1105,7 +1107,7 @@ const MIN_MINOR_STATEMENTS: usize = 12;
 /// `app_ns` is the run's time per rank.
 pub(crate) fn coarsen(nodes: Vec<MNode>, app_ns: f64, n_ranks: usize) -> Vec<MNode> {
     let limit = MINOR_SHARE * app_ns;
-    let time = |n: &MNode| node_time(n) / n_ranks.max(1) as f64;
+    let time = |n: &MNode| super::nest::time(std::slice::from_ref(n)) / n_ranks.max(1) as f64;
     let mut out = Vec::new();
     let mut run: Vec<MNode> = Vec::new();
     let flush = |run: &mut Vec<MNode>, out: &mut Vec<MNode>| {
@@ -1168,18 +1170,6 @@ fn coarse_view(nodes: &[MNode]) -> Vec<MNode> {
         .map(|(sym, origin)| flat.element(*sym, &[(*origin, 1)].into()))
         .collect();
     renest(&syms, elems)
-}
-
-/// A node's time over all ranks and visits (compute before its calls and MPI time).
-fn node_time(node: &MNode) -> f64 {
-    match node {
-        MNode::Tok { acc, .. } => acc.values().map(|a| a.sum_ns + a.mpi_ns).sum(),
-        MNode::Loop { body, .. } | MNode::Steps { body, .. } => body.iter().map(node_time).sum(),
-        MNode::If { branches } => branches.iter().flat_map(|(_, b)| b).map(node_time).sum(),
-        MNode::When {
-            then, otherwise, ..
-        } => then.iter().chain(otherwise).map(node_time).sum(),
-    }
 }
 
 /// The shape of a node without its statistics, for equality of items.

@@ -348,6 +348,22 @@ fn lay_out(nest: &[Node], depth: usize, steps: &mut Vec<Step>, n_tokens: &mut us
     }
 }
 
+/// The time (compute before each call and MPI time) a nest holds, over all its ranks
+/// and visits.
+pub(crate) fn time(nodes: &[MNode]) -> f64 {
+    nodes
+        .iter()
+        .map(|n| match n {
+            MNode::Tok { acc, .. } => acc.values().map(|a| a.sum_ns + a.mpi_ns).sum(),
+            MNode::Loop { body, .. } | MNode::Steps { body, .. } => time(body),
+            MNode::If { branches } => branches.iter().map(|(_, b)| time(b)).sum(),
+            MNode::When {
+                then, otherwise, ..
+            } => time(then) + time(otherwise),
+        })
+        .sum()
+}
+
 /// The nest as [`MNode`]s of one rank, each token with its statistics (in the order the
 /// walk laid them out).
 fn shape(

@@ -283,11 +283,7 @@ proptest! {
     ) {
         let seq = time_steps(n, (p, r % p), (q, r2 % q), prologue);
         let dirs = Directions::new(Topology::Chain, 2);
-        let nests: Vec<(u32, Vec<MNode>)> = (0..2)
-            .map(|rank| (rank, nest::rank_nest(&tokens_of(rank, &seq), Algorithm::Exact).nodes))
-            .collect();
-        let input: Vec<(u32, &[MNode])> = nests.iter().map(|(r, n)| (*r, n.as_slice())).collect();
-        let merged = Merger { dirs: &dirs }.merge(&input);
+        let merged = merged_pair(&seq, &dirs);
         let Some(folded) = fold::fold(&merged) else {
             // Only when the exact nest is already short.
             prop_assert!(fold::size(&merged) <= 40, "not folded: {} statements", fold::size(&merged));
@@ -306,6 +302,20 @@ proptest! {
         let (a, b) = (total(&merged), total(&folded));
         prop_assert!((a - b).abs() <= 1e-6 * a, "{} ns before, {} ns after", a, b);
     }
+}
+
+/// The merged nest of two ranks that both make the calls `seq`.
+fn merged_pair(seq: &[Tok], dirs: &Directions) -> Vec<MNode> {
+    let nests: Vec<(u32, Vec<MNode>)> = (0..2)
+        .map(|rank| {
+            (
+                rank,
+                nest::rank_nest(&tokens_of(rank, seq), Algorithm::Exact).nodes,
+            )
+        })
+        .collect();
+    let input: Vec<(u32, &[MNode])> = nests.iter().map(|(r, n)| (*r, n.as_slice())).collect();
+    Merger { dirs }.merge(&input)
 }
 
 /// `n` steps of three allreduces (sites 0, 1, 2); on steps `s % p == r` two more
@@ -356,16 +366,7 @@ fn a_lammps_like_run_folds_into_one_step_loop() {
     // 500 steps; re-neighbouring every 20th, output every 50th (counted from 1).
     let seq = time_steps(500, (50, 49), (20, 19), 3);
     let dirs = Directions::new(Topology::Chain, 2);
-    let nests: Vec<(u32, Vec<MNode>)> = (0..2)
-        .map(|rank| {
-            (
-                rank,
-                nest::rank_nest(&tokens_of(rank, &seq), Algorithm::Exact).nodes,
-            )
-        })
-        .collect();
-    let input: Vec<(u32, &[MNode])> = nests.iter().map(|(r, n)| (*r, n.as_slice())).collect();
-    let merged = Merger { dirs: &dirs }.merge(&input);
+    let merged = merged_pair(&seq, &dirs);
     let folded = fold::fold(&merged).expect("folds");
     let steps: Vec<&MNode> = folded
         .iter()
@@ -551,16 +552,7 @@ fn steps_without_a_pattern_are_spread_evenly_and_say_so() {
     }
     seq.push(coll(99));
     let dirs = Directions::new(Topology::Chain, 2);
-    let nests: Vec<(u32, Vec<MNode>)> = (0..2)
-        .map(|rank| {
-            (
-                rank,
-                nest::rank_nest(&tokens_of(rank, &seq), Algorithm::Exact).nodes,
-            )
-        })
-        .collect();
-    let input: Vec<(u32, &[MNode])> = nests.iter().map(|(r, n)| (*r, n.as_slice())).collect();
-    let merged = Merger { dirs: &dirs }.merge(&input);
+    let merged = merged_pair(&seq, &dirs);
     assert!(fold::fold(&merged).is_none(), "no exact pattern");
     let folded = fold::fold_approx(&merged).expect("folds when spread");
     assert!(fold::size(&folded) <= 14, "{}", sketch(&folded));

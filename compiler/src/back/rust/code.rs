@@ -444,61 +444,19 @@ fn rank_uses(block: &Block) -> (bool, bool, bool) {
             ExprKind::Rank => uses.0 = true,
             ExprKind::NRanks => uses.1 = true,
             ExprKind::Coord(_) => uses.2 = true,
-            ExprKind::Var(_) => {}
             ExprKind::Unary(_, x) => expr_uses(x, uses),
             ExprKind::Binary(_, l, r) => {
                 expr_uses(l, uses);
                 expr_uses(r, uses);
             }
-            ExprKind::Int(_) | ExprKind::Bool(_) => {}
-        }
-    }
-    fn peer_uses(p: &Peer, uses: &mut (bool, bool, bool)) {
-        match p {
-            Peer::Rank(e)
-            | Peer::Dir(
-                Direction::Child(e)
-                | Direction::Leaf(e)
-                | Direction::Bit(e)
-                | Direction::Neighbor(e),
-            ) => expr_uses(e, uses),
-            _ => {}
+            ExprKind::Var(_) | ExprKind::Int(_) | ExprKind::Bool(_) => {}
         }
     }
     let mut uses = (false, false, false);
-    let visit_if = |i: &If, uses: &mut (bool, bool, bool)| {
-        let mut branch = Some(i);
-        while let Some(current) = branch {
-            expr_uses(&current.cond, uses);
-            branch = match &current.else_branch {
-                Some(Else::If(next)) => Some(next),
-                _ => None,
-            };
+    visit(block, &mut |stmt| {
+        for e in crate::semantics::stmt_exprs(stmt) {
+            expr_uses(e, &mut uses);
         }
-    };
-    visit(block, &mut |stmt| match &stmt.kind {
-        StmtKind::Loop(l) => expr_uses(&l.count, &mut uses),
-        StmtKind::If(i) => visit_if(i, &mut uses),
-        StmtKind::P2p(p) => {
-            peer_uses(&p.peer.value, &mut uses);
-            if let Some((from, _)) = p.recv.as_deref() {
-                peer_uses(&from.value, &mut uses);
-            }
-        }
-        StmtKind::Collective(c) => {
-            if let Some(root) = &c.root {
-                expr_uses(root, &mut uses);
-            }
-        }
-        StmtKind::CommDecl(d) => {
-            if let CommDef::Split { color, key, .. } = &d.def {
-                expr_uses(color, &mut uses);
-                if let Some(key) = key {
-                    expr_uses(key, &mut uses);
-                }
-            }
-        }
-        StmtKind::Compute(_) | StmtKind::Wait(_) => {}
     });
     uses
 }
