@@ -241,6 +241,9 @@ impl RankEvents for Reported<'_> {
     fn comms(&self) -> BTreeMap<u64, Vec<i64>> {
         RankEvents::comms(&self.reader)
     }
+    fn grids(&self) -> BTreeMap<u64, Vec<(u64, bool)>> {
+        RankEvents::grids(&self.reader)
+    }
     fn completion(&self) -> Completion {
         RankEvents::completion(&self.reader)
     }

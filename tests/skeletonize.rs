@@ -536,6 +536,7 @@ impl Synth {
             events: self.events,
             sites,
             comms: [(0, (0..i64::from(n_ranks)).collect())].into(),
+            grids: BTreeMap::new(),
         }
     }
 }
@@ -1083,6 +1084,12 @@ fn encode_rank(trace: &RankTrace) -> Vec<u8> {
         for m in members {
             zigzag(&mut b, *m);
         }
+        // Format 5: the communicator's Cartesian grid.
+        let grid = trace.grids.get(id).map(Vec::as_slice).unwrap_or_default();
+        varint(&mut b, grid.len() as u64);
+        for (d, periodic) in grid {
+            varint(&mut b, d << 1 | u64::from(*periodic));
+        }
     }
     let mut prev_end = 0;
     for ev in &trace.events {
@@ -1279,6 +1286,47 @@ fn one_sided_and_intercomm(mpi: Mpi) {
         assert_eq!(r.collectives, 4, "rank {rank}\n{text}");
     }
 }
+/// A grid the application declares (`tests/apps/cancel_grid.c`: `MPI_Cart_create` of a
+/// 2 × 2 grid periodic in dimension 0 only) is the skeleton's topology, dimension order
+/// and periods as declared; a receive cancelled every iteration is left out with its
+/// completion and counted, and the rest checks clean.
+fn declared_grid_and_cancelled_receives(mpi: Mpi) {
+    let iters = 5u64;
+    let (_dir, trace) = record(mpi, "test:cancel_grid", &["64", &iters.to_string()]);
+    let (text, summary) = skeletonize_cli(&trace, &[]);
+    assert!(
+        text.contains("topology grid(2, 2, periodic = [true, false])"),
+        "{text}"
+    );
+    assert!(
+        text.contains("the application's own (MPI_Cart_create)"),
+        "{text}"
+    );
+    assert_eq!(summary["declared_topology"], true, "{summary:#}");
+    let got: BTreeMap<String, u64> =
+        serde_json::from_value(summary["dropped"].clone()).expect("dropped is a map");
+    let want: BTreeMap<String, u64> = [(
+        "MPI_Irecv cancelled by MPI_Cancel (left out with its completion)".to_string(),
+        N_RANKS as u64 * iters,
+    )]
+    .into();
+    assert_eq!(got, want, "{summary:#}\n{text}");
+    assert!(!text.contains("irecv"), "{text}");
+    assert!(text.contains(&format!("loop {iters}")), "{text}");
+    let (program, diags) = perfskel_grammar::parse(&text);
+    assert!(diags.is_empty(), "{text}");
+    let checked = check(&program, &text, CheckOptions::default());
+    assert!(checked.diags.is_empty(), "{:?}\n{text}", checked.diags);
+}
+#[test]
+fn declared_grid_and_cancelled_receives_openmpi() {
+    declared_grid_and_cancelled_receives(Mpi::OpenMpi);
+}
+#[test]
+fn declared_grid_and_cancelled_receives_mpich() {
+    declared_grid_and_cancelled_receives(Mpi::Mpich);
+}
+
 #[test]
 fn one_sided_and_intercomm_openmpi() {
     one_sided_and_intercomm(Mpi::OpenMpi);

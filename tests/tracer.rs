@@ -16,7 +16,7 @@ use perfskel_compiler::trace::{
     TraceErrorKind,
 };
 
-use crate::common::{rank_header, varint};
+use crate::common::{rank_header, varint, zigzag};
 
 const N_RANKS: usize = 4;
 
@@ -313,6 +313,9 @@ fn check_stencil(mpi: Mpi, app: &str) {
             .newcomm
             .expect("cart comm created");
         assert_eq!(rt.comms.get(&cart), Some(&vec![0, 1, 2, 3]));
+        // The grid the application declared, recorded with the communicator.
+        assert_eq!(rt.grids.get(&cart), Some(&vec![(2, false), (2, false)]));
+        assert_eq!(rt.grids.get(&0), None, "the world has no grid");
         // 2 x 2 grid, row-major, no wrap-around.
         let north = if r >= 2 { r - 2 } else { PEER_PROC_NULL };
         let south = if r < 2 { r + 2 } else { PEER_PROC_NULL };
@@ -1162,7 +1165,72 @@ fn reader_reads_one_sided_operations_of_version_4_only() {
     }
     assert_eq!(Op::from_code(106), Some(Op::Put));
     assert_eq!(Op::Put.mpi_name(), "MPI_Put");
-    assert_eq!(Op::from_code(117), None);
+    assert_eq!(Op::from_code(118), None);
+}
+
+/// Version 5 reads `MPI_Cancel` and a communicator's Cartesian grid (a grid whose size
+/// is not the communicator's is corrupt); a version-4 communicator record ends after its
+/// ranks, and `MPI_Cancel` there is a corrupt record.
+#[test]
+fn reader_reads_grids_and_cancel_of_version_5_only() {
+    let comm = |grid: Option<&[(u64, bool)]>| {
+        let grid = grid.map(<[_]>::to_vec);
+        move |b: &mut Vec<u8>| {
+            b.push(format::R_COMM);
+            varint(b, 2);
+            varint(b, 2);
+            zigzag(b, 0);
+            zigzag(b, 1);
+            if let Some(g) = &grid {
+                varint(b, g.len() as u64);
+                for (d, p) in g {
+                    varint(b, d << 1 | u64::from(*p));
+                }
+            }
+        }
+    };
+    // Version 5: a 2 x 1 grid, periodic in dimension 0.
+    let mut f = RankFile::new(0, 2, 5);
+    f.record(comm(Some(&[(2, true), (1, false)])));
+    f.event(Op::Cancel, 10, &[(format::field::REQS, 0)]);
+    let bytes = f.finish();
+    let trace =
+        RankTrace::read(RankReader::new(&bytes[..], Some(0)).expect("header")).expect("reads");
+    assert_eq!(trace.comms.get(&2), Some(&vec![0, 1]));
+    assert_eq!(trace.grids.get(&2), Some(&vec![(2, true), (1, false)]));
+    assert_eq!(trace.events[1].op(), Op::Cancel);
+    // Version 5 without a grid: no entry.
+    let mut f = RankFile::new(0, 2, 5);
+    f.record(comm(Some(&[])));
+    let bytes = f.finish();
+    let trace =
+        RankTrace::read(RankReader::new(&bytes[..], Some(0)).expect("header")).expect("reads");
+    assert_eq!(trace.comms.get(&2), Some(&vec![0, 1]));
+    assert!(trace.grids.is_empty());
+    // A grid of 3 ranks over a communicator of 2 is corrupt, named at its record.
+    let mut f = RankFile::new(0, 2, 5);
+    f.record(comm(Some(&[(3, false)])));
+    let at = f.record_starts[f.record_starts.len() - 1];
+    let err = read_all(&f.finish(), 0).expect_err("grid of the wrong size");
+    assert_eq!(err.offset, at as u64);
+    assert!(
+        matches!(err.kind, TraceErrorKind::BadRecord(w) if w.contains("grid")),
+        "{err:?}"
+    );
+    // Version 4: the record ends after the ranks; MPI_Cancel is not an operation yet.
+    let mut f = RankFile::new(0, 2, 4);
+    f.record(comm(None));
+    f.send(1, 64);
+    let (events, _) = read_all(&f.finish(), 0).expect("version 4 reads");
+    assert_eq!(events[1].op(), Op::Send);
+    let mut f = RankFile::new(0, 2, 4);
+    f.event(Op::Cancel, 10, &[(format::field::REQS, 0)]);
+    let at = f.record_starts[f.record_starts.len() - 1];
+    let err = read_all(&f.finish(), 0).expect_err("not a version 4 operation");
+    assert_eq!(
+        (err.offset, err.kind),
+        (at as u64, TraceErrorKind::UnknownRecord(Op::Cancel.code()))
+    );
 }
 
 /// Version 3's memory record reads; in older versions its tag is an unknown record.
@@ -1448,6 +1516,10 @@ fn check_calls(mpi: Mpi) {
         assert_eq!(sub.comm, Some(cart));
         let sub = sub.newcomm.expect("sub");
         assert_eq!(rt.comms.get(&sub), Some(&vec![ri / 2 * 2, ri / 2 * 2 + 1]));
+        // A Cart_sub keeps its dimension of the grid.
+        let cart_grid = rt.grids.get(&cart).expect("cart grid").clone();
+        assert_eq!(cart_grid.len(), 2);
+        assert_eq!(rt.grids.get(&sub), Some(&vec![cart_grid[1]]));
         let sr = nth(rt, Op::Sendrecv, 0);
         assert_eq!(
             (sr.comm, sr.peer, sr.src, sr.bytes),

@@ -22,7 +22,7 @@
 
 #include "memprobe.h"
 
-#define PST_VERSION 4u
+#define PST_VERSION 5u
 
 /* Operation codes: keep in sync with compiler/src/trace/format.rs and FORMAT.md. */
 enum {
@@ -45,6 +45,7 @@ enum {
     OP_PUT = 106, OP_GET, OP_ACCUMULATE, OP_GET_ACCUMULATE, OP_FETCH_AND_OP,
     OP_COMPARE_AND_SWAP, OP_RPUT, OP_RGET,
     OP_INTERCOMM_CREATE = 114, OP_INTERCOMM_MERGE, OP_COMM_SPAWN,
+    OP_CANCEL = 117, /* version 5 */
 };
 
 /* Field bits of an event's mask; fields follow in this order. */
@@ -376,11 +377,22 @@ static comm_t *comm_register(MPI_Comm c) {
     free(local);
     PMPI_Group_free(&g);
     PMPI_Group_free(&wg);
-    unsigned char *p = reserve(32 + 10 * (size_t)e->size), *start = p;
+    /* Version 5: the Cartesian grid the application gave it (MPI_Cart_create,
+     * MPI_Cart_sub, or a dup of one), as dimensions and periods; 0 dimensions if none. */
+    int topo = MPI_UNDEFINED, ndims = 0;
+    if (!inter) PMPI_Topo_test(c, &topo);
+    if (topo == MPI_CART) PMPI_Cartdim_get(c, &ndims);
+    if (ndims < 0 || ndims > 64) ndims = 0;
+    int dims[64], periods[64], coords[64];
+    if (ndims > 0) PMPI_Cart_get(c, ndims, dims, periods, coords);
+    unsigned char *p = reserve(32 + 10 * (size_t)e->size + 11 * (size_t)ndims), *start = p;
     *p++ = R_COMM;
     p = put_varint(p, e->id);
     p = put_varint(p, (uint64_t)e->size);
     for (int i = 0; i < e->size; i++) p = put_varint(p, zigzag(e->world[i]));
+    p = put_varint(p, (uint64_t)ndims);
+    for (int i = 0; i < ndims; i++)
+        p = put_varint(p, ((uint64_t)(dims[i] > 0 ? dims[i] : 0) << 1) | (periods[i] ? 1u : 0u));
     g_len += (size_t)(p - start);
     return e;
 }
@@ -514,6 +526,15 @@ static inline uint64_t req_pop(MPI_Request r) {
     g_rnodes[n - 1].next = g_rn_free;
     g_rn_free = n;
     return node.id;
+}
+
+/* The id of the request that `r` stands for, left live (MPI_Cancel: the wait or test
+ * that follows completes it). */
+static inline uint64_t req_peek(MPI_Request r) {
+    if (r == MPI_REQUEST_NULL) return 0;
+    size_t slot;
+    if (!ht_find(&g_reqs, HANDLE_KEY(r), &slot)) return 0;
+    return g_rnodes[(uint32_t)g_reqs.vals[slot] - 1].id;
 }
 
 /* ---- persistent requests -------------------------------------------------------------

@@ -292,6 +292,18 @@ int MPI_Testsome(int count, MPI_Request reqs[], int *outcount, int indices[],
               *outcount != MPI_UNDEFINED && *outcount > 0, indices, *outcount, 1);
 }
 
+/* A cancel names the request it cancels; the wait or test that completes it follows. */
+int MPI_Cancel(MPI_Request *req) {
+    MPI_Request before = *req;
+    uint64_t id = 0;
+    BEGIN(PMPI_Cancel(req));
+    id = req_peek(before);
+    e_.mask |= F_REQS;
+    e_.reqs = &id;
+    e_.n_reqs = id ? 1 : 0;
+    END(OP_CANCEL);
+}
+
 int MPI_Request_free(MPI_Request *req) {
     if (TRACED) {
         req_pop(*req);

@@ -709,6 +709,24 @@ FALIAS(mpi_abort_, mpi_abort__, MPI_ABORT)
 FDEF_MPI_ABORT(mpi_abort_f08_, 1)
 FDEF_MPI_ABORT(mpi_abort_f08ts_, 1)
 
+typedef void (*f_cancel_t)(F *, F *);
+#define FDEF_MPI_CANCEL(lname, f08)                                                     \
+void lname(F *req, F *ierr) {                                                           \
+    FREAL(lname, f_cancel_t);                                                           \
+    MPI_Request before = MPI_Request_f2c(*req);                                         \
+    uint64_t id = 0;                                                                    \
+    FBEGIN(real_(req, ierr));                                                           \
+    id = req_peek(before);                                                              \
+    e_.mask |= F_REQS;                                                                  \
+    e_.reqs = &id;                                                                      \
+    e_.n_reqs = id ? 1 : 0;                                                             \
+    FEND(OP_CANCEL);                                                                    \
+}
+FDEF_MPI_CANCEL(mpi_cancel_, 0)
+FALIAS(mpi_cancel_, mpi_cancel__, MPI_CANCEL)
+FDEF_MPI_CANCEL(mpi_cancel_f08_, 1)
+FDEF_MPI_CANCEL(mpi_cancel_f08ts_, 1)
+
 typedef void (*f_request_free_t)(F *, F *);
 #define FDEF_MPI_REQUEST_FREE(lname, f08)                                               \
 void lname(F *req, F *ierr) {                                                           \

@@ -44,6 +44,7 @@ use std::collections::{BTreeMap, HashMap};
 use super::nest::{Acc, MNode};
 use super::tokens::{CollSize, Kind, Tok};
 use crate::compress::{self, Algorithm, Node};
+use perfskel_grammar::ast::P2pOp;
 
 /// Flattened nests longer than this are not folded (time and memory stay bounded).
 const MAX_ITEMS: usize = 1 << 20;
@@ -1075,11 +1076,28 @@ fn widen(t: &mut Tok, u: &Tok) {
 }
 
 /// The token with what a coarse view ignores taken out: call site and sizes.
-fn coarse_tok(tok: &Tok) -> Tok {
+fn coarse_tok(tok: &Tok, keep_sizes: bool) -> Tok {
     let mut t = tok.clone();
     t.site = 0;
+    if keep_sizes {
+        return t;
+    }
     match &mut t.kind {
-        Kind::P2p { halves, .. } => halves.iter_mut().for_each(|h| h.bytes = h.bytes.map(|_| 0)),
+        // A receive takes the largest size of the calls it stands for; a send keeps its
+        // size class, or the mean of sends of several classes (from several call sites)
+        // could exceed what the receive of one of them was written with.
+        Kind::P2p { op, halves, .. } => {
+            let receives = |i: usize| match op {
+                P2pOp::Recv | P2pOp::Irecv => true,
+                P2pOp::Sendrecv => i == 1,
+                P2pOp::Send | P2pOp::Isend => false,
+            };
+            for (i, h) in halves.iter_mut().enumerate() {
+                if receives(i) {
+                    h.bytes = h.bytes.map(|_| 0);
+                }
+            }
+        }
         Kind::Coll {
             size: CollSize::One(b),
             ..
@@ -1101,11 +1119,15 @@ const MIN_MINOR_STATEMENTS: usize = 12;
 /// outside the main loops that take under [`MINOR_SHARE`] of the run (LAMMPS reads its
 /// input, creates atoms and prints statistics in some 200 distinct calls) become loops
 /// over their calls with call sites and message sizes set aside: calls of the same
-/// operation, peers, communicator and request in a row are one statement, written with
-/// the mean size (a receive with the largest) and the first call site. The order of
+/// operation, peers, communicator and request (and, for a send, size class) in a row
+/// are one statement, written with the mean size (a receive with the largest) and the
+/// first call site. The order of
 /// the calls is kept, so every rank still matches every other; the time is kept.
 /// `app_ns` is the run's time per rank.
 pub(crate) fn coarsen(nodes: Vec<MNode>, app_ns: f64, n_ranks: usize) -> Vec<MNode> {
+    // Where ranks take different branches, a message sent in a stretch may be received
+    // in a branch (or the reverse), which a coarse view does not rewrite: sizes stay.
+    let keep_sizes = super::merge::has_if(&nodes);
     let limit = MINOR_SHARE * app_ns;
     let time = |n: &MNode| super::nest::time(std::slice::from_ref(n)) / n_ranks.max(1) as f64;
     let mut out = Vec::new();
@@ -1114,7 +1136,7 @@ pub(crate) fn coarsen(nodes: Vec<MNode>, app_ns: f64, n_ranks: usize) -> Vec<MNo
         let total: f64 = run.iter().map(time).sum();
         let taken = std::mem::take(run);
         if total < limit && size(&taken) >= MIN_MINOR_STATEMENTS {
-            let coarse = coarse_view(&taken);
+            let coarse = coarse_view(&taken, keep_sizes);
             if size(&coarse) < size(&taken) {
                 out.extend(coarse);
                 return;
@@ -1136,7 +1158,7 @@ pub(crate) fn coarsen(nodes: Vec<MNode>, app_ns: f64, n_ranks: usize) -> Vec<MNo
 }
 
 /// The nest of `nodes` discovered over their coarse tokens.
-fn coarse_view(nodes: &[MNode]) -> Vec<MNode> {
+fn coarse_view(nodes: &[MNode], keep_sizes: bool) -> Vec<MNode> {
     if expanded_len(nodes) > MAX_ITEMS as u64 {
         return nodes.to_vec();
     }
@@ -1148,7 +1170,7 @@ fn coarse_view(nodes: &[MNode]) -> Vec<MNode> {
         .iter()
         .map(|&origin| {
             let key = match flat.origins[origin as usize] {
-                MNode::Tok { tok, .. } => Key::Tok(coarse_tok(tok)),
+                MNode::Tok { tok, .. } => Key::Tok(coarse_tok(tok, keep_sizes)),
                 other => {
                     let mut s = String::new();
                     shape(other, &mut s);

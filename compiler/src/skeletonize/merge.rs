@@ -92,6 +92,20 @@ impl Merger<'_> {
                     if !allow_split {
                         return None;
                     }
+                    // The ranks differ for a while and then agree again: only the stretch
+                    // between is rank-conditional.
+                    if let Some(target) = self.resync(seqs, &cursor) {
+                        let segs: Vec<(u32, &[MNode])> = (0..seqs.len())
+                            .map(|i| (seqs[i].0, &seqs[i].1[cursor[i]..target[i]]))
+                            .collect();
+                        let start = vec![0; seqs.len()];
+                        let active: Vec<usize> =
+                            (0..segs.len()).filter(|&i| !segs[i].1.is_empty()).collect();
+                        let seg_cands = self.candidates(&segs, &start, &active);
+                        out.push(self.split(&segs, &start, &seg_cands));
+                        cursor = target;
+                        continue;
+                    }
                     out.push(self.split(seqs, &cursor, &cands));
                     return Some(out);
                 }
@@ -257,6 +271,64 @@ impl Merger<'_> {
         Some((MNode::Loop { counts, body }, advance))
     }
 
+    /// Where, after `cursor`, every rank's list reaches a node that merges with the
+    /// others' (the same call, or a loop that merges): the positions, with the fewest
+    /// nodes skipped in all, looking at most [`RESYNC_WINDOW`] nodes ahead. `None` when
+    /// a rank has ended or nothing within reach agrees.
+    fn resync(&self, seqs: &[(u32, &[MNode])], cursor: &[usize]) -> Option<Vec<usize>> {
+        if (0..seqs.len()).any(|i| cursor[i] >= seqs[i].1.len()) {
+            return None;
+        }
+        // Per rank: sync key -> positions within the window, in order.
+        let windows: Vec<BTreeMap<SyncKey, Vec<usize>>> = (0..seqs.len())
+            .map(|i| {
+                let end = (cursor[i] + RESYNC_WINDOW).min(seqs[i].1.len());
+                let mut m: BTreeMap<SyncKey, Vec<usize>> = BTreeMap::new();
+                for p in cursor[i]..end {
+                    if let Some(k) = sync_key(&seqs[i].1[p]) {
+                        m.entry(k).or_default().push(p);
+                    }
+                }
+                m
+            })
+            .collect();
+        let all: Vec<usize> = (0..seqs.len()).collect();
+        let end0 = (cursor[0] + RESYNC_WINDOW).min(seqs[0].1.len());
+        let mut best: Option<(usize, Vec<usize>)> = None;
+        for p0 in cursor[0]..end0 {
+            let skip0 = p0 - cursor[0];
+            if best.as_ref().is_some_and(|(c, _)| skip0 >= *c) {
+                break;
+            }
+            let Some(key) = sync_key(&seqs[0].1[p0]) else {
+                continue;
+            };
+            let mut target = vec![p0];
+            let mut cost = skip0;
+            for (i, w) in windows.iter().enumerate().skip(1) {
+                let Some(&p) = w.get(&key).and_then(|ps| ps.first()) else {
+                    cost = usize::MAX;
+                    break;
+                };
+                cost += p - cursor[i];
+                target.push(p);
+            }
+            if cost == 0 || cost == usize::MAX || best.as_ref().is_some_and(|(c, _)| cost >= *c) {
+                continue;
+            }
+            // Requests stay within the stretch (each branch completes what it posts), and
+            // then the same test the walk applies: one candidate every rank takes.
+            if !(0..seqs.len()).all(|i| closed(&seqs[i].1[cursor[i]..target[i]])) {
+                continue;
+            }
+            let cands = self.candidates(seqs, &target, &all);
+            if cands.iter().any(|c| c.members().len() == seqs.len()) {
+                best = Some((cost, target));
+            }
+        }
+        best.map(|(_, t)| t)
+    }
+
     /// Whether `node` does nothing on `rank` (narrowing directions so that it stays so).
     fn null_on(&self, node: &mut MNode, rank: u32) -> bool {
         match node {
@@ -330,7 +402,52 @@ impl Merger<'_> {
     }
 }
 
-fn has_if(nodes: &[MNode]) -> bool {
+/// How far ahead [`Merger::resync`] looks for a point where the ranks agree again.
+const RESYNC_WINDOW: usize = 4096;
+
+/// What must be equal for two nodes to merge: a token's communicator, call site and
+/// operation; a loop's first call.
+type SyncKey = (bool, super::comms::CommRef, u32, u8);
+
+fn sync_key(node: &MNode) -> Option<SyncKey> {
+    match node {
+        MNode::Tok { tok, .. } => Some((false, tok.comm, tok.site, kind_code(&tok.kind))),
+        MNode::Loop { body, .. } => {
+            let (_, comm, site, kind) = body.first().and_then(sync_key)?;
+            Some((true, comm, site, kind))
+        }
+        MNode::If { .. } | MNode::Steps { .. } | MNode::When { .. } => None,
+    }
+}
+
+/// Whether `nodes` complete every request they post and no other.
+fn closed(nodes: &[MNode]) -> bool {
+    fn walk(nodes: &[MNode], pending: &mut std::collections::BTreeSet<u32>) -> bool {
+        nodes.iter().all(|n| match n {
+            MNode::Tok { tok, .. } => match &tok.kind {
+                Kind::P2p { req: Some(r), .. } | Kind::Coll { req: Some(r), .. } => {
+                    pending.insert(*r)
+                }
+                Kind::Wait { slots, .. } => slots.iter().all(|r| pending.remove(r)),
+                _ => true,
+            },
+            MNode::Loop { body, .. } => walk(body, pending),
+            MNode::If { .. } | MNode::Steps { .. } | MNode::When { .. } => false,
+        })
+    }
+    let mut pending = std::collections::BTreeSet::new();
+    walk(nodes, &mut pending) && pending.is_empty()
+}
+
+fn kind_code(kind: &Kind) -> u8 {
+    match kind {
+        Kind::P2p { op, .. } => *op as u8,
+        Kind::Coll { op, .. } => 64 + *op as u8,
+        Kind::Wait { op, .. } => 128 + *op as u8,
+    }
+}
+
+pub(crate) fn has_if(nodes: &[MNode]) -> bool {
     nodes.iter().any(|n| match n {
         MNode::If { .. } => true,
         MNode::Loop { body, .. } | MNode::Steps { body, .. } => has_if(body),

@@ -147,11 +147,23 @@ pub fn skeletonize(
             threshold: options.threshold,
         },
     );
-    let dirs = topo::Directions::choose(Some(&report), n_ranks, &survey.peers);
+    let dirs = topo::Directions::choose(
+        Some(&report),
+        survey.grid.as_deref(),
+        n_ranks,
+        &survey.peers,
+    );
     summary.unexplained_bytes_pct = report.unexplained.bytes_pct;
     summary.set_aside_bytes_pct = report.set_aside.bytes_pct;
     summary.matched_pattern = report.patterns.first().map(|p| p.name.clone());
     summary.topology = perfskel_grammar::printer::topology(&dirs.topology);
+    summary.declared_topology = survey.grid.as_ref().is_some_and(|g| {
+        dirs.topology
+            == perfskel_grammar::ast::Topology::Grid {
+                dims: g.iter().map(|(d, _)| *d).collect(),
+                periodic: g.iter().map(|(_, p)| *p).collect(),
+            }
+    });
 
     // 2. Tokens and 3. per-rank nests, one rank at a time.
     let mut comms = comms::Comms::build(survey.comms, n_ranks, &dirs.topology);
@@ -174,6 +186,7 @@ pub fn skeletonize(
         comms: &comms,
         keep_tags,
         size_map: &size_map,
+        cancelled: &survey.cancelled,
     };
     let mut site_names: Vec<String> = Vec::new();
     let mut site_index: BTreeMap<String, u32> = BTreeMap::new();
@@ -372,6 +385,10 @@ pub fn skeletonize(
         summary.raw_events, summary.statements, summary.algorithm, summary.loop_time_pct
     ));
     header.leading.push(match &summary.matched_pattern {
+        _ if summary.declared_topology => format!(
+            "# Topology {}: the application's own (MPI_Cart_create), in its dimension order.",
+            summary.topology
+        ),
         Some(p) if *p == summary.topology => {
             format!("# Topology {p}: matched by the communication matrix.")
         }

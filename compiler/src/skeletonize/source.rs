@@ -36,6 +36,9 @@ pub trait RankEvents {
     fn sites(&self) -> BTreeMap<u64, SiteKey>;
     /// The communicators read so far: id → world rank of each member.
     fn comms(&self) -> BTreeMap<u64, Vec<i64>>;
+    /// The Cartesian grids of the communicators read so far (format 5): id → (size,
+    /// periodic) per dimension.
+    fn grids(&self) -> BTreeMap<u64, Vec<(u64, bool)>>;
     /// How the rank ended (once [`RankEvents::next_event`] gave `Ok(false)`).
     fn completion(&self) -> Completion;
     /// The rank's memory record (format 3), once the end is reached.
@@ -51,6 +54,9 @@ impl<R: Read> RankEvents for RankReader<R> {
     }
     fn comms(&self) -> BTreeMap<u64, Vec<i64>> {
         collect::comm_members(self)
+    }
+    fn grids(&self) -> BTreeMap<u64, Vec<(u64, bool)>> {
+        collect::comm_grids(self)
     }
     fn completion(&self) -> Completion {
         collect::completion(self)
@@ -107,6 +113,9 @@ impl RankEvents for Replay<'_> {
     }
     fn comms(&self) -> BTreeMap<u64, Vec<i64>> {
         self.trace.comms.clone()
+    }
+    fn grids(&self) -> BTreeMap<u64, Vec<(u64, bool)>> {
+        self.trace.grids.clone()
     }
     fn completion(&self) -> Completion {
         self.trace.completion

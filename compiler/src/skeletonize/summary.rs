@@ -14,6 +14,8 @@ pub struct Summary {
     pub topology: String,
     /// The logicalization's best pattern (`None`: nothing matched; peers are explicit).
     pub matched_pattern: Option<String>,
+    /// Whether the topology is the grid the application declared (`MPI_Cart_create`).
+    pub declared_topology: bool,
     /// Events in every rank file read.
     pub raw_events: u64,
     /// Tokens of the merged ranks (events minus init, finalize, communicator calls).

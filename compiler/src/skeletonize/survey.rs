@@ -8,7 +8,7 @@
 //! sites are resolved against the rank's site table then, so a site defined after its
 //! first use still counts.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::comms::{self, CommSurvey};
 use super::source::{self, Absent};
@@ -41,6 +41,13 @@ pub(super) struct Survey {
     pub sites: BTreeMap<u32, BTreeMap<u64, SiteKey>>,
     /// The memory record of each rank that has one (trace format 3).
     pub memory: BTreeMap<u32, crate::trace::Memory>,
+    /// The Cartesian grid the application declared over all of `MPI_COMM_WORLD` in its
+    /// order (`MPI_Cart_create` without reordering; format 5): per dimension its size and
+    /// whether it is periodic. The first such communicator the lowest rank made.
+    pub grid: Option<Vec<(u64, bool)>>,
+    /// Per rank, the requests `MPI_Cancel` named (their calls and completions are left
+    /// out of the skeleton).
+    pub cancelled: BTreeMap<u32, BTreeSet<u64>>,
 }
 
 /// Reads every rank once; fills the summary's raw event count and its missing,
@@ -62,6 +69,8 @@ pub(super) fn survey(
         events_per_rank: BTreeMap::new(),
         sites: BTreeMap::new(),
         memory: BTreeMap::new(),
+        grid: None,
+        cancelled: BTreeMap::new(),
     };
     let peer_limit = (PEER_SAMPLE / n_ranks.max(1) as usize).max(64);
     for rank in 0..n_ranks {
@@ -100,6 +109,15 @@ pub(super) fn survey(
         if let Some(memory) = stream.memory() {
             survey.memory.insert(rank, memory);
         }
+        if survey.grid.is_none() {
+            let world: Vec<i64> = (0..i64::from(n_ranks)).collect();
+            let members = stream.comms();
+            survey.grid = stream
+                .grids()
+                .into_iter()
+                .find(|(id, _)| members.get(id) == Some(&world))
+                .map(|(_, g)| g);
+        }
         let sites = stream.sites();
         part.add_to(&mut survey, &sites, &stream.comms(), site_name);
         survey.sites.insert(rank, sites);
@@ -124,6 +142,8 @@ struct RankSurvey {
     creating: Vec<(Option<u64>, u64, u64, Op)>,
     events: RankEventSurvey,
     intercomms: comms::Intercomms,
+    /// Requests `MPI_Cancel` named.
+    cancelled: BTreeSet<u64>,
 }
 
 impl RankSurvey {
@@ -139,10 +159,14 @@ impl RankSurvey {
             creating: Vec::new(),
             events: RankEventSurvey::default(),
             intercomms: comms::Intercomms::default(),
+            cancelled: BTreeSet::new(),
         }
     }
 
     fn add(&mut self, ev: &Event) {
+        if ev.op == Op::Cancel {
+            self.cancelled.extend(&ev.reqs);
+        }
         let on_intercomm = self.intercomms.see(ev);
         if comms::is_creating(ev.op) {
             self.creating
@@ -200,6 +224,9 @@ impl RankSurvey {
                 .map(|k| (k.object.clone(), k.offset))
                 .unwrap_or_default()
         };
+        if !self.cancelled.is_empty() {
+            survey.cancelled.insert(self.rank, self.cancelled);
+        }
         survey
             .peers
             .extend(self.peers.into_iter().map(|(id, half, peer)| RecordedPeer {

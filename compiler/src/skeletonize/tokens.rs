@@ -91,6 +91,9 @@ pub(crate) struct Policy<'a> {
     pub keep_tags: bool,
     /// Sizes merged by `--merge-sizes`: recorded → written.
     pub size_map: &'a BTreeMap<u64, u64>,
+    /// Per rank, the requests `MPI_Cancel` named: the call that posted each is left out
+    /// (a cancelled receive gets no message) with its completion.
+    pub cancelled: &'a BTreeMap<u32, BTreeSet<u64>>,
 }
 
 /// One token as the stream gives it: its id and the times around it.
@@ -216,6 +219,20 @@ impl<'a> Tokenizer<'a> {
         }
         self.pending_gap = self.pending_gap.saturating_add(gap);
         let on_intercomm = self.intercomms.see(ev);
+        let cancelled = ev.req.is_some_and(|r| {
+            self.policy
+                .cancelled
+                .get(&self.rank)
+                .is_some_and(|c| c.contains(&r))
+        });
+        if cancelled {
+            self.counts.drop_event(format!(
+                "{} cancelled by MPI_Cancel (left out with its completion)",
+                ev.op.mpi_name()
+            ));
+            self.dropped_reqs.extend(ev.req);
+            return None;
+        }
         if let Some(why) = comms::unmodelled(ev, on_intercomm) {
             self.counts.drop_event(why);
             if let Some(req) = ev.req {
@@ -378,6 +395,7 @@ fn is_silent(op: Op) -> bool {
             | Op::CartCreate
             | Op::CartSub
             | Op::CommFree
+            | Op::Cancel
             | Op::Probe
             | Op::Iprobe
             | Op::Test

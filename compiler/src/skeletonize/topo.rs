@@ -37,22 +37,35 @@ pub(crate) struct Directions {
 }
 
 impl Directions {
-    /// Of the logicalization's pattern and the usual topologies over `n_ranks` ranks
-    /// (chain, ring, every 2-D and 3-D grid with and without wrap-around, binary tree,
-    /// star, hypercube), the one whose directions name the most recorded peers,
-    /// `MPI_PROC_NULL` included (a border must have a missing neighbour). The
-    /// logicalization's pattern wins ties. Matching the communication graph alone cannot
+    /// Of the grid the application declared, the logicalization's pattern and the usual
+    /// topologies over `n_ranks` ranks (chain, ring, every 2-D and 3-D grid with and
+    /// without wrap-around, binary tree, star, hypercube), the one in which the most call
+    /// sites use one direction on every rank (what lets the ranks share statements: on
+    /// two ranks, a ring's `next` is every rank's partner, a chain needs `next` on one and
+    /// `prev` on the other, hence rank conditions; a code that also sends to arbitrary
+    /// ranks must not trade its halo's directions for a `star` that names more of those),
+    /// then whose directions name the most recorded peers, `MPI_PROC_NULL` included (a
+    /// border must have a missing neighbour). The declared grid, then the
+    /// logicalization's pattern, win ties. Matching the communication graph alone cannot
     /// tell a 2 × 2 grid from a ring of 4; the peers of the calls can.
-    ///
-    /// Ties go to the topology in which more call sites use one direction on every rank
-    /// (on two ranks, a ring's `next` is every rank's partner; a chain needs `next` on
-    /// one and `prev` on the other, hence rank conditions).
     pub fn choose(
         report: Option<&Logicalization>,
+        declared: Option<&[(u64, bool)]>,
         n_ranks: u32,
         peers: &[RecordedPeer],
     ) -> Directions {
         let mut candidates: Vec<Topology> = Vec::new();
+        // The grid the application declared (`MPI_Cart_create` over the world in its
+        // order) goes first: its dimension order and periods are the application's
+        // names, so `+x` in the skeleton is the application's direction 0.
+        if let Some(grid) = declared.filter(|g| {
+            !g.is_empty() && g.iter().map(|(d, _)| *d).product::<u64>() == u64::from(n_ranks)
+        }) {
+            candidates.push(Topology::Grid {
+                dims: grid.iter().map(|(d, _)| *d).collect(),
+                periodic: grid.iter().map(|(_, p)| *p).collect(),
+            });
+        }
         if let Some(t) = report
             .and_then(|r| r.patterns.first())
             .and_then(|p| dsl_topology(&p.topology, n_ranks))
@@ -98,7 +111,7 @@ impl Directions {
                 *by_site.entry(&p.site).or_insert(u64::MAX) &= mask;
             }
             let consistent = by_site.values().filter(|m| **m != 0).count();
-            let score = (reached, consistent);
+            let score = (consistent, reached);
             if best.as_ref().is_none_or(|(s, _)| score > *s) {
                 best = Some((score, d));
             }

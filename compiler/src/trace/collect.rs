@@ -18,6 +18,9 @@ pub struct RankTrace {
     pub sites: BTreeMap<u64, SiteKey>,
     /// Communicator id (as in [`Event::comm`]) → world rank of each of its ranks.
     pub comms: BTreeMap<u64, Vec<i64>>,
+    /// Communicator id → its Cartesian grid (size, periodic) per dimension, for those
+    /// the application gave one (format 5).
+    pub grids: BTreeMap<u64, Vec<(u64, bool)>>,
     pub completion: Completion,
     /// Working set and memory probe (format version 3).
     pub memory: Option<Memory>,
@@ -36,6 +39,7 @@ impl RankTrace {
             events,
             sites: site_keys(&reader),
             comms: comm_members(&reader),
+            grids: comm_grids(&reader),
             completion: completion(&reader),
             memory: reader.memory(),
         })
@@ -73,6 +77,17 @@ pub fn comm_members<R: Read>(reader: &RankReader<R>) -> BTreeMap<u64, Vec<i64>> 
         .comms()
         .iter()
         .map(|(id, c)| (*id, c.world_ranks.clone()))
+        .collect()
+}
+
+/// The Cartesian grids of the communicators `reader` has read so far, by id (those
+/// without one are left out).
+pub fn comm_grids<R: Read>(reader: &RankReader<R>) -> BTreeMap<u64, Vec<(u64, bool)>> {
+    reader
+        .comms()
+        .iter()
+        .filter(|(_, c)| !c.grid.is_empty())
+        .map(|(id, c)| (*id, c.grid.clone()))
         .collect()
 }
 

@@ -1,16 +1,18 @@
-//! The perfskel trace format, version 4 (reads versions 1 to 3 too): takes nothing, gives the constants shared with
+//! The perfskel trace format, version 5 (reads versions 1 to 4 too): takes nothing, gives the constants shared with
 //! the C tracer (`runtime/tracer/core.h`) — magic, version, record tags, field bits and
 //! operation codes. `runtime/tracer/FORMAT.md` describes the layout in prose.
 
 /// First 8 bytes of every rank file.
 pub const MAGIC: &[u8; 8] = b"PSKTRACE";
 /// The format version the tracer writes.
-pub const VERSION: u16 = 4;
+pub const VERSION: u16 = 5;
 /// The oldest version this reader reads. Version 1 lacks operation codes 72–75
 /// (`MPI_Ireduce_scatter`, `MPI_Ireduce_scatter_block`, `MPI_Iscan`, `MPI_Iexscan`) and
 /// is otherwise the same, so a version-1 file reads as it always did. Version 3 added
 /// the memory record ([`R_MEMORY`]); older files have none. Version 4 added the
-/// one-sided and intercommunicator operations (codes 90–116).
+/// one-sided and intercommunicator operations (codes 90–116). Version 5 added the
+/// Cartesian grid of a communicator to its record ([`GRID_SINCE`]) and `MPI_Cancel`
+/// (code 117).
 pub const MIN_VERSION: u16 = 1;
 /// File name of rank `r` inside a trace directory.
 pub fn rank_file_name(rank: u32) -> String {
@@ -28,6 +30,11 @@ pub const R_MEMORY: u8 = 0xF3;
 pub const R_END: u8 = 0xFF;
 /// The first version with [`R_MEMORY`].
 pub const MEMORY_SINCE: u16 = 3;
+/// The first version whose communicator records end with the communicator's Cartesian
+/// grid (`varint ndims`, then per dimension `varint (size << 1 | periodic)`).
+pub const GRID_SINCE: u16 = 5;
+/// The most dimensions a recorded grid may have.
+pub const MAX_GRID_DIMS: u64 = 64;
 
 /// Field bits of an event's mask; present fields follow the fixed part in this order.
 pub mod field {
@@ -191,6 +198,7 @@ ops! {
     IntercommCreate = 114, "MPI_Intercomm_create", Communicator;
     IntercommMerge = 115, "MPI_Intercomm_merge", Communicator;
     CommSpawn = 116, "MPI_Comm_spawn", Communicator;
+    Cancel = 117, "MPI_Cancel", Completion;
 }
 
 impl Op {
@@ -199,6 +207,7 @@ impl Op {
     pub fn since_version(self) -> u16 {
         match self {
             Op::IreduceScatter | Op::IreduceScatterBlock | Op::Iscan | Op::Iexscan => 2,
+            Op::Cancel => 5,
             op if op.code() >= 90 => 4,
             _ => 1,
         }

@@ -123,6 +123,10 @@ pub struct Site {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Comm {
     pub world_ranks: Vec<i64>,
+    /// The Cartesian grid the application gave the communicator (`MPI_Cart_create`,
+    /// `MPI_Cart_sub`): per dimension its size and whether it is periodic, in the
+    /// application's dimension order; empty without one (and before format 5).
+    pub grid: Vec<(u64, bool)>,
 }
 
 /// What a rank's memory record says (format version 3): how much memory the
@@ -540,7 +544,32 @@ impl<R: Read> RankReader<R> {
                 for _ in 0..n {
                     world_ranks.push(c.zigzag()?);
                 }
-                self.comms.insert(id, Comm { world_ranks });
+                let mut grid = Vec::new();
+                if self.header.version >= format::GRID_SINCE {
+                    let ndims = c.varint()?;
+                    if ndims > format::MAX_GRID_DIMS {
+                        return Err(Decode::Bad(
+                            TraceErrorKind::BadRecord("a grid of more than 64 dimensions"),
+                            0,
+                        ));
+                    }
+                    for _ in 0..ndims {
+                        let d = c.varint()?;
+                        grid.push((d >> 1, d & 1 == 1));
+                    }
+                    let product = grid
+                        .iter()
+                        .try_fold(1u64, |acc, (d, _)| acc.checked_mul(*d));
+                    if ndims > 0 && product != Some(n) {
+                        return Err(Decode::Bad(
+                            TraceErrorKind::BadRecord(
+                                "a communicator's grid does not have its number of ranks",
+                            ),
+                            0,
+                        ));
+                    }
+                }
+                self.comms.insert(id, Comm { world_ranks, grid });
                 self.pos += c.at;
                 Ok(None)
             }
