@@ -138,6 +138,32 @@ fn fold_at(nodes: &[MNode], depth: u32, approx: bool) -> Option<Vec<MNode>> {
         let n = built.size;
         folded.push((n, built.cv, built.spread, index));
     }
+    // A fold the checker would warn about (a request posted again while it may be
+    // pending, where the iterations' runs split a request from its completion) gives
+    // way to the next best, when the nest did not have such requests before.
+    let must_be_sound = requests_sound(nodes);
+    for _ in 0..MAX_UNSOUND {
+        let (n, cand) = choose(&folded, &cands)?;
+        if n * 5 > before * 4 {
+            return None;
+        }
+        // The prologue and epilogue of the winner are folded in turn.
+        let nodes = flat.build(cands.get(cand)?, Some(depth)).map(|b| b.nodes)?;
+        if !must_be_sound || requests_sound(&nodes) {
+            return Some(nodes);
+        }
+        folded.retain(|f| f.3 != cand);
+    }
+    None
+}
+
+/// Folds of one nest tried before giving up when they would leave requests unsound.
+const MAX_UNSOUND: usize = 8;
+
+/// Of the candidates that fold, (statements, spread of the iterations' times, spread
+/// sets, candidate), the one to take: its statements and index.
+fn choose(folded: &[(usize, f64, usize, usize)], cands: &[Cand]) -> Option<(usize, usize)> {
+    let mut folded = folded.to_vec();
     // Within half again the shortest, the folds that spread the fewest sets of
     // iterations (each is an approximation) ...
     let least = folded.iter().map(|f| f.0).min()?;
@@ -155,11 +181,58 @@ fn fold_at(nodes: &[MNode], depth: u32, approx: bool) -> Option<Vec<MNode>> {
         .into_iter()
         .filter(|f| f.1 <= steady * 1.25 + 0.05)
         .min_by_key(|f| (f.0, cands[f.3].bounds[0], f.3))?;
-    if n * 5 > before * 4 {
-        return None;
+    Some((n, cand))
+}
+
+/// Whether no request of `nodes` is posted while it may still be pending, and none is
+/// completed unless it may be pending, reading every branch as possible (as `check`'s
+/// request analysis does) and every loop as running its body twice.
+fn requests_sound(nodes: &[MNode]) -> bool {
+    type Pending = std::collections::BTreeSet<u32>;
+    fn run(nodes: &[MNode], mut pending: Pending) -> Option<Pending> {
+        for n in nodes {
+            pending = match n {
+                MNode::Tok { tok, .. } => {
+                    match &tok.kind {
+                        Kind::P2p { req: Some(r), .. } | Kind::Coll { req: Some(r), .. }
+                            if !pending.insert(*r) =>
+                        {
+                            return None;
+                        }
+                        Kind::Wait { slots, .. } => {
+                            for r in slots {
+                                if !pending.remove(r) {
+                                    return None;
+                                }
+                            }
+                        }
+                        _ => {}
+                    }
+                    pending
+                }
+                MNode::Loop { body, .. } | MNode::Steps { body, .. } => {
+                    let once = run(body, pending)?;
+                    run(body, once)?
+                }
+                MNode::When {
+                    then, otherwise, ..
+                } => {
+                    let mut a = run(then, pending.clone())?;
+                    a.extend(run(otherwise, pending)?);
+                    a
+                }
+                MNode::If { branches } => {
+                    let mut out = Pending::new();
+                    for (_, body) in branches {
+                        out.extend(run(body, pending.clone())?);
+                    }
+                    out
+                }
+            };
+        }
+        Some(pending)
     }
-    // The prologue and epilogue of the winner are folded in turn.
-    flat.build(cands.get(cand)?, Some(depth)).map(|b| b.nodes)
+    run(nodes, Pending::new()).is_some()
 }
 
 /// Statements a nest becomes (one per token, loop and branch), for comparisons.

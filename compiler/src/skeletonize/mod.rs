@@ -486,29 +486,21 @@ fn compress_rank<'a>(
     let mut tokenizer = tokens::Tokenizer::new(rank, policy, site_of, classes_of);
     source::read_rank(ranks, rank, &mut |ev| {
         tick(&mut seen);
-        if let Some(token) = tokenizer.push(ev) {
-            discovery.push(token.id);
-        }
+        tokenizer.push(ev, &mut |token| discovery.push(token.id));
     })
     .ok()?;
-    let (last, table, counts) = tokenizer.finish();
-    if let Some(token) = last {
-        discovery.push(token.id);
-    }
+    let (table, counts) = tokenizer.finish(&mut |token| discovery.push(token.id));
     let nest = discovery.finish();
     // 2. Statistics of the compute spans per body position.
     let mut walk = nest::Walk::new(&nest);
     let mut tokenizer = tokens::Tokenizer::new(rank, policy, site_of, classes_of);
+    let mut visit = |t: tokens::Token| walk.visit(t.id, t.gap_ns, t.dur_ns, t.sizes);
     source::read_rank(ranks, rank, &mut |ev| {
         tick(&mut seen);
-        if let Some(t) = tokenizer.push(ev) {
-            walk.visit(t.id, t.gap_ns, t.dur_ns, t.sizes);
-        }
+        tokenizer.push(ev, &mut visit);
     })
     .ok()?;
-    if let (Some(t), _, _) = tokenizer.finish() {
-        walk.visit(t.id, t.gap_ns, t.dur_ns, t.sizes);
-    }
+    tokenizer.finish(&mut visit);
     Some((walk.finish(&nest, &table, rank)?, counts))
 }
 

@@ -168,6 +168,8 @@ pub(crate) struct Tokenizer<'a> {
     /// Requests of dropped calls (`MPI_Rput`, `MPI_Isend` on an intercommunicator):
     /// their completions are left out with them.
     dropped_reqs: BTreeSet<u64>,
+    /// The completions of `MPI_Waitany` calls in a row, held until the run ends.
+    anys: Vec<Token>,
 }
 
 impl<'a> Tokenizer<'a> {
@@ -191,12 +193,68 @@ impl<'a> Tokenizer<'a> {
             counts: RankCounts::default(),
             intercomms: Intercomms::default(),
             dropped_reqs: BTreeSet::new(),
+            anys: Vec::new(),
         }
     }
 
-    /// The token of the next event, if it makes one (events after `MPI_Finalize` are
-    /// ignored).
-    pub fn push(&mut self, ev: &Event) -> Option<Token> {
+    /// Gives `out` the tokens of the next event (events after `MPI_Finalize` are
+    /// ignored). `MPI_Waitany` calls in a row (a halo or transpose unpacking messages as
+    /// they arrive) complete their requests in the order the messages happened to
+    /// arrive, which differs from one iteration to the next: their completions are
+    /// written in slot order instead, each at its call's position and time, so that the
+    /// iterations are equal tokens. Only compute lies between them, so no message this
+    /// rank sends depends on the order, and every order completes.
+    pub fn push(&mut self, ev: &Event, out: &mut dyn FnMut(Token)) {
+        let token = self.push_one(ev);
+        if ev.op == Op::Waitany {
+            if let Some(t) = token {
+                if matches!(&self.table[t.id as usize].kind, Kind::Wait { slots, .. } if slots.len() == 1)
+                {
+                    self.anys.push(t);
+                    return;
+                }
+            }
+        }
+        self.flush_anys(out);
+        if let Some(t) = token {
+            out(t);
+        }
+    }
+
+    /// Gives `out` the held `MPI_Waitany` completions, their slots in ascending order.
+    fn flush_anys(&mut self, out: &mut dyn FnMut(Token)) {
+        let held = std::mem::take(&mut self.anys);
+        let slot = |t: &Token, table: &[Tok]| match &table[t.id as usize].kind {
+            Kind::Wait { slots, .. } => slots.first().copied().unwrap_or(0),
+            _ => 0,
+        };
+        let mut slots: Vec<u32> = held.iter().map(|t| slot(t, &self.table)).collect();
+        slots.sort_unstable();
+        for (t, s) in held.into_iter().zip(slots) {
+            let mut tok = self.table[t.id as usize].clone();
+            if let Kind::Wait { slots, .. } = &mut tok.kind {
+                *slots = vec![s];
+            }
+            let id = self.intern(tok);
+            out(Token { id, ..t });
+        }
+    }
+
+    fn intern(&mut self, tok: Tok) -> u32 {
+        // Most events repeat an earlier token: look it up before cloning it.
+        match self.intern.get(&tok) {
+            Some(&id) => id,
+            None => {
+                let id = self.table.len() as u32;
+                self.intern.insert(tok.clone(), id);
+                self.table.push(tok);
+                id
+            }
+        }
+    }
+
+    /// The token of one event, if it makes one.
+    fn push_one(&mut self, ev: &Event) -> Option<Token> {
         if self.span.finalized() {
             return None;
         }
@@ -290,16 +348,7 @@ impl<'a> Tokenizer<'a> {
             comm,
             site: (self.site_of)(ev.site),
         };
-        // Most events repeat an earlier token: look it up before cloning it.
-        let id = match self.intern.get(&tok) {
-            Some(&id) => id,
-            None => {
-                let id = self.table.len() as u32;
-                self.intern.insert(tok.clone(), id);
-                self.table.push(tok);
-                id
-            }
-        };
+        let id = self.intern(tok);
         let gap_ns = std::mem::take(&mut self.pending_gap);
         Some(Token {
             id,
@@ -309,10 +358,11 @@ impl<'a> Tokenizer<'a> {
         })
     }
 
-    /// After the last event: the token that completes requests never completed in the
-    /// trace (so that the skeleton is a valid program; the summary counts them), the
-    /// token table and the counters.
-    pub fn finish(mut self) -> (Option<Token>, Vec<Tok>, RankCounts) {
+    /// After the last event: gives `out` the completions still held and the token that
+    /// completes requests never completed in the trace (so that the skeleton is a valid
+    /// program; the summary counts them); gives the token table and the counters.
+    pub fn finish(mut self, out: &mut dyn FnMut(Token)) -> (Vec<Tok>, RankCounts) {
+        self.flush_anys(out);
         if !self.span.finalized() {
             self.counts.trailing_gap_ns = self.pending_gap;
         }
@@ -344,7 +394,10 @@ impl<'a> Tokenizer<'a> {
             self.counts.trailing_gap_ns = 0;
         }
         self.counts.app_ns = self.span.ns();
-        (last, self.table, self.counts)
+        if let Some(t) = last {
+            out(t);
+        }
+        (self.table, self.counts)
     }
 }
 
