@@ -25,6 +25,7 @@
 
 mod build;
 mod comms;
+mod eager;
 mod fold;
 mod merge;
 mod nest;
@@ -48,6 +49,7 @@ use crate::compress::{self, Algorithm};
 use crate::logicalize;
 use crate::trace::stats::SiteKey;
 
+pub use eager::unblock_sends;
 pub use source::{InMemory, Opened, RankEvents, RankSource, Ranks};
 pub use summary::Summary;
 

@@ -48,6 +48,9 @@ pub(super) struct Survey {
     /// Per rank, the requests `MPI_Cancel` named (their calls and completions are left
     /// out of the skeleton).
     pub cancelled: BTreeMap<u32, BTreeSet<u64>>,
+    /// Messages sent to each world rank, and the receives each rank posted.
+    sent_to: BTreeMap<u64, u64>,
+    receives: BTreeMap<u32, u64>,
 }
 
 /// Reads every rank once; fills the summary's raw event count and its missing,
@@ -71,6 +74,8 @@ pub(super) fn survey(
         memory: BTreeMap::new(),
         grid: None,
         cancelled: BTreeMap::new(),
+        sent_to: BTreeMap::new(),
+        receives: BTreeMap::new(),
     };
     let peer_limit = (PEER_SAMPLE / n_ranks.max(1) as usize).max(64);
     for rank in 0..n_ranks {
@@ -126,7 +131,27 @@ pub(super) fn survey(
             total: 0,
         });
     }
+    survey.late_cancels();
     survey
+}
+
+impl Survey {
+    /// A cancel can come too late (the receive had matched a message; `MPI_Cancel`
+    /// then does nothing), which the trace does not say: where a rank's receives other
+    /// than the cancelled ones are fewer than the messages sent to it, its last
+    /// cancelled receives got the rest and are kept.
+    fn late_cancels(&mut self) {
+        for (rank, cancelled) in &mut self.cancelled {
+            let sent = self.sent_to.get(&u64::from(*rank)).copied().unwrap_or(0);
+            let posted = self.receives.get(rank).copied().unwrap_or(0);
+            let kept = posted.saturating_sub(cancelled.len() as u64);
+            let late = sent.saturating_sub(kept).min(cancelled.len() as u64);
+            for _ in 0..late {
+                cancelled.pop_last();
+            }
+        }
+        self.cancelled.retain(|_, c| !c.is_empty());
+    }
 }
 
 /// One rank's share of the survey while it is being read.
@@ -144,6 +169,10 @@ struct RankSurvey {
     intercomms: comms::Intercomms,
     /// Requests `MPI_Cancel` named.
     cancelled: BTreeSet<u64>,
+    /// Messages sent, by world rank of the receiver, and receives posted (for a cancel
+    /// that came too late: its receive got a message).
+    sent_to: BTreeMap<u64, u64>,
+    receives: u64,
 }
 
 impl RankSurvey {
@@ -160,12 +189,33 @@ impl RankSurvey {
             events: RankEventSurvey::default(),
             intercomms: comms::Intercomms::default(),
             cancelled: BTreeSet::new(),
+            sent_to: BTreeMap::new(),
+            receives: 0,
         }
     }
 
     fn add(&mut self, ev: &Event) {
         if ev.op == Op::Cancel {
             self.cancelled.extend(&ev.reqs);
+        }
+        let (sends, receives) = match ev.op {
+            Op::Send
+            | Op::Bsend
+            | Op::Ssend
+            | Op::Rsend
+            | Op::Isend
+            | Op::Ibsend
+            | Op::Issend
+            | Op::Irsend => (ev.peer, None),
+            Op::Recv | Op::Irecv => (None, ev.peer),
+            Op::Sendrecv | Op::SendrecvReplace => (ev.peer, ev.src),
+            _ => (None, None),
+        };
+        if let Some(to) = sends.and_then(|p| u64::try_from(p).ok()) {
+            *self.sent_to.entry(to).or_default() += 1;
+        }
+        if receives.is_some_and(|p| p != PEER_PROC_NULL) {
+            self.receives += 1;
         }
         let on_intercomm = self.intercomms.see(ev);
         if comms::is_creating(ev.op) {
@@ -227,6 +277,10 @@ impl RankSurvey {
         if !self.cancelled.is_empty() {
             survey.cancelled.insert(self.rank, self.cancelled);
         }
+        for (to, n) in self.sent_to {
+            *survey.sent_to.entry(to).or_default() += n;
+        }
+        survey.receives.insert(self.rank, self.receives);
         survey
             .peers
             .extend(self.peers.into_iter().map(|(id, half, peer)| RecordedPeer {
