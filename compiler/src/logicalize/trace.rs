@@ -104,7 +104,8 @@ pub fn collective_name(op: Op) -> String {
         .to_ascii_lowercase()
 }
 
-fn is_send(op: Op) -> bool {
+/// Whether `op` sends a message to its `peer` (a sendrecv too).
+pub(crate) fn is_send(op: Op) -> bool {
     matches!(
         op,
         Op::Send

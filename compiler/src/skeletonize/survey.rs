@@ -198,18 +198,13 @@ impl RankSurvey {
         if ev.op == Op::Cancel {
             self.cancelled.extend(&ev.reqs);
         }
-        let (sends, receives) = match ev.op {
-            Op::Send
-            | Op::Bsend
-            | Op::Ssend
-            | Op::Rsend
-            | Op::Isend
-            | Op::Ibsend
-            | Op::Issend
-            | Op::Irsend => (ev.peer, None),
-            Op::Recv | Op::Irecv => (None, ev.peer),
-            Op::Sendrecv | Op::SendrecvReplace => (ev.peer, ev.src),
-            _ => (None, None),
+        let sends = crate::logicalize::trace::is_send(ev.op)
+            .then_some(ev.peer)
+            .flatten();
+        let receives = match ev.op {
+            Op::Recv | Op::Irecv => ev.peer,
+            Op::Sendrecv | Op::SendrecvReplace => ev.src,
+            _ => None,
         };
         if let Some(to) = sends.and_then(|p| u64::try_from(p).ok()) {
             *self.sent_to.entry(to).or_default() += 1;
