@@ -1286,13 +1286,14 @@ fn one_sided_and_intercomm(mpi: Mpi) {
         assert_eq!(r.collectives, 4, "rank {rank}\n{text}");
     }
 }
-/// A grid the application declares (`tests/apps/cancel_grid.c`: `MPI_Cart_create` of a
+/// A grid the application declares (`tests/apps/cancel_grid.c`, or its Fortran twin
+/// `cancel_grid_f.f90`: `MPI_Cart_create` of a
 /// 2 × 2 grid periodic in dimension 0 only) is the skeleton's topology, dimension order
 /// and periods as declared; a receive cancelled every iteration is left out with its
 /// completion and counted, and the rest checks clean.
-fn declared_grid_and_cancelled_receives(mpi: Mpi) {
+fn declared_grid_and_cancelled_receives(mpi: Mpi, app: &str) {
     let iters = 5u64;
-    let (_dir, trace) = record(mpi, "test:cancel_grid", &["64", &iters.to_string()]);
+    let (_dir, trace) = record(mpi, app, &["64", &iters.to_string()]);
     let (text, summary) = skeletonize_cli(&trace, &[]);
     assert!(
         text.contains("topology grid(2, 2, periodic = [true, false])"),
@@ -1320,11 +1321,20 @@ fn declared_grid_and_cancelled_receives(mpi: Mpi) {
 }
 #[test]
 fn declared_grid_and_cancelled_receives_openmpi() {
-    declared_grid_and_cancelled_receives(Mpi::OpenMpi);
+    declared_grid_and_cancelled_receives(Mpi::OpenMpi, "test:cancel_grid");
 }
 #[test]
 fn declared_grid_and_cancelled_receives_mpich() {
-    declared_grid_and_cancelled_receives(Mpi::Mpich);
+    declared_grid_and_cancelled_receives(Mpi::Mpich, "test:cancel_grid");
+}
+/// The same through the Fortran `use mpi` bindings (Open MPI's call `PMPI_*` directly).
+#[test]
+fn declared_grid_and_cancelled_receives_fortran_openmpi() {
+    declared_grid_and_cancelled_receives(Mpi::OpenMpi, "test:cancel_grid_f");
+}
+#[test]
+fn declared_grid_and_cancelled_receives_fortran_mpich() {
+    declared_grid_and_cancelled_receives(Mpi::Mpich, "test:cancel_grid_f");
 }
 
 #[test]
