@@ -48,9 +48,11 @@ pub(super) struct Survey {
     /// Per rank, the requests `MPI_Cancel` named (their calls and completions are left
     /// out of the skeleton).
     pub cancelled: BTreeMap<u32, BTreeSet<u64>>,
-    /// Messages sent to each world rank, and the receives each rank posted.
-    sent_to: BTreeMap<u64, u64>,
-    receives: BTreeMap<u32, u64>,
+    /// Per phase (world collectives so far), messages sent to each world rank, the
+    /// receives each rank posted and the phase of each cancel.
+    sent_to: BTreeMap<u64, BTreeMap<u32, u64>>,
+    receives: BTreeMap<u32, BTreeMap<u32, u64>>,
+    cancel_phase: BTreeMap<u32, BTreeMap<u64, u32>>,
 }
 
 /// Reads every rank once; fills the summary's raw event count and its missing,
@@ -76,6 +78,7 @@ pub(super) fn survey(
         cancelled: BTreeMap::new(),
         sent_to: BTreeMap::new(),
         receives: BTreeMap::new(),
+        cancel_phase: BTreeMap::new(),
     };
     let peer_limit = (PEER_SAMPLE / n_ranks.max(1) as usize).max(64);
     for rank in 0..n_ranks {
@@ -138,16 +141,51 @@ pub(super) fn survey(
 impl Survey {
     /// A cancel can come too late (the receive had matched a message; `MPI_Cancel`
     /// then does nothing), which the trace does not say: where a rank's receives other
-    /// than the cancelled ones are fewer than the messages sent to it, its last
-    /// cancelled receives got the rest and are kept.
+    /// than the cancelled ones are fewer than the messages sent to it, as many cancelled
+    /// receives got the rest and are kept: for the j-th, the last cancel before the
+    /// first phase (stretch between world collectives) after which the rank has
+    /// received j messages fewer than were sent to it.
     fn late_cancels(&mut self) {
+        let none = BTreeMap::new();
         for (rank, cancelled) in &mut self.cancelled {
-            let sent = self.sent_to.get(&u64::from(*rank)).copied().unwrap_or(0);
-            let posted = self.receives.get(rank).copied().unwrap_or(0);
-            let kept = posted.saturating_sub(cancelled.len() as u64);
-            let late = sent.saturating_sub(kept).min(cancelled.len() as u64);
-            for _ in 0..late {
-                cancelled.pop_last();
+            let sent = self.sent_to.get(&u64::from(*rank)).unwrap_or(&none);
+            let posted = self.receives.get(rank).unwrap_or(&none);
+            let phases = self
+                .cancel_phase
+                .get(rank)
+                .unwrap_or(&BTreeMap::new())
+                .clone();
+            let total = |m: &BTreeMap<u32, u64>| m.values().sum::<u64>();
+            let kept = total(posted).saturating_sub(cancelled.len() as u64);
+            let late = total(sent).saturating_sub(kept).min(cancelled.len() as u64);
+            if late == 0 {
+                continue;
+            }
+            // The deficit after each phase.
+            let mut all: BTreeSet<u32> = sent.keys().chain(posted.keys()).copied().collect();
+            all.extend(phases.values());
+            let (mut s, mut p, mut c) = (0u64, 0u64, 0u64);
+            let mut deficit: Vec<(u32, u64)> = Vec::new();
+            for k in all {
+                s += sent.get(&k).copied().unwrap_or(0);
+                p += posted.get(&k).copied().unwrap_or(0);
+                c += phases.values().filter(|&&ph| ph == k).count() as u64;
+                deficit.push((k, s.saturating_sub(p.saturating_sub(c))));
+            }
+            for j in 1..=late {
+                let upto = deficit
+                    .iter()
+                    .find(|(_, d)| *d >= j)
+                    .map_or(u32::MAX, |(k, _)| *k);
+                let pick = cancelled
+                    .iter()
+                    .rev()
+                    .find(|r| phases.get(r).is_some_and(|ph| *ph <= upto))
+                    .or_else(|| cancelled.iter().next_back())
+                    .copied();
+                if let Some(r) = pick {
+                    cancelled.remove(&r);
+                }
             }
         }
         self.cancelled.retain(|_, c| !c.is_empty());
@@ -169,10 +207,13 @@ struct RankSurvey {
     intercomms: comms::Intercomms,
     /// Requests `MPI_Cancel` named.
     cancelled: BTreeSet<u64>,
-    /// Messages sent, by world rank of the receiver, and receives posted (for a cancel
-    /// that came too late: its receive got a message).
-    sent_to: BTreeMap<u64, u64>,
-    receives: u64,
+    /// Per phase (world collectives so far), messages sent by world rank of the
+    /// receiver, receives posted, and the phase of each cancel (for a cancel that came
+    /// too late: its receive got a message).
+    phase: u32,
+    sent_to: BTreeMap<(u32, u64), u64>,
+    receives: BTreeMap<u32, u64>,
+    cancel_phase: BTreeMap<u64, u32>,
 }
 
 impl RankSurvey {
@@ -189,14 +230,21 @@ impl RankSurvey {
             events: RankEventSurvey::default(),
             intercomms: comms::Intercomms::default(),
             cancelled: BTreeSet::new(),
+            phase: 0,
             sent_to: BTreeMap::new(),
-            receives: 0,
+            receives: BTreeMap::new(),
+            cancel_phase: BTreeMap::new(),
         }
     }
 
     fn add(&mut self, ev: &Event) {
         if ev.op == Op::Cancel {
             self.cancelled.extend(&ev.reqs);
+            self.cancel_phase
+                .extend(ev.reqs.iter().map(|r| (*r, self.phase)));
+        }
+        if ev.op.class() == OpClass::Collective && ev.comm.unwrap_or(0) == 0 {
+            self.phase += 1;
         }
         let sends = crate::logicalize::trace::is_send(ev.op)
             .then_some(ev.peer)
@@ -207,10 +255,10 @@ impl RankSurvey {
             _ => None,
         };
         if let Some(to) = sends.and_then(|p| u64::try_from(p).ok()) {
-            *self.sent_to.entry(to).or_default() += 1;
+            *self.sent_to.entry((self.phase, to)).or_default() += 1;
         }
         if receives.is_some_and(|p| p != PEER_PROC_NULL) {
-            self.receives += 1;
+            *self.receives.entry(self.phase).or_default() += 1;
         }
         let on_intercomm = self.intercomms.see(ev);
         if comms::is_creating(ev.op) {
@@ -272,10 +320,16 @@ impl RankSurvey {
         if !self.cancelled.is_empty() {
             survey.cancelled.insert(self.rank, self.cancelled);
         }
-        for (to, n) in self.sent_to {
-            *survey.sent_to.entry(to).or_default() += n;
+        for ((phase, to), n) in self.sent_to {
+            *survey
+                .sent_to
+                .entry(to)
+                .or_default()
+                .entry(phase)
+                .or_default() += n;
         }
         survey.receives.insert(self.rank, self.receives);
+        survey.cancel_phase.insert(self.rank, self.cancel_phase);
         survey
             .peers
             .extend(self.peers.into_iter().map(|(id, half, peer)| RecordedPeer {
@@ -295,5 +349,37 @@ impl RankSurvey {
             .collect();
         survey.comms.add_rank(self.rank, comms, creating);
         survey.events.add_rank(self.events, sites);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Rank 1 cancels a receive in each of three phases (stretches between world
+    /// collectives); in phase 1 the cancel came too late (a message was sent to it that
+    /// no other receive took): that receive is kept, the others stay left out.
+    #[test]
+    fn a_late_cancel_keeps_the_receive_of_its_phase() {
+        let mut survey = Survey {
+            matrix: CommMatrix::default(),
+            peers: Vec::new(),
+            comms: CommSurvey::default(),
+            events: EventSurvey::default(),
+            complete: vec![0, 1],
+            readable: vec![0, 1],
+            events_per_rank: BTreeMap::new(),
+            sites: BTreeMap::new(),
+            memory: BTreeMap::new(),
+            grid: None,
+            cancelled: [(1, BTreeSet::from([10, 20, 30]))].into(),
+            // Rank 0 sends rank 1 two messages in phase 0, three in phase 1, one in 2.
+            sent_to: [(1, BTreeMap::from([(0, 2), (1, 3), (2, 1)]))].into(),
+            // Rank 1 posts three receives in each phase, one of which it cancels.
+            receives: [(1, BTreeMap::from([(0, 3), (1, 3), (2, 2)]))].into(),
+            cancel_phase: [(1, BTreeMap::from([(10, 0), (20, 1), (30, 2)]))].into(),
+        };
+        survey.late_cancels();
+        assert_eq!(survey.cancelled, [(1, BTreeSet::from([10, 30]))].into());
     }
 }
