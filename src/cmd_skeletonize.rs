@@ -178,21 +178,25 @@ pub fn skeletonize_dir(args: &Args) -> Result<Outcome, String> {
     // Each round follows the deadlock to the next send; the result is taken only if
     // it has fewer errors in the end.
     let mut unblocked = 0;
-    let (mut tried, mut tried_diags) = (text.clone(), diags.clone());
     let mut made = 0;
+    // The last rewrite, while it has no fewer errors than `text` (`None`: `text`).
+    let mut tried: Option<(String, Vec<perfskel_grammar::Diag>)> = None;
     for _ in 0..MAX_UNBLOCK_ROUNDS {
-        let Some((next, n)) = skeletonize::unblock_sends(&tried, &tried_diags) else {
+        let (current, current_diags) = tried.as_ref().map_or((&text, &diags), |(t, d)| (t, d));
+        let Some((next, n)) = skeletonize::unblock_sends(current, current_diags) else {
             break;
         };
         let next_diags = crate::cmd_check::check_source(&next, CheckOptions::default());
-        if tally(&next_diags).0 > tally(&tried_diags).0 {
+        if tally(&next_diags).0 > tally(current_diags).0 {
             break;
         }
         made += n;
-        (tried, tried_diags) = (next, next_diags);
-        if tally(&tried_diags).0 < tally(&diags).0 {
+        if tally(&next_diags).0 < tally(&diags).0 {
             unblocked = made;
-            (text, diags) = (tried.clone(), tried_diags.clone());
+            (text, diags) = (next, next_diags);
+            tried = None;
+        } else {
+            tried = Some((next, next_diags));
         }
     }
     if unblocked > 0 {

@@ -406,12 +406,7 @@ impl Builder<'_> {
                 // other half (a halo exchange is symmetric).
                 let written = |i: usize, h: &Half| -> Option<u64> {
                     let s = stats.get(i)?;
-                    let receives = match op {
-                        P2pOp::Recv | P2pOp::Irecv => true,
-                        P2pOp::Sendrecv => i == 1,
-                        _ => false,
-                    };
-                    match (s.n, receives) {
+                    match (s.n, super::tokens::receives(*op, i)) {
                         (0, _) => h.bytes,
                         // The class's largest size over the whole trace: at least what
                         // any statement of the class sends.

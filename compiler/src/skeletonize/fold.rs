@@ -44,7 +44,6 @@ use std::collections::{BTreeMap, HashMap};
 use super::nest::{Acc, MNode};
 use super::tokens::{CollSize, Kind, Tok};
 use crate::compress::{self, Algorithm, Node};
-use perfskel_grammar::ast::P2pOp;
 
 /// Flattened nests longer than this are not folded (time and memory stay bounded).
 const MAX_ITEMS: usize = 1 << 20;
@@ -185,54 +184,9 @@ fn choose(folded: &[(usize, f64, usize, usize)], cands: &[Cand]) -> Option<(usiz
 }
 
 /// Whether no request of `nodes` is posted while it may still be pending, and none is
-/// completed unless it may be pending, reading every branch as possible (as `check`'s
-/// request analysis does) and every loop as running its body twice.
+/// completed unless it may be pending (as `check`'s request analysis reads them).
 fn requests_sound(nodes: &[MNode]) -> bool {
-    type Pending = std::collections::BTreeSet<u32>;
-    fn run(nodes: &[MNode], mut pending: Pending) -> Option<Pending> {
-        for n in nodes {
-            pending = match n {
-                MNode::Tok { tok, .. } => {
-                    match &tok.kind {
-                        Kind::P2p { req: Some(r), .. } | Kind::Coll { req: Some(r), .. }
-                            if !pending.insert(*r) =>
-                        {
-                            return None;
-                        }
-                        Kind::Wait { slots, .. } => {
-                            for r in slots {
-                                if !pending.remove(r) {
-                                    return None;
-                                }
-                            }
-                        }
-                        _ => {}
-                    }
-                    pending
-                }
-                MNode::Loop { body, .. } | MNode::Steps { body, .. } => {
-                    let once = run(body, pending)?;
-                    run(body, once)?
-                }
-                MNode::When {
-                    then, otherwise, ..
-                } => {
-                    let mut a = run(then, pending.clone())?;
-                    a.extend(run(otherwise, pending)?);
-                    a
-                }
-                MNode::If { branches } => {
-                    let mut out = Pending::new();
-                    for (_, body) in branches {
-                        out.extend(run(body, pending.clone())?);
-                    }
-                    out
-                }
-            };
-        }
-        Some(pending)
-    }
-    run(nodes, Pending::new()).is_some()
+    super::nest::pending_after(nodes, Default::default()).is_some()
 }
 
 /// Statements a nest becomes (one per token, loop and branch), for comparisons.
@@ -1160,13 +1114,8 @@ fn coarse_tok(tok: &Tok, keep_sizes: bool) -> Tok {
         // size class, or the mean of sends of several classes (from several call sites)
         // could exceed what the receive of one of them was written with.
         Kind::P2p { op, halves, .. } => {
-            let receives = |i: usize| match op {
-                P2pOp::Recv | P2pOp::Irecv => true,
-                P2pOp::Sendrecv => i == 1,
-                P2pOp::Send | P2pOp::Isend => false,
-            };
             for (i, h) in halves.iter_mut().enumerate() {
-                if receives(i) {
+                if super::tokens::receives(*op, i) {
                     h.bytes = h.bytes.map(|_| 0);
                 }
             }

@@ -279,8 +279,8 @@ impl Merger<'_> {
         if (0..seqs.len()).any(|i| cursor[i] >= seqs[i].1.len()) {
             return None;
         }
-        // Per rank: sync key -> positions within the window, in order.
-        let windows: Vec<BTreeMap<SyncKey, Vec<usize>>> = (0..seqs.len())
+        // Per rank after the first: sync key -> positions within the window, in order.
+        let windows: Vec<BTreeMap<SyncKey, Vec<usize>>> = (1..seqs.len())
             .map(|i| {
                 let end = (cursor[i] + RESYNC_WINDOW).min(seqs[i].1.len());
                 let mut m: BTreeMap<SyncKey, Vec<usize>> = BTreeMap::new();
@@ -305,7 +305,7 @@ impl Merger<'_> {
             };
             let mut target = vec![p0];
             let mut cost = skip0;
-            for (i, w) in windows.iter().enumerate().skip(1) {
+            for (i, w) in (1..).zip(&windows) {
                 let Some(&p) = w.get(&key).and_then(|ps| ps.first()) else {
                     cost = usize::MAX;
                     break;
@@ -422,21 +422,7 @@ fn sync_key(node: &MNode) -> Option<SyncKey> {
 
 /// Whether `nodes` complete every request they post and no other.
 fn closed(nodes: &[MNode]) -> bool {
-    fn walk(nodes: &[MNode], pending: &mut std::collections::BTreeSet<u32>) -> bool {
-        nodes.iter().all(|n| match n {
-            MNode::Tok { tok, .. } => match &tok.kind {
-                Kind::P2p { req: Some(r), .. } | Kind::Coll { req: Some(r), .. } => {
-                    pending.insert(*r)
-                }
-                Kind::Wait { slots, .. } => slots.iter().all(|r| pending.remove(r)),
-                _ => true,
-            },
-            MNode::Loop { body, .. } => walk(body, pending),
-            MNode::If { .. } | MNode::Steps { .. } | MNode::When { .. } => false,
-        })
-    }
-    let mut pending = std::collections::BTreeSet::new();
-    walk(nodes, &mut pending) && pending.is_empty()
+    super::nest::pending_after(nodes, Default::default()).is_some_and(|p| p.is_empty())
 }
 
 fn kind_code(kind: &Kind) -> u8 {

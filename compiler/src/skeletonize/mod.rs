@@ -159,13 +159,11 @@ pub fn skeletonize(
     summary.set_aside_bytes_pct = report.set_aside.bytes_pct;
     summary.matched_pattern = report.patterns.first().map(|p| p.name.clone());
     summary.topology = perfskel_grammar::printer::topology(&dirs.topology);
-    summary.declared_topology = survey.grid.as_ref().is_some_and(|g| {
-        dirs.topology
-            == perfskel_grammar::ast::Topology::Grid {
-                dims: g.iter().map(|(d, _)| *d).collect(),
-                periodic: g.iter().map(|(_, p)| *p).collect(),
-            }
-    });
+    summary.declared_topology = survey
+        .grid
+        .as_deref()
+        .and_then(|g| topo::declared_topology(g, n_ranks))
+        .is_some_and(|t| t == dirs.topology);
 
     // 2. Tokens and 3. per-rank nests, one rank at a time.
     let mut comms = comms::Comms::build(survey.comms, n_ranks, &dirs.topology);

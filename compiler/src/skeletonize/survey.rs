@@ -146,15 +146,11 @@ impl Survey {
     /// first phase (stretch between world collectives) after which the rank has
     /// received j messages fewer than were sent to it.
     fn late_cancels(&mut self) {
-        let none = BTreeMap::new();
+        let (none, no_phases) = (BTreeMap::new(), BTreeMap::new());
         for (rank, cancelled) in &mut self.cancelled {
             let sent = self.sent_to.get(&u64::from(*rank)).unwrap_or(&none);
             let posted = self.receives.get(rank).unwrap_or(&none);
-            let phases = self
-                .cancel_phase
-                .get(rank)
-                .unwrap_or(&BTreeMap::new())
-                .clone();
+            let phases = self.cancel_phase.get(rank).unwrap_or(&no_phases);
             let total = |m: &BTreeMap<u32, u64>| m.values().sum::<u64>();
             let kept = total(posted).saturating_sub(cancelled.len() as u64);
             let late = total(sent).saturating_sub(kept).min(cancelled.len() as u64);

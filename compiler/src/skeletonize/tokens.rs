@@ -82,6 +82,16 @@ pub(crate) struct Tok {
     pub site: u32,
 }
 
+/// Whether half `i` of a point-to-point operation `op` receives (its only half for
+/// `recv`/`irecv`, the second for `sendrecv`).
+pub(crate) fn receives(op: P2pOp, i: usize) -> bool {
+    match op {
+        P2pOp::Recv | P2pOp::Irecv => true,
+        P2pOp::Sendrecv => i == 1,
+        P2pOp::Send | P2pOp::Isend => false,
+    }
+}
+
 /// Trace-wide decisions every rank's tokenization follows.
 pub(crate) struct Policy<'a> {
     pub dirs: &'a Directions,

@@ -58,14 +58,7 @@ impl Directions {
         // The grid the application declared (`MPI_Cart_create` over the world in its
         // order) goes first: its dimension order and periods are the application's
         // names, so `+x` in the skeleton is the application's direction 0.
-        if let Some(grid) = declared.filter(|g| {
-            !g.is_empty() && g.iter().map(|(d, _)| *d).product::<u64>() == u64::from(n_ranks)
-        }) {
-            candidates.push(Topology::Grid {
-                dims: grid.iter().map(|(d, _)| *d).collect(),
-                periodic: grid.iter().map(|(_, p)| *p).collect(),
-            });
-        }
+        candidates.extend(declared.and_then(|g| declared_topology(g, n_ranks)));
         if let Some(t) = report
             .and_then(|r| r.patterns.first())
             .and_then(|p| dsl_topology(&p.topology, n_ranks))
@@ -153,6 +146,18 @@ impl Directions {
             .filter(|(_, p)| **p == peer)
             .fold(0, |m, (i, _)| m | (1 << i))
     }
+}
+
+/// The grid topology of a declared Cartesian grid (size and periodicity per dimension)
+/// over `n_ranks` ranks; `None` when it has no dimension or another number of ranks.
+pub(crate) fn declared_topology(grid: &[(u64, bool)], n_ranks: u32) -> Option<Topology> {
+    let dims: Vec<u64> = grid.iter().map(|(d, _)| *d).collect();
+    (!dims.is_empty() && dims.iter().product::<u64>() == u64::from(n_ranks)).then(|| {
+        Topology::Grid {
+            dims,
+            periodic: grid.iter().map(|(_, p)| *p).collect(),
+        }
+    })
 }
 
 fn usual_topologies(n: u32) -> Vec<Topology> {
