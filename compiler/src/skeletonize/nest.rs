@@ -386,6 +386,54 @@ fn shape(
         .collect()
 }
 
+/// The requests pending after `nodes`, starting from `pending`; `None` when one is posted
+/// while it may still be pending or completed when it is not. Every branch is read as
+/// possible (their pending requests joined, as `check`'s request analysis does) and
+/// every loop as running its body twice.
+pub(crate) fn pending_after(nodes: &[MNode], mut pending: BTreeSet<u32>) -> Option<BTreeSet<u32>> {
+    for n in nodes {
+        pending = match n {
+            MNode::Tok { tok, .. } => {
+                match &tok.kind {
+                    Kind::P2p { req: Some(r), .. } | Kind::Coll { req: Some(r), .. }
+                        if !pending.insert(*r) =>
+                    {
+                        return None;
+                    }
+                    Kind::Wait { slots, .. } => {
+                        for r in slots {
+                            if !pending.remove(r) {
+                                return None;
+                            }
+                        }
+                    }
+                    _ => {}
+                }
+                pending
+            }
+            MNode::Loop { body, .. } | MNode::Steps { body, .. } => {
+                let once = pending_after(body, pending)?;
+                pending_after(body, once)?
+            }
+            MNode::When {
+                then, otherwise, ..
+            } => {
+                let mut a = pending_after(then, pending.clone())?;
+                a.extend(pending_after(otherwise, pending)?);
+                a
+            }
+            MNode::If { branches } => {
+                let mut out = BTreeSet::new();
+                for (_, body) in branches {
+                    out.extend(pending_after(body, pending.clone())?);
+                }
+                out
+            }
+        };
+    }
+    Some(pending)
+}
+
 #[cfg(test)]
 mod walk_tests {
     use super::*;
@@ -502,52 +550,4 @@ mod walk_tests {
         }
         assert!(walk.finish(&nest, &table, 0).is_none());
     }
-}
-
-/// The requests pending after `nodes`, starting from `pending`; `None` when one is posted
-/// while it may still be pending or completed when it is not. Every branch is read as
-/// possible (their pending requests joined, as `check`'s request analysis does) and
-/// every loop as running its body twice.
-pub(crate) fn pending_after(nodes: &[MNode], mut pending: BTreeSet<u32>) -> Option<BTreeSet<u32>> {
-    for n in nodes {
-        pending = match n {
-            MNode::Tok { tok, .. } => {
-                match &tok.kind {
-                    Kind::P2p { req: Some(r), .. } | Kind::Coll { req: Some(r), .. }
-                        if !pending.insert(*r) =>
-                    {
-                        return None;
-                    }
-                    Kind::Wait { slots, .. } => {
-                        for r in slots {
-                            if !pending.remove(r) {
-                                return None;
-                            }
-                        }
-                    }
-                    _ => {}
-                }
-                pending
-            }
-            MNode::Loop { body, .. } | MNode::Steps { body, .. } => {
-                let once = pending_after(body, pending)?;
-                pending_after(body, once)?
-            }
-            MNode::When {
-                then, otherwise, ..
-            } => {
-                let mut a = pending_after(then, pending.clone())?;
-                a.extend(pending_after(otherwise, pending)?);
-                a
-            }
-            MNode::If { branches } => {
-                let mut out = BTreeSet::new();
-                for (_, body) in branches {
-                    out.extend(pending_after(body, pending.clone())?);
-                }
-                out
-            }
-        };
-    }
-    Some(pending)
 }
