@@ -1337,6 +1337,102 @@ fn declared_grid_and_cancelled_receives_fortran_mpich() {
     declared_grid_and_cancelled_receives(Mpi::Mpich, "test:cancel_grid_f");
 }
 
+/// Updates sent wherever the data says (`tests/apps/random_updates.c`: random
+/// destinations, a pool of any-source receives, DONE messages to every rank and the
+/// pool cancelled, twice): each round is one data-addressed exchange, written as rounds
+/// of a shift exchange over every other rank with the mean volume, the same program on
+/// every rank; nothing is dropped (the cancels belong to the exchange), it checks clean,
+/// the checker's simulation sends the messages the trace sent on average, and the C
+/// skeleton runs at 1:1.
+fn data_addressed_exchange(mpi: Mpi) {
+    let (dir, trace) = record(mpi, "test:random_updates", &["20000", "2"]);
+    let (text, summary) = skeletonize_cli(&trace, &[]);
+    assert_eq!(summary["dropped_events"], 0, "{summary:#}");
+    assert_eq!(summary["rank_conditionals"], 0, "{summary:#}\n{text}");
+    assert!(summary["statements"].as_u64() <= Some(20), "{text}");
+    let raw = summary["raw_events"].as_u64().expect("raw events");
+    let exchanged = summary["exchange_events"]
+        .as_u64()
+        .expect("exchange events");
+    assert!(exchanged * 100 >= raw * 95, "{exchanged} of {raw}\n{text}");
+    assert_eq!(
+        text.matches("loop nranks - 1 as other {").count(),
+        2,
+        "{text}"
+    );
+    // The messages each rank sent in the trace, and the rounds the skeleton writes.
+    let mut sent = 0u64;
+    for rank in 0..N_RANKS {
+        let path = trace.join(format::rank_file_name(rank));
+        let file = std::fs::File::open(&path).expect("rank file");
+        let events = RankTrace::read(RankReader::new(file, Some(rank)).expect("header"))
+            .expect("events")
+            .events;
+        sent += events
+            .iter()
+            .filter(|e| matches!(e.op, Op::Isend | Op::Send))
+            .count() as u64;
+    }
+    let (program, diags) = perfskel_grammar::parse(&text);
+    assert!(diags.is_empty(), "{text}");
+    let checked = check(&program, &text, CheckOptions::default());
+    assert!(checked.diags.is_empty(), "{:?}\n{text}", checked.diags);
+    let info = checked.info.expect("checked");
+    let written: u64 = info.ranks.iter().map(|r| r.messages_sent).sum();
+    // Rounds are the mean per rank over nranks - 1 peers, rounded: within half a round
+    // per rank and exchange.
+    let slack = u64::from(N_RANKS) * u64::from(N_RANKS - 1) * 2 / 2;
+    assert!(
+        written.abs_diff(sent) <= slack,
+        "{written} vs {sent}\n{text}"
+    );
+    let skel = trace.with_extension("skel");
+    let out = dir.path().join("out");
+    let compiled = perfskel(&[
+        "compile",
+        skel.to_str().expect("utf-8"),
+        "--ratio",
+        "1:1",
+        "-o",
+        out.to_str().expect("utf-8"),
+    ]);
+    assert!(
+        compiled.status.success(),
+        "{}",
+        String::from_utf8_lossy(&compiled.stderr)
+    );
+    let ran = {
+        let _guard = MPI_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        perfskel(&[
+            "run",
+            out.to_str().expect("utf-8"),
+            "-np",
+            &N_RANKS.to_string(),
+            "--mpi",
+            mpi.name(),
+        ])
+    };
+    assert!(
+        ran.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&ran.stdout),
+        String::from_utf8_lossy(&ran.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&ran.stdout).contains("perfskel-result"),
+        "{}",
+        String::from_utf8_lossy(&ran.stdout)
+    );
+}
+#[test]
+fn data_addressed_exchange_openmpi() {
+    data_addressed_exchange(Mpi::OpenMpi);
+}
+#[test]
+fn data_addressed_exchange_mpich() {
+    data_addressed_exchange(Mpi::Mpich);
+}
+
 #[test]
 fn one_sided_and_intercomm_openmpi() {
     one_sided_and_intercomm(Mpi::OpenMpi);

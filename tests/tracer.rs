@@ -27,7 +27,7 @@ pub(crate) enum Mpi {
 }
 
 impl Mpi {
-    fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Mpi::OpenMpi => "openmpi",
             Mpi::Mpich => "mpich",

@@ -87,6 +87,14 @@ impl Builder<'_> {
         let mut out = Vec::new();
         for node in nodes {
             match node {
+                MNode::Tok {
+                    tok:
+                        tok @ Tok {
+                            kind: Kind::Exchange { bytes },
+                            ..
+                        },
+                    acc,
+                } => out.push(self.exchange(tok, *bytes, acc, universe)),
                 MNode::Tok { tok, acc } => {
                     if let Some(c) = self.compute(acc, universe) {
                         out.push(c);
@@ -189,6 +197,78 @@ impl Builder<'_> {
             }
         }
         out
+    }
+
+    /// One round of a data-addressed exchange: a loop over every other rank, with the
+    /// round's compute spread over its messages.
+    fn exchange(
+        &mut self,
+        tok: &Tok,
+        bytes: u64,
+        acc: &BTreeMap<u32, Acc>,
+        universe: &[u32],
+    ) -> Stmt {
+        self.loops += 1;
+        let others = f64::from(self.n_ranks.saturating_sub(1).max(1));
+        let mut body = Vec::new();
+        if let Some(mut c) = self.compute(acc, universe) {
+            if let StmtKind::Compute(c) = &mut c.kind {
+                divide_time(&mut c.time, others);
+            }
+            body.push(c);
+        }
+        let var = || Expr::new(ExprKind::Var(Ident::new(EXCHANGE_VAR)));
+        let bin = |op, a, b| Expr::new(ExprKind::Binary(op, Box::new(a), Box::new(b)));
+        let rank = || Expr::new(ExprKind::Rank);
+        let nranks = || Expr::new(ExprKind::NRanks);
+        // rank((rank + 1 + j) % nranks) and rank((rank - 1 - j) % nranks).
+        let to = bin(
+            BinOp::Rem,
+            bin(BinOp::Add, bin(BinOp::Add, rank(), Expr::int(1)), var()),
+            nranks(),
+        );
+        let from = bin(
+            BinOp::Rem,
+            bin(BinOp::Sub, bin(BinOp::Sub, rank(), Expr::int(1)), var()),
+            nranks(),
+        );
+        let b = size(bytes.max(1));
+        let mut send = Stmt::new(StmtKind::P2p(Box::new(P2p {
+            op: P2pOp::Sendrecv,
+            request: None,
+            peer: Spanned::derived(Peer::Rank(to)),
+            size: Spanned::derived(b),
+            recv: Some(Box::new((
+                Spanned::derived(Peer::Rank(from)),
+                Spanned::derived(b),
+            ))),
+            tag: None,
+            comm: None,
+        })));
+        send.site = self.site(tok.site).map(|text| Site {
+            text,
+            pos: Default::default(),
+        });
+        if bytes == 0 {
+            send.trivia.trailing =
+                Some("# 0 B in the application: a call that only synchronizes".into());
+        }
+        body.push(send);
+        let mut stmt = Stmt::new(StmtKind::Loop(Box::new(Loop {
+            count: bin(BinOp::Sub, nranks(), Expr::int(1)),
+            var: Some(Ident::new(EXCHANGE_VAR)),
+            body: Block {
+                stmts: body,
+                end_comments: Vec::new(),
+            },
+        })));
+        stmt.trivia.leading.push(format!(
+            "# Data-addressed exchange{}: the application sent to peers its data chose and received from any source; one round here is a message to every other rank.",
+            self.site(tok.site)
+                .map(|s| format!(" from {s}"))
+                .unwrap_or_default()
+        ));
+        stmt
     }
 
     fn looped(&mut self, counts: &BTreeMap<u32, u64>, body: &[MNode], universe: &[u32]) -> Stmt {
@@ -509,6 +589,8 @@ impl Builder<'_> {
                     comm,
                 }))
             }
+            // Written by `exchange`.
+            Kind::Exchange { .. } => return None,
             Kind::Wait { op, slots } => {
                 let slots: Vec<u32> = slots
                     .iter()
@@ -575,6 +657,28 @@ impl Builder<'_> {
                 let bit = mask.trailing_zeros() as usize;
                 self.dirs.dirs.get(bit).cloned().map(Peer::Dir)
             }
+        }
+    }
+}
+
+/// The variable of a data-addressed exchange round's loop over the other ranks.
+const EXCHANGE_VAR: &str = "other";
+
+/// Divides every time of `spec` by `d`.
+fn divide_time(spec: &mut TimeSpec, d: f64) {
+    let div = |x: &mut Spanned<Duration>| {
+        x.value = duration(x.value.seconds() * 1e9 / d);
+    };
+    match spec {
+        TimeSpec::Fixed(x) => div(x),
+        TimeSpec::PerRank(v) => v.iter_mut().for_each(div),
+        TimeSpec::Normal { mean, stddev } => {
+            div(mean);
+            div(stddev);
+        }
+        TimeSpec::Uniform { low, high } => {
+            div(low);
+            div(high);
         }
     }
 }

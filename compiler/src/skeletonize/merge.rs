@@ -430,6 +430,7 @@ fn kind_code(kind: &Kind) -> u8 {
         Kind::P2p { op, .. } => *op as u8,
         Kind::Coll { op, .. } => 64 + *op as u8,
         Kind::Wait { op, .. } => 128 + *op as u8,
+        Kind::Exchange { .. } => 192,
     }
 }
 

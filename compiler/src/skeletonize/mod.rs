@@ -26,6 +26,7 @@
 mod build;
 mod comms;
 mod eager;
+mod exchange;
 mod fold;
 mod merge;
 mod nest;
@@ -181,12 +182,31 @@ pub fn skeletonize(
     };
     summary.merged_sizes = size_map.iter().map(|(a, b)| (*a, *b)).collect();
     let size_classes = survey.events.size_classes();
+    let exchanges = exchange::decide(&survey.stretches, &merged_ranks, n_ranks);
+    if let Some(v) = exchanges.values().next() {
+        let events: u64 = exchanges
+            .values()
+            .flatten()
+            .map(|e| e.last + 1 - e.first)
+            .sum();
+        let rounds: Vec<String> = v
+            .iter()
+            .map(|e| format!("{} x {} B", e.rounds, e.bytes))
+            .collect();
+        summary.exchange_events = events;
+        summary.notes.push(format!(
+            "{} data-addressed exchange(s) ({events} events over all ranks: sends to peers the data chose, any-source receives) are written as rounds of a shift exchange over every other rank with the mean volume per rank (rounds x message size: {})",
+            v.len(),
+            rounds.join(", ")
+        ));
+    }
     let policy = tokens::Policy {
         dirs: &dirs,
         comms: &comms,
         keep_tags,
         size_map: &size_map,
         cancelled: &survey.cancelled,
+        exchanges: &exchanges,
     };
     let mut site_names: Vec<String> = Vec::new();
     let mut site_index: BTreeMap<String, u32> = BTreeMap::new();

@@ -11,6 +11,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::comms::{self, CommSurvey};
+use super::exchange;
 use super::source::{self, Absent};
 use super::tokens::{EventSurvey, RankEventSurvey};
 use super::topo::RecordedPeer;
@@ -48,6 +49,8 @@ pub(super) struct Survey {
     /// Per rank, the requests `MPI_Cancel` named (their calls and completions are left
     /// out of the skeleton).
     pub cancelled: BTreeMap<u32, BTreeSet<u64>>,
+    /// Per rank, its data-addressed stretches ([`exchange`]).
+    pub stretches: BTreeMap<u32, Vec<exchange::Stretch>>,
     /// Per phase (world collectives so far), messages sent to each world rank, the
     /// receives each rank posted and the phase of each cancel.
     sent_to: BTreeMap<u64, BTreeMap<u32, u64>>,
@@ -76,6 +79,7 @@ pub(super) fn survey(
         memory: BTreeMap::new(),
         grid: None,
         cancelled: BTreeMap::new(),
+        stretches: BTreeMap::new(),
         sent_to: BTreeMap::new(),
         receives: BTreeMap::new(),
         cancel_phase: BTreeMap::new(),
@@ -210,6 +214,7 @@ struct RankSurvey {
     sent_to: BTreeMap<(u32, u64), u64>,
     receives: BTreeMap<u32, u64>,
     cancel_phase: BTreeMap<u64, u32>,
+    exchanges: exchange::Scan,
 }
 
 impl RankSurvey {
@@ -230,10 +235,12 @@ impl RankSurvey {
             sent_to: BTreeMap::new(),
             receives: BTreeMap::new(),
             cancel_phase: BTreeMap::new(),
+            exchanges: exchange::Scan::new(n_ranks),
         }
     }
 
     fn add(&mut self, ev: &Event) {
+        self.exchanges.add(ev);
         if ev.op == Op::Cancel {
             self.cancelled.extend(&ev.reqs);
             self.cancel_phase
@@ -325,6 +332,7 @@ impl RankSurvey {
                 .or_default() += n;
         }
         survey.receives.insert(self.rank, self.receives);
+        survey.stretches.insert(self.rank, self.exchanges.finish());
         survey.cancel_phase.insert(self.rank, self.cancel_phase);
         survey
             .peers
@@ -369,6 +377,7 @@ mod tests {
             memory: BTreeMap::new(),
             grid: None,
             cancelled: [(1, BTreeSet::from([10, 20, 30]))].into(),
+            stretches: BTreeMap::new(),
             // Rank 0 sends rank 1 two messages in phase 0, three in phase 1, one in 2.
             sent_to: [(1, BTreeMap::from([(0, 2), (1, 3), (2, 1)]))].into(),
             // Rank 1 posts three receives in each phase, one of which it cancels.

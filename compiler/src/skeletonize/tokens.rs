@@ -71,6 +71,12 @@ pub(crate) enum Kind {
         op: WaitOp,
         slots: Vec<u32>,
     },
+    /// One round of a data-addressed exchange ([`super::exchange`]): a message of
+    /// `bytes` to every other rank of the world (`rank + 1 + j`) and one from each
+    /// (`rank - 1 - j`), j = 0 … nranks - 2.
+    Exchange {
+        bytes: u64,
+    },
 }
 
 /// One statement-to-be: what happens and where in the application it was called.
@@ -104,6 +110,8 @@ pub(crate) struct Policy<'a> {
     /// Per rank, the requests `MPI_Cancel` named: the call that posted each is left out
     /// (a cancelled receive gets no message) with its completion.
     pub cancelled: &'a BTreeMap<u32, BTreeSet<u64>>,
+    /// Per rank, its data-addressed stretches (event indices) and what they become.
+    pub exchanges: &'a BTreeMap<u32, Vec<super::exchange::Exchange>>,
 }
 
 /// One token as the stream gives it: its id and the times around it.
@@ -180,6 +188,11 @@ pub(crate) struct Tokenizer<'a> {
     dropped_reqs: BTreeSet<u64>,
     /// The completions of `MPI_Waitany` calls in a row, held until the run ends.
     anys: Vec<Token>,
+    /// The index of the next event, the next of the rank's exchanges, and the compute
+    /// and MPI time inside the exchange being read.
+    index: u64,
+    next_exchange: usize,
+    inside: (u64, u64),
 }
 
 impl<'a> Tokenizer<'a> {
@@ -204,6 +217,9 @@ impl<'a> Tokenizer<'a> {
             intercomms: Intercomms::default(),
             dropped_reqs: BTreeSet::new(),
             anys: Vec::new(),
+            index: 0,
+            next_exchange: 0,
+            inside: (0, 0),
         }
     }
 
@@ -215,6 +231,19 @@ impl<'a> Tokenizer<'a> {
     /// iterations are equal tokens. Only compute lies between them, so no message this
     /// rank sends depends on the order, and every order completes.
     pub fn push(&mut self, ev: &Event, out: &mut dyn FnMut(Token)) {
+        let index = self.index;
+        self.index += 1;
+        if let Some(ex) = self
+            .policy
+            .exchanges
+            .get(&self.rank)
+            .and_then(|v| v.get(self.next_exchange))
+            .filter(|ex| ex.first <= index)
+        {
+            self.flush_anys(out);
+            self.exchange_event(ev, ex, index, out);
+            return;
+        }
         let token = self.push_one(ev);
         if ev.op == Op::Waitany {
             if let Some(t) = token {
@@ -247,6 +276,65 @@ impl<'a> Tokenizer<'a> {
             }
             let id = self.intern(tok);
             out(Token { id, ..t });
+        }
+    }
+
+    /// An event of a data-addressed exchange: its compute and MPI time are summed; after
+    /// the last, the exchange's rounds are given, the compute spread evenly over them
+    /// (the compute before the exchange goes with the first).
+    fn exchange_event(
+        &mut self,
+        ev: &Event,
+        ex: &super::exchange::Exchange,
+        index: u64,
+        out: &mut dyn FnMut(Token),
+    ) {
+        let gap = self
+            .prev_end
+            .map_or(0, |end| ev.start_ns.saturating_sub(end));
+        self.prev_end = Some(ev.end_ns);
+        self.span.see(ev);
+        if index == ex.first {
+            self.pending_gap = self.pending_gap.saturating_add(gap);
+            self.inside = (0, 0);
+        } else {
+            self.inside.0 = self.inside.0.saturating_add(gap);
+        }
+        self.inside.1 = self.inside.1.saturating_add(ev.duration_ns());
+        if index < ex.last {
+            return;
+        }
+        self.next_exchange += 1;
+        let tok = Tok {
+            kind: Kind::Exchange { bytes: ex.bytes },
+            comm: CommRef::World,
+            site: (self.site_of)(ex.site),
+        };
+        let id = self.intern(tok);
+        let rounds = ex.rounds.max(1);
+        let (inner, mpi) = std::mem::take(&mut self.inside);
+        let others = (self.policy.dirs.peers.len() as u64).saturating_sub(1);
+        for k in 0..rounds {
+            // Round k's share of the sums, in whole ns, adding up to them.
+            let share = |total: u64| {
+                let at = |k: u64| (u128::from(total) * u128::from(k) / u128::from(rounds)) as u64;
+                at(k + 1) - at(k)
+            };
+            let before = if k == 0 {
+                std::mem::take(&mut self.pending_gap)
+            } else {
+                0
+            };
+            self.counts.p2p_bytes = self
+                .counts
+                .p2p_bytes
+                .saturating_add(2 * ex.bytes.saturating_mul(others));
+            out(Token {
+                id,
+                gap_ns: before.saturating_add(share(inner)),
+                dur_ns: share(mpi),
+                sizes: [None, None],
+            });
         }
     }
 
@@ -500,7 +588,7 @@ fn kind_of(
             }
         }
         Kind::Coll { .. } => sizes[0] = seen.first().copied(),
-        Kind::Wait { .. } => {}
+        Kind::Wait { .. } | Kind::Exchange { .. } => {}
     }
     Some((kind, sizes))
 }
