@@ -520,7 +520,10 @@ impl Builder<'_> {
                     }
                 }
                 let op = &op;
-                if parts.iter().any(|(p, _)| matches!(p, Peer::Rank(_))) {
+                if parts
+                    .iter()
+                    .any(|(p, _)| matches!(p, Peer::Rank(e) if matches!(e.kind, ExprKind::Int(_))))
+                {
                     self.explicit_peer_stmts += 1;
                 }
                 let parts_len = parts.len();
@@ -653,12 +656,29 @@ impl Builder<'_> {
         match &h.peer {
             PeerAbs::Any => Some(Peer::Any),
             PeerAbs::Rank(r) => Some(Peer::Rank(Expr::int(i64::from(*r)))),
+            PeerAbs::Shift(k) => Some(Peer::Rank(shift_expr(*k, self.n_ranks))),
             PeerAbs::Dirs { mask, .. } => {
                 let bit = mask.trailing_zeros() as usize;
                 self.dirs.dirs.get(bit).cloned().map(Peer::Dir)
             }
         }
     }
+}
+
+/// `(rank + k) % nranks` as written at any rank count: a shift past half the ranks
+/// backwards, half the ranks as `nranks / 2` (a transpose partner).
+fn shift_expr(k: u32, n_ranks: u32) -> Expr {
+    let bin = |op, a, b| Expr::new(ExprKind::Binary(op, Box::new(a), Box::new(b)));
+    let rank = Expr::new(ExprKind::Rank);
+    let nranks = || Expr::new(ExprKind::NRanks);
+    let moved = if n_ranks.is_multiple_of(2) && 2 * k == n_ranks {
+        bin(BinOp::Add, rank, bin(BinOp::Div, nranks(), Expr::int(2)))
+    } else if 2 * k > n_ranks {
+        bin(BinOp::Sub, rank, Expr::int(i64::from(n_ranks - k)))
+    } else {
+        bin(BinOp::Add, rank, Expr::int(i64::from(k)))
+    };
+    bin(BinOp::Rem, moved, nranks())
 }
 
 /// The variable of a data-addressed exchange round's loop over the other ranks.

@@ -520,24 +520,30 @@ pub(crate) fn unify(a: &Tok, b: &Tok) -> Option<Tok> {
     })
 }
 
+/// The half both `a` and `b` are: a direction both name, the same explicit rank, or,
+/// failing those, the same shift (`rank + k`: a ring over all ranks that no direction
+/// of the topology follows everywhere, HPCC's natural ring on a 2 × 4 torus).
 fn unify_half(a: &Half, b: &Half) -> Option<Half> {
+    let shift = if a.shift == b.shift { a.shift } else { None };
     let peer = match (&a.peer, &b.peer) {
         (PeerAbs::Dirs { mask: m1, null: n1 }, PeerAbs::Dirs { mask: m2, null: n2 }) => {
             let mask = m1 & m2;
             let null = *n1 && *n2;
-            if mask == 0 && !(null && *m1 == 0 && *m2 == 0) {
-                return None;
-            }
-            PeerAbs::Dirs { mask, null }
+            (mask != 0 || (null && *m1 == 0 && *m2 == 0)).then_some(PeerAbs::Dirs { mask, null })
         }
-        (x, y) if x == y => x.clone(),
-        _ => return None,
+        (x, y) if x == y => Some(x.clone()),
+        _ => None,
+    };
+    let peer = match (peer, shift) {
+        (Some(p), _) => p,
+        (None, Some(k)) => PeerAbs::Shift(k),
+        (None, None) => return None,
     };
     let bytes = match (a.bytes, b.bytes) {
         (Some(x), Some(y)) if x != y => return None,
         (x, y) => x.or(y),
     };
-    Some(Half { peer, bytes })
+    Some(Half { peer, bytes, shift })
 }
 
 /// `tok` as a no-op on `rank`: every point-to-point half goes to no neighbour there.
@@ -566,6 +572,7 @@ fn null_tok(tok: &Tok, rank: u32, dirs: &Directions) -> Option<Tok> {
                     null,
                 },
                 bytes: h.bytes,
+                shift: None,
             }),
             _ => None,
         })

@@ -66,6 +66,10 @@ fn instantiate(steps: &[Step], rank: u32, dirs: &Directions, skip_null: bool, ou
                                 null: peer.is_none(),
                             },
                             bytes: peer.map(|_| 64),
+                            shift: peer.map(|p| {
+                                let n = dirs.peers.len() as u64;
+                                ((p + n - u64::from(rank)) % n) as u32
+                            }),
                         }],
                         tag: None,
                         req: None,
@@ -202,6 +206,10 @@ fn resolved(tok: &Tok, rank: u32, dirs: &Directions) -> Vec<Option<u64>> {
             .map(|h| match h.peer {
                 PeerAbs::Dirs { mask, .. } => {
                     dirs.peers[rank as usize][mask.trailing_zeros() as usize]
+                }
+                PeerAbs::Shift(k) => {
+                    let n = dirs.peers.len() as u64;
+                    Some((u64::from(rank) + u64::from(k)) % n)
                 }
                 _ => None,
             })
@@ -476,6 +484,7 @@ fn minor_phases_are_written_coarsely_in_order_and_time() {
                     halves: vec![Half {
                         peer: PeerAbs::Dirs { mask, null: false },
                         bytes: Some(128),
+                        shift: Some(1),
                     }],
                     tag: None,
                     req: None,
@@ -645,6 +654,7 @@ fn a_request_open_across_a_differing_stretch_keeps_the_ranks_apart() {
             halves: vec![Half {
                 peer: PeerAbs::Any,
                 bytes: Some(8),
+                shift: None,
             }],
             tag: None,
             req: Some(0),
@@ -681,6 +691,7 @@ fn coarse_stretches_keep_sends_of_different_size_classes_apart() {
             halves: vec![Half {
                 peer: PeerAbs::Dirs { mask, null: false },
                 bytes: Some(bytes),
+                shift: Some(1),
             }],
             tag: None,
             req: None,

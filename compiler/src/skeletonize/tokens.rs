@@ -33,6 +33,9 @@ pub(crate) enum PeerAbs {
     Rank(u32),
     /// `MPI_ANY_SOURCE` left unresolved.
     Any,
+    /// The world rank `(rank + k) % nranks` (from the SPMD merge: ranks whose peers no
+    /// direction names on all of them but which all talk to the rank k after them).
+    Shift(u32),
 }
 
 /// One direction of a point-to-point operation; `bytes` is `None` towards
@@ -41,6 +44,9 @@ pub(crate) enum PeerAbs {
 pub(crate) struct Half {
     pub peer: PeerAbs,
     pub bytes: Option<u64>,
+    /// For a world peer, how many ranks after this one it is (`(peer - rank) % nranks`):
+    /// what the merge falls back to where ranks name their peers differently.
+    pub shift: Option<u32>,
 }
 
 /// A collective's size: one for all ranks, or one per rank (the `v` forms).
@@ -632,9 +638,17 @@ fn kind_inner(
             out.explicit_bytes += b;
         }
         let null = matches!(peer_abs, PeerAbs::Dirs { null: true, .. });
+        let n = policy.dirs.peers.len() as i64;
+        let shift = match (comm, peer) {
+            (CommRef::World, Some(p)) if (0..n).contains(&p) => {
+                u32::try_from((p - i64::from(rank)).rem_euclid(n)).ok()
+            }
+            _ => None,
+        };
         Half {
             peer: peer_abs,
             bytes: (!null).then(|| size(bytes.unwrap_or(0))),
+            shift,
         }
     };
     let mut post = |ev: &Event| -> Option<u32> { Some(live.post(ev.req?)) };
