@@ -200,10 +200,11 @@ pub fn skeletonize_dir(args: &Args) -> Result<Outcome, String> {
         }
     }
     if unblocked > 0 {
-        // One `wait` more per send.
-        skeleton.summary.statements += unblocked;
+        // A `wait` more per send, some under the conditions of the branch it was in.
+        let (program, _) = perfskel_grammar::parse(&text);
+        skeleton.summary.statements = skeletonize::count_statements(&program.body.stmts);
         skeleton.summary.notes.push(format!(
-            "{unblocked} blocking send(s) completed before their receiver posted the receive (MPI buffered them: the eager protocol; the standard calls that unsafe, and `check` reports the deadlock): each is an `isend` completed at the end of its block"
+            "{unblocked} blocking send(s) completed before their receiver posted the receive (MPI buffered them: the eager protocol; the standard calls that unsafe, and `check` reports the deadlock): each is an `isend` completed at the end of the loop iteration or program it is in"
         ));
     }
     std::fs::write(&args.output, &text)

@@ -2,6 +2,12 @@
 //! `req NAME = ...` and completed by `wait`, `waitall` or `waitany`. Flow-sensitive over
 //! loops (the body is walked twice, so an iteration sees what the previous one left)
 //! and branches (states are joined).
+//!
+//! A condition that reads only the rank (`rank`, `nranks`, `coord(i)`: no loop variable)
+//! has one value per rank for the whole run, so the program is walked once per group of
+//! ranks that decide every such condition alike (up to [`MAX_GROUPS`]; past that, once
+//! with every branch joined): a request posted under `if rank == 0` and completed under a
+//! later `if rank == 0` is complete on every path a rank can take.
 
 use std::collections::BTreeSet;
 
@@ -11,6 +17,14 @@ use perfskel_grammar::ast::*;
 use perfskel_grammar::Diag;
 
 use super::statics::closest;
+use crate::semantics::{eval_bool, Env, Shape};
+
+/// Groups of ranks walked apart at most; a program whose rank conditions split the ranks
+/// into more groups is walked once, with every branch joined.
+const MAX_GROUPS: usize = 64;
+
+/// The value of each rank-only condition (by address) for one group of ranks.
+type Decided = HashMap<usize, bool>;
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum State {
@@ -68,41 +82,128 @@ pub(super) fn check(program: &Program, diags: &mut Vec<Diag>) {
         declared,
         used: vec![false; n],
         reported: BTreeSet::new(),
+        decided: Decided::default(),
         diags,
     };
-    let mut states: States = vec![None; n];
-    walk.block(&program.body, &mut states);
     let mut order: Vec<usize> = (0..n).collect();
     order.sort_unstable_by_key(|&i| walk.names.names[i]);
-    for id in order {
-        let Some(state) = &states[id] else {
-            continue;
+    for decided in rank_groups(program) {
+        walk.decided = decided;
+        let mut states: States = vec![None; n];
+        walk.block(&program.body, &mut states);
+        walk.finish(&states, &order);
+    }
+}
+
+/// For each group of ranks that decide the program's rank-only `if` conditions alike,
+/// those decisions; one empty set (nothing decided) when there are none, or too many
+/// groups.
+fn rank_groups(program: &Program) -> Vec<Decided> {
+    let mut conds = Vec::new();
+    rank_conditions(&program.body, &mut conds);
+    let n = program.ranks.value;
+    if conds.is_empty() || n == 0 || n > 1 << 20 {
+        return vec![Decided::default()];
+    }
+    let shape = Shape::of_topology(&program.topology.value, n);
+    let mut seen: BTreeSet<Vec<Option<bool>>> = BTreeSet::new();
+    let mut groups = Vec::new();
+    for rank in 0..n {
+        let env = Env {
+            rank,
+            n_ranks: n,
+            coords: shape.coords(rank),
         };
-        let name = walk.names.names[id];
-        match state {
-            State::Pending(pos) => {
-                let message = if walk.used[id] {
-                    format!("request `{name}` is not completed by the end of the program")
-                } else {
-                    format!("request `{name}` is never waited for")
-                };
-                walk.report(
-                    Diag::error("request-never-completed", message)
-                        .at(*pos, "posted here")
-                        .with_note(format!(
-                            "hint: complete it with `wait {name}` (or `waitall`)"
-                        )),
-                );
+        let values: Vec<Option<bool>> = conds.iter().map(|c| eval_bool(c, &env).ok()).collect();
+        if seen.insert(values.clone()) {
+            if groups.len() == MAX_GROUPS {
+                return vec![Decided::default()];
             }
-            State::Maybe(pos) => walk.report(
-                Diag::warning(
-                    "request-maybe-pending",
-                    format!("request `{name}` may still be pending at the end of the program"),
-                )
-                .at(*pos, "posted here")
-                .with_note("it is completed on some paths only"),
-            ),
-            State::Done(_) | State::AnyWaited(_) => {}
+            groups.push(values);
+        }
+    }
+    groups
+        .into_iter()
+        .map(|values| {
+            conds
+                .iter()
+                .zip(values)
+                .filter_map(|(c, v)| Some((std::ptr::from_ref(*c) as usize, v?)))
+                .collect()
+        })
+        .collect()
+}
+
+/// The conditions of `if`s that touch requests and read no loop variable.
+fn rank_conditions<'p>(block: &'p Block, out: &mut Vec<&'p Expr>) {
+    for stmt in &block.stmts {
+        match &stmt.kind {
+            StmtKind::Loop(l) => rank_conditions(&l.body, out),
+            StmtKind::If(i) if if_touches_requests(i) => {
+                let mut current = i;
+                loop {
+                    if !reads_var(&current.cond) {
+                        out.push(&current.cond);
+                    }
+                    rank_conditions(&current.then_block, out);
+                    match &current.else_branch {
+                        None => break,
+                        Some(Else::Block(b)) => {
+                            rank_conditions(b, out);
+                            break;
+                        }
+                        Some(Else::If(next)) => current = next,
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+fn reads_var(e: &Expr) -> bool {
+    match &e.kind {
+        ExprKind::Var(_) => true,
+        ExprKind::Unary(_, a) => reads_var(a),
+        ExprKind::Binary(_, a, b) => reads_var(a) || reads_var(b),
+        _ => false,
+    }
+}
+
+impl Walk<'_, '_> {
+    /// Reports the requests `states` leaves pending at the end of the program.
+    fn finish(&mut self, states: &States, order: &[usize]) {
+        let walk = self;
+        for &id in order {
+            let Some(state) = &states[id] else {
+                continue;
+            };
+            let name = walk.names.names[id];
+            match state {
+                State::Pending(pos) => {
+                    let message = if walk.used[id] {
+                        format!("request `{name}` is not completed by the end of the program")
+                    } else {
+                        format!("request `{name}` is never waited for")
+                    };
+                    walk.report(
+                        Diag::error("request-never-completed", message)
+                            .at(*pos, "posted here")
+                            .with_note(format!(
+                                "hint: complete it with `wait {name}` (or `waitall`)"
+                            )),
+                    );
+                }
+                State::Maybe(pos) => walk.report(
+                    Diag::warning(
+                        "request-maybe-pending",
+                        format!("request `{name}` may still be pending at the end of the program"),
+                    )
+                    .at(*pos, "posted here")
+                    .with_note("it is completed on some paths only"),
+                ),
+                State::Done(_) | State::AnyWaited(_) => {}
+            }
         }
     }
 }
@@ -148,6 +249,8 @@ struct Walk<'p, 'd> {
     /// (code, start of primary span) of reported problems: a loop body is walked twice
     /// and must not report the same problem twice.
     reported: BTreeSet<(&'static str, u32, String)>,
+    /// The rank-only conditions decided for the group of ranks being walked.
+    decided: Decided,
     diags: &'d mut Vec<Diag>,
 }
 
@@ -190,29 +293,52 @@ impl<'p> Walk<'p, '_> {
                 }
             }
             StmtKind::If(i) => {
-                let mut branches = Vec::new();
+                // The branches a rank of this group may take: one, when the conditions
+                // before it are decided false and its own true.
+                let mut taken: Vec<&'p Block> = Vec::new();
                 let mut current = i;
-                let mut has_else = false;
+                let mut falls_through = true;
                 loop {
-                    let mut s = states.clone();
-                    self.block(&current.then_block, &mut s);
-                    branches.push(s);
+                    match self
+                        .decided
+                        .get(&(std::ptr::from_ref(&current.cond) as usize))
+                    {
+                        Some(false) => {}
+                        Some(true) => {
+                            taken.push(&current.then_block);
+                            falls_through = false;
+                            break;
+                        }
+                        None => taken.push(&current.then_block),
+                    }
                     match &current.else_branch {
                         None => break,
                         Some(Else::Block(b)) => {
-                            let mut s = states.clone();
-                            self.block(b, &mut s);
-                            branches.push(s);
-                            has_else = true;
+                            taken.push(b);
+                            falls_through = false;
                             break;
                         }
                         Some(Else::If(next)) => current = next,
                     }
                 }
-                if !has_else {
-                    branches.push(states.clone());
+                match (taken.as_slice(), falls_through) {
+                    ([], true) => {}
+                    ([only], false) => self.block(only, states),
+                    _ => {
+                        let mut branches: Vec<States> = taken
+                            .iter()
+                            .map(|b| {
+                                let mut s = states.clone();
+                                self.block(b, &mut s);
+                                s
+                            })
+                            .collect();
+                        if falls_through {
+                            branches.push(states.clone());
+                        }
+                        *states = join(&branches);
+                    }
                 }
-                *states = join(&branches);
             }
             _ => {}
         }
@@ -416,4 +542,41 @@ fn if_touches_requests(i: &If) -> bool {
 
 fn is_constant_one(e: &Expr) -> bool {
     matches!(e.kind, ExprKind::Int(1))
+}
+
+#[cfg(test)]
+mod tests {
+    fn codes(source: &str) -> Vec<&'static str> {
+        let (program, diags) = perfskel_grammar::parse(source);
+        assert!(diags.is_empty(), "{diags:?}");
+        let mut out = Vec::new();
+        super::check(&program, &mut out);
+        out.iter().map(|d| d.code).collect()
+    }
+
+    const HEAD: &str = "skeleton t\nranks 4\ntopology ring\napp_time 1 s\n";
+
+    /// A request posted under a condition on the rank and completed under the same
+    /// condition later is complete on every rank's path; under a condition on a loop
+    /// variable the text alone cannot tell, and the checker says it may be pending.
+    #[test]
+    fn conditions_on_the_rank_are_decided_per_rank_and_loop_variables_are_not() {
+        let by_rank = format!(
+            "{HEAD}if rank == 0 {{\n req a = isend next 8 B\n}}\nif rank == 1 {{\n recv prev 8 B\n}}\n\
+             if rank == 0 {{\n wait a\n}}\n"
+        );
+        assert_eq!(codes(&by_rank), Vec::<&str>::new());
+        let mismatched = format!(
+            "{HEAD}if rank == 0 {{\n req a = isend next 8 B\n}}\nif rank <= 1 {{\n wait a\n}}\n"
+        );
+        assert_eq!(codes(&mismatched), vec!["request-before-post"]);
+        let by_step = format!(
+            "{HEAD}loop 4 as i {{\n if i % 2 == 0 {{\n  req a = isend next 8 B\n }}\n\
+             if i % 2 == 0 {{\n  wait a\n }}\n}}\n"
+        );
+        assert_eq!(
+            codes(&by_step),
+            vec!["request-overwritten", "request-maybe-pending"]
+        );
+    }
 }

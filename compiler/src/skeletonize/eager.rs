@@ -9,13 +9,17 @@
 //! same calls in the same order, and `check`, which holds a standard-mode send until it
 //! is received, reports the deadlock the standard allows. Such a send is written as
 //! what the library did with it: `req eN = isend ...` where it was, and `wait eN` at the
-//! end of the block it is in (the loop body, the branch, or the program), so the rank
-//! goes on at once and completes the send later, as the buffered send completed. A send
-//! inside an `if` branch is completed at the end of that branch, which helps only when
-//! what the receiver waits for lies in the branch too (the CLI keeps a rewrite only when
-//! it leaves fewer errors).
+//! end of the loop body or program it is in, so the rank goes on at once and completes
+//! the send later, as the buffered send completed. A send inside `if` branches whose
+//! conditions read only the rank is completed there under the same conditions
+//! (`if rank == 0 { wait e0 }`: the checker decides such conditions per rank); a branch
+//! whose condition reads a loop variable completes it at its own end. The CLI keeps a
+//! rewrite only when it leaves fewer errors.
 
-use perfskel_grammar::ast::{Block, Else, Ident, P2pOp, Span, Stmt, StmtKind, Wait, WaitOp};
+use perfskel_grammar::ast::{
+    BinOp, Block, Else, Expr, ExprKind, Ident, If, P2pOp, Span, Stmt, StmtKind, UnaryOp, Wait,
+    WaitOp,
+};
 use perfskel_grammar::Diag;
 
 /// The text with the blocking sends that `diags`' deadlocks name written as `isend` +
@@ -38,8 +42,12 @@ pub fn unblock_sends(source: &str, diags: &[Diag]) -> Option<(String, usize)> {
         source,
         next: 0,
         made: 0,
+        sites: Vec::new(),
     };
-    rewrite(&mut program.body, &spans, &mut names);
+    // A call site whose send relied on buffering once did so wherever the program
+    // makes it (a token passed round a ring: every rank's send, one deadlock at a time).
+    named_sites(&program.body, &spans, &mut names.sites);
+    rewrite(&mut program.body, &spans, &mut names, Level::Keeps);
     (names.made > 0).then(|| (perfskel_grammar::printer::print(&program), names.made))
 }
 
@@ -48,6 +56,36 @@ struct Names<'a> {
     source: &'a str,
     next: usize,
     made: usize,
+    /// Call sites of the named sends.
+    sites: Vec<String>,
+}
+
+/// The call sites of the blocking sends at `spans`.
+fn named_sites(block: &Block, spans: &[Span], out: &mut Vec<String>) {
+    for stmt in &block.stmts {
+        match &stmt.kind {
+            StmtKind::P2p(p)
+                if p.op == P2pOp::Send
+                    && p.request.is_none()
+                    && stmt.pos.span().is_some_and(|s| spans.contains(&s)) =>
+            {
+                out.extend(stmt.site.as_ref().map(|s| s.text.clone()));
+            }
+            StmtKind::Loop(l) => named_sites(&l.body, spans, out),
+            StmtKind::If(i) => {
+                let mut branch = Some(&**i);
+                while let Some(b) = branch.take() {
+                    named_sites(&b.then_block, spans, out);
+                    match &b.else_branch {
+                        Some(Else::Block(e)) => named_sites(e, spans, out),
+                        Some(Else::If(next)) => branch = Some(&**next),
+                        None => {}
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
 }
 
 impl Names<'_> {
@@ -69,32 +107,79 @@ impl Names<'_> {
     }
 }
 
-fn rewrite(block: &mut Block, spans: &[Span], names: &mut Names<'_>) {
-    let mut waits = Vec::new();
+/// Where a block sits: the program or a loop body keep the waits of the sends in them;
+/// an `if` branch whose condition reads only the rank (its value is the rank's for the
+/// whole run) hands them to the block around it, under that condition.
+#[derive(Clone, Copy, PartialEq)]
+enum Level {
+    Keeps,
+    RankBranch,
+}
+
+/// Rewrites the named sends of `block` and of the blocks in it; gives the waits that
+/// belong to the block around it, each under the conditions of the branches it came out
+/// of (outermost first).
+fn rewrite(
+    block: &mut Block,
+    spans: &[Span],
+    names: &mut Names<'_>,
+    level: Level,
+) -> Vec<(Vec<Expr>, Stmt)> {
+    let mut waits: Vec<(Vec<Expr>, Stmt)> = Vec::new();
     for stmt in &mut block.stmts {
-        let named = stmt.pos.span().is_some_and(|s| spans.contains(&s));
+        let named = stmt.pos.span().is_some_and(|s| spans.contains(&s))
+            || stmt
+                .site
+                .as_ref()
+                .is_some_and(|s| names.sites.contains(&s.text));
         match &mut stmt.kind {
             StmtKind::P2p(p) if named && p.op == P2pOp::Send && p.request.is_none() => {
                 let name = names.fresh();
                 p.op = P2pOp::Isend;
                 p.request = Some(Ident::new(name.clone()));
                 stmt.trivia.trailing = Some(
-                    "# MPI_Send in the application, buffered by MPI (eager) before its receiver posted the receive: completed at the end of this block".into(),
+                    "# MPI_Send in the application, buffered by MPI (eager) before its receiver posted the receive: completed at the end of the loop iteration (or program) it is in".into(),
                 );
                 let mut wait = Stmt::new(StmtKind::Wait(Wait {
                     op: WaitOp::Wait,
                     handles: vec![Ident::new(name)],
                 }));
                 wait.site = stmt.site.clone();
-                waits.push(wait);
+                waits.push((Vec::new(), wait));
             }
-            StmtKind::Loop(l) => rewrite(&mut l.body, spans, names),
+            StmtKind::Loop(l) => {
+                let inner = rewrite(&mut l.body, spans, names, Level::Keeps);
+                debug_assert!(inner.is_empty());
+            }
             StmtKind::If(i) => {
+                // Each branch's condition: its own and none of those before it.
+                let mut before: Vec<Expr> = Vec::new();
                 let mut branch = Some(&mut **i);
                 while let Some(b) = branch.take() {
-                    rewrite(&mut b.then_block, spans, names);
+                    let own = conjunction(&before, Some(&b.cond));
+                    before.push(b.cond.clone());
+                    let hand = if reads_var(&own) {
+                        Level::Keeps
+                    } else {
+                        Level::RankBranch
+                    };
+                    for (mut conds, wait) in rewrite(&mut b.then_block, spans, names, hand) {
+                        conds.insert(0, own.clone());
+                        waits.push((conds, wait));
+                    }
                     match &mut b.else_branch {
-                        Some(Else::Block(e)) => rewrite(e, spans, names),
+                        Some(Else::Block(e)) => {
+                            let own = conjunction(&before, None);
+                            let hand = if reads_var(&own) {
+                                Level::Keeps
+                            } else {
+                                Level::RankBranch
+                            };
+                            for (mut conds, wait) in rewrite(e, spans, names, hand) {
+                                conds.insert(0, own.clone());
+                                waits.push((conds, wait));
+                            }
+                        }
                         Some(Else::If(next)) => branch = Some(&mut **next),
                         None => {}
                     }
@@ -103,7 +188,52 @@ fn rewrite(block: &mut Block, spans: &[Span], names: &mut Names<'_>) {
             _ => {}
         }
     }
-    block.stmts.extend(waits);
+    if level == Level::RankBranch {
+        return waits;
+    }
+    block
+        .stmts
+        .extend(waits.into_iter().map(|(conds, wait)| guarded(conds, wait)));
+    Vec::new()
+}
+
+/// `wait` under every condition of `conds`, as one `if`.
+fn guarded(conds: Vec<Expr>, wait: Stmt) -> Stmt {
+    let Some(cond) = conds
+        .into_iter()
+        .reduce(|a, b| Expr::new(ExprKind::Binary(BinOp::And, Box::new(a), Box::new(b))))
+    else {
+        return wait;
+    };
+    Stmt::new(StmtKind::If(Box::new(If {
+        cond,
+        then_block: Block {
+            stmts: vec![wait],
+            end_comments: Vec::new(),
+        },
+        else_branch: None,
+    })))
+}
+
+/// `own and not b1 and not b2 ...` for the conditions `before` of the earlier branches
+/// (`own` absent: an `else`).
+fn conjunction(before: &[Expr], own: Option<&Expr>) -> Expr {
+    let not = |e: &Expr| Expr::new(ExprKind::Unary(UnaryOp::Not, Box::new(e.clone())));
+    let mut parts: Vec<Expr> = own.cloned().into_iter().collect();
+    parts.extend(before.iter().map(not));
+    parts
+        .into_iter()
+        .reduce(|a, b| Expr::new(ExprKind::Binary(BinOp::And, Box::new(a), Box::new(b))))
+        .unwrap_or_else(|| Expr::new(ExprKind::Bool(true)))
+}
+
+fn reads_var(e: &Expr) -> bool {
+    match &e.kind {
+        ExprKind::Var(_) => true,
+        ExprKind::Unary(_, a) => reads_var(a),
+        ExprKind::Binary(_, a, b) => reads_var(a) || reads_var(b),
+        _ => false,
+    }
 }
 
 #[cfg(test)]
@@ -138,5 +268,38 @@ mod tests {
         assert!(again.diags.is_empty(), "{:?}\n{text}", again.diags);
         // Nothing to do without a deadlock.
         assert!(unblock_sends(&text, &again.diags).is_none());
+    }
+
+    /// A token handed round the ranks (HPCC's latency test): each rank in turn, in a
+    /// branch of its own, sends the next one a 0-byte token and joins a broadcast the
+    /// next one is already in; that one receives the token only after the broadcast.
+    /// Every send of the call site is rewritten at once, each completed at the end of
+    /// the program under its branch's condition, and the result checks clean.
+    #[test]
+    fn sends_in_rank_branches_complete_under_their_conditions() {
+        let source = "skeleton token\nranks 3\ntopology ring\napp_time 1 s\n\
+                      if rank == 0 {\n    send next 1 B @ \"t.c:9\"\n} else {\n    compute 1 ms\n}\n\
+                      bcast 8 B\n\
+                      if rank == 1 {\n    recv prev 1 B\n    send next 1 B @ \"t.c:9\"\n}\n\
+                      bcast 8 B\n\
+                      if rank == 2 {\n    recv prev 1 B\n    send next 1 B @ \"t.c:9\"\n}\n\
+                      bcast 8 B\n\
+                      if rank == 0 {\n    recv prev 1 B\n}\n";
+        let (program, diags) = perfskel_grammar::parse(source);
+        assert!(diags.is_empty(), "{diags:?}");
+        let checked = check(&program, source, Options::default());
+        assert!(
+            checked.diags.iter().any(|d| d.code == "deadlock"),
+            "{:?}",
+            checked.diags
+        );
+        let (text, n) = unblock_sends(source, &checked.diags).expect("rewritten");
+        assert_eq!(n, 3, "{text}");
+        assert!(text.contains("if rank == 0 {\n    wait e0"), "{text}");
+        assert!(text.contains("if rank == 1 {\n    wait e1"), "{text}");
+        let (program, diags) = perfskel_grammar::parse(&text);
+        assert!(diags.is_empty(), "{diags:?}");
+        let again = check(&program, &text, Options::default());
+        assert!(again.diags.is_empty(), "{:?}\n{text}", again.diags);
     }
 }
