@@ -321,6 +321,12 @@ pub enum EvalError {
         expected: &'static str,
         pos: Pos,
     },
+    /// `per_rank(...)` with no entry for this rank.
+    NoEntry {
+        rank: u64,
+        len: usize,
+        pos: Pos,
+    },
 }
 
 impl EvalError {
@@ -330,7 +336,8 @@ impl EvalError {
             | EvalError::DivByZero { pos }
             | EvalError::Overflow { pos }
             | EvalError::Unbound { pos, .. }
-            | EvalError::Type { pos, .. } => *pos,
+            | EvalError::Type { pos, .. }
+            | EvalError::NoEntry { pos, .. } => *pos,
         }
     }
 
@@ -347,6 +354,9 @@ impl EvalError {
             EvalError::Type { expected, .. } => format!("expected {expected} here"),
             EvalError::Unbound { name, .. } => {
                 format!("`{name}` is not the variable of an enclosing loop")
+            }
+            EvalError::NoEntry { rank, len, .. } => {
+                format!("`per_rank` lists {len} value(s): none for rank {rank}")
             }
         }
     }
@@ -408,6 +418,18 @@ fn eval(e: &Expr, env: &Env, vars: Vars) -> Result<Value, EvalError> {
                 })
             }
         },
+        ExprKind::PerRank(values) => {
+            match usize::try_from(env.rank).ok().and_then(|r| values.get(r)) {
+                Some(&v) => Value::Int(v),
+                None => {
+                    return Err(EvalError::NoEntry {
+                        rank: env.rank,
+                        len: values.len(),
+                        pos: e.pos,
+                    })
+                }
+            }
+        }
         ExprKind::Var(v) => match vars.iter().rev().find(|(name, _)| *name == v.name) {
             Some(&(_, value)) => Value::Int(value),
             None => {
@@ -474,7 +496,7 @@ pub fn cart_sub_color(coords: &[u64], keep: &[u32]) -> i64 {
 /// Whether the value of `e` can differ between ranks.
 pub fn depends_on_rank(e: &Expr) -> bool {
     match &e.kind {
-        ExprKind::Rank | ExprKind::Coord(_) => true,
+        ExprKind::Rank | ExprKind::Coord(_) | ExprKind::PerRank(_) => true,
         ExprKind::Int(_) | ExprKind::Bool(_) | ExprKind::NRanks | ExprKind::Var(_) => false,
         ExprKind::Unary(_, x) => depends_on_rank(x),
         ExprKind::Binary(_, l, r) => depends_on_rank(l) || depends_on_rank(r),
@@ -490,7 +512,8 @@ pub fn reads_vars(e: &Expr, name: Option<&str>) -> bool {
         | ExprKind::Bool(_)
         | ExprKind::Rank
         | ExprKind::NRanks
-        | ExprKind::Coord(_) => false,
+        | ExprKind::Coord(_)
+        | ExprKind::PerRank(_) => false,
         ExprKind::Unary(_, x) => reads_vars(x, name),
         ExprKind::Binary(_, l, r) => reads_vars(l, name) || reads_vars(r, name),
     }

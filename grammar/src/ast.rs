@@ -788,6 +788,9 @@ pub enum ExprKind {
     Coord(u32),
     /// The iteration number of an enclosing `loop ... as NAME`.
     Var(Ident),
+    /// `per_rank(v0, v1, ...)`: one integer per world rank, in rank order; the value is
+    /// this rank's (a table where the data gives each rank its own peer or count).
+    PerRank(Vec<i64>),
     Unary(UnaryOp, Box<Expr>),
     Binary(BinOp, Box<Expr>, Box<Expr>),
 }

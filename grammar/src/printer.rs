@@ -160,6 +160,10 @@ fn expr_at(e: &Expr, min_prec: u8) -> String {
         ExprKind::NRanks => "nranks".into(),
         ExprKind::Coord(d) => format!("coord({d})"),
         ExprKind::Var(v) => v.name.clone(),
+        ExprKind::PerRank(values) => {
+            let parts: Vec<String> = values.iter().map(i64::to_string).collect();
+            format!("per_rank({})", parts.join(", "))
+        }
         // `not (a == b)` keeps its parentheses: `not a == b` means the same but misleads.
         ExprKind::Unary(UnaryOp::Not, x) => format!("not {}", expr_at(x, 8)),
         ExprKind::Unary(UnaryOp::Neg, x) => format!("-{}", expr_at(x, 7)),

@@ -67,6 +67,7 @@ fn expr() -> impl Strategy<Value = Expr> {
         Just(Expr::new(ExprKind::Rank)),
         Just(Expr::new(ExprKind::NRanks)),
         (0u32..4).prop_map(|d| Expr::new(ExprKind::Coord(d))),
+        prop::collection::vec(-5i64..100, 1..5).prop_map(|v| Expr::new(ExprKind::PerRank(v))),
         prop::sample::select(vec!["i", "step", "j2"])
             .prop_map(|v| Expr::new(ExprKind::Var(Ident::new(v)))),
     ];

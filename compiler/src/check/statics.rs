@@ -707,6 +707,24 @@ impl Pass<'_> {
         };
         match &e.kind {
             ExprKind::Int(_) | ExprKind::Rank | ExprKind::NRanks => Ok(Ty::Int),
+            ExprKind::PerRank(values) => {
+                if values.len() as u64 == self.n_ranks {
+                    Ok(Ty::Int)
+                } else {
+                    Err(Box::new(
+                        Diag::error(
+                            "bad-per-rank",
+                            format!(
+                                "`per_rank` lists {} values but the skeleton has {} ranks",
+                                values.len(),
+                                self.n_ranks
+                            ),
+                        )
+                        .at(e.pos, "one value per rank")
+                        .with_secondary(self.program.ranks.pos, "rank count declared here"),
+                    ))
+                }
+            }
             ExprKind::Bool(_) => Ok(Ty::Bool),
             ExprKind::Var(v) => {
                 if self.scope.iter().any(|s| s.name == v.name) {

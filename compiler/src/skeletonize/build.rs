@@ -522,7 +522,7 @@ impl Builder<'_> {
                 let op = &op;
                 if parts
                     .iter()
-                    .any(|(p, _)| matches!(p, Peer::Rank(e) if matches!(e.kind, ExprKind::Int(_))))
+                    .any(|(p, _)| matches!(p, Peer::Rank(e) if matches!(e.kind, ExprKind::Int(_) | ExprKind::PerRank(_))))
                 {
                     self.explicit_peer_stmts += 1;
                 }
@@ -657,6 +657,13 @@ impl Builder<'_> {
             PeerAbs::Any => Some(Peer::Any),
             PeerAbs::Rank(r) => Some(Peer::Rank(Expr::int(i64::from(*r)))),
             PeerAbs::Shift(k) => Some(Peer::Rank(shift_expr(*k, self.n_ranks))),
+            // Ranks the table lacks (untraced) talk to themselves: they run what the
+            // traced ranks of their branch run.
+            PeerAbs::Table(t) => Some(Peer::Rank(Expr::new(ExprKind::PerRank(
+                (0..self.n_ranks)
+                    .map(|r| i64::from(t.get(&r).copied().unwrap_or(r)))
+                    .collect(),
+            )))),
             PeerAbs::Dirs { mask, .. } => {
                 let bit = mask.trailing_zeros() as usize;
                 self.dirs.dirs.get(bit).cloned().map(Peer::Dir)

@@ -8,7 +8,10 @@
 //! emitted when it is a no-op on every rank that does not take part in it (all its
 //! point-to-point operations go to a missing neighbour there): a border rank's skipped
 //! exchange, a leaf's absent children, the root's absent parent. Each rank still
-//! performs exactly its own sequence. When no candidate is a no-op for the others, the
+//! performs exactly its own sequence. Tokens that differ in their peers only, where no
+//! direction or shift relates them, join as one call with a table of each rank's peer
+//! (`rank(per_rank(...))`: a random ring, the partners of a decomposition). When no
+//! candidate is a no-op for the others, the
 //! ranks really differ: the rest of the list becomes an `if` over groups of ranks, each
 //! merged on its own. Loops whose counts differ between ranks keep each rank's count.
 
@@ -195,6 +198,150 @@ impl Merger<'_> {
             }
         }
         cands
+    }
+
+    /// `a` (the call of `ranks`) and `b` (of `ranks_b`) as one call whose peers are a
+    /// table of each rank's, when they differ in peers only and every rank has one.
+    fn tabulate(&self, a: &Tok, ranks: &[u32], b: &Tok, ranks_b: &[u32]) -> Option<Tok> {
+        let (
+            Kind::P2p {
+                op,
+                halves,
+                tag,
+                req,
+            },
+            Kind::P2p {
+                op: op2,
+                halves: halves2,
+                tag: tag2,
+                req: req2,
+            },
+        ) = (&a.kind, &b.kind)
+        else {
+            return None;
+        };
+        if a.comm != b.comm
+            || a.site != b.site
+            || op != op2
+            || tag != tag2
+            || req != req2
+            || halves.len() != halves2.len()
+        {
+            return None;
+        }
+        let mut out = Vec::with_capacity(halves.len());
+        for (x, y) in halves.iter().zip(halves2) {
+            if let Some(h) = unify_half(x, y) {
+                out.push(h);
+                continue;
+            }
+            let bytes = match (x.bytes, y.bytes) {
+                (Some(p), Some(q)) if p != q => return None,
+                (p, q) => p.or(q),
+            };
+            let mut table = BTreeMap::new();
+            for &r in ranks {
+                table.insert(r, self.peer_of(&x.peer, r)?);
+            }
+            for &r in ranks_b {
+                table.insert(r, self.peer_of(&y.peer, r)?);
+            }
+            out.push(Half {
+                peer: PeerAbs::Table(table),
+                bytes,
+                shift: None,
+            });
+        }
+        Some(Tok {
+            kind: Kind::P2p {
+                op: *op,
+                halves: out,
+                tag: *tag,
+                req: *req,
+            },
+            comm: a.comm,
+            site: a.site,
+        })
+    }
+
+    /// The merged nest with every `if` whose branches make the same calls, in the same
+    /// loops, to different peers written once with tables of peers: where the ranks
+    /// part only in whom they talk to (a random ring, the partners of a data
+    /// decomposition), one statement stands for all.
+    pub fn tabulate_ifs(&self, nodes: Vec<MNode>) -> Vec<MNode> {
+        nodes
+            .into_iter()
+            .flat_map(|node| match node {
+                MNode::If { branches } => {
+                    let branches: Vec<(Vec<u32>, Vec<MNode>)> = branches
+                        .into_iter()
+                        .map(|(ranks, body)| (ranks, self.tabulate_ifs(body)))
+                        .collect();
+                    let mut iter = branches.iter();
+                    let joined = iter.next().and_then(|(_, first)| {
+                        iter.try_fold(first.clone(), |acc, (_, body)| self.same_calls(&acc, body))
+                    });
+                    match joined {
+                        Some(body) => body,
+                        None => vec![MNode::If { branches }],
+                    }
+                }
+                MNode::Loop { counts, body } => vec![MNode::Loop {
+                    counts,
+                    body: self.tabulate_ifs(body),
+                }],
+                other => vec![other],
+            })
+            .collect()
+    }
+
+    /// `a` and `b` (nodes of different ranks) as one list, when they make the same calls
+    /// in the same loops and differ at most in peers.
+    fn same_calls(&self, a: &[MNode], b: &[MNode]) -> Option<Vec<MNode>> {
+        if a.len() != b.len() {
+            return None;
+        }
+        a.iter()
+            .zip(b)
+            .map(|(x, y)| match (x, y) {
+                (MNode::Tok { tok: t, acc: p }, MNode::Tok { tok: u, acc: q }) => {
+                    let ranks_a: Vec<u32> = p.keys().copied().collect();
+                    let ranks_b: Vec<u32> = q.keys().copied().collect();
+                    let tok = unify(t, u).or_else(|| self.tabulate(t, &ranks_a, u, &ranks_b))?;
+                    let mut acc = p.clone();
+                    acc.extend(q.iter().map(|(r, a)| (*r, a.clone())));
+                    Some(MNode::Tok { tok, acc })
+                }
+                (MNode::Loop { counts: c, body: p }, MNode::Loop { counts: d, body: q }) => {
+                    let body = self.same_calls(p, q)?;
+                    let mut counts = c.clone();
+                    counts.extend(d.iter().map(|(r, n)| (*r, *n)));
+                    Some(MNode::Loop { counts, body })
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The peer (a rank of the call's communicator) `peer` names from `rank`, if any.
+    fn peer_of(&self, peer: &PeerAbs, rank: u32) -> Option<u32> {
+        let n = self.dirs.peers.len() as u64;
+        let p = match peer {
+            PeerAbs::Dirs { mask, null: false } if *mask != 0 => {
+                let bit = mask.trailing_zeros() as usize;
+                self.dirs
+                    .peers
+                    .get(rank as usize)?
+                    .get(bit)
+                    .copied()
+                    .flatten()?
+            }
+            PeerAbs::Rank(p) => return Some(*p),
+            PeerAbs::Shift(k) => (u64::from(rank) + u64::from(*k)) % n.max(1),
+            PeerAbs::Table(t) => return t.get(&rank).copied(),
+            _ => return None,
+        };
+        u32::try_from(p).ok()
     }
 
     fn build(&self, seqs: &[(u32, &[MNode])], cursor: &[usize], cand: &Cand) -> MNode {

@@ -309,6 +309,8 @@ pub fn skeletonize(
         .map(|(r, n)| (*r, n.nodes.as_slice()))
         .collect();
     let merged_nest = merger.merge(&seqs);
+    // Branches that differ only in whom they talk to: one body with tables of peers.
+    let merged_nest = merger.tabulate_ifs(merged_nest);
     // Iterations that differ every N-th time: one loop reading its iteration number.
     let merged_nest = fold::fold_approx(&merged_nest).unwrap_or(merged_nest);
     // Set-up and wrap-up phases, call by call, only when asked.

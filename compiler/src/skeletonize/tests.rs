@@ -211,6 +211,7 @@ fn resolved(tok: &Tok, rank: u32, dirs: &Directions) -> Vec<Option<u64>> {
                     let n = dirs.peers.len() as u64;
                     Some((u64::from(rank) + u64::from(k)) % n)
                 }
+                PeerAbs::Table(ref t) => t.get(&rank).map(|&p| u64::from(p)),
                 _ => None,
             })
             .collect(),
@@ -324,7 +325,8 @@ fn merged(seqs: &[Vec<Tok>], dirs: &Directions) -> Vec<MNode> {
         })
         .collect();
     let input: Vec<(u32, &[MNode])> = nests.iter().map(|(r, n)| (*r, n.as_slice())).collect();
-    Merger { dirs }.merge(&input)
+    let merger = Merger { dirs };
+    merger.tabulate_ifs(merger.merge(&input))
 }
 
 /// `n` steps of three allreduces (sites 0, 1, 2); on steps `s % p == r` two more
@@ -720,4 +722,61 @@ fn coarse_stretches_keep_sends_of_different_size_classes_apart() {
     sends.sort_unstable();
     sends.dedup();
     assert_eq!(sends, [128, 4096], "{}", sketch(&coarse));
+}
+
+#[test]
+fn ranks_that_differ_only_in_peers_share_one_call_with_a_table() {
+    // A random ring (HPCC's): each rank sends to its successor in a permutation and
+    // receives from its predecessor, no direction or shift relating them; then all
+    // reduce. One sendrecv with a table of peers, in one loop, and the allreduce.
+    let dirs = Directions::new(Topology::Ring, 4);
+    let order = [0u32, 2, 3, 1];
+    let seqs: Vec<Vec<Tok>> = (0..4u32)
+        .map(|r| {
+            let at = order.iter().position(|&x| x == r).unwrap_or(0);
+            let to = order[(at + 1) % 4];
+            let from = order[(at + 3) % 4];
+            let half = |p: u32| Half {
+                peer: match dirs.mask(r, Some(u64::from(p))) {
+                    0 => PeerAbs::Rank(p),
+                    mask => PeerAbs::Dirs { mask, null: false },
+                },
+                bytes: Some(8),
+                shift: Some((p + 4 - r) % 4),
+            };
+            let mut seq = Vec::new();
+            for _ in 0..5 {
+                seq.push(Tok {
+                    kind: Kind::P2p {
+                        op: P2pOp::Sendrecv,
+                        halves: vec![half(to), half(from)],
+                        tag: None,
+                        req: None,
+                    },
+                    comm: CommRef::World,
+                    site: 1,
+                });
+                seq.push(coll(2));
+            }
+            seq
+        })
+        .collect();
+    let merged = merged(&seqs, &dirs);
+    assert_eq!(merged.len(), 1, "{merged:#?}");
+    let MNode::Loop { body, .. } = &merged[0] else {
+        panic!("{merged:#?}");
+    };
+    let MNode::Tok { tok, .. } = &body[0] else {
+        panic!("{body:#?}");
+    };
+    let Kind::P2p { halves, .. } = &tok.kind else {
+        panic!("{tok:?}");
+    };
+    let to: BTreeMap<u32, u32> = [(0, 2), (2, 3), (3, 1), (1, 0)].into();
+    assert_eq!(halves[0].peer, PeerAbs::Table(to));
+    for rank in 0..4 {
+        let mut out = Vec::new();
+        run(&merged, rank, &dirs, &mut out);
+        assert_eq!(out.len(), 10);
+    }
 }

@@ -36,6 +36,10 @@ pub(crate) enum PeerAbs {
     /// The world rank `(rank + k) % nranks` (from the SPMD merge: ranks whose peers no
     /// direction names on all of them but which all talk to the rank k after them).
     Shift(u32),
+    /// Each rank's own peer, a rank of the communicator, by world rank (from the SPMD
+    /// merge: ranks that make the same call to peers no rule relates, such as a random
+    /// permutation or the partners of a data decomposition).
+    Table(BTreeMap<u32, u32>),
 }
 
 /// One direction of a point-to-point operation; `bytes` is `None` towards

@@ -20,6 +20,7 @@
 
 use nom::branch::alt;
 use nom::combinator::{cut, map, opt, value};
+use nom::multi::separated_list1;
 use std::cell::Cell;
 
 use nom::{Err, Parser};
@@ -251,6 +252,30 @@ fn atom(input: Tokens) -> PResult<Expr> {
             cut((punct(TokKind::LParen), small_uint, punct(TokKind::RParen))).parse(rest)?;
         Ok((rest, leaf(ExprKind::Coord(dim.value), start.to(end))))
     };
+    // `per_rank(3, -1, 0)`: whole numbers, one per rank.
+    let per_rank = |i| {
+        let (rest, start) = kw("per_rank")(i)?;
+        let signed = |i| {
+            let (rest, minus) = opt(punct(TokKind::Minus)).parse(i)?;
+            let (rest, n) = uint(rest)?;
+            let bad = || {
+                PErr::invalid(
+                    &i,
+                    n.pos.span().unwrap_or_default(),
+                    format!("`{}` is too large (at most {})", n.value, i64::MAX),
+                )
+            };
+            let v = i64::try_from(n.value).map_err(|_| Err::Failure(bad()))?;
+            Ok((rest, if minus.is_some() { -v } else { v }))
+        };
+        let (rest, (_, values, end)) = cut((
+            punct(TokKind::LParen),
+            separated_list1(punct(TokKind::Comma), signed),
+            punct(TokKind::RParen),
+        ))
+        .parse(rest)?;
+        Ok((rest, leaf(ExprKind::PerRank(values), start.to(end))))
+    };
     let parens = |i| {
         let (rest, start) = punct(TokKind::LParen)(i)?;
         spend(&i, start)?;
@@ -279,6 +304,7 @@ fn atom(input: Tokens) -> PResult<Expr> {
                 Some(Ok((input_after(&input), leaf(ExprKind::NRanks, tok.span))))
             }
             (TokKind::Word, "coord") => Some(coord(input)),
+            (TokKind::Word, "per_rank") => Some(per_rank(input)),
             (TokKind::Word, text) if !is_keyword(text) && !RESERVED.contains(&text) => Some(Ok((
                 input_after(&input),
                 leaf(

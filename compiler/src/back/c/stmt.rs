@@ -498,6 +498,11 @@ impl Writer<'_> {
             ExprKind::NRanks => "nranks".into(),
             ExprKind::Coord(d) => format!("coords[{d}]"),
             ExprKind::Var(v) => self.loop_var(&v.name),
+            // This rank's entry of a table (`check` made its length the rank count).
+            ExprKind::PerRank(values) => {
+                let parts: Vec<String> = values.iter().map(|v| format!("{v}LL")).collect();
+                format!("((const long long[]){{{}}})[rank]", parts.join(", "))
+            }
             ExprKind::Unary(UnaryOp::Neg, x) => format!("(-{})", self.expr(x)),
             ExprKind::Unary(UnaryOp::Not, x) => format!("(!{})", self.expr(x)),
             ExprKind::Binary(op, l, r) => {

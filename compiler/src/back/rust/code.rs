@@ -441,7 +441,7 @@ fn comm(name: &Ident) -> String {
 fn rank_uses(block: &Block) -> (bool, bool, bool) {
     fn expr_uses(e: &Expr, uses: &mut (bool, bool, bool)) {
         match &e.kind {
-            ExprKind::Rank => uses.0 = true,
+            ExprKind::Rank | ExprKind::PerRank(_) => uses.0 = true,
             ExprKind::NRanks => uses.1 = true,
             ExprKind::Coord(_) => uses.2 = true,
             ExprKind::Unary(_, x) => expr_uses(x, uses),

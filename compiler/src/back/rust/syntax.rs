@@ -169,6 +169,11 @@ fn expr_prec(e: &Expr, vars: &LoopVars) -> (String, u8) {
         ExprKind::Rank => ("rank".into(), P_ATOM),
         ExprKind::NRanks => ("nranks".into(), P_ATOM),
         ExprKind::Coord(i) => (format!("coords[{i}]"), P_ATOM),
+        // This rank's entry of a table (`check` made its length the rank count).
+        ExprKind::PerRank(values) => {
+            let parts: Vec<String> = values.iter().map(|v| format!("{v}_i64")).collect();
+            (format!("[{}][rank as usize]", parts.join(", ")), P_ATOM)
+        }
         ExprKind::Var(v) => (
             vars.get(&v.name)
                 .cloned()
