@@ -80,6 +80,8 @@ pub(crate) struct Builder<'a> {
     pub omitted_noops: usize,
     /// Request slots whose operation was left out as a no-op everywhere.
     pub vanished: std::collections::BTreeSet<u32>,
+    /// How many loops reading their iteration number enclose the block being built.
+    pub step_depth: usize,
 }
 
 impl Builder<'_> {
@@ -109,19 +111,24 @@ impl Builder<'_> {
                     let counts: BTreeMap<u32, u64> =
                         universe.iter().map(|r| (*r, *count)).collect();
                     let provenance = self.provenance(&counts, body);
+                    self.step_depth += 1;
+                    let var = self.step_var();
                     let stmts = self.block(body, universe);
+                    self.step_depth -= 1;
                     let mut stmt = Stmt::new(StmtKind::Loop(Box::new(Loop {
                         count: Expr::int(*count as i64),
-                        var: Some(Ident::new(STEP_VAR)),
+                        var: Some(Ident::new(var.clone())),
                         body: Block {
                             stmts,
                             end_comments: Vec::new(),
                         },
                     })));
                     stmt.trivia.leading.push(provenance);
-                    stmt.trivia.leading.push(format!(
-                        "# Iterations differ every few times: `{STEP_VAR}` numbers them from 0."
-                    ));
+                    stmt.trivia.leading.push(if steps_peers(body) {
+                        format!("# One iteration per peer: `{var}` numbers them from 0.")
+                    } else {
+                        format!("# Iterations differ every few times: `{var}` numbers them from 0.")
+                    });
                     out.push(stmt);
                 }
                 MNode::When { .. } => {
@@ -136,7 +143,10 @@ impl Builder<'_> {
                         recorded,
                     }) = at
                     {
-                        built.push((Some(step_condition(cond)), self.block(then, universe)));
+                        built.push((
+                            Some(step_condition(cond, &self.step_var())),
+                            self.block(then, universe),
+                        ));
                         if let Some((k, written)) = recorded {
                             notes.push(format!(
                                 "# The application ran this on {k} iterations with no pattern (data-dependent); here on {written}, evenly spread."
@@ -346,6 +356,15 @@ impl Builder<'_> {
             "# {count} iterations{from}: {} per rank{share}.",
             fmt_time(total)
         )
+    }
+
+    /// The variable of the innermost loop reading its iteration number.
+    fn step_var(&self) -> String {
+        let d = self.step_depth.max(1) - 1;
+        match STEP_VARS.get(d) {
+            Some(v) => (*v).to_string(),
+            None => format!("i{d}"),
+        }
     }
 
     fn site(&self, idx: u32) -> Option<String> {
@@ -659,6 +678,20 @@ impl Builder<'_> {
             PeerAbs::Shift(k) => Some(Peer::Rank(shift_expr(*k, self.n_ranks))),
             // Ranks the table lacks (untraced) talk to themselves: they run what the
             // traced ranks of their branch run.
+            PeerAbs::Step { base, stride } => {
+                let var = Expr::new(ExprKind::Var(Ident::new(self.step_var())));
+                let bin = |op, a, b| Expr::new(ExprKind::Binary(op, Box::new(a), Box::new(b)));
+                let scaled = if *stride == 1 {
+                    var
+                } else {
+                    bin(BinOp::Mul, Expr::int(*stride), var)
+                };
+                Some(Peer::Rank(match base {
+                    0 => scaled,
+                    b if *b < 0 => bin(BinOp::Sub, scaled, Expr::int(-b)),
+                    b => bin(BinOp::Add, scaled, Expr::int(*b)),
+                }))
+            }
             PeerAbs::Table(t) => Some(Peer::Rank(Expr::new(ExprKind::PerRank(
                 (0..self.n_ranks)
                     .map(|r| i64::from(t.get(&r).copied().unwrap_or(r)))
@@ -856,12 +889,23 @@ fn ranks_text(ranks: &[u32]) -> Vec<String> {
         .collect()
 }
 
-/// The variable of a folded loop.
-const STEP_VAR: &str = "i";
+/// The variables of loops that read their iteration number, outermost first (one
+/// inside another takes the next).
+const STEP_VARS: [&str; 4] = ["i", "j", "k", "l"];
+
+/// Whether a loop body names its peers by the loop's variable.
+fn steps_peers(body: &[MNode]) -> bool {
+    body.iter().any(|n| match n {
+        MNode::Tok { tok, .. } => matches!(&tok.kind, Kind::P2p { halves, .. }
+            if halves.iter().any(|h| matches!(h.peer, PeerAbs::Step { .. }))),
+        MNode::Loop { body, .. } => steps_peers(body),
+        _ => false,
+    })
+}
 
 /// `i % 20 == 19`, `i == 0`, `i % 50 != 49 `, ... for a folded loop's iterations.
-fn step_condition(cond: &Cond) -> Expr {
-    let var = || Expr::new(ExprKind::Var(Ident::new(STEP_VAR)));
+fn step_condition(cond: &Cond, name: &str) -> Expr {
+    let var = || Expr::new(ExprKind::Var(Ident::new(name)));
     let bin = |op, l, r| Expr::new(ExprKind::Binary(op, Box::new(l), Box::new(r)));
     let atom = |a: &Atom, eq: bool| {
         let op = if eq { BinOp::Eq } else { BinOp::Ne };

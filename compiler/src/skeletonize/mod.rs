@@ -30,6 +30,7 @@ mod exchange;
 mod fold;
 mod merge;
 mod nest;
+mod peers;
 mod source;
 mod spread;
 mod summary;
@@ -328,6 +329,8 @@ pub fn skeletonize(
         }
         coarse
     };
+    // Blocks that differ only in a peer that steps by a constant: a loop over peers.
+    let merged_nest = peers::peer_loops(merged_nest, &dirs);
     // Communicators no kept statement uses are not declared (`check` would warn).
     let mut used = std::collections::BTreeSet::new();
     used_comms(&merged_nest, &mut used);
@@ -353,6 +356,7 @@ pub fn skeletonize(
         loops: 0,
         omitted_noops: 0,
         vanished: Default::default(),
+        step_depth: 0,
     };
     let mut stmts: Vec<Stmt> = comms
         .decls

@@ -40,6 +40,9 @@ pub(crate) enum PeerAbs {
     /// merge: ranks that make the same call to peers no rule relates, such as a random
     /// permutation or the partners of a data decomposition).
     Table(BTreeMap<u32, u32>),
+    /// The rank `base + stride * i` of the communicator, `i` the variable of the
+    /// enclosing loop over peers ([`super::peers`]).
+    Step { base: i64, stride: i64 },
 }
 
 /// One direction of a point-to-point operation; `bytes` is `None` towards
