@@ -280,11 +280,10 @@ mod tests {
     fn pool_stretch(scan: &mut Scan, peers: &[i64]) {
         scan.add(&ev(Op::Irecv, Some(PEER_ANY_SOURCE), Some(1), &[]));
         scan.add(&ev(Op::Irecv, Some(PEER_ANY_SOURCE), Some(2), &[]));
-        let mut next = 10;
         for (i, p) in peers.iter().enumerate() {
-            scan.add(&ev(Op::Isend, Some(*p), Some(next), &[]));
-            scan.add(&ev(Op::Test, None, None, &[next]));
-            next += 1;
+            let req = 10 + i as u64;
+            scan.add(&ev(Op::Isend, Some(*p), Some(req), &[]));
+            scan.add(&ev(Op::Test, None, None, &[req]));
             if i % 3 == 0 {
                 scan.add(&ev(Op::Testany, None, None, &[1]));
                 scan.add(&ev(Op::Irecv, Some(PEER_ANY_SOURCE), Some(1), &[]));
