@@ -17,7 +17,7 @@ use perfskel_grammar::ast::*;
 use perfskel_grammar::Diag;
 
 use super::statics::closest;
-use crate::semantics::{eval_bool, Env, Shape};
+use crate::semantics::{eval_bool, reads_vars, Env, Shape};
 
 /// Groups of ranks walked apart at most; a program whose rank conditions split the ranks
 /// into more groups is walked once, with every branch joined.
@@ -142,7 +142,7 @@ fn rank_conditions<'p>(block: &'p Block, out: &mut Vec<&'p Expr>) {
             StmtKind::If(i) if if_touches_requests(i) => {
                 let mut current = i;
                 loop {
-                    if !reads_var(&current.cond) {
+                    if !reads_vars(&current.cond, None) {
                         out.push(&current.cond);
                     }
                     rank_conditions(&current.then_block, out);
@@ -158,15 +158,6 @@ fn rank_conditions<'p>(block: &'p Block, out: &mut Vec<&'p Expr>) {
             }
             _ => {}
         }
-    }
-}
-
-fn reads_var(e: &Expr) -> bool {
-    match &e.kind {
-        ExprKind::Var(_) => true,
-        ExprKind::Unary(_, a) => reads_var(a),
-        ExprKind::Binary(_, a, b) => reads_var(a) || reads_var(b),
-        _ => false,
     }
 }
 

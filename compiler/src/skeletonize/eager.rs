@@ -22,6 +22,8 @@ use perfskel_grammar::ast::{
 };
 use perfskel_grammar::Diag;
 
+use crate::semantics::reads_vars;
+
 /// The text with the blocking sends that `diags`' deadlocks name written as `isend` +
 /// `wait` at the end of their block, and how many; `None` when no deadlock names one.
 pub fn unblock_sends(source: &str, diags: &[Diag]) -> Option<(String, usize)> {
@@ -158,7 +160,7 @@ fn rewrite(
                 while let Some(b) = branch.take() {
                     let own = conjunction(&before, Some(&b.cond));
                     before.push(b.cond.clone());
-                    let hand = if reads_var(&own) {
+                    let hand = if reads_vars(&own, None) {
                         Level::Keeps
                     } else {
                         Level::RankBranch
@@ -170,7 +172,7 @@ fn rewrite(
                     match &mut b.else_branch {
                         Some(Else::Block(e)) => {
                             let own = conjunction(&before, None);
-                            let hand = if reads_var(&own) {
+                            let hand = if reads_vars(&own, None) {
                                 Level::Keeps
                             } else {
                                 Level::RankBranch
@@ -225,15 +227,6 @@ fn conjunction(before: &[Expr], own: Option<&Expr>) -> Expr {
         .into_iter()
         .reduce(|a, b| Expr::new(ExprKind::Binary(BinOp::And, Box::new(a), Box::new(b))))
         .unwrap_or_else(|| Expr::new(ExprKind::Bool(true)))
-}
-
-fn reads_var(e: &Expr) -> bool {
-    match &e.kind {
-        ExprKind::Var(_) => true,
-        ExprKind::Unary(_, a) => reads_var(a),
-        ExprKind::Binary(_, a, b) => reads_var(a) || reads_var(b),
-        _ => false,
-    }
 }
 
 #[cfg(test)]

@@ -18,6 +18,7 @@
 use std::collections::BTreeMap;
 
 use super::nest::MNode;
+use super::peers::peer_of;
 use super::tokens::{CollSize, Half, Kind, PeerAbs, Tok};
 use super::topo::Directions;
 
@@ -241,10 +242,10 @@ impl Merger<'_> {
             };
             let mut table = BTreeMap::new();
             for &r in ranks {
-                table.insert(r, self.peer_of(&x.peer, r)?);
+                table.insert(r, peer_of(&x.peer, r, self.dirs)?);
             }
             for &r in ranks_b {
-                table.insert(r, self.peer_of(&y.peer, r)?);
+                table.insert(r, peer_of(&y.peer, r, self.dirs)?);
             }
             out.push(Half {
                 peer: PeerAbs::Table(table),
@@ -321,27 +322,6 @@ impl Merger<'_> {
                 _ => None,
             })
             .collect()
-    }
-
-    /// The peer (a rank of the call's communicator) `peer` names from `rank`, if any.
-    fn peer_of(&self, peer: &PeerAbs, rank: u32) -> Option<u32> {
-        let n = self.dirs.peers.len() as u64;
-        let p = match peer {
-            PeerAbs::Dirs { mask, null: false } if *mask != 0 => {
-                let bit = mask.trailing_zeros() as usize;
-                self.dirs
-                    .peers
-                    .get(rank as usize)?
-                    .get(bit)
-                    .copied()
-                    .flatten()?
-            }
-            PeerAbs::Rank(p) => return Some(*p),
-            PeerAbs::Shift(k) => (u64::from(rank) + u64::from(*k)) % n.max(1),
-            PeerAbs::Table(t) => return t.get(&rank).copied(),
-            _ => return None,
-        };
-        u32::try_from(p).ok()
     }
 
     fn build(&self, seqs: &[(u32, &[MNode])], cursor: &[usize], cand: &Cand) -> MNode {

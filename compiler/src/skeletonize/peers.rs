@@ -191,8 +191,9 @@ fn collect_peers(nodes: &[MNode], dirs: &Directions, out: &mut Vec<Option<i64>>)
     true
 }
 
-/// The rank `peer` names from `rank` (of the call's communicator).
-fn peer_of(peer: &PeerAbs, rank: u32, dirs: &Directions) -> Option<u32> {
+/// The rank `peer` names from `rank` (of the call's communicator), if any: the SPMD
+/// merge's tables and the loops over peers read concrete peers through it.
+pub(crate) fn peer_of(peer: &PeerAbs, rank: u32, dirs: &Directions) -> Option<u32> {
     let n = dirs.peers.len() as u64;
     let p = match peer {
         PeerAbs::Dirs { mask, null: false } if *mask != 0 => {
