@@ -625,6 +625,32 @@ pub fn block_reads_var(block: &Block, name: &str) -> bool {
     })
 }
 
+/// Calls `f` on every statement of `block`, outer before inner, in program order (every
+/// branch of an `if` chain, every loop body).
+pub fn visit<'p>(block: &'p Block, f: &mut impl FnMut(&'p Stmt)) {
+    for stmt in &block.stmts {
+        f(stmt);
+        match &stmt.kind {
+            StmtKind::Loop(l) => visit(&l.body, f),
+            StmtKind::If(i) => {
+                let mut branch = Some(i);
+                while let Some(current) = branch {
+                    visit(&current.then_block, f);
+                    branch = match &current.else_branch {
+                        Some(Else::If(next)) => Some(next),
+                        Some(Else::Block(b)) => {
+                            visit(b, f);
+                            None
+                        }
+                        None => None,
+                    };
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

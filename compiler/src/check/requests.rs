@@ -17,7 +17,7 @@ use perfskel_grammar::ast::*;
 use perfskel_grammar::Diag;
 
 use super::statics::closest;
-use crate::semantics::{eval_bool, reads_vars, Env, Shape};
+use crate::semantics::{eval_bool, reads_vars, visit, Env, Shape};
 
 /// Groups of ranks walked apart at most; a program whose rank conditions split the ranks
 /// into more groups is walked once, with every branch joined.
@@ -136,48 +136,42 @@ fn rank_groups(program: &Program) -> Vec<Decided> {
 
 /// The conditions of `if`s that touch requests and read no loop variable.
 fn rank_conditions<'p>(block: &'p Block, out: &mut Vec<&'p Expr>) {
-    for stmt in &block.stmts {
-        match &stmt.kind {
-            StmtKind::Loop(l) => rank_conditions(&l.body, out),
-            StmtKind::If(i) if if_touches_requests(i) => {
-                let mut current = i;
-                loop {
-                    if !reads_vars(&current.cond, None) {
-                        out.push(&current.cond);
-                    }
-                    rank_conditions(&current.then_block, out);
-                    match &current.else_branch {
-                        None => break,
-                        Some(Else::Block(b)) => {
-                            rank_conditions(b, out);
-                            break;
-                        }
-                        Some(Else::If(next)) => current = next,
-                    }
-                }
-            }
-            _ => {}
+    visit(block, &mut |stmt| {
+        let StmtKind::If(i) = &stmt.kind else {
+            return;
+        };
+        if !if_touches_requests(i) {
+            return;
         }
-    }
+        let mut current = Some(&**i);
+        while let Some(c) = current {
+            if !reads_vars(&c.cond, None) {
+                out.push(&c.cond);
+            }
+            current = match &c.else_branch {
+                Some(Else::If(next)) => Some(next),
+                _ => None,
+            };
+        }
+    });
 }
 
 impl Walk<'_, '_> {
     /// Reports the requests `states` leaves pending at the end of the program.
     fn finish(&mut self, states: &States, order: &[usize]) {
-        let walk = self;
         for &id in order {
             let Some(state) = &states[id] else {
                 continue;
             };
-            let name = walk.names.names[id];
+            let name = self.names.names[id];
             match state {
                 State::Pending(pos) => {
-                    let message = if walk.used[id] {
+                    let message = if self.used[id] {
                         format!("request `{name}` is not completed by the end of the program")
                     } else {
                         format!("request `{name}` is never waited for")
                     };
-                    walk.report(
+                    self.report(
                         Diag::error("request-never-completed", message)
                             .at(*pos, "posted here")
                             .with_note(format!(
@@ -185,7 +179,7 @@ impl Walk<'_, '_> {
                             )),
                     );
                 }
-                State::Maybe(pos) => walk.report(
+                State::Maybe(pos) => self.report(
                     Diag::warning(
                         "request-maybe-pending",
                         format!("request `{name}` may still be pending at the end of the program"),

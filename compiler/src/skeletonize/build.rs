@@ -20,7 +20,7 @@ use perfskel_grammar::ast::{
     Peer, Site, Size, SizeSpec, Spanned, Stmt, StmtKind, TimeSpec, TimeUnit, Wait, WaitOp,
 };
 
-use super::comms::{CommRef, Comms};
+use super::comms::{bin, CommRef, Comms};
 use super::fold::{Atom, Cond};
 use super::nest::SizeAcc;
 use super::nest::{Acc, MNode};
@@ -228,7 +228,6 @@ impl Builder<'_> {
             body.push(c);
         }
         let var = || Expr::new(ExprKind::Var(Ident::new(EXCHANGE_VAR)));
-        let bin = |op, a, b| Expr::new(ExprKind::Binary(op, Box::new(a), Box::new(b)));
         let rank = || Expr::new(ExprKind::Rank);
         let nranks = || Expr::new(ExprKind::NRanks);
         // rank((rank + 1 + j) % nranks) and rank((rank - 1 - j) % nranks).
@@ -676,11 +675,8 @@ impl Builder<'_> {
             PeerAbs::Any => Some(Peer::Any),
             PeerAbs::Rank(r) => Some(Peer::Rank(Expr::int(i64::from(*r)))),
             PeerAbs::Shift(k) => Some(Peer::Rank(shift_expr(*k, self.n_ranks))),
-            // Ranks the table lacks (untraced) talk to themselves: they run what the
-            // traced ranks of their branch run.
             PeerAbs::Step { base, stride } => {
                 let var = Expr::new(ExprKind::Var(Ident::new(self.step_var())));
-                let bin = |op, a, b| Expr::new(ExprKind::Binary(op, Box::new(a), Box::new(b)));
                 let scaled = if *stride == 1 {
                     var
                 } else {
@@ -692,6 +688,8 @@ impl Builder<'_> {
                     b => bin(BinOp::Add, scaled, Expr::int(*b)),
                 }))
             }
+            // Ranks the table lacks (untraced) talk to themselves: they run what the
+            // traced ranks of their branch run.
             PeerAbs::Table(t) => Some(Peer::Rank(Expr::new(ExprKind::PerRank(
                 (0..self.n_ranks)
                     .map(|r| i64::from(t.get(&r).copied().unwrap_or(r)))
@@ -708,7 +706,6 @@ impl Builder<'_> {
 /// `(rank + k) % nranks` as written at any rank count: a shift past half the ranks
 /// backwards, half the ranks as `nranks / 2` (a transpose partner).
 fn shift_expr(k: u32, n_ranks: u32) -> Expr {
-    let bin = |op, a, b| Expr::new(ExprKind::Binary(op, Box::new(a), Box::new(b)));
     let rank = Expr::new(ExprKind::Rank);
     let nranks = || Expr::new(ExprKind::NRanks);
     let moved = if n_ranks.is_multiple_of(2) && 2 * k == n_ranks {
@@ -834,7 +831,6 @@ fn if_chain(branches: Vec<(Option<Expr>, Vec<Stmt>)>) -> Stmt {
 /// `rank == 3`, `rank >= 1 and rank <= 5`, joined with `or`.
 pub(crate) fn rank_condition(ranks: &[u32]) -> Expr {
     let rank = || Expr::new(ExprKind::Rank);
-    let bin = |op, a: Expr, b: Expr| Expr::new(ExprKind::Binary(op, Box::new(a), Box::new(b)));
     let mut terms = Vec::new();
     for (lo, hi) in ranges(ranks) {
         let int = |v: u32| Expr::int(i64::from(v));
@@ -906,7 +902,6 @@ fn steps_peers(body: &[MNode]) -> bool {
 /// `i % 20 == 19`, `i == 0`, `i % 50 != 49 `, ... for a folded loop's iterations.
 fn step_condition(cond: &Cond, name: &str) -> Expr {
     let var = || Expr::new(ExprKind::Var(Ident::new(name)));
-    let bin = |op, l, r| Expr::new(ExprKind::Binary(op, Box::new(l), Box::new(r)));
     let atom = |a: &Atom, eq: bool| {
         let op = if eq { BinOp::Eq } else { BinOp::Ne };
         match *a {

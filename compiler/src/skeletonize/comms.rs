@@ -608,7 +608,8 @@ fn exclusion(
     })
 }
 
-fn bin(op: BinOp, a: Expr, b: Expr) -> Expr {
+/// `a op b`.
+pub(crate) fn bin(op: BinOp, a: Expr, b: Expr) -> Expr {
     Expr::new(ExprKind::Binary(op, Box::new(a), Box::new(b)))
 }
 

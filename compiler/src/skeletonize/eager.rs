@@ -22,7 +22,8 @@ use perfskel_grammar::ast::{
 };
 use perfskel_grammar::Diag;
 
-use crate::semantics::reads_vars;
+use super::comms::bin;
+use crate::semantics::{reads_vars, visit};
 
 /// The text with the blocking sends that `diags`' deadlocks name written as `isend` +
 /// `wait` at the end of their block, and how many; `None` when no deadlock names one.
@@ -64,30 +65,16 @@ struct Names<'a> {
 
 /// The call sites of the blocking sends at `spans`.
 fn named_sites(block: &Block, spans: &[Span], out: &mut Vec<String>) {
-    for stmt in &block.stmts {
-        match &stmt.kind {
-            StmtKind::P2p(p)
-                if p.op == P2pOp::Send
-                    && p.request.is_none()
-                    && stmt.pos.span().is_some_and(|s| spans.contains(&s)) =>
-            {
-                out.extend(stmt.site.as_ref().map(|s| s.text.clone()));
-            }
-            StmtKind::Loop(l) => named_sites(&l.body, spans, out),
-            StmtKind::If(i) => {
-                let mut branch = Some(&**i);
-                while let Some(b) = branch.take() {
-                    named_sites(&b.then_block, spans, out);
-                    match &b.else_branch {
-                        Some(Else::Block(e)) => named_sites(e, spans, out),
-                        Some(Else::If(next)) => branch = Some(&**next),
-                        None => {}
-                    }
-                }
-            }
-            _ => {}
+    visit(block, &mut |stmt| match &stmt.kind {
+        StmtKind::P2p(p)
+            if p.op == P2pOp::Send
+                && p.request.is_none()
+                && stmt.pos.span().is_some_and(|s| spans.contains(&s)) =>
+        {
+            out.extend(stmt.site.as_ref().map(|s| s.text.clone()));
         }
-    }
+        _ => {}
+    });
 }
 
 impl Names<'_> {
@@ -154,34 +141,27 @@ fn rewrite(
                 debug_assert!(inner.is_empty());
             }
             StmtKind::If(i) => {
-                // Each branch's condition: its own and none of those before it.
+                // Each branch's condition: its own and none of those before it. A
+                // branch on the rank alone hands its waits out, under that condition.
                 let mut before: Vec<Expr> = Vec::new();
-                let mut branch = Some(&mut **i);
-                while let Some(b) = branch.take() {
-                    let own = conjunction(&before, Some(&b.cond));
-                    before.push(b.cond.clone());
+                let mut take = |block: &mut Block, own: Expr, names: &mut Names<'_>| {
                     let hand = if reads_vars(&own, None) {
                         Level::Keeps
                     } else {
                         Level::RankBranch
                     };
-                    for (mut conds, wait) in rewrite(&mut b.then_block, spans, names, hand) {
+                    for (mut conds, wait) in rewrite(block, spans, names, hand) {
                         conds.insert(0, own.clone());
                         waits.push((conds, wait));
                     }
+                };
+                let mut branch = Some(&mut **i);
+                while let Some(b) = branch.take() {
+                    let own = conjunction(&before, Some(&b.cond));
+                    before.push(b.cond.clone());
+                    take(&mut b.then_block, own, names);
                     match &mut b.else_branch {
-                        Some(Else::Block(e)) => {
-                            let own = conjunction(&before, None);
-                            let hand = if reads_vars(&own, None) {
-                                Level::Keeps
-                            } else {
-                                Level::RankBranch
-                            };
-                            for (mut conds, wait) in rewrite(e, spans, names, hand) {
-                                conds.insert(0, own.clone());
-                                waits.push((conds, wait));
-                            }
-                        }
+                        Some(Else::Block(e)) => take(e, conjunction(&before, None), names),
                         Some(Else::If(next)) => branch = Some(&mut **next),
                         None => {}
                     }
@@ -201,10 +181,7 @@ fn rewrite(
 
 /// `wait` under every condition of `conds`, as one `if`.
 fn guarded(conds: Vec<Expr>, wait: Stmt) -> Stmt {
-    let Some(cond) = conds
-        .into_iter()
-        .reduce(|a, b| Expr::new(ExprKind::Binary(BinOp::And, Box::new(a), Box::new(b))))
-    else {
+    let Some(cond) = all(conds) else {
         return wait;
     };
     Stmt::new(StmtKind::If(Box::new(If {
@@ -221,12 +198,13 @@ fn guarded(conds: Vec<Expr>, wait: Stmt) -> Stmt {
 /// (`own` absent: an `else`).
 fn conjunction(before: &[Expr], own: Option<&Expr>) -> Expr {
     let not = |e: &Expr| Expr::new(ExprKind::Unary(UnaryOp::Not, Box::new(e.clone())));
-    let mut parts: Vec<Expr> = own.cloned().into_iter().collect();
-    parts.extend(before.iter().map(not));
-    parts
-        .into_iter()
-        .reduce(|a, b| Expr::new(ExprKind::Binary(BinOp::And, Box::new(a), Box::new(b))))
+    all(own.cloned().into_iter().chain(before.iter().map(not)))
         .unwrap_or_else(|| Expr::new(ExprKind::Bool(true)))
+}
+
+/// `c1 and c2 and ...`, if any.
+fn all(conds: impl IntoIterator<Item = Expr>) -> Option<Expr> {
+    conds.into_iter().reduce(|a, b| bin(BinOp::And, a, b))
 }
 
 #[cfg(test)]

@@ -26,6 +26,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::logicalize::trace::is_send;
 use crate::trace::format::{PEER_ANY_SOURCE, PEER_PROC_NULL};
 use crate::trace::{Event, Op, OpClass};
 
@@ -151,6 +152,12 @@ impl Scan {
     }
 }
 
+/// A send of one message (not the send half of a sendrecv, which also receives from a
+/// named source).
+fn plain_send(op: Op) -> bool {
+    is_send(op) && !matches!(op, Op::Sendrecv | Op::SendrecvReplace)
+}
+
 impl Open {
     /// Whether `ev` leaves a stretch that qualifies so far able to qualify.
     fn accepts(ev: &Event) -> bool {
@@ -159,14 +166,7 @@ impl Open {
             return false;
         }
         match ev.op {
-            Op::Send
-            | Op::Bsend
-            | Op::Ssend
-            | Op::Rsend
-            | Op::Isend
-            | Op::Ibsend
-            | Op::Issend
-            | Op::Irsend => world && ev.peer.is_some_and(|p| p >= 0),
+            op if plain_send(op) => world && ev.peer.is_some_and(|p| p >= 0),
             Op::Irecv | Op::Recv => world && ev.peer == Some(PEER_ANY_SOURCE),
             Op::Probe | Op::Iprobe => ev.peer == Some(PEER_ANY_SOURCE),
             op => op.class() == OpClass::Completion || op == Op::Cancel,
@@ -179,14 +179,7 @@ impl Open {
             return;
         }
         match ev.op {
-            Op::Send
-            | Op::Bsend
-            | Op::Ssend
-            | Op::Rsend
-            | Op::Isend
-            | Op::Ibsend
-            | Op::Issend
-            | Op::Irsend => {
+            op if plain_send(op) => {
                 self.sends += 1;
                 self.bytes += u128::from(ev.bytes.unwrap_or(0));
                 self.peers.extend(ev.peer);

@@ -204,37 +204,9 @@ impl Merger<'_> {
     /// `a` (the call of `ranks`) and `b` (of `ranks_b`) as one call whose peers are a
     /// table of each rank's, when they differ in peers only and every rank has one.
     fn tabulate(&self, a: &Tok, ranks: &[u32], b: &Tok, ranks_b: &[u32]) -> Option<Tok> {
-        let (
-            Kind::P2p {
-                op,
-                halves,
-                tag,
-                req,
-            },
-            Kind::P2p {
-                op: op2,
-                halves: halves2,
-                tag: tag2,
-                req: req2,
-            },
-        ) = (&a.kind, &b.kind)
-        else {
-            return None;
-        };
-        if a.comm != b.comm
-            || a.site != b.site
-            || op != op2
-            || tag != tag2
-            || req != req2
-            || halves.len() != halves2.len()
-        {
-            return None;
-        }
-        let mut out = Vec::with_capacity(halves.len());
-        for (x, y) in halves.iter().zip(halves2) {
+        unify_p2p(a, b, |x, y| {
             if let Some(h) = unify_half(x, y) {
-                out.push(h);
-                continue;
+                return Some(h);
             }
             let bytes = match (x.bytes, y.bytes) {
                 (Some(p), Some(q)) if p != q => return None,
@@ -247,21 +219,11 @@ impl Merger<'_> {
             for &r in ranks_b {
                 table.insert(r, peer_of(&y.peer, r, self.dirs)?);
             }
-            out.push(Half {
+            Some(Half {
                 peer: PeerAbs::Table(table),
                 bytes,
                 shift: None,
-            });
-        }
-        Some(Tok {
-            kind: Kind::P2p {
-                op: *op,
-                halves: out,
-                tag: *tag,
-                req: *req,
-            },
-            comm: a.comm,
-            site: a.site,
+            })
         })
     }
 
@@ -578,32 +540,7 @@ pub(crate) fn unify(a: &Tok, b: &Tok) -> Option<Tok> {
         return None;
     }
     let kind = match (&a.kind, &b.kind) {
-        (
-            Kind::P2p {
-                op,
-                halves,
-                tag,
-                req,
-            },
-            Kind::P2p {
-                op: op2,
-                halves: halves2,
-                tag: tag2,
-                req: req2,
-            },
-        ) if op == op2 && tag == tag2 && req == req2 && halves.len() == halves2.len() => {
-            let halves = halves
-                .iter()
-                .zip(halves2)
-                .map(|(x, y)| unify_half(x, y))
-                .collect::<Option<Vec<_>>>()?;
-            Kind::P2p {
-                op: *op,
-                halves,
-                tag: *tag,
-                req: *req,
-            }
-        }
+        (Kind::P2p { .. }, Kind::P2p { .. }) => return unify_p2p(a, b, unify_half),
         (
             Kind::Coll {
                 op,
@@ -650,6 +587,52 @@ pub(crate) fn unify(a: &Tok, b: &Tok) -> Option<Tok> {
 /// The half both `a` and `b` are: a direction both name, the same explicit rank, or,
 /// failing those, the same shift (`rank + k`: a ring over all ranks that no direction
 /// of the topology follows everywhere, HPCC's natural ring on a 2 × 4 torus).
+/// Point-to-point calls `a` and `b` as one, their halves joined by `half`: the same
+/// communicator, call site, operation, tag, request and number of halves.
+fn unify_p2p(a: &Tok, b: &Tok, mut half: impl FnMut(&Half, &Half) -> Option<Half>) -> Option<Tok> {
+    let (
+        Kind::P2p {
+            op,
+            halves,
+            tag,
+            req,
+        },
+        Kind::P2p {
+            op: op2,
+            halves: halves2,
+            tag: tag2,
+            req: req2,
+        },
+    ) = (&a.kind, &b.kind)
+    else {
+        return None;
+    };
+    if a.comm != b.comm
+        || a.site != b.site
+        || op != op2
+        || tag != tag2
+        || req != req2
+        || halves.len() != halves2.len()
+    {
+        return None;
+    }
+    let halves = halves
+        .iter()
+        .zip(halves2)
+        .map(|(x, y)| half(x, y))
+        .collect::<Option<Vec<_>>>()?;
+    Some(Tok {
+        kind: Kind::P2p {
+            op: *op,
+            halves,
+            tag: *tag,
+            req: *req,
+        },
+        comm: a.comm,
+        site: a.site,
+    })
+}
+
 fn unify_half(a: &Half, b: &Half) -> Option<Half> {
     let shift = if a.shift == b.shift { a.shift } else { None };
     let peer = match (&a.peer, &b.peer) {

@@ -326,7 +326,12 @@ impl<'a> Tokenizer<'a> {
         let id = self.intern(tok);
         let rounds = ex.rounds.max(1);
         let (inner, mpi) = std::mem::take(&mut self.inside);
+        // Every round sends and receives a message of `bytes` with every other rank.
         let others = (self.policy.dirs.peers.len() as u64).saturating_sub(1);
+        self.counts.p2p_bytes = self
+            .counts
+            .p2p_bytes
+            .saturating_add(rounds.saturating_mul(2 * ex.bytes.saturating_mul(others)));
         for k in 0..rounds {
             // Round k's share of the sums, in whole ns, adding up to them.
             let share = |total: u64| {
@@ -338,10 +343,6 @@ impl<'a> Tokenizer<'a> {
             } else {
                 0
             };
-            self.counts.p2p_bytes = self
-                .counts
-                .p2p_bytes
-                .saturating_add(2 * ex.bytes.saturating_mul(others));
             out(Token {
                 id,
                 gap_ns: before.saturating_add(share(inner)),

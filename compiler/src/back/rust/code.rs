@@ -14,6 +14,7 @@ use super::syntax::{
 };
 use crate::back::Options;
 use crate::check::Info;
+use crate::semantics::visit;
 
 /// Generates `src/main.rs`.
 pub fn main_rs(program: &Program, info: &Info, options: &Options) -> String {
@@ -544,30 +545,6 @@ fn scan(block: &Block, n_ranks: u64, working_sets: &mut BTreeSet<u64>, buffer: &
         }
         _ => {}
     });
-}
-
-fn visit<'p>(block: &'p Block, f: &mut impl FnMut(&'p Stmt)) {
-    for stmt in &block.stmts {
-        f(stmt);
-        match &stmt.kind {
-            StmtKind::Loop(l) => visit(&l.body, f),
-            StmtKind::If(i) => {
-                let mut branch = Some(i);
-                while let Some(current) = branch {
-                    visit(&current.then_block, f);
-                    branch = match &current.else_branch {
-                        Some(Else::If(next)) => Some(next),
-                        Some(Else::Block(b)) => {
-                            visit(b, f);
-                            None
-                        }
-                        None => None,
-                    };
-                }
-            }
-            _ => {}
-        }
-    }
 }
 
 /// 1-based line numbers of byte offsets in the source.
