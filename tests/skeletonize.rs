@@ -1360,9 +1360,26 @@ fn data_addressed_exchange(mpi: Mpi) {
         2,
         "{text}"
     );
-    // The messages each rank sent in the trace, and the rounds the skeleton writes.
+    let sent = traced_sends(&trace);
+    let written = checked_sends(&text);
+    // Rounds are the mean per rank over nranks - 1 peers, rounded: within half a round
+    // ((nranks - 1) / 2 messages) per rank in each of the two exchanges.
+    let slack = u64::from(N_RANKS) * u64::from(N_RANKS - 1);
+    assert!(
+        written.abs_diff(sent) <= slack,
+        "{written} vs {sent}\n{text}"
+    );
+    compile_and_run_1to1(mpi, &dir, &trace);
+}
+
+/// The messages all ranks sent in a trace of `N_RANKS` ranks (`MPI_Send`, `MPI_Isend`).
+fn traced_sends(trace: &Path) -> u64 {
+    traced_sends_np(trace, N_RANKS)
+}
+
+fn traced_sends_np(trace: &Path, n_ranks: u32) -> u64 {
     let mut sent = 0u64;
-    for rank in 0..N_RANKS {
+    for rank in 0..n_ranks {
         let path = trace.join(format::rank_file_name(rank));
         let file = std::fs::File::open(&path).expect("rank file");
         let events = RankTrace::read(RankReader::new(file, Some(rank)).expect("header"))
@@ -1373,19 +1390,26 @@ fn data_addressed_exchange(mpi: Mpi) {
             .filter(|e| matches!(e.op, Op::Isend | Op::Send))
             .count() as u64;
     }
-    let (program, diags) = perfskel_grammar::parse(&text);
+    sent
+}
+
+/// Checks a skeleton (it must check clean) and gives the messages its ranks send in the
+/// checker's simulation.
+fn checked_sends(text: &str) -> u64 {
+    let (program, diags) = perfskel_grammar::parse(text);
     assert!(diags.is_empty(), "{text}");
-    let checked = check(&program, &text, CheckOptions::default());
+    let checked = check(&program, text, CheckOptions::default());
     assert!(checked.diags.is_empty(), "{:?}\n{text}", checked.diags);
     let info = checked.info.expect("checked");
-    let written: u64 = info.ranks.iter().map(|r| r.messages_sent).sum();
-    // Rounds are the mean per rank over nranks - 1 peers, rounded: within half a round
-    // ((nranks - 1) / 2 messages) per rank in each of the two exchanges.
-    let slack = u64::from(N_RANKS) * u64::from(N_RANKS - 1);
-    assert!(
-        written.abs_diff(sent) <= slack,
-        "{written} vs {sent}\n{text}"
-    );
+    info.ranks.iter().map(|r| r.messages_sent).sum()
+}
+
+/// Compiles the skeleton next to `trace` at 1:1 and runs it under `mpi`.
+fn compile_and_run_1to1(mpi: Mpi, dir: &tempfile::TempDir, trace: &Path) {
+    compile_and_run_1to1_np(mpi, dir, trace, N_RANKS)
+}
+
+fn compile_and_run_1to1_np(mpi: Mpi, dir: &tempfile::TempDir, trace: &Path, n_ranks: u32) {
     let skel = trace.with_extension("skel");
     let out = dir.path().join("out");
     let compiled = perfskel(&[
@@ -1407,7 +1431,7 @@ fn data_addressed_exchange(mpi: Mpi) {
             "run",
             out.to_str().expect("utf-8"),
             "-np",
-            &N_RANKS.to_string(),
+            &n_ranks.to_string(),
             "--mpi",
             mpi.name(),
         ])
@@ -1424,6 +1448,102 @@ fn data_addressed_exchange(mpi: Mpi) {
         String::from_utf8_lossy(&ran.stdout)
     );
 }
+
+/// Recursive doubling over the rows of a 2-D process grid and the transpose partner
+/// (`tests/apps/grid_doubling.c`, a CG solver's communication, all on the world with
+/// partners computed from the rank): the partners no direction names on every rank are
+/// `rank ^ k`, the same statements at 4 and 8 ranks, no explicit rank and no table;
+/// the only rank condition is the transpose exchange the diagonal ranks skip. The
+/// checker's simulation sends exactly the trace's messages, and the C skeleton runs.
+fn recursive_doubling(mpi: Mpi, n_ranks: u32, xor: &str) {
+    let (dir, trace) = record_np(mpi, "test:grid_doubling", &["4000", "30"], n_ranks);
+    let (text, summary) = skeletonize_cli(&trace, &[]);
+    assert_eq!(summary["dropped_events"], 0, "{summary:#}");
+    assert_eq!(
+        summary["explicit_peer_statements"], 0,
+        "{summary:#}\n{text}"
+    );
+    assert_eq!(summary["rank_conditionals"], 1, "{summary:#}\n{text}");
+    assert!(summary["statements"].as_u64() <= Some(20), "{text}");
+    assert!(!text.contains("rank(per_rank"), "{text}");
+    assert!(text.contains(&format!("rank(rank ^ {xor})")), "{text}");
+    assert_eq!(
+        checked_sends(&text),
+        traced_sends_np(&trace, n_ranks),
+        "{text}"
+    );
+    compile_and_run_1to1_np(mpi, &dir, &trace, n_ranks);
+}
+#[test]
+fn recursive_doubling_openmpi() {
+    // 4 x 2 ranks: rank ^ 2 in the rows, the transpose partner of rank 2 is 4 (^ 6).
+    recursive_doubling(Mpi::OpenMpi, 8, "6");
+}
+#[test]
+fn recursive_doubling_mpich() {
+    // 2 x 2 ranks: the transpose partner of rank 1 is 2 (^ 3).
+    recursive_doubling(Mpi::Mpich, 4, "3");
+}
+
+/// The ghost exchange of an irregular sparse product (`tests/apps/sparse_scatter.c`:
+/// receives posted from each partner of a pseudo-random coupling graph, sends to each,
+/// a waitall, on a duplicate of the world; ranks have 2 or 3 partners at 4 ranks, not
+/// grid neighbours), next to a regular ring halo: each scatter is one partner exchange,
+/// the mean number of messages per rank to the ranks after each rank, on the duplicate;
+/// the ring halo keeps its directions; the same program on every rank, nothing dropped;
+/// it checks clean, the checker's simulation sends the trace's messages to within
+/// rounding, and the C skeleton runs at 1:1.
+fn partner_exchange(mpi: Mpi) {
+    let (dir, trace) = record(mpi, "test:sparse_scatter", &["20000", "40"]);
+    let (text, summary) = skeletonize_cli(&trace, &[]);
+    assert_eq!(summary["dropped_events"], 0, "{summary:#}");
+    assert_eq!(summary["rank_conditionals"], 0, "{summary:#}\n{text}");
+    assert_eq!(
+        summary["explicit_peer_statements"], 0,
+        "{summary:#}\n{text}"
+    );
+    assert!(summary["statements"].as_u64() <= Some(24), "{text}");
+    // Named after the scatter's MPI_Send.
+    let source = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/apps/sparse_scatter.c"),
+    )
+    .expect("source");
+    let line = source
+        .lines()
+        .position(|l| l.contains("MPI_Send("))
+        .expect("the scatter's send")
+        + 1;
+    let site = format!("sparse_scatter.c:{line}");
+    assert!(
+        text.contains(&format!("# Partner exchange from {site}:")),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "sendrecv to rank((rank + 1 + other) % nranks) 1298 B from rank((rank - 1 - other) % nranks) 1298 B on dup1 @ \"{site}\""
+        )),
+        "{text}"
+    );
+    for dir in ["prev", "next"] {
+        assert!(text.contains(&format!("irecv {dir} 8 B tag 1")), "{text}");
+        assert!(text.contains(&format!("isend {dir} 8 B tag 1")), "{text}");
+    }
+    // 10 partners over 4 ranks: 2.5 messages per rank, written as 3, in 40 scatters;
+    // the ring's 2 messages per rank in 4 of them.
+    let sent = traced_sends(&trace);
+    assert_eq!(sent, 40 * 10 + 4 * 8);
+    assert_eq!(checked_sends(&text), 40 * 12 + 4 * 8, "{text}");
+    compile_and_run_1to1(mpi, &dir, &trace);
+}
+#[test]
+fn partner_exchange_openmpi() {
+    partner_exchange(Mpi::OpenMpi);
+}
+#[test]
+fn partner_exchange_mpich() {
+    partner_exchange(Mpi::Mpich);
+}
+
 #[test]
 fn data_addressed_exchange_openmpi() {
     data_addressed_exchange(Mpi::OpenMpi);

@@ -472,6 +472,7 @@ fn eval(e: &Expr, env: &Env, vars: Vars) -> Result<Value, EvalError> {
                     BinOp::Div if b == 0 => return Err(div_zero()),
                     BinOp::Rem if b == 0 => return Err(div_zero()),
                     BinOp::Div => Value::Int(a.checked_div_euclid(b).ok_or_else(overflow)?),
+                    BinOp::Xor => Value::Int(a ^ b),
                     _ => Value::Int(a.checked_rem_euclid(b).ok_or_else(overflow)?),
                 }
             }

@@ -829,18 +829,22 @@ pub enum BinOp {
     Mul,
     Div,
     Rem,
+    /// Bitwise exclusive or (`rank ^ 1`: the partner in a recursive-doubling step).
+    Xor,
 }
 
 impl BinOp {
-    /// Binding strength: higher binds tighter (`not` is 3 and unary minus 7). All binary
-    /// operators are left-associative except comparisons, which do not chain.
+    /// Binding strength: higher binds tighter (`not` is 3 and unary minus 8). All binary
+    /// operators are left-associative except comparisons, which do not chain. `^` binds
+    /// looser than `+` and tighter than comparisons, as in Python and Rust (not C).
     pub fn precedence(self) -> u8 {
         match self {
             BinOp::Or => 1,
             BinOp::And => 2,
             BinOp::Eq | BinOp::Ne | BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge => 4,
-            BinOp::Add | BinOp::Sub => 5,
-            BinOp::Mul | BinOp::Div | BinOp::Rem => 6,
+            BinOp::Xor => 5,
+            BinOp::Add | BinOp::Sub => 6,
+            BinOp::Mul | BinOp::Div | BinOp::Rem => 7,
         }
     }
 
@@ -859,6 +863,7 @@ impl BinOp {
             BinOp::Mul => "*",
             BinOp::Div => "/",
             BinOp::Rem => "%",
+            BinOp::Xor => "^",
         }
     }
 

@@ -65,6 +65,8 @@ enum RawTok {
     Slash,
     #[token("%")]
     Percent,
+    #[token("^")]
+    Caret,
 }
 
 /// The kinds of token the parser sees.
@@ -95,6 +97,7 @@ pub enum TokKind {
     Star,
     Slash,
     Percent,
+    Caret,
     /// Bytes that start no token.
     Error,
 }
@@ -128,6 +131,7 @@ impl TokKind {
             TokKind::Star => "`*`",
             TokKind::Slash => "`/`",
             TokKind::Percent => "`%`",
+            TokKind::Caret => "`^`",
             TokKind::Error => "an unexpected character",
         }
     }
@@ -211,6 +215,7 @@ fn convert(raw: RawTok) -> TokKind {
         RawTok::Star => TokKind::Star,
         RawTok::Slash => TokKind::Slash,
         RawTok::Percent => TokKind::Percent,
+        RawTok::Caret => TokKind::Caret,
     }
 }
 

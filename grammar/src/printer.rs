@@ -143,9 +143,9 @@ fn expr_prec(e: &Expr) -> u8 {
     match &e.kind {
         ExprKind::Binary(op, _, _) => op.precedence(),
         ExprKind::Unary(UnaryOp::Not, _) => 3,
-        ExprKind::Unary(UnaryOp::Neg, _) => 7,
-        ExprKind::Int(v) if *v < 0 => 7,
-        _ => 8,
+        ExprKind::Unary(UnaryOp::Neg, _) => 8,
+        ExprKind::Int(v) if *v < 0 => 8,
+        _ => 9,
     }
 }
 
@@ -165,16 +165,23 @@ fn expr_at(e: &Expr, min_prec: u8) -> String {
             format!("per_rank({})", parts.join(", "))
         }
         // `not (a == b)` keeps its parentheses: `not a == b` means the same but misleads.
-        ExprKind::Unary(UnaryOp::Not, x) => format!("not {}", expr_at(x, 8)),
-        ExprKind::Unary(UnaryOp::Neg, x) => format!("-{}", expr_at(x, 7)),
+        ExprKind::Unary(UnaryOp::Not, x) => format!("not {}", expr_at(x, 9)),
+        ExprKind::Unary(UnaryOp::Neg, x) => format!("-{}", expr_at(x, 8)),
         ExprKind::Binary(op, l, r) => {
             let p = op.precedence();
-            let left_min = if op.is_comparison() { p + 1 } else { p };
+            // Arithmetic under `^`, and `^` under a comparison, keep their parentheses:
+            // `rank ^ (i + 1)`, `(rank ^ 1) == 0`, as a C reader (whose `^` binds
+            // looser than `==`) would need.
+            let (left_min, right_min) = match op {
+                BinOp::Xor => (8, 8),
+                op if op.is_comparison() => (p + 2, p + 2),
+                _ => (p, p + 1),
+            };
             format!(
                 "{} {} {}",
                 expr_at(l, left_min),
                 op.symbol(),
-                expr_at(r, p + 1)
+                expr_at(r, right_min)
             )
         }
     }

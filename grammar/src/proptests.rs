@@ -85,6 +85,7 @@ fn expr() -> impl Strategy<Value = Expr> {
         BinOp::Mul,
         BinOp::Div,
         BinOp::Rem,
+        BinOp::Xor,
     ];
     leaf.prop_recursive(4, 24, 2, move |inner| {
         prop_oneof![

@@ -92,11 +92,11 @@ impl Builder<'_> {
                 MNode::Tok {
                     tok:
                         tok @ Tok {
-                            kind: Kind::Exchange { bytes },
+                            kind: Kind::Exchange { bytes, partners },
                             ..
                         },
                     acc,
-                } => out.push(self.exchange(tok, *bytes, acc, universe)),
+                } => out.push(self.exchange(tok, *bytes, *partners, acc, universe)),
                 MNode::Tok { tok, acc } => {
                     if let Some(c) = self.compute(acc, universe) {
                         out.push(c);
@@ -209,17 +209,22 @@ impl Builder<'_> {
         out
     }
 
-    /// One round of a data-addressed exchange: a loop over every other rank, with the
-    /// round's compute spread over its messages.
+    /// One round of an exchange: a loop over every other rank (data-addressed) or over
+    /// as many ranks after this one as it had partners, with the round's compute spread
+    /// over its messages.
     fn exchange(
         &mut self,
         tok: &Tok,
         bytes: u64,
+        partners: Option<u64>,
         acc: &BTreeMap<u32, Acc>,
         universe: &[u32],
     ) -> Stmt {
         self.loops += 1;
-        let others = f64::from(self.n_ranks.saturating_sub(1).max(1));
+        let others = match partners {
+            Some(p) => p.max(1) as f64,
+            None => f64::from(self.n_ranks.saturating_sub(1).max(1)),
+        };
         let mut body = Vec::new();
         if let Some(mut c) = self.compute(acc, universe) {
             if let StmtKind::Compute(c) = &mut c.kind {
@@ -252,7 +257,14 @@ impl Builder<'_> {
                 Spanned::derived(b),
             ))),
             tag: None,
-            comm: None,
+            comm: match tok.comm {
+                CommRef::World => None,
+                CommRef::Named(i) => self
+                    .comms
+                    .decls
+                    .get(i as usize)
+                    .map(|d| Ident::new(d.name.clone())),
+            },
         })));
         send.site = self.site(tok.site).map(|text| Site {
             text,
@@ -264,19 +276,28 @@ impl Builder<'_> {
         }
         body.push(send);
         let mut stmt = Stmt::new(StmtKind::Loop(Box::new(Loop {
-            count: bin(BinOp::Sub, nranks(), Expr::int(1)),
+            count: match partners {
+                Some(p) => Expr::int(i64::try_from(p).unwrap_or(i64::MAX)),
+                None => bin(BinOp::Sub, nranks(), Expr::int(1)),
+            },
             var: Some(Ident::new(EXCHANGE_VAR)),
             body: Block {
                 stmts: body,
                 end_comments: Vec::new(),
             },
         })));
-        stmt.trivia.leading.push(format!(
-            "# Data-addressed exchange{}: the application sent to peers its data chose and received from any source; one round here is a message to every other rank.",
-            self.site(tok.site)
-                .map(|s| format!(" from {s}"))
-                .unwrap_or_default()
-        ));
+        let from = self
+            .site(tok.site)
+            .map(|s| format!(" from {s}"))
+            .unwrap_or_default();
+        stmt.trivia.leading.push(match partners {
+            None => format!(
+                "# Data-addressed exchange{from}: the application sent to peers its data chose and received from any source; one round here is a message to every other rank."
+            ),
+            Some(_) => format!(
+                "# Partner exchange{from}: the application posted receives from named peers and sent to named peers, a different number on each rank; here every rank sends the mean number of messages, to the ranks after it."
+            ),
+        });
         stmt
     }
 
@@ -675,6 +696,11 @@ impl Builder<'_> {
             PeerAbs::Any => Some(Peer::Any),
             PeerAbs::Rank(r) => Some(Peer::Rank(Expr::int(i64::from(*r)))),
             PeerAbs::Shift(k) => Some(Peer::Rank(shift_expr(*k, self.n_ranks))),
+            PeerAbs::Xor(k) => Some(Peer::Rank(bin(
+                BinOp::Xor,
+                Expr::new(ExprKind::Rank),
+                Expr::int(i64::from(*k)),
+            ))),
             PeerAbs::Step { base, stride } => {
                 let var = Expr::new(ExprKind::Var(Ident::new(self.step_var())));
                 let scaled = if *stride == 1 {

@@ -464,6 +464,21 @@ impl Comms {
         }
     }
 
+    /// For a rank-local id whose communicator holds every rank in world order (world
+    /// or a copy of it), a number naming that communicator alike on every rank (0 for
+    /// world); `None` for any other.
+    pub fn world_copy(&self, rank: u32, id: u64) -> Option<u32> {
+        match self.lookup(rank, id)? {
+            CommRef::World => Some(0),
+            c @ CommRef::Named(i) => {
+                let members = self.members_of(rank, c)?;
+                let world = members.len() == self.n_ranks as usize
+                    && members.iter().zip(0i64..).all(|(m, w)| *m == w);
+                world.then_some(i + 1)
+            }
+        }
+    }
+
     fn members_of(&self, rank: u32, comm: CommRef) -> Option<&Vec<i64>> {
         let id = self.local.get(&(rank, comm))?;
         self.members.get(&(rank, *id))

@@ -30,26 +30,46 @@ use crate::logicalize::trace::is_send;
 use crate::trace::format::{PEER_ANY_SOURCE, PEER_PROC_NULL};
 use crate::trace::{Event, Op, OpClass};
 
+/// Which kind of exchange a stretch is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Pattern {
+    /// Sends to peers the data chose, receives from any source ([`Scan`]).
+    DataAddressed,
+    /// Receives posted from named peers, sends to named peers, all completed
+    /// ([`partner stretches`](Scan)): a redistribution by hand.
+    Partners,
+}
+
 /// One rank's qualifying stretch: its first and last event (indices in the rank's
-/// stream), its sends, their bytes and the send call site used most (rank-local id).
+/// stream), its communicator (rank-local id), its sends and receives, their bytes and
+/// the send call site used most (rank-local id).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Stretch {
+    pub pattern: Pattern,
     pub first: u64,
     pub last: u64,
+    pub comm: u64,
     pub sends: u64,
+    pub recvs: u64,
     pub bytes: u128,
     pub site: u64,
+    /// The peers (world ranks) of a partner stretch's messages, both ways.
+    pub peers: BTreeSet<i64>,
 }
 
 /// What the skeleton writes for one rank's stretch: `rounds` rounds of a shift
-/// exchange over every other rank, `bytes` per message.
+/// exchange, each a message to `partners` ranks after this one (`None`: every other
+/// rank) and from as many before it, `bytes` per message, on the stretch's
+/// communicator (rank-local id).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Exchange {
     pub first: u64,
     pub last: u64,
     pub rounds: u64,
+    pub partners: Option<u64>,
     pub bytes: u64,
     pub site: u64,
+    pub comm: u64,
 }
 
 /// Finds the stretches of one rank, event by event.
@@ -58,7 +78,22 @@ pub(crate) struct Scan {
     index: u64,
     pending: BTreeSet<u64>,
     open: Option<Open>,
+    partners: Option<PartnerOpen>,
     found: Vec<Stretch>,
+}
+
+/// An open partner stretch: it began with a request posted to or from a named peer
+/// while none was pending, on communicator `comm`, and ends at the next point where
+/// none is pending.
+struct PartnerOpen {
+    first: u64,
+    comm: u64,
+    ok: bool,
+    sends: u64,
+    recvs: u64,
+    bytes: u128,
+    sites: BTreeMap<u64, u64>,
+    peers: BTreeSet<i64>,
 }
 
 struct Open {
@@ -78,6 +113,7 @@ impl Scan {
             index: 0,
             pending: BTreeSet::new(),
             open: None,
+            partners: None,
             found: Vec::new(),
         }
     }
@@ -93,6 +129,21 @@ impl Scan {
             OpClass::PointToPoint | OpClass::Collective => ev.req,
             _ => None,
         };
+        if self.pending.is_empty() && posts.is_some() && PartnerOpen::opens(ev) {
+            self.partners = Some(PartnerOpen {
+                first: i,
+                comm: ev.comm.unwrap_or(0),
+                ok: true,
+                sends: 0,
+                recvs: 0,
+                bytes: 0,
+                sites: BTreeMap::new(),
+                peers: BTreeSet::new(),
+            });
+        }
+        if let Some(p) = &mut self.partners {
+            p.see(ev);
+        }
         if self.pending.is_empty() && self.open.is_none() && posts.is_some() {
             self.open = Some(Open {
                 first: i,
@@ -119,6 +170,24 @@ impl Scan {
         if self.pending.is_empty() && self.open.as_ref().is_some_and(|o| !o.ok) {
             self.open = None;
         }
+        // A partner stretch ends at its first quiet point.
+        if self.pending.is_empty() {
+            if let Some(p) = self.partners.take() {
+                if p.ok && p.recvs + p.sends > 0 {
+                    self.found.push(Stretch {
+                        pattern: Pattern::Partners,
+                        first: p.first,
+                        last: i,
+                        comm: p.comm,
+                        sends: p.sends,
+                        recvs: p.recvs,
+                        bytes: p.bytes,
+                        site: most_used(&p.sites),
+                        peers: p.peers,
+                    });
+                }
+            }
+        }
     }
 
     /// Ends the open stretch before event `next`.
@@ -127,17 +196,16 @@ impl Scan {
             return;
         };
         if open.qualifies(self.n_ranks) {
-            let site = open
-                .sites
-                .iter()
-                .max_by_key(|(id, n)| (**n, std::cmp::Reverse(**id)))
-                .map_or(0, |(id, _)| *id);
             self.found.push(Stretch {
+                pattern: Pattern::DataAddressed,
                 first: open.first,
                 last: next.saturating_sub(1),
+                comm: 0,
                 sends: open.sends,
+                recvs: open.any_posts,
                 bytes: open.bytes,
-                site,
+                site: most_used(&open.sites),
+                peers: BTreeSet::new(),
             });
         }
     }
@@ -148,7 +216,44 @@ impl Scan {
         if self.pending.is_empty() {
             self.close(self.index);
         }
+        self.found.sort_by_key(|s| s.first);
         self.found
+    }
+}
+
+/// The call site used most (the lowest id among equals).
+fn most_used(sites: &BTreeMap<u64, u64>) -> u64 {
+    sites
+        .iter()
+        .max_by_key(|(id, n)| (**n, std::cmp::Reverse(**id)))
+        .map_or(0, |(id, _)| *id)
+}
+
+impl PartnerOpen {
+    /// Whether `ev`, posting a request while none is pending, can begin one: a
+    /// receive from or a send to a named peer. (A rank that takes part with blocking
+    /// calls only has no stretch: trees of blocking calls are not redistributions.)
+    fn opens(ev: &Event) -> bool {
+        matches!(ev.op, Op::Irecv | Op::Isend) && ev.peer.is_some_and(|p| p >= 0)
+    }
+
+    fn see(&mut self, ev: &Event) {
+        let named = ev.peer.is_some_and(|p| p >= 0);
+        let here = ev.comm.unwrap_or(0) == self.comm;
+        match ev.op {
+            op if plain_send(op) && named && here => {
+                self.sends += 1;
+                self.bytes += u128::from(ev.bytes.unwrap_or(0));
+                *self.sites.entry(ev.site).or_default() += 1;
+                self.peers.extend(ev.peer);
+            }
+            Op::Irecv | Op::Recv if named && here => {
+                self.recvs += 1;
+                self.peers.extend(ev.peer);
+            }
+            op if op.class() == OpClass::Completion => {}
+            _ => self.ok = false,
+        }
     }
 }
 
@@ -202,53 +307,123 @@ impl Open {
     }
 }
 
-/// The exchanges of every rank: the k-th stretch of each merged rank is one exchange,
-/// written with the mean number of messages per rank (in rounds of one message to every
-/// other rank, at least one) and the mean size; none unless every merged rank has the
-/// same number of stretches.
+/// The exchanges of every rank, in stream order.
+///
+/// Data-addressed stretches: the k-th of each merged rank is one exchange, written with
+/// the mean number of messages per rank (in rounds of one message to every other rank,
+/// at least one) and the mean size; none unless every merged rank has the same number
+/// of them.
+///
+/// Partner stretches, per communicator: the k-th of each merged rank on it is one
+/// exchange when the communicator holds every rank in world order (so `rank` and
+/// `nranks` address it) and the ranks' partner stretches there are alike in number,
+/// when the ranks differ in how many messages they send or receive in it (what no one
+/// statement with a peer per rank can write), and when some of the peers are not
+/// neighbours in the topology (a halo whose border ranks skip their missing
+/// neighbours is left to the merge, which names it by directions). It is written as one
+/// round of messages to as many ranks after this one as the ranks sent on average, of
+/// the mean size.
+///
+/// `world_copy(rank, id)` names the communicator of a rank-local id (0 for world) when
+/// it holds every rank in world order, `None` otherwise; `neighbour(rank, peer)` says
+/// whether the topology names `peer` from `rank`.
 pub(crate) fn decide(
     stretches: &BTreeMap<u32, Vec<Stretch>>,
     merged: &[u32],
     n_ranks: u32,
+    world_copy: &dyn Fn(u32, u64) -> Option<u32>,
+    neighbour: &dyn Fn(u32, i64) -> bool,
 ) -> BTreeMap<u32, Vec<Exchange>> {
-    let mut out = BTreeMap::new();
-    let Some(k) = merged.first().and_then(|r| stretches.get(r)).map(Vec::len) else {
-        return out;
-    };
-    if k == 0
-        || n_ranks < 2
-        || merged
-            .iter()
-            .any(|r| stretches.get(r).map_or(0, Vec::len) != k)
-    {
+    let mut out: BTreeMap<u32, Vec<Exchange>> = BTreeMap::new();
+    if n_ranks < 2 || merged.is_empty() {
         return out;
     }
-    let others = u64::from(n_ranks - 1);
-    for j in 0..k {
-        let (mut sends, mut bytes) = (0u64, 0u128);
-        for r in merged {
-            if let Some(s) = stretches.get(r).and_then(|v| v.get(j)) {
-                sends += s.sends;
-                bytes += s.bytes;
-            }
-        }
-        let per_rank = sends as f64 / merged.len() as f64;
-        let rounds = ((per_rank / others as f64).round() as u64).max(1);
-        let mean = u64::try_from((bytes + u128::from(sends) / 2) / u128::from(sends.max(1)))
-            .unwrap_or(u64::MAX);
-        for r in merged {
-            if let Some(s) = stretches.get(r).and_then(|v| v.get(j)) {
-                out.entry(*r).or_insert_with(Vec::new).push(Exchange {
+    let of = |r: &u32, pattern: Pattern| -> Vec<&Stretch> {
+        stretches
+            .get(r)
+            .map(|v| v.iter().filter(|s| s.pattern == pattern).collect())
+            .unwrap_or_default()
+    };
+    // Data-addressed.
+    let data: Vec<Vec<&Stretch>> = merged
+        .iter()
+        .map(|r| of(r, Pattern::DataAddressed))
+        .collect();
+    let k = data[0].len();
+    if k > 0 && data.iter().all(|v| v.len() == k) {
+        let others = u64::from(n_ranks - 1);
+        for j in 0..k {
+            let group: Vec<&Stretch> = data.iter().map(|v| v[j]).collect();
+            let (per_rank, bytes) = means(&group);
+            let rounds = ((per_rank / others as f64).round() as u64).max(1);
+            for (r, s) in merged.iter().zip(&group) {
+                out.entry(*r).or_default().push(Exchange {
                     first: s.first,
                     last: s.last,
                     rounds,
-                    bytes: mean,
+                    partners: None,
+                    bytes,
                     site: s.site,
+                    comm: s.comm,
                 });
             }
         }
     }
+    // Partners, per communicator (its declaration index; world is none).
+    let mut by_comm: BTreeMap<u32, Vec<Vec<&Stretch>>> = BTreeMap::new();
+    for (i, r) in merged.iter().enumerate() {
+        for s in of(r, Pattern::Partners) {
+            if let Some(c) = world_copy(*r, s.comm) {
+                by_comm
+                    .entry(c)
+                    .or_insert_with(|| vec![Vec::new(); merged.len()])[i]
+                    .push(s);
+            }
+        }
+    }
+    for (_, lists) in by_comm {
+        let k = lists[0].len();
+        if lists.iter().any(|v| v.len() != k) {
+            continue;
+        }
+        for j in 0..k {
+            let group: Vec<&Stretch> = lists.iter().map(|v| v[j]).collect();
+            let alike = |f: fn(&Stretch) -> u64| group.iter().all(|s| f(s) == f(group[0]));
+            let regular = merged
+                .iter()
+                .zip(&group)
+                .all(|(r, s)| s.peers.iter().all(|p| neighbour(*r, *p)));
+            if regular || (alike(|s| s.sends) && alike(|s| s.recvs)) {
+                continue;
+            }
+            let (per_rank, bytes) = means(&group);
+            let partners = (per_rank.round() as u64).clamp(1, u64::from(n_ranks - 1));
+            for (r, s) in merged.iter().zip(&group) {
+                out.entry(*r).or_default().push(Exchange {
+                    first: s.first,
+                    last: s.last,
+                    rounds: 1,
+                    partners: Some(partners),
+                    bytes,
+                    site: s.site,
+                    comm: s.comm,
+                });
+            }
+        }
+    }
+    for v in out.values_mut() {
+        v.sort_by_key(|e| e.first);
+    }
     out
+}
+
+/// The mean number of messages a rank sent in a group of stretches and their mean size.
+fn means(group: &[&Stretch]) -> (f64, u64) {
+    let sends: u64 = group.iter().map(|s| s.sends).sum();
+    let bytes: u128 = group.iter().map(|s| s.bytes).sum();
+    let mean = u64::try_from((bytes + u128::from(sends) / 2) / u128::from(sends.max(1)))
+        .unwrap_or(u64::MAX);
+    (sends as f64 / group.len().max(1) as f64, mean)
 }
 
 #[cfg(test)]
@@ -329,11 +504,15 @@ mod tests {
     #[test]
     fn every_rank_writes_the_mean_volume_or_no_rank_does() {
         let s = |sends: u64| Stretch {
+            pattern: Pattern::DataAddressed,
             first: 3,
             last: 90,
+            comm: 0,
             sends,
+            recvs: 2,
             bytes: u128::from(sends) * 1000,
             site: 1,
+            peers: BTreeSet::new(),
         };
         let stretches: BTreeMap<u32, Vec<Stretch>> = [
             (0, vec![s(40)]),
@@ -342,7 +521,7 @@ mod tests {
             (3, vec![s(60)]),
         ]
         .into();
-        let d = decide(&stretches, &[0, 1, 2, 3], 4);
+        let d = decide(&stretches, &[0, 1, 2, 3], 4, &world, &none);
         // 45 messages per rank on average: 15 rounds of 3.
         assert_eq!(d.len(), 4);
         assert!(d
@@ -350,6 +529,104 @@ mod tests {
             .all(|v| v.len() == 1 && v[0].rounds == 15 && v[0].bytes == 1000));
         let mut missing = stretches.clone();
         missing.insert(3, Vec::new());
-        assert!(decide(&missing, &[0, 1, 2, 3], 4).is_empty());
+        assert!(decide(&missing, &[0, 1, 2, 3], 4, &world, &none).is_empty());
+    }
+
+    fn none(_: u32, _: i64) -> bool {
+        false
+    }
+
+    fn world(_: u32, id: u64) -> Option<u32> {
+        // Communicator 5 is a split, the others copies of world.
+        (id != 5).then_some(id as u32)
+    }
+
+    /// Receives posted from `from`, blocking sends to `to`, one waitall.
+    fn redistribution(scan: &mut Scan, comm: u64, from: &[i64], to: &[i64]) {
+        let with = |mut e: Event| {
+            e.comm = Some(comm);
+            e
+        };
+        for (i, p) in from.iter().enumerate() {
+            scan.add(&with(ev(Op::Irecv, Some(*p), Some(20 + i as u64), &[])));
+        }
+        for p in to {
+            scan.add(&with(ev(Op::Send, Some(*p), None, &[])));
+        }
+        let reqs: Vec<u64> = (0..from.len() as u64).map(|i| 20 + i).collect();
+        scan.add(&with(ev(Op::Waitall, None, None, &reqs)));
+    }
+
+    #[test]
+    fn a_redistribution_is_a_partner_stretch_ended_by_its_quiet_point() {
+        let mut scan = Scan::new(8);
+        scan.add(&ev(Op::Barrier, None, None, &[]));
+        redistribution(&mut scan, 3, &[1, 2, 5], &[4, 6]);
+        redistribution(&mut scan, 3, &[7], &[7]);
+        // A receive from any source, or a collective inside, spoils one.
+        scan.add(&ev(Op::Irecv, Some(PEER_ANY_SOURCE), Some(40), &[]));
+        scan.add(&ev(Op::Send, Some(2), None, &[]));
+        scan.add(&ev(Op::Wait, None, None, &[40]));
+        scan.add(&ev(Op::Irecv, Some(1), Some(41), &[]));
+        scan.add(&ev(Op::Allreduce, None, None, &[]));
+        scan.add(&ev(Op::Send, Some(1), None, &[]));
+        scan.add(&ev(Op::Wait, None, None, &[41]));
+        let found = scan.finish();
+        let got: Vec<(u64, u64, u64, u64, u64)> = found
+            .iter()
+            .map(|s| (s.first, s.last, s.comm, s.sends, s.recvs))
+            .collect();
+        assert_eq!(got, vec![(1, 6, 3, 2, 3), (7, 9, 3, 1, 1)]);
+        assert!(found.iter().all(|s| s.pattern == Pattern::Partners));
+    }
+
+    fn partner(first: u64, comm: u64, sends: u64, recvs: u64) -> Stretch {
+        Stretch {
+            pattern: Pattern::Partners,
+            first,
+            last: first + sends + recvs,
+            comm,
+            sends,
+            recvs,
+            bytes: u128::from(sends) * 100,
+            site: 2,
+            peers: (0..4).collect(),
+        }
+    }
+
+    #[test]
+    fn partner_stretches_that_differ_by_rank_become_exchanges_and_halos_do_not() {
+        // On copy 3: a redistribution (3, 1, 2 and 2 messages), then a halo (one
+        // message each); on the split 5, a redistribution that stays as it is.
+        let stretches: BTreeMap<u32, Vec<Stretch>> = (0..4u32)
+            .map(|r| {
+                let sends = [3, 1, 2, 2][r as usize];
+                (
+                    r,
+                    vec![
+                        partner(10, 3, sends, 4 - sends.min(3)),
+                        partner(40, 3, 1, 1),
+                        partner(60, 5, sends, 2),
+                    ],
+                )
+            })
+            .collect();
+        let d = decide(&stretches, &[0, 1, 2, 3], 4, &world, &none);
+        assert_eq!(d.len(), 4);
+        for v in d.values() {
+            assert_eq!(v.len(), 1);
+            assert_eq!(
+                (v[0].first, v[0].partners, v[0].bytes, v[0].comm),
+                (10, Some(2), 100, 3)
+            );
+        }
+        // A rank without the redistribution: its communicator has none.
+        let mut short = stretches.clone();
+        if let Some(v) = short.get_mut(&2) {
+            v.remove(0);
+        }
+        assert!(decide(&short, &[0, 1, 2, 3], 4, &world, &none).is_empty());
+        // Peers that are all neighbours: a halo whose border ranks send less.
+        assert!(decide(&stretches, &[0, 1, 2, 3], 4, &world, &|_, _| true).is_empty());
     }
 }

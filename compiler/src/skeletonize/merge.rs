@@ -223,6 +223,7 @@ impl Merger<'_> {
                 peer: PeerAbs::Table(table),
                 bytes,
                 shift: None,
+                xor: None,
             })
         })
     }
@@ -586,7 +587,8 @@ pub(crate) fn unify(a: &Tok, b: &Tok) -> Option<Tok> {
 
 /// The half both `a` and `b` are: a direction both name, the same explicit rank, or,
 /// failing those, the same shift (`rank + k`: a ring over all ranks that no direction
-/// of the topology follows everywhere, HPCC's natural ring on a 2 × 4 torus).
+/// of the topology follows everywhere, HPCC's natural ring on a 2 × 4 torus), or the
+/// same bits flipped (`rank ^ k`: a recursive-doubling step).
 /// Point-to-point calls `a` and `b` as one, their halves joined by `half`: the same
 /// communicator, call site, operation, tag, request and number of halves.
 fn unify_p2p(a: &Tok, b: &Tok, mut half: impl FnMut(&Half, &Half) -> Option<Half>) -> Option<Tok> {
@@ -635,6 +637,7 @@ fn unify_p2p(a: &Tok, b: &Tok, mut half: impl FnMut(&Half, &Half) -> Option<Half
 
 fn unify_half(a: &Half, b: &Half) -> Option<Half> {
     let shift = if a.shift == b.shift { a.shift } else { None };
+    let xor = if a.xor == b.xor { a.xor } else { None };
     let peer = match (&a.peer, &b.peer) {
         (PeerAbs::Dirs { mask: m1, null: n1 }, PeerAbs::Dirs { mask: m2, null: n2 }) => {
             let mask = m1 & m2;
@@ -644,16 +647,22 @@ fn unify_half(a: &Half, b: &Half) -> Option<Half> {
         (x, y) if x == y => Some(x.clone()),
         _ => None,
     };
-    let peer = match (peer, shift) {
-        (Some(p), _) => p,
-        (None, Some(k)) => PeerAbs::Shift(k),
-        (None, None) => return None,
+    let peer = match (peer, shift, xor) {
+        (Some(p), _, _) => p,
+        (None, Some(k), _) => PeerAbs::Shift(k),
+        (None, None, Some(k)) => PeerAbs::Xor(k),
+        (None, None, None) => return None,
     };
     let bytes = match (a.bytes, b.bytes) {
         (Some(x), Some(y)) if x != y => return None,
         (x, y) => x.or(y),
     };
-    Some(Half { peer, bytes, shift })
+    Some(Half {
+        peer,
+        bytes,
+        shift,
+        xor,
+    })
 }
 
 /// `tok` as a no-op on `rank`: every point-to-point half goes to no neighbour there.
@@ -683,6 +692,7 @@ fn null_tok(tok: &Tok, rank: u32, dirs: &Directions) -> Option<Tok> {
                 },
                 bytes: h.bytes,
                 shift: None,
+                xor: None,
             }),
             _ => None,
         })

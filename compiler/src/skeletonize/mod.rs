@@ -183,23 +183,63 @@ pub fn skeletonize(
     };
     summary.merged_sizes = size_map.iter().map(|(a, b)| (*a, *b)).collect();
     let size_classes = survey.events.size_classes();
-    let exchanges = exchange::decide(&survey.stretches, &merged_ranks, n_ranks);
+    let exchanges = exchange::decide(
+        &survey.stretches,
+        &merged_ranks,
+        n_ranks,
+        &|r, id| comms.world_copy(r, id),
+        &|r, peer| {
+            u64::try_from(peer).is_ok_and(|p| {
+                dirs.peers
+                    .get(r as usize)
+                    .is_some_and(|v| v.contains(&Some(p)))
+            })
+        },
+    );
     if let Some(v) = exchanges.values().next() {
-        let events: u64 = exchanges
+        summary.exchange_events = exchanges
             .values()
             .flatten()
             .map(|e| e.last + 1 - e.first)
             .sum();
-        let rounds: Vec<String> = v
-            .iter()
-            .map(|e| format!("{} x {} B", e.rounds, e.bytes))
-            .collect();
-        summary.exchange_events = events;
-        summary.notes.push(format!(
-            "{} data-addressed exchange(s) ({events} events over all ranks: sends to peers the data chose, any-source receives) are written as rounds of a shift exchange over every other rank with the mean volume per rank (rounds x message size: {})",
-            v.len(),
-            rounds.join(", ")
-        ));
+        let events = |partners: bool| -> u64 {
+            exchanges
+                .values()
+                .flatten()
+                .filter(|e| e.partners.is_some() == partners)
+                .map(|e| e.last + 1 - e.first)
+                .sum()
+        };
+        let listed = |partners: bool| -> (usize, String) {
+            let shown: Vec<String> = v
+                .iter()
+                .filter(|e| e.partners.is_some() == partners)
+                .map(|e| match e.partners {
+                    Some(p) => format!("{p} x {} B", e.bytes),
+                    None => format!("{} x {} B", e.rounds, e.bytes),
+                })
+                .collect();
+            let n = shown.len();
+            let mut text = shown.iter().take(6).cloned().collect::<Vec<_>>().join(", ");
+            if n > 6 {
+                text.push_str(&format!(", ... ({} more)", n - 6));
+            }
+            (n, text)
+        };
+        let (n, text) = listed(false);
+        if n > 0 {
+            summary.notes.push(format!(
+                "{n} data-addressed exchange(s) ({} events over all ranks: sends to peers the data chose, any-source receives) are written as rounds of a shift exchange over every other rank with the mean volume per rank (rounds x message size: {text})",
+                events(false)
+            ));
+        }
+        let (n, text) = listed(true);
+        if n > 0 {
+            summary.notes.push(format!(
+                "{n} partner exchange(s) ({} events over all ranks: receives posted from named peers, sends to named peers, a different number on each rank) are written as messages to the ranks after each rank with the mean number per rank and the mean size (messages x size: {text})",
+                events(true)
+            ));
+        }
     }
     let policy = tokens::Policy {
         dirs: &dirs,

@@ -145,6 +145,7 @@ fn without_peers(tok: &Tok) -> Tok {
         for h in halves {
             h.peer = PeerAbs::Any;
             h.shift = None;
+            h.xor = None;
         }
     }
     t
@@ -202,6 +203,7 @@ pub(crate) fn peer_of(peer: &PeerAbs, rank: u32, dirs: &Directions) -> Option<u3
         }
         PeerAbs::Rank(p) => return Some(*p),
         PeerAbs::Shift(k) => (u64::from(rank) + u64::from(*k)) % n.max(1),
+        PeerAbs::Xor(k) => u64::from(rank ^ *k),
         PeerAbs::Table(t) => return t.get(&rank).copied(),
         _ => return None,
     };
@@ -238,6 +240,7 @@ fn set_steps(nodes: &mut [MNode], base: &[Option<i64>], strides: &[Option<i64>],
                                     stride: *s,
                                 };
                                 h.shift = None;
+                                h.xor = None;
                             }
                         }
                         *k += 1;
@@ -272,6 +275,7 @@ mod tests {
                         peer: PeerAbs::Rank(peer),
                         bytes: Some(8),
                         shift: None,
+                        xor: None,
                     }],
                     tag: None,
                     req: None,

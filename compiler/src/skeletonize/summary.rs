@@ -47,7 +47,7 @@ pub struct Summary {
     pub unknown_waits: u64,
     /// Events that became no statement for a reason worth reporting.
     pub dropped_events: u64,
-    /// Events of data-addressed exchanges, written as shift-exchange rounds.
+    /// Events of data-addressed and partner exchanges, written as shift-exchange rounds.
     pub exchange_events: u64,
     /// Why: reason → events, summed over the merged ranks.
     pub dropped: std::collections::BTreeMap<String, u64>,

@@ -70,6 +70,7 @@ fn instantiate(steps: &[Step], rank: u32, dirs: &Directions, skip_null: bool, ou
                                 let n = dirs.peers.len() as u64;
                                 ((p + n - u64::from(rank)) % n) as u32
                             }),
+                            xor: peer.map(|p| (p ^ u64::from(rank)) as u32),
                         }],
                         tag: None,
                         req: None,
@@ -211,6 +212,7 @@ fn resolved(tok: &Tok, rank: u32, dirs: &Directions) -> Vec<Option<u64>> {
                     let n = dirs.peers.len() as u64;
                     Some((u64::from(rank) + u64::from(k)) % n)
                 }
+                PeerAbs::Xor(k) => Some(u64::from(rank ^ k)),
                 PeerAbs::Table(ref t) => t.get(&rank).map(|&p| u64::from(p)),
                 _ => None,
             })
@@ -487,6 +489,7 @@ fn minor_phases_are_written_coarsely_in_order_and_time() {
                         peer: PeerAbs::Dirs { mask, null: false },
                         bytes: Some(128),
                         shift: Some(1),
+                        xor: None,
                     }],
                     tag: None,
                     req: None,
@@ -657,6 +660,7 @@ fn a_request_open_across_a_differing_stretch_keeps_the_ranks_apart() {
                 peer: PeerAbs::Any,
                 bytes: Some(8),
                 shift: None,
+                xor: None,
             }],
             tag: None,
             req: Some(0),
@@ -694,6 +698,7 @@ fn coarse_stretches_keep_sends_of_different_size_classes_apart() {
                 peer: PeerAbs::Dirs { mask, null: false },
                 bytes: Some(bytes),
                 shift: Some(1),
+                xor: None,
             }],
             tag: None,
             req: None,
@@ -743,6 +748,7 @@ fn ranks_that_differ_only_in_peers_share_one_call_with_a_table() {
                 },
                 bytes: Some(8),
                 shift: Some((p + 4 - r) % 4),
+                xor: Some(p ^ r),
             };
             let mut seq = Vec::new();
             for _ in 0..5 {
@@ -778,5 +784,78 @@ fn ranks_that_differ_only_in_peers_share_one_call_with_a_table() {
         let mut out = Vec::new();
         run(&merged, rank, &dirs, &mut out);
         assert_eq!(out.len(), 10);
+    }
+}
+
+#[test]
+fn recursive_doubling_partners_are_rank_xor_k() {
+    // A recursive-doubling allreduce by hand over 8 ranks on a ring: sendrecv with
+    // rank ^ 1, rank ^ 2, rank ^ 4, ten times. No direction names rank ^ 1 or rank ^ 2
+    // on every rank, nor does one shift; rank ^ 4 is also half the ring ahead.
+    let n = 8u32;
+    let dirs = Directions::new(Topology::Ring, n);
+    let seqs: Vec<Vec<Tok>> = (0..n)
+        .map(|r| {
+            let half = |p: u32| Half {
+                peer: match dirs.mask(r, Some(u64::from(p))) {
+                    0 => PeerAbs::Rank(p),
+                    mask => PeerAbs::Dirs { mask, null: false },
+                },
+                bytes: Some(8),
+                shift: Some((p + n - r) % n),
+                xor: Some(p ^ r),
+            };
+            let mut seq = Vec::new();
+            for _ in 0..10 {
+                for (site, k) in [(1u32, 1u32), (2, 2), (3, 4)] {
+                    seq.push(Tok {
+                        kind: Kind::P2p {
+                            op: P2pOp::Sendrecv,
+                            halves: vec![half(r ^ k), half(r ^ k)],
+                            tag: None,
+                            req: None,
+                        },
+                        comm: CommRef::World,
+                        site,
+                    });
+                }
+            }
+            seq
+        })
+        .collect();
+    let merged = merged(&seqs, &dirs);
+    assert_eq!(merged.len(), 1, "{merged:#?}");
+    let MNode::Loop { body, .. } = &merged[0] else {
+        panic!("{merged:#?}");
+    };
+    let peers: Vec<PeerAbs> = body
+        .iter()
+        .map(|node| match node {
+            MNode::Tok {
+                tok:
+                    Tok {
+                        kind: Kind::P2p { halves, .. },
+                        ..
+                    },
+                ..
+            } => halves[0].peer.clone(),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        peers,
+        vec![PeerAbs::Xor(1), PeerAbs::Xor(2), PeerAbs::Shift(4)]
+    );
+    for rank in 0..n {
+        let mut out = Vec::new();
+        run(&merged, rank, &dirs, &mut out);
+        let want: Vec<Option<u64>> = [1u32, 2, 4]
+            .iter()
+            .map(|k| Some(u64::from(rank ^ k)))
+            .collect();
+        assert_eq!(out.len(), 30);
+        for (i, (_, p)) in out.iter().enumerate() {
+            assert_eq!(p[0], want[i % 3], "rank {rank}, call {i}");
+        }
     }
 }

@@ -36,6 +36,10 @@ pub(crate) enum PeerAbs {
     /// The world rank `(rank + k) % nranks` (from the SPMD merge: ranks whose peers no
     /// direction names on all of them but which all talk to the rank k after them).
     Shift(u32),
+    /// The world rank `rank ^ k` (from the SPMD merge: ranks that all talk to the
+    /// rank whose number differs from theirs in the bits of k, a recursive-doubling
+    /// step, where no direction or shift names the peer on every rank).
+    Xor(u32),
     /// Each rank's own peer, a rank of the communicator, by world rank (from the SPMD
     /// merge: ranks that make the same call to peers no rule relates, such as a random
     /// permutation or the partners of a data decomposition).
@@ -54,6 +58,8 @@ pub(crate) struct Half {
     /// For a world peer, how many ranks after this one it is (`(peer - rank) % nranks`):
     /// what the merge falls back to where ranks name their peers differently.
     pub shift: Option<u32>,
+    /// For a world peer, its rank's bits that differ from this rank's (`peer ^ rank`).
+    pub xor: Option<u32>,
 }
 
 /// A collective's size: one for all ranks, or one per rank (the `v` forms).
@@ -84,11 +90,12 @@ pub(crate) enum Kind {
         op: WaitOp,
         slots: Vec<u32>,
     },
-    /// One round of a data-addressed exchange ([`super::exchange`]): a message of
-    /// `bytes` to every other rank of the world (`rank + 1 + j`) and one from each
-    /// (`rank - 1 - j`), j = 0 … nranks - 2.
+    /// One round of an exchange ([`super::exchange`]): a message of `bytes` to each
+    /// of the `partners` ranks after this one (`rank + 1 + j`; `None`: every other rank,
+    /// j = 0 … nranks - 2) and one from each of as many before it (`rank - 1 - j`).
     Exchange {
         bytes: u64,
+        partners: Option<u64>,
     },
 }
 
@@ -319,15 +326,24 @@ impl<'a> Tokenizer<'a> {
         }
         self.next_exchange += 1;
         let tok = Tok {
-            kind: Kind::Exchange { bytes: ex.bytes },
-            comm: CommRef::World,
+            kind: Kind::Exchange {
+                bytes: ex.bytes,
+                partners: ex.partners,
+            },
+            comm: self
+                .policy
+                .comms
+                .lookup(self.rank, ex.comm)
+                .unwrap_or(CommRef::World),
             site: (self.site_of)(ex.site),
         };
         let id = self.intern(tok);
         let rounds = ex.rounds.max(1);
         let (inner, mpi) = std::mem::take(&mut self.inside);
-        // Every round sends and receives a message of `bytes` with every other rank.
-        let others = (self.policy.dirs.peers.len() as u64).saturating_sub(1);
+        // Every round sends and receives a message of `bytes` with each partner.
+        let others = ex
+            .partners
+            .unwrap_or((self.policy.dirs.peers.len() as u64).saturating_sub(1));
         self.counts.p2p_bytes = self
             .counts
             .p2p_bytes
@@ -647,16 +663,15 @@ fn kind_inner(
         }
         let null = matches!(peer_abs, PeerAbs::Dirs { null: true, .. });
         let n = policy.dirs.peers.len() as i64;
-        let shift = match (comm, peer) {
-            (CommRef::World, Some(p)) if (0..n).contains(&p) => {
-                u32::try_from((p - i64::from(rank)).rem_euclid(n)).ok()
-            }
+        let world = match (comm, peer) {
+            (CommRef::World, Some(p)) if (0..n).contains(&p) => Some(p),
             _ => None,
         };
         Half {
             peer: peer_abs,
             bytes: (!null).then(|| size(bytes.unwrap_or(0))),
-            shift,
+            shift: world.and_then(|p| u32::try_from((p - i64::from(rank)).rem_euclid(n)).ok()),
+            xor: world.and_then(|p| u32::try_from(p ^ i64::from(rank)).ok()),
         }
     };
     let mut post = |ev: &Event| -> Option<u32> { Some(live.post(ev.req?)) };

@@ -135,7 +135,7 @@ fn not_expr(input: Tokens) -> PResult<Expr> {
 }
 
 fn cmp_expr(input: Tokens) -> PResult<Expr> {
-    let (rest, lhs) = sum_expr(input)?;
+    let (rest, lhs) = xor_expr(input)?;
     let is_cmp = rest.first().is_some_and(|t| {
         matches!(
             t.kind,
@@ -160,7 +160,7 @@ fn cmp_expr(input: Tokens) -> PResult<Expr> {
         }
         (rest, None) => return Ok((rest, lhs)),
     };
-    let (rest, rhs) = cut(sum_expr).parse(rest)?;
+    let (rest, rhs) = cut(xor_expr).parse(rest)?;
     // Comparisons do not chain: `a < b < c` is almost always a mistake.
     if let Some(tok) = rest.first() {
         if matches!(
@@ -174,6 +174,15 @@ fn cmp_expr(input: Tokens) -> PResult<Expr> {
         }
     }
     Ok((rest, binary(op, lhs, rhs)))
+}
+
+fn xor_expr(input: Tokens) -> PResult<Expr> {
+    left_assoc(
+        input,
+        sum_expr,
+        |t, _| t.kind == TokKind::Caret,
+        |i| value(BinOp::Xor, punct(TokKind::Caret)).parse(i),
+    )
 }
 
 fn sum_expr(input: Tokens) -> PResult<Expr> {

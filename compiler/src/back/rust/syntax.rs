@@ -139,10 +139,11 @@ fn direction(d: &Direction, vars: &LoopVars) -> String {
 const P_OR: u8 = 1;
 const P_AND: u8 = 2;
 const P_CMP: u8 = 4;
-const P_ADD: u8 = 5;
-const P_MUL: u8 = 6;
-const P_UNARY: u8 = 7;
-const P_ATOM: u8 = 8;
+const P_XOR: u8 = 5;
+const P_ADD: u8 = 6;
+const P_MUL: u8 = 7;
+const P_UNARY: u8 = 8;
+const P_ATOM: u8 = 9;
 
 /// An expression as Rust over `sk`, with parentheses only where Rust needs them; loop
 /// variables are the variables `vars` names.
@@ -196,13 +197,19 @@ fn expr_prec(e: &Expr, vars: &LoopVars) -> (String, u8) {
                 BinOp::Add => ("+", P_ADD),
                 BinOp::Sub => ("-", P_ADD),
                 BinOp::Mul => ("*", P_MUL),
+                BinOp::Xor => ("^", P_XOR),
                 cmp => (cmp.symbol(), P_CMP),
             };
             // Left-associative: the right operand binds tighter; comparisons do not
-            // chain, so both of their operands must.
-            let left_min = if prec == P_CMP { prec + 1 } else { prec };
+            // chain, so both of their operands must. Arithmetic under `^` is
+            // parenthesized (clippy's `precedence`; C readers expect it the other way).
+            let (left_min, right_min) = match prec {
+                P_CMP => (P_XOR + 1, P_XOR + 1),
+                P_XOR => (P_UNARY, P_UNARY),
+                _ => (prec, prec + 1),
+            };
             (
-                format!("{} {symbol} {}", wrap(l, left_min), wrap(r, prec + 1)),
+                format!("{} {symbol} {}", wrap(l, left_min), wrap(r, right_min)),
                 prec,
             )
         }
