@@ -231,7 +231,9 @@ impl Merger<'_> {
     /// The merged nest with every `if` whose branches make the same calls, in the same
     /// loops, to different peers written once with tables of peers: where the ranks
     /// part only in whom they talk to (a random ring, the partners of a data
-    /// decomposition), one statement stands for all.
+    /// decomposition), one statement stands for all. Where some ranks make none of the
+    /// calls (a grid's diagonal, its own transpose partner), the others' branches join
+    /// the same way and the `if` keeps two branches.
     pub fn tabulate_ifs(&self, nodes: Vec<MNode>) -> Vec<MNode> {
         nodes
             .into_iter()
@@ -241,14 +243,28 @@ impl Merger<'_> {
                         .into_iter()
                         .map(|(ranks, body)| (ranks, self.tabulate_ifs(body)))
                         .collect();
-                    let mut iter = branches.iter();
-                    let joined = iter.next().and_then(|(_, first)| {
-                        iter.try_fold(first.clone(), |acc, (_, body)| self.same_calls(&acc, body))
-                    });
-                    match joined {
-                        Some(body) => body,
-                        None => vec![MNode::If { branches }],
+                    if let Some(body) = self.join_all(branches.iter().map(|(_, b)| b)) {
+                        return body;
                     }
+                    // Ranks that skip a call others make to partners of their own (the
+                    // diagonal of a grid, which is its own transpose partner): the
+                    // others' branches as one, with tables, beside the empty one.
+                    let (busy, idle): (Vec<_>, Vec<_>) =
+                        branches.iter().partition(|(_, body)| !body.is_empty());
+                    if busy.len() >= 2 && !idle.is_empty() {
+                        if let Some(body) = self.join_all(busy.iter().map(|(_, b)| b)) {
+                            let ranks = |set: &[&(Vec<u32>, Vec<MNode>)]| -> Vec<u32> {
+                                let mut v: Vec<u32> =
+                                    set.iter().flat_map(|(r, _)| r.iter().copied()).collect();
+                                v.sort_unstable();
+                                v
+                            };
+                            return vec![MNode::If {
+                                branches: vec![(ranks(&busy), body), (ranks(&idle), Vec::new())],
+                            }];
+                        }
+                    }
+                    vec![MNode::If { branches }]
                 }
                 MNode::Loop { counts, body } => vec![MNode::Loop {
                     counts,
@@ -257,6 +273,13 @@ impl Merger<'_> {
                 other => vec![other],
             })
             .collect()
+    }
+
+    /// The bodies (of different ranks) as one, when they all make the same calls in the
+    /// same loops and differ at most in peers.
+    fn join_all<'b>(&self, mut bodies: impl Iterator<Item = &'b Vec<MNode>>) -> Option<Vec<MNode>> {
+        let first = bodies.next()?.clone();
+        bodies.try_fold(first, |acc, body| self.same_calls(&acc, body))
     }
 
     /// `a` and `b` (nodes of different ranks) as one list, when they make the same calls

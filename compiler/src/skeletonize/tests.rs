@@ -859,3 +859,71 @@ fn recursive_doubling_partners_are_rank_xor_k() {
         }
     }
 }
+
+#[test]
+fn ranks_that_skip_a_call_others_make_to_their_own_partners_leave_one_if() {
+    // The transpose exchange on a 4 x 4 grid: every rank off the diagonal sends to and
+    // receives from its transpose; the diagonal, its own partner, skips it. Whatever
+    // rule the merge finds for pairs of ranks, the busy ranks share one body with a
+    // table of partners and the diagonal keeps an empty branch.
+    let n = 16u32;
+    let dirs = Directions::new(Topology::Ring, n);
+    let transpose = |r: u32| (r % 4) * 4 + r / 4;
+    let seqs: Vec<Vec<Tok>> = (0..n)
+        .map(|r| {
+            let p = transpose(r);
+            let mut seq = vec![coll(1)];
+            if p != r {
+                let half = Half {
+                    peer: match dirs.mask(r, Some(u64::from(p))) {
+                        0 => PeerAbs::Rank(p),
+                        mask => PeerAbs::Dirs { mask, null: false },
+                    },
+                    bytes: Some(64),
+                    shift: Some((p + n - r) % n),
+                    xor: Some(p ^ r),
+                };
+                seq.push(Tok {
+                    kind: Kind::P2p {
+                        op: P2pOp::Sendrecv,
+                        halves: vec![half.clone(), half],
+                        tag: None,
+                        req: None,
+                    },
+                    comm: CommRef::World,
+                    site: 2,
+                });
+            }
+            seq.push(coll(3));
+            seq
+        })
+        .collect();
+    let merged = merged(&seqs, &dirs);
+    let ifs: Vec<&Vec<(Vec<u32>, Vec<MNode>)>> = merged
+        .iter()
+        .filter_map(|node| match node {
+            MNode::If { branches } => Some(branches),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(ifs.len(), 1, "{merged:#?}");
+    let branches = ifs[0];
+    assert_eq!(branches.len(), 2, "{branches:#?}");
+    assert_eq!(branches[1], (vec![0, 5, 10, 15], Vec::new()));
+    assert_eq!(branches[0].1.len(), 1, "{branches:#?}");
+    for rank in 0..n {
+        let mut out = Vec::new();
+        run(&merged, rank, &dirs, &mut out);
+        let p2p: Vec<Vec<Option<u64>>> = out
+            .into_iter()
+            .filter(|(t, _)| t.site == 2)
+            .map(|(_, p)| p)
+            .collect();
+        let p = u64::from(transpose(rank));
+        if p == u64::from(rank) {
+            assert!(p2p.is_empty(), "rank {rank}: {p2p:?}");
+        } else {
+            assert_eq!(p2p, vec![vec![Some(p), Some(p)]], "rank {rank}");
+        }
+    }
+}
