@@ -541,8 +541,13 @@ impl Builder<'_> {
                     .unwrap_or(0);
                 let mut parts = Vec::new();
                 let mut op = *op;
+                let world_numbered = self.world_numbered(tok.comm);
                 for (i, h) in halves.iter().enumerate() {
-                    match self.peer(h) {
+                    let rule = match &h.peer {
+                        PeerAbs::Table(t) if world_numbered => table_rule(t, self.n_ranks),
+                        _ => None,
+                    };
+                    match rule.map(Peer::Rank).or_else(|| self.peer(h)) {
                         Some(p) => {
                             // A message of no bytes only synchronizes; `check` asks
                             // whether that was meant, so the skeleton sends one byte.
@@ -691,6 +696,31 @@ impl Builder<'_> {
         })
     }
 
+    /// Whether the ranks of `comm` are the world's, in world order (world, or copies
+    /// of it): then `rank` in a peer expression is the caller's rank in it.
+    fn world_numbered(&self, comm: CommRef) -> bool {
+        let mut at = comm;
+        for _ in 0..=self.comms.decls.len() {
+            let CommRef::Named(i) = at else {
+                return true;
+            };
+            let Some(decl) = self.comms.decls.get(i as usize) else {
+                return false;
+            };
+            let perfskel_grammar::ast::CommDef::Dup { parent } = &decl.def else {
+                return false;
+            };
+            if parent.name == "world" {
+                return true;
+            }
+            match self.comms.decls.iter().position(|d| d.name == parent.name) {
+                Some(j) => at = CommRef::Named(j as u32),
+                None => return false,
+            }
+        }
+        false
+    }
+
     fn peer(&self, h: &Half) -> Option<Peer> {
         match &h.peer {
             PeerAbs::Any => Some(Peer::Any),
@@ -727,6 +757,49 @@ impl Builder<'_> {
             }
         }
     }
+}
+
+/// The rule a table of peers (rank → peer, world-numbered; ranks it lacks make no
+/// call) follows, when it follows one of those a person would write: a shift,
+/// `(rank + k) % nranks`; flipped bits, `rank ^ k`; a shift within consecutive groups
+/// of g ranks, `rank / g * g + (rank + k) % g` (the rows of a process grid, an FFT's
+/// pencils); the transpose of a square c × c grid, `rank % c * c + rank / c`. A table
+/// of one entry follows no rule (any would do).
+pub(crate) fn table_rule(t: &BTreeMap<u32, u32>, n_ranks: u32) -> Option<Expr> {
+    let (&r0, &p0) = t.iter().next()?;
+    if t.len() < 2 || n_ranks < 2 {
+        return None;
+    }
+    let n = n_ranks;
+    let all = |f: &dyn Fn(u32) -> u32| t.iter().all(|(r, p)| f(*r) == *p);
+    let rank = || Expr::new(ExprKind::Rank);
+    let int = |v: u32| Expr::int(i64::from(v));
+    let k = (p0 + n - r0 % n) % n;
+    if all(&|r| (r + k) % n) {
+        return Some(shift_expr(k, n));
+    }
+    let x = p0 ^ r0;
+    if all(&|r| r ^ x) {
+        return Some(bin(BinOp::Xor, rank(), int(x)));
+    }
+    for g in (2..n).filter(|g| n.is_multiple_of(*g)) {
+        let k = (p0 % g + g - r0 % g) % g;
+        if k != 0 && all(&|r| r / g * g + (r + k) % g) {
+            return Some(bin(
+                BinOp::Add,
+                bin(BinOp::Mul, bin(BinOp::Div, rank(), int(g)), int(g)),
+                bin(BinOp::Rem, bin(BinOp::Add, rank(), int(k)), int(g)),
+            ));
+        }
+    }
+    let c = (1..=n).find(|c| c * c >= n).filter(|c| c * c == n)?;
+    all(&|r| r % c * c + r / c).then(|| {
+        bin(
+            BinOp::Add,
+            bin(BinOp::Mul, bin(BinOp::Rem, rank(), int(c)), int(c)),
+            bin(BinOp::Div, rank(), int(c)),
+        )
+    })
 }
 
 /// `(rank + k) % nranks` as written at any rank count: a shift past half the ranks

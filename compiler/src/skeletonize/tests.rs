@@ -927,3 +927,50 @@ fn ranks_that_skip_a_call_others_make_to_their_own_partners_leave_one_if() {
         }
     }
 }
+
+#[test]
+fn tables_that_follow_a_rule_are_written_as_the_rule() {
+    // Each table as rank -> peer over 16 ranks (entries for the ranks making the call),
+    // checked by evaluating the rule's text on every rank of the table.
+    let rule = |f: &dyn Fn(u32) -> u32, ranks: &[u32]| -> Option<String> {
+        let t: BTreeMap<u32, u32> = ranks.iter().map(|&r| (r, f(r))).collect();
+        let e = super::build::table_rule(&t, 16)?;
+        for (&r, &p) in &t {
+            let env = crate::semantics::Env {
+                rank: u64::from(r),
+                n_ranks: 16,
+                coords: Vec::new(),
+            };
+            let v = crate::semantics::eval_int_in(&e, &env, &[]).expect("evaluates");
+            assert_eq!(
+                v,
+                i64::from(p),
+                "{} at rank {r}",
+                perfskel_grammar::printer::expr(&e)
+            );
+        }
+        Some(perfskel_grammar::printer::expr(&e))
+    };
+    let all: Vec<u32> = (0..16).collect();
+    let off_diagonal: Vec<u32> = (0..16).filter(|r| r % 5 != 0).collect();
+    assert_eq!(
+        rule(&|r| (r + 4) % 16, &all).as_deref(),
+        Some("(rank + 4) % nranks")
+    );
+    assert_eq!(
+        rule(&|r| r ^ 5, &[1, 4, 11, 14]).as_deref(),
+        Some("rank ^ 5")
+    );
+    assert_eq!(
+        rule(&|r| r / 4 * 4 + (r + 1) % 4, &all).as_deref(),
+        Some("rank / 4 * 4 + (rank + 1) % 4")
+    );
+    assert_eq!(
+        rule(&|r| r % 4 * 4 + r / 4, &off_diagonal).as_deref(),
+        Some("rank % 4 * 4 + rank / 4")
+    );
+    // A random ring follows none; one entry is no evidence.
+    let ring = [0u32, 2, 3, 1, 7, 5, 4, 6, 9, 8, 11, 10, 15, 13, 12, 14];
+    assert_eq!(rule(&|r| ring[r as usize], &all), None);
+    assert_eq!(rule(&|r| r ^ 5, &[3]), None);
+}
