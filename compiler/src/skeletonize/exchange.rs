@@ -53,8 +53,9 @@ pub(crate) struct Stretch {
     pub recvs: u64,
     pub bytes: u128,
     pub site: u64,
-    /// The peers (world ranks) of a partner stretch's messages, both ways.
-    pub peers: BTreeSet<i64>,
+    /// The peers (world ranks) of a partner stretch's messages, both ways, ascending
+    /// (a short list: every halo of a run is a stretch until `decide`).
+    pub peers: Vec<i64>,
 }
 
 /// What the skeleton writes for one rank's stretch: `rounds` rounds of a shift
@@ -183,7 +184,7 @@ impl Scan {
                         recvs: p.recvs,
                         bytes: p.bytes,
                         site: most_used(&p.sites),
-                        peers: p.peers,
+                        peers: p.peers.into_iter().collect(),
                     });
                 }
             }
@@ -205,7 +206,7 @@ impl Scan {
                 recvs: open.any_posts,
                 bytes: open.bytes,
                 site: most_used(&open.sites),
-                peers: BTreeSet::new(),
+                peers: Vec::new(),
             });
         }
     }
@@ -512,7 +513,7 @@ mod tests {
             recvs: 2,
             bytes: u128::from(sends) * 1000,
             site: 1,
-            peers: BTreeSet::new(),
+            peers: Vec::new(),
         };
         let stretches: BTreeMap<u32, Vec<Stretch>> = [
             (0, vec![s(40)]),
