@@ -322,8 +322,8 @@ impl Open {
 /// statement with a peer per rank can write), and when some of the peers are not
 /// neighbours in the topology (a halo whose border ranks skip their missing
 /// neighbours is left to the merge, which names it by directions). It is written as one
-/// round of messages to as many ranks after this one as the ranks sent on average, of
-/// the mean size.
+/// round of messages to as many ranks after this one as the ranks sent on average
+/// (rounded), each of the mean volume per rank over that many messages.
 ///
 /// `world_copy(rank, id)` names the communicator of a rank-local id (0 for world) when
 /// it holds every rank in world order, `None` otherwise; `neighbour(rank, peer)` says
@@ -397,8 +397,12 @@ pub(crate) fn decide(
             if regular || (alike(|s| s.sends) && alike(|s| s.recvs)) {
                 continue;
             }
-            let (per_rank, bytes) = means(&group);
+            let (per_rank, _) = means(&group);
             let partners = (per_rank.round() as u64).clamp(1, u64::from(n_ranks - 1));
+            // The volume each rank sends on average, over the whole number of messages.
+            let total: u128 = group.iter().map(|s| s.bytes).sum();
+            let share = u128::from(partners) * group.len() as u128;
+            let bytes = u64::try_from((total + share / 2) / share).unwrap_or(u64::MAX);
             for (r, s) in merged.iter().zip(&group) {
                 out.entry(*r).or_default().push(Exchange {
                     first: s.first,

@@ -236,7 +236,7 @@ pub fn skeletonize(
         let (n, text) = listed(true);
         if n > 0 {
             summary.notes.push(format!(
-                "{n} partner exchange(s) ({} events over all ranks: receives posted from named peers, sends to named peers, a different number on each rank) are written as messages to the ranks after each rank with the mean number per rank and the mean size (messages x size: {text})",
+                "{n} partner exchange(s) ({} events over all ranks: receives posted from named peers, sends to named peers, a different number on each rank) are written as messages to the ranks after each rank, the mean number per rank (rounded) carrying the mean volume per rank (messages x size: {text})",
                 events(true)
             ));
         }
