@@ -48,7 +48,9 @@ class App:
 
     def __init__(self, name, kind, full, quick, compare_ranks=2, about=""):
         self.name = name
-        self.kind = kind  # "lammps", "hpcc" or "example"
+        # "lammps", "hpcc", "example" (examples/apps) or "pattern" (tests/apps: our own
+        # programs with a real code's pattern, built with mpicc)
+        self.kind = kind
         self.full = full
         self.quick = quick
         self.compare_ranks = compare_ranks
@@ -109,6 +111,22 @@ APPS = [
         full={"args": ["128", "400"]},
         quick={"args": ["64", "200"]},
         about="examples/apps/transpose.c: Alltoall of B x B blocks",
+    ),
+    App(
+        "sparse_scatter",
+        "pattern",
+        full={"args": ["50000", "300"]},
+        quick={"args": ["20000", "40"]},
+        about="tests/apps/sparse_scatter.c: irregular ghost scatter (partners differ by "
+        "rank) on a duplicate of the world, a ring halo",
+    ),
+    App(
+        "grid_doubling",
+        "pattern",
+        full={"args": ["50000", "300"]},
+        quick={"args": ["4000", "30"]},
+        about="tests/apps/grid_doubling.c: a CG solver's communication on a 2-D grid "
+        "(recursive doubling in rows, transpose partner); 2^k ranks",
     ),
 ]
 
@@ -191,7 +209,7 @@ class Runner:
             needed.append("lmp")
         if "hpcc" in kinds:
             needed.append("hpcc")
-        if "example" in kinds or not self.args.no_compare:
+        if kinds & {"example", "pattern"} or not self.args.no_compare:
             needed += [self.mpicc, "make"]
         missing = [t for t in needed if shutil.which(t) is None]
         if missing:
@@ -211,6 +229,13 @@ class Runner:
             self.step("make", ["make", "-s", "-C", str(ROOT / "examples/apps"),
                                f"MPICC={self.mpicc}", f"OUT={self.out / 'build'}"],
                       self.out, self.out / "make.log", check=True)
+        for app in self.apps:
+            if app.kind == "pattern":
+                (self.out / "build").mkdir(exist_ok=True)
+                self.step("mpicc", [self.mpicc, "-O2", "-g", "-o",
+                                    str(self.out / "build" / app.name),
+                                    str(ROOT / "tests/apps" / f"{app.name}.c")],
+                          self.out, self.out / f"build-{app.name}.log", check=True)
         if not self.args.no_compare:
             self.step("mpicc", [self.mpicc, "-O2", "-shared", "-fPIC", "-o",
                                 str(self.out / "app_time.so"), str(APP_TIME)],
