@@ -259,11 +259,7 @@ impl Builder<'_> {
             tag: None,
             comm: match tok.comm {
                 CommRef::World => None,
-                CommRef::Named(i) => self
-                    .comms
-                    .decls
-                    .get(i as usize)
-                    .map(|d| Ident::new(d.name.clone())),
+                CommRef::Named(i) => self.decl_ident(i),
             },
         })));
         send.site = self.site(tok.site).map(|text| Site {
@@ -496,7 +492,7 @@ impl Builder<'_> {
         }
         let comm = match tok.comm {
             CommRef::World => None,
-            CommRef::Named(i) => Some(Ident::new(self.comms.decls.get(i as usize)?.name.clone())),
+            CommRef::Named(i) => Some(self.decl_ident(i)?),
         };
         let kind = match &tok.kind {
             Kind::P2p {
@@ -541,7 +537,7 @@ impl Builder<'_> {
                     .unwrap_or(0);
                 let mut parts = Vec::new();
                 let mut op = *op;
-                let world_numbered = self.world_numbered(tok.comm);
+                let world_numbered = self.comms.world_numbered(tok.comm);
                 for (i, h) in halves.iter().enumerate() {
                     let rule = match &h.peer {
                         PeerAbs::Table(t) if world_numbered => table_rule(t, self.n_ranks),
@@ -696,29 +692,9 @@ impl Builder<'_> {
         })
     }
 
-    /// Whether the ranks of `comm` are the world's, in world order (world, or copies
-    /// of it): then `rank` in a peer expression is the caller's rank in it.
-    fn world_numbered(&self, comm: CommRef) -> bool {
-        let mut at = comm;
-        for _ in 0..=self.comms.decls.len() {
-            let CommRef::Named(i) = at else {
-                return true;
-            };
-            let Some(decl) = self.comms.decls.get(i as usize) else {
-                return false;
-            };
-            let perfskel_grammar::ast::CommDef::Dup { parent } = &decl.def else {
-                return false;
-            };
-            if parent.name == "world" {
-                return true;
-            }
-            match self.comms.decls.iter().position(|d| d.name == parent.name) {
-                Some(j) => at = CommRef::Named(j as u32),
-                None => return false,
-            }
-        }
-        false
+    /// The name of declared communicator `i`.
+    fn decl_ident(&self, i: u32) -> Option<Ident> {
+        Some(Ident::new(self.comms.decls.get(i as usize)?.name.clone()))
     }
 
     fn peer(&self, h: &Half) -> Option<Peer> {

@@ -470,13 +470,27 @@ impl Comms {
     pub fn world_copy(&self, rank: u32, id: u64) -> Option<u32> {
         match self.lookup(rank, id)? {
             CommRef::World => Some(0),
-            c @ CommRef::Named(i) => {
-                let members = self.members_of(rank, c)?;
-                let world = members.len() == self.n_ranks as usize
-                    && members.iter().zip(0i64..).all(|(m, w)| *m == w);
-                world.then_some(i + 1)
-            }
+            c @ CommRef::Named(i) => self
+                .members_of(rank, c)
+                .is_some_and(|m| self.in_world_order(m))
+                .then_some(i + 1),
         }
+    }
+
+    /// Whether `comm` holds every rank in world order (world, or a copy of it), so
+    /// that `rank` in a peer expression is the caller's rank in it. One member's view
+    /// decides: a communicator is one group on all its members.
+    pub fn world_numbered(&self, comm: CommRef) -> bool {
+        match comm {
+            CommRef::World => true,
+            c => (0..self.n_ranks)
+                .find_map(|r| self.members_of(r, c))
+                .is_some_and(|m| self.in_world_order(m)),
+        }
+    }
+
+    fn in_world_order(&self, members: &[i64]) -> bool {
+        members.len() == self.n_ranks as usize && members.iter().zip(0i64..).all(|(m, w)| *m == w)
     }
 
     fn members_of(&self, rank: u32, comm: CommRef) -> Option<&Vec<i64>> {

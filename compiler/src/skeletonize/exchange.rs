@@ -90,21 +90,43 @@ struct PartnerOpen {
     first: u64,
     comm: u64,
     ok: bool,
-    sends: u64,
     recvs: u64,
+    /// Its sends; `peers` also holds the peers it receives from.
+    tally: Tally,
+}
+
+/// An open data-addressed stretch.
+struct Open {
+    first: u64,
+    ok: bool,
+    any_posts: u64,
+    tally: Tally,
+}
+
+/// What an open stretch has sent: messages, bytes, the calls by site and the peers.
+#[derive(Default)]
+struct Tally {
+    sends: u64,
     bytes: u128,
     sites: BTreeMap<u64, u64>,
     peers: BTreeSet<i64>,
 }
 
-struct Open {
-    first: u64,
-    ok: bool,
-    sends: u64,
-    bytes: u128,
-    peers: BTreeSet<i64>,
-    any_posts: u64,
-    sites: BTreeMap<u64, u64>,
+impl Tally {
+    fn send(&mut self, ev: &Event) {
+        self.sends += 1;
+        self.bytes += u128::from(ev.bytes.unwrap_or(0));
+        *self.sites.entry(ev.site).or_default() += 1;
+        self.peers.extend(ev.peer);
+    }
+
+    /// The call site used most (the lowest id among equals).
+    fn site(&self) -> u64 {
+        self.sites
+            .iter()
+            .max_by_key(|(id, n)| (**n, std::cmp::Reverse(**id)))
+            .map_or(0, |(id, _)| *id)
+    }
 }
 
 impl Scan {
@@ -135,11 +157,8 @@ impl Scan {
                 first: i,
                 comm: ev.comm.unwrap_or(0),
                 ok: true,
-                sends: 0,
                 recvs: 0,
-                bytes: 0,
-                sites: BTreeMap::new(),
-                peers: BTreeSet::new(),
+                tally: Tally::default(),
             });
         }
         if let Some(p) = &mut self.partners {
@@ -149,11 +168,8 @@ impl Scan {
             self.open = Some(Open {
                 first: i,
                 ok: true,
-                sends: 0,
-                bytes: 0,
-                peers: BTreeSet::new(),
                 any_posts: 0,
-                sites: BTreeMap::new(),
+                tally: Tally::default(),
             });
         }
         if let Some(open) = &mut self.open {
@@ -174,17 +190,17 @@ impl Scan {
         // A partner stretch ends at its first quiet point.
         if self.pending.is_empty() {
             if let Some(p) = self.partners.take() {
-                if p.ok && p.recvs + p.sends > 0 {
+                if p.ok && p.recvs + p.tally.sends > 0 {
                     self.found.push(Stretch {
                         pattern: Pattern::Partners,
                         first: p.first,
                         last: i,
                         comm: p.comm,
-                        sends: p.sends,
+                        sends: p.tally.sends,
                         recvs: p.recvs,
-                        bytes: p.bytes,
-                        site: most_used(&p.sites),
-                        peers: p.peers.into_iter().collect(),
+                        bytes: p.tally.bytes,
+                        site: p.tally.site(),
+                        peers: p.tally.peers.into_iter().collect(),
                     });
                 }
             }
@@ -202,10 +218,10 @@ impl Scan {
                 first: open.first,
                 last: next.saturating_sub(1),
                 comm: 0,
-                sends: open.sends,
+                sends: open.tally.sends,
                 recvs: open.any_posts,
-                bytes: open.bytes,
-                site: most_used(&open.sites),
+                bytes: open.tally.bytes,
+                site: open.tally.site(),
                 peers: Vec::new(),
             });
         }
@@ -222,14 +238,6 @@ impl Scan {
     }
 }
 
-/// The call site used most (the lowest id among equals).
-fn most_used(sites: &BTreeMap<u64, u64>) -> u64 {
-    sites
-        .iter()
-        .max_by_key(|(id, n)| (**n, std::cmp::Reverse(**id)))
-        .map_or(0, |(id, _)| *id)
-}
-
 impl PartnerOpen {
     /// Whether `ev`, posting a request while none is pending, can begin one: a
     /// receive from or a send to a named peer. (A rank that takes part with blocking
@@ -242,15 +250,10 @@ impl PartnerOpen {
         let named = ev.peer.is_some_and(|p| p >= 0);
         let here = ev.comm.unwrap_or(0) == self.comm;
         match ev.op {
-            op if plain_send(op) && named && here => {
-                self.sends += 1;
-                self.bytes += u128::from(ev.bytes.unwrap_or(0));
-                *self.sites.entry(ev.site).or_default() += 1;
-                self.peers.extend(ev.peer);
-            }
+            op if plain_send(op) && named && here => self.tally.send(ev),
             Op::Irecv | Op::Recv if named && here => {
                 self.recvs += 1;
-                self.peers.extend(ev.peer);
+                self.tally.peers.extend(ev.peer);
             }
             op if op.class() == OpClass::Completion => {}
             _ => self.ok = false,
@@ -285,12 +288,7 @@ impl Open {
             return;
         }
         match ev.op {
-            op if plain_send(op) => {
-                self.sends += 1;
-                self.bytes += u128::from(ev.bytes.unwrap_or(0));
-                self.peers.extend(ev.peer);
-                *self.sites.entry(ev.site).or_default() += 1;
-            }
+            op if plain_send(op) => self.tally.send(ev),
             Op::Irecv | Op::Recv => self.any_posts += 1,
             _ => {}
         }
@@ -303,7 +301,7 @@ impl Open {
         } else {
             (3 * others).div_ceil(4)
         };
-        let peers = self.peers.len() as u64;
+        let peers = self.tally.peers.len() as u64;
         self.ok && others > 0 && self.any_posts >= 1 && peers >= need.max(1)
     }
 }
@@ -370,7 +368,7 @@ pub(crate) fn decide(
             }
         }
     }
-    // Partners, per communicator (its declaration index; world is none).
+    // Partners, per communicator (as `world_copy` numbers them).
     let mut by_comm: BTreeMap<u32, Vec<Vec<&Stretch>>> = BTreeMap::new();
     for (i, r) in merged.iter().enumerate() {
         for s in of(r, Pattern::Partners) {
@@ -401,8 +399,7 @@ pub(crate) fn decide(
             let partners = (per_rank.round() as u64).clamp(1, u64::from(n_ranks - 1));
             // The volume each rank sends on average, over the whole number of messages.
             let total: u128 = group.iter().map(|s| s.bytes).sum();
-            let share = u128::from(partners) * group.len() as u128;
-            let bytes = u64::try_from((total + share / 2) / share).unwrap_or(u64::MAX);
+            let bytes = round_div(total, u128::from(partners) * group.len() as u128);
             for (r, s) in merged.iter().zip(&group) {
                 out.entry(*r).or_default().push(Exchange {
                     first: s.first,
@@ -426,9 +423,13 @@ pub(crate) fn decide(
 fn means(group: &[&Stretch]) -> (f64, u64) {
     let sends: u64 = group.iter().map(|s| s.sends).sum();
     let bytes: u128 = group.iter().map(|s| s.bytes).sum();
-    let mean = u64::try_from((bytes + u128::from(sends) / 2) / u128::from(sends.max(1)))
-        .unwrap_or(u64::MAX);
+    let mean = round_div(bytes, u128::from(sends.max(1)));
     (sends as f64 / group.len().max(1) as f64, mean)
+}
+
+/// `total / by` rounded to the nearest (`by` > 0), saturating.
+fn round_div(total: u128, by: u128) -> u64 {
+    u64::try_from((total + by / 2) / by).unwrap_or(u64::MAX)
 }
 
 #[cfg(test)]

@@ -197,11 +197,6 @@ pub fn skeletonize(
         },
     );
     if let Some(v) = exchanges.values().next() {
-        summary.exchange_events = exchanges
-            .values()
-            .flatten()
-            .map(|e| e.last + 1 - e.first)
-            .sum();
         let events = |partners: bool| -> u64 {
             exchanges
                 .values()
@@ -220,12 +215,13 @@ pub fn skeletonize(
                 })
                 .collect();
             let n = shown.len();
-            let mut text = shown.iter().take(6).cloned().collect::<Vec<_>>().join(", ");
+            let mut text = shown[..n.min(6)].join(", ");
             if n > 6 {
                 text.push_str(&format!(", ... ({} more)", n - 6));
             }
             (n, text)
         };
+        summary.exchange_events = events(false) + events(true);
         let (n, text) = listed(false);
         if n > 0 {
             summary.notes.push(format!(
