@@ -317,6 +317,26 @@ fn four_rank_variant(source: &str) -> String {
     perfskel_grammar::print(&program)
 }
 
+fn shrink_time(time: &mut TimeSpec) {
+    let tenth = |d: &mut Spanned<Duration>| d.value.value /= 10.0;
+    match time {
+        TimeSpec::Fixed(d) => tenth(d),
+        TimeSpec::PerRank(list) => {
+            list.truncate(4);
+            list.iter_mut().for_each(tenth);
+        }
+        TimeSpec::Normal { mean, stddev } => {
+            tenth(mean);
+            tenth(stddev);
+        }
+        TimeSpec::Uniform { low, high } => {
+            tenth(low);
+            tenth(high);
+        }
+        TimeSpec::Pick(p) => p.values.iter_mut().for_each(shrink_time),
+    }
+}
+
 fn shrink_block(block: &mut Block) {
     for stmt in &mut block.stmts {
         match &mut stmt.kind {
@@ -325,24 +345,7 @@ fn shrink_block(block: &mut Block) {
                 shrink_block(&mut l.body);
             }
             StmtKind::If(i) => shrink_if(i),
-            StmtKind::Compute(c) => {
-                let tenth = |d: &mut Spanned<Duration>| d.value.value /= 10.0;
-                match &mut c.time {
-                    TimeSpec::Fixed(d) => tenth(d),
-                    TimeSpec::PerRank(list) => {
-                        list.truncate(4);
-                        list.iter_mut().for_each(tenth);
-                    }
-                    TimeSpec::Normal { mean, stddev } => {
-                        tenth(mean);
-                        tenth(stddev);
-                    }
-                    TimeSpec::Uniform { low, high } => {
-                        tenth(low);
-                        tenth(high);
-                    }
-                }
-            }
+            StmtKind::Compute(c) => shrink_time(&mut c.time),
             StmtKind::Collective(c) => {
                 if let Some(SizeSpec::PerRank(list)) = &mut c.size {
                     list.truncate(4);

@@ -3,8 +3,8 @@
 //! on every peer.
 
 use perfskel_grammar::ast::{
-    BinOp, Block, CommDef, Direction, Else, Expr, ExprKind, Peer, Pos, Stmt, StmtKind, Topology,
-    UnaryOp,
+    BinOp, Block, CommDef, Direction, Else, Expr, ExprKind, MsgSize, Peer, Pos, Stmt, StmtKind,
+    TimeSpec, Topology, UnaryOp,
 };
 
 /// The most ranks the simulations keep state for (the checker's deadlock simulation,
@@ -146,6 +146,24 @@ impl Shape {
                 let step = if axis.forward { 1 } else { -1 };
                 Ok(grid_shift(dims, periodic, rank, |i| {
                     if i == dim {
+                        step
+                    } else {
+                        0
+                    }
+                }))
+            }
+            (Shape::Grid { dims, periodic }, Direction::AxisOf { dim, forward }) => {
+                let d = index(dim)?;
+                if d >= dims.len() as u64 {
+                    return Err(PeerError::BadArgument(format!(
+                        "dimension {d} is out of range: the grid has {} dimension{}",
+                        dims.len(),
+                        if dims.len() == 1 { "" } else { "s" }
+                    )));
+                }
+                let step = if *forward { 1 } else { -1 };
+                Ok(grid_shift(dims, periodic, rank, |i| {
+                    if i as u64 == d {
                         step
                     } else {
                         0
@@ -327,6 +345,12 @@ pub enum EvalError {
         len: usize,
         pos: Pos,
     },
+    /// A pick `[...][index]` whose index is outside its list.
+    PickRange {
+        index: i64,
+        len: usize,
+        pos: Pos,
+    },
 }
 
 impl EvalError {
@@ -337,7 +361,8 @@ impl EvalError {
             | EvalError::Overflow { pos }
             | EvalError::Unbound { pos, .. }
             | EvalError::Type { pos, .. }
-            | EvalError::NoEntry { pos, .. } => *pos,
+            | EvalError::NoEntry { pos, .. }
+            | EvalError::PickRange { pos, .. } => *pos,
         }
     }
 
@@ -357,6 +382,9 @@ impl EvalError {
             }
             EvalError::NoEntry { rank, len, .. } => {
                 format!("`per_rank` lists {len} value(s): none for rank {rank}")
+            }
+            EvalError::PickRange { index, len, .. } => {
+                format!("index {index} is out of range: the list has {len} value(s)")
             }
         }
     }
@@ -531,7 +559,8 @@ pub fn stmt_exprs(stmt: &Stmt) -> Vec<&Expr> {
                 Direction::Child(e)
                 | Direction::Leaf(e)
                 | Direction::Bit(e)
-                | Direction::Neighbor(e),
+                | Direction::Neighbor(e)
+                | Direction::AxisOf { dim: e, .. },
             ) => out.push(e),
             _ => {}
         }
@@ -551,8 +580,15 @@ pub fn stmt_exprs(stmt: &Stmt) -> Vec<&Expr> {
         }
         StmtKind::P2p(p) => {
             peer_exprs(&p.peer.value, &mut out);
-            if let Some((peer, _)) = p.recv.as_deref() {
+            out.extend(p.size.index());
+            if let Some((peer, size)) = p.recv.as_deref() {
                 peer_exprs(&peer.value, &mut out);
+                out.extend(size.index());
+            }
+        }
+        StmtKind::Compute(c) => {
+            if let TimeSpec::Pick(p) = &c.time {
+                out.push(&p.index);
             }
         }
         StmtKind::Collective(c) => out.extend(c.root.as_ref()),
@@ -562,9 +598,52 @@ pub fn stmt_exprs(stmt: &Stmt) -> Vec<&Expr> {
                 out.extend(key.as_ref());
             }
         }
-        StmtKind::Compute(_) | StmtKind::Wait(_) => {}
+        StmtKind::Wait(_) => {}
     }
     out
+}
+
+/// The value a pick's index selects, with the loop variables `vars` in scope: an
+/// error when the index is out of range or cannot be evaluated.
+pub fn pick_index(index: &Expr, len: usize, env: &Env, vars: Vars) -> Result<usize, EvalError> {
+    let v = eval_int_in(index, env, vars)?;
+    usize::try_from(v)
+        .ok()
+        .filter(|&i| i < len)
+        .ok_or(EvalError::PickRange {
+            index: v,
+            len,
+            pos: index.pos,
+        })
+}
+
+/// The size of a message for one rank and iteration.
+pub fn msg_bytes(size: &MsgSize, env: &Env, vars: Vars) -> Result<u64, EvalError> {
+    let v = match size {
+        MsgSize::Fixed(s) => s.value,
+        MsgSize::Pick(p) => p.values[pick_index(&p.index, p.values.len(), env, vars)?].value,
+    };
+    Ok(v.bytes().unwrap_or(0))
+}
+
+/// The mean time of one execution of `spec` on the rank of `env`, in seconds (the mean
+/// of the random forms), with the loop variables `vars` (a pick's index reads them).
+/// The checker's and the timed simulations share it.
+pub fn compute_seconds(spec: &TimeSpec, env: &Env, vars: Vars) -> Result<f64, EvalError> {
+    Ok(match time_at(spec, env, vars)? {
+        TimeSpec::PerRank(values) => values
+            .get(env.rank as usize)
+            .map_or(0.0, |d| d.value.seconds()),
+        other => other.mean_seconds(),
+    })
+}
+
+/// The time spec in effect for one iteration: a pick resolved to its option.
+pub fn time_at<'t>(time: &'t TimeSpec, env: &Env, vars: Vars) -> Result<&'t TimeSpec, EvalError> {
+    match time {
+        TimeSpec::Pick(p) => Ok(&p.values[pick_index(&p.index, p.values.len(), env, vars)?]),
+        other => Ok(other),
+    }
 }
 
 /// The blocks a statement contains: a loop's body, the blocks of an `if` chain.

@@ -424,6 +424,80 @@ pub enum TimeSpec {
         low: Spanned<Duration>,
         high: Spanned<Duration>,
     },
+    /// `[2 ms, per_rank(...), 5 us][dim]`: the time of the index's value (a loop
+    /// variable, so iterations differ); the options are not themselves picks.
+    Pick(Box<Pick<TimeSpec>>),
+}
+
+/// `[v0, v1, ...][INDEX]`: the value at INDEX (0-based), an expression that usually
+/// reads a loop variable, so that a loop's iterations differ in a size or a time (a
+/// loop over the dimensions of a grid whose faces differ in size).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Pick<T> {
+    pub values: Vec<T>,
+    pub index: Expr,
+}
+
+/// The size of one point-to-point message: fixed, or picked by an index.
+#[derive(Clone, Debug, PartialEq)]
+pub enum MsgSize {
+    Fixed(Spanned<Size>),
+    Pick(Box<Pick<Spanned<Size>>>),
+}
+
+impl MsgSize {
+    /// Every size it can take (one for a fixed size).
+    pub fn values(&self) -> &[Spanned<Size>] {
+        match self {
+            MsgSize::Fixed(s) => std::slice::from_ref(s),
+            MsgSize::Pick(p) => &p.values,
+        }
+    }
+
+    pub fn values_mut(&mut self) -> &mut [Spanned<Size>] {
+        match self {
+            MsgSize::Fixed(s) => std::slice::from_mut(s),
+            MsgSize::Pick(p) => &mut p.values,
+        }
+    }
+
+    /// The largest size in bytes (a buffer holds any of them); 0 for sizes that are
+    /// not whole bytes, which the checker reports.
+    pub fn max_bytes(&self) -> u64 {
+        self.values()
+            .iter()
+            .map(|s| s.value.bytes().unwrap_or(0))
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// The mean of the sizes in bytes, over the index's values.
+    pub fn mean_bytes(&self) -> f64 {
+        let v = self.values();
+        if v.is_empty() {
+            return 0.0;
+        }
+        v.iter()
+            .map(|s| s.value.bytes().unwrap_or(0) as f64)
+            .sum::<f64>()
+            / v.len() as f64
+    }
+
+    /// The fixed size, if not picked.
+    pub fn fixed(&self) -> Option<Size> {
+        match self {
+            MsgSize::Fixed(s) => Some(s.value),
+            MsgSize::Pick(_) => None,
+        }
+    }
+
+    /// The index expression of a picked size.
+    pub fn index(&self) -> Option<&Expr> {
+        match self {
+            MsgSize::Fixed(_) => None,
+            MsgSize::Pick(p) => Some(&p.index),
+        }
+    }
 }
 
 impl TimeSpec {
@@ -437,6 +511,10 @@ impl TimeSpec {
             }
             TimeSpec::Normal { mean, .. } => mean.value.seconds(),
             TimeSpec::Uniform { low, high } => 0.5 * (low.value.seconds() + high.value.seconds()),
+            TimeSpec::Pick(p) if p.values.is_empty() => 0.0,
+            TimeSpec::Pick(p) => {
+                p.values.iter().map(TimeSpec::mean_seconds).sum::<f64>() / p.values.len() as f64
+            }
         }
     }
 }
@@ -497,9 +575,9 @@ pub struct P2p {
     /// The request handle a nonblocking operation binds (`req NAME = ...`).
     pub request: Option<Ident>,
     pub peer: Spanned<Peer>,
-    pub size: Spanned<Size>,
+    pub size: MsgSize,
     /// Boxed: only `sendrecv` has it, and it would make every statement larger.
-    pub recv: Option<Box<(Spanned<Peer>, Spanned<Size>)>>,
+    pub recv: Option<Box<(Spanned<Peer>, MsgSize)>>,
     pub tag: Option<Spanned<u32>>,
     pub comm: Option<Ident>,
 }
@@ -536,6 +614,12 @@ pub enum Direction {
     Bit(Expr),
     /// `neighbor(i)`: the i-th entry of this rank's list in a `graph` topology.
     Neighbor(Expr),
+    /// `+d(EXPR)` / `-d(EXPR)`: one step along the grid dimension EXPR evaluates to (a
+    /// loop over dimensions: `loop 3 as dim { send +d(dim) ... }`).
+    AxisOf {
+        dim: Expr,
+        forward: bool,
+    },
 }
 
 /// One step along one grid dimension, with the spelling the user chose.

@@ -70,6 +70,9 @@ pub fn direction(d: &Direction) -> String {
         Direction::Leaf(e) => format!("leaf({})", expr(e)),
         Direction::Bit(e) => format!("bit({})", expr(e)),
         Direction::Neighbor(e) => format!("neighbor({})", expr(e)),
+        Direction::AxisOf { dim, forward } => {
+            format!("{}d({})", if *forward { '+' } else { '-' }, expr(dim))
+        }
     }
 }
 
@@ -214,6 +217,21 @@ fn time_spec(t: &TimeSpec) -> String {
         TimeSpec::Uniform { low, high } => {
             format!("uniform({}, {})", duration(low.value), duration(high.value))
         }
+        TimeSpec::Pick(p) => pick(&p.values, time_spec, &p.index),
+    }
+}
+
+/// `[a, b, c][index]`.
+fn pick<T>(values: &[T], item: impl Fn(&T) -> String, index: &Expr) -> String {
+    let parts: Vec<String> = values.iter().map(item).collect();
+    format!("[{}][{}]", parts.join(", "), expr(index))
+}
+
+/// A point-to-point message size.
+pub fn msg_size(s: &MsgSize) -> String {
+    match s {
+        MsgSize::Fixed(v) => size(v.value),
+        MsgSize::Pick(p) => pick(&p.values, |v| size(v.value), &p.index),
     }
 }
 
@@ -339,13 +357,13 @@ fn simple(kind: &StmtKind) -> String {
                         out,
                         " to {} {} from {} {}",
                         peer(&p.peer.value),
-                        size(p.size.value),
+                        msg_size(&p.size),
                         peer(&rpeer.value),
-                        size(rsize.value)
+                        msg_size(rsize)
                     );
                 }
                 None => {
-                    let _ = write!(out, " {} {}", peer(&p.peer.value), size(p.size.value));
+                    let _ = write!(out, " {} {}", peer(&p.peer.value), msg_size(&p.size));
                 }
             }
             if let Some(tag) = &p.tag {

@@ -127,6 +127,15 @@ fn direction() -> impl Strategy<Value = Direction> {
         expr().prop_map(Direction::Leaf),
         expr().prop_map(Direction::Bit),
         expr().prop_map(Direction::Neighbor),
+        (expr(), any::<bool>()).prop_map(|(dim, forward)| Direction::AxisOf { dim, forward }),
+    ]
+}
+
+fn msg_size() -> impl Strategy<Value = MsgSize> {
+    prop_oneof![
+        3 => size().prop_map(MsgSize::Fixed),
+        1 => (prop::collection::vec(size(), 1..4), expr())
+            .prop_map(|(values, index)| MsgSize::Pick(Box::new(Pick { values, index }))),
     ]
 }
 
@@ -153,8 +162,8 @@ fn p2p() -> impl Strategy<Value = StmtKind> {
         name(),
         peer(false),
         peer(true),
-        size(),
-        (peer(true), size()),
+        msg_size(),
+        (peer(true), msg_size()),
         prop::option::of(any::<u32>()),
         prop::option::of(name()),
     )
@@ -204,12 +213,17 @@ fn collective() -> impl Strategy<Value = StmtKind> {
 }
 
 fn simple() -> impl Strategy<Value = StmtKind> {
+    let plain = prop_oneof![
+        duration().prop_map(TimeSpec::Fixed),
+        prop::collection::vec(duration(), 1..4).prop_map(TimeSpec::PerRank),
+        (duration(), duration()).prop_map(|(mean, stddev)| TimeSpec::Normal { mean, stddev }),
+        (duration(), duration()).prop_map(|(low, high)| TimeSpec::Uniform { low, high }),
+    ];
     let compute = (
         prop_oneof![
-            duration().prop_map(TimeSpec::Fixed),
-            prop::collection::vec(duration(), 1..4).prop_map(TimeSpec::PerRank),
-            (duration(), duration()).prop_map(|(mean, stddev)| TimeSpec::Normal { mean, stddev }),
-            (duration(), duration()).prop_map(|(low, high)| TimeSpec::Uniform { low, high }),
+            4 => plain.clone(),
+            1 => (prop::collection::vec(plain, 1..4), expr())
+                .prop_map(|(values, index)| TimeSpec::Pick(Box::new(Pick { values, index }))),
         ],
         prop::option::of(size()),
     )

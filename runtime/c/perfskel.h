@@ -370,6 +370,15 @@ static inline int ps_cart_offset(MPI_Comm comm, int ndims, const int *offset) {
     return rank;
 }
 
+/* The neighbour one step along dimension `dim` of a cartesian communicator (forward
+ * for step 1, backward for -1), as MPI_Cart_shift gives it: a direction whose dimension
+ * a loop variable chooses. */
+static inline int ps_cart_axis(MPI_Comm comm, long long dim, int step) {
+    int source, dest;
+    MPI_Cart_shift(comm, (int)dim, step, &source, &dest);
+    return dest;
+}
+
 /* ---- requests ---------------------------------------------------------------------- */
 
 /* Real status arrays rather than MPI_STATUSES_IGNORE: with MPICH's headers GCC takes

@@ -32,12 +32,19 @@ pub(super) struct PeerRef<'p> {
     pub any: bool,
 }
 
+/// A message size: constant, or picked per iteration.
+#[derive(Clone, Copy)]
+pub(super) enum Bytes<'p> {
+    Const(u64),
+    Pick(&'p MsgSize),
+}
+
 pub(super) struct P2pPlan<'p> {
     pub stmt: &'p Stmt,
     pub comm: Option<usize>,
     pub comm_name: &'p str,
-    pub send: Option<(PeerRef<'p>, u64)>,
-    pub recv: Option<(PeerRef<'p>, u64)>,
+    pub send: Option<(PeerRef<'p>, Bytes<'p>)>,
+    pub recv: Option<(PeerRef<'p>, Bytes<'p>)>,
     pub tag: u32,
     /// Whether the operation binds a request (`req NAME = ...`), and its handle index
     /// if the name is known.
@@ -69,12 +76,15 @@ pub(super) enum Time<'p> {
     Mean(f64),
     /// `per_rank(...)`: the rank's entry (none: zero).
     PerRank(&'p [Spanned<Duration>]),
+    /// `[...][index]`: evaluated on every execution, with the loop variables.
+    Pick(&'p TimeSpec),
 }
 
 impl Time<'_> {
     fn of(spec: &TimeSpec) -> Time<'_> {
         match spec {
             TimeSpec::PerRank(values) => Time::PerRank(values),
+            TimeSpec::Pick(_) => Time::Pick(spec),
             other => Time::Mean(other.mean_seconds()),
         }
     }
@@ -85,6 +95,7 @@ impl Time<'_> {
         match self {
             Time::Mean(s) => s,
             Time::PerRank(values) => values.get(rank as usize).map_or(0.0, |d| d.value.seconds()),
+            Time::Pick(spec) => spec.mean_seconds(),
         }
     }
 }
@@ -390,7 +401,10 @@ impl<'p> Lowering<'p, '_> {
             }
             StmtKind::P2p(p) => {
                 let (comm, comm_name) = self.comm(&p.comm);
-                let bytes = |s: &Spanned<Size>| s.value.bytes().unwrap_or(0);
+                let bytes = |s: &'p MsgSize| match s {
+                    MsgSize::Fixed(v) => Bytes::Const(v.value.bytes().unwrap_or(0)),
+                    MsgSize::Pick(_) => Bytes::Pick(s),
+                };
                 let (send, recv) = match p.op {
                     P2pOp::Recv | P2pOp::Irecv => (None, Some((&p.peer, &p.size))),
                     P2pOp::Sendrecv => (

@@ -31,12 +31,12 @@ use perfskel_grammar::ast::*;
 use perfskel_grammar::printer;
 use perfskel_grammar::Diag;
 
-use super::lower::{self, CollPlan, Op, P2pPlan, PeerRef, Plan, PER_ITERATION, WORLD};
+use super::lower::{self, Bytes, CollPlan, Op, P2pPlan, PeerRef, Plan, Time, PER_ITERATION, WORLD};
 use super::statics::Statics;
 use super::{ranks_phrase, ranks_verb, Lines, Options};
 use crate::semantics::{
-    cart_sub_color, eval_bool, eval_bool_in, eval_int, eval_int_in, sum_iterations, Env, EvalError,
-    PeerError, Shape, MAX_SIMULATED_RANKS,
+    cart_sub_color, compute_seconds, eval_bool, eval_bool_in, eval_int, eval_int_in, msg_bytes,
+    sum_iterations, Env, EvalError, PeerError, Shape, MAX_SIMULATED_RANKS,
 };
 
 /// The most memoized values of conditions (1 byte each) and of loop counts (16 bytes
@@ -122,14 +122,6 @@ pub(super) fn simulate(
         ops: sim.ops,
         complete,
         ranks: sim.ranks.iter().map(|r| r.stats.clone()).collect(),
-    }
-}
-
-/// The mean time of one execution of `spec` on `rank`, in seconds.
-fn compute_seconds(spec: &TimeSpec, rank: u64) -> f64 {
-    match spec {
-        TimeSpec::PerRank(values) => values.get(rank as usize).map_or(0.0, |d| d.value.seconds()),
-        other => other.mean_seconds(),
     }
 }
 
@@ -566,7 +558,7 @@ impl<'p, 'd> Sim<'p, 'd> {
         let mut total = 0.0;
         for stmt in &block.stmts {
             match &stmt.kind {
-                StmtKind::Compute(c) => total += compute_seconds(&c.time, env.rank),
+                StmtKind::Compute(c) => total += compute_seconds(&c.time, env, vars)?,
                 StmtKind::Loop(l) => {
                     let count = eval_int_in(&l.count, env, vars)?.max(0);
                     total += self.loop_compute(l, count, env, vars, work)?;
@@ -622,6 +614,13 @@ impl<'p, 'd> Sim<'p, 'd> {
             };
             pc += 1;
             match op {
+                Op::Compute(Time::Pick(spec)) => {
+                    let state = &self.ranks[r];
+                    match compute_seconds(spec, &state.env, &state.vars) {
+                        Ok(s) => self.ranks[r].stats.compute_seconds += s,
+                        Err(e) => return Err(self.eval_error(u64::from(rank), e)),
+                    }
+                }
                 Op::Compute(time) => {
                     self.ranks[r].stats.compute_seconds += time.seconds(u64::from(rank));
                 }
@@ -819,10 +818,12 @@ impl<'p, 'd> Sim<'p, 'd> {
         let (inst, me) = self.member(rank, p.comm, p.comm_name, stmt)?;
         let (mut first, mut second) = (NONE, NONE);
         if let Some((peer, bytes)) = p.send {
+            let bytes = self.bytes(rank, bytes)?;
             let to = self.peer(rank, inst, me, peer)?;
             first = self.post_send(rank, inst, me, to, p.tag, bytes, stmt);
         }
         if let Some((peer, bytes)) = p.recv {
+            let bytes = self.bytes(rank, bytes)?;
             // `Some(NONE)` for `any`, `None` for a missing neighbour.
             let from = if peer.any {
                 Some(NONE)
@@ -1077,6 +1078,19 @@ impl<'p, 'd> Sim<'p, 'd> {
     }
 
     /// The peer's rank in the communicator, or `None` for a missing neighbour.
+    /// A message's size on `rank` at its current iteration.
+    #[inline]
+    fn bytes(&mut self, rank: u32, bytes: Bytes<'p>) -> Result<u64, Abort> {
+        match bytes {
+            Bytes::Const(n) => Ok(n),
+            Bytes::Pick(size) => {
+                let state = &self.ranks[rank as usize];
+                msg_bytes(size, &state.env, &state.vars)
+                    .map_err(|e| self.eval_error(u64::from(rank), e))
+            }
+        }
+    }
+
     fn resolve(
         &mut self,
         rank: u32,

@@ -385,7 +385,22 @@ impl Pass<'_> {
                 );
             }
         };
-        match &c.time {
+        self.time_spec(&c.time, &positive);
+        self.working_set(c);
+    }
+
+    fn time_spec(
+        &mut self,
+        time: &TimeSpec,
+        positive: &dyn Fn(&Spanned<Duration>, &mut Vec<Diag>),
+    ) {
+        match time {
+            TimeSpec::Pick(p) => {
+                for option in &p.values {
+                    self.time_spec(option, positive);
+                }
+                self.check_pick_index(&p.index, p.values.len());
+            }
             TimeSpec::Fixed(d) => positive(d, self.diags),
             TimeSpec::PerRank(values) => {
                 self.per_rank_len(values.len(), values.first().map(|v| v.pos), "times");
@@ -402,6 +417,9 @@ impl Pass<'_> {
                 positive(high, self.diags);
             }
         }
+    }
+
+    fn working_set(&mut self, c: &Compute) {
         if let Some(ws) = &c.working_set {
             if ws.value.bytes() == Some(0) {
                 self.diags.push(
@@ -436,6 +454,39 @@ impl Pass<'_> {
         }
     }
 
+    fn msg_size(&mut self, size: &MsgSize) {
+        match size {
+            MsgSize::Fixed(s) => self.size(s),
+            MsgSize::Pick(p) => {
+                for s in &p.values {
+                    self.size(s);
+                }
+                self.check_pick_index(&p.index, p.values.len());
+            }
+        }
+    }
+
+    /// A pick's index: an integer; when it reads neither a loop variable nor the rank,
+    /// its one value must be in the list's range (the simulation checks the others on
+    /// every iteration).
+    fn check_pick_index(&mut self, index: &Expr, len: usize) {
+        if !self.expr(index, Ty::Int, "an index") {
+            return;
+        }
+        if reads_vars(index, None) || depends_on_rank(index) {
+            return;
+        }
+        let env = Env {
+            rank: 0,
+            n_ranks: self.n_ranks,
+            coords: Vec::new(),
+        };
+        if let Err(e) = crate::semantics::pick_index(index, len, &env, &[]) {
+            self.diags
+                .push(Diag::error("bad-expression", e.message()).at(e.pos(), "here"));
+        }
+    }
+
     fn comm(&mut self, comm: Option<&Ident>) -> Option<Rc<Shape>> {
         let Some(comm) = comm else {
             return self.comms.get("world").map(|c| c.shape.clone());
@@ -464,10 +515,10 @@ impl Pass<'_> {
     fn p2p(&mut self, p: &P2p) {
         let shape = self.comm(p.comm.as_ref());
         self.peer(&p.peer, shape.as_deref());
-        self.size(&p.size);
+        self.msg_size(&p.size);
         if let Some((peer, size)) = p.recv.as_deref() {
             self.peer(peer, shape.as_deref());
-            self.size(size);
+            self.msg_size(size);
         }
         if let Some(tag) = &p.tag {
             if tag.value > PORTABLE_TAG_MAX {
@@ -830,7 +881,11 @@ impl Pass<'_> {
 
 fn direction_args(dir: &Direction) -> Vec<&Expr> {
     match dir {
-        Direction::Child(e) | Direction::Leaf(e) | Direction::Bit(e) | Direction::Neighbor(e) => {
+        Direction::Child(e)
+        | Direction::Leaf(e)
+        | Direction::Bit(e)
+        | Direction::Neighbor(e)
+        | Direction::AxisOf { dim: e, .. } => {
             vec![e]
         }
         _ => Vec::new(),
@@ -840,7 +895,7 @@ fn direction_args(dir: &Direction) -> Vec<&Expr> {
 /// A direction of `shape` that plays the role `dir` plays elsewhere.
 fn suggest_direction(dir: &Direction, shape: &Shape) -> Option<&'static str> {
     let forward = match dir {
-        Direction::Axis(a) => a.forward,
+        Direction::Axis(AxisDir { forward, .. }) | Direction::AxisOf { forward, .. } => *forward,
         Direction::Next | Direction::Child(_) | Direction::Leaf(_) => true,
         _ => false,
     };

@@ -349,26 +349,19 @@ fn rewrite(stmt: &Stmt, plan: &Plan, c: f64, s: f64) -> Stmt {
                 pos: d.pos,
             };
             StmtKind::Compute(Box::new(Compute {
-                time: match &compute.time {
-                    TimeSpec::Fixed(t) => TimeSpec::Fixed(d(t)),
-                    TimeSpec::PerRank(v) => TimeSpec::PerRank(v.iter().map(d).collect()),
-                    TimeSpec::Normal { mean, stddev } => TimeSpec::Normal {
-                        mean: d(mean),
-                        stddev: d(stddev),
-                    },
-                    TimeSpec::Uniform { low, high } => TimeSpec::Uniform {
-                        low: d(low),
-                        high: d(high),
-                    },
-                },
+                time: scale_time(&compute.time, &d),
                 working_set: compute.working_set,
             }))
         }
         StmtKind::P2p(p) if s < 1.0 => {
             let mut p = p.clone();
-            p.size = scale_size(p.size, s);
+            for v in p.size.values_mut() {
+                *v = scale_size(*v, s);
+            }
             if let Some((_, size)) = p.recv.as_deref_mut() {
-                *size = scale_size(*size, s);
+                for v in size.values_mut() {
+                    *v = scale_size(*v, s);
+                }
             }
             StmtKind::P2p(p)
         }
@@ -431,6 +424,26 @@ fn duration_of(seconds: f64, fallback: TimeUnit) -> Duration {
 
 /// A size multiplied by `s`, rounded down to whole bytes (at least 1 B when it was not
 /// empty), so that a receive at least as large as its send stays so.
+/// A compute time with every duration in it mapped by `d`.
+fn scale_time(time: &TimeSpec, d: &dyn Fn(&Spanned<Duration>) -> Spanned<Duration>) -> TimeSpec {
+    match time {
+        TimeSpec::Fixed(t) => TimeSpec::Fixed(d(t)),
+        TimeSpec::PerRank(v) => TimeSpec::PerRank(v.iter().map(d).collect()),
+        TimeSpec::Normal { mean, stddev } => TimeSpec::Normal {
+            mean: d(mean),
+            stddev: d(stddev),
+        },
+        TimeSpec::Uniform { low, high } => TimeSpec::Uniform {
+            low: d(low),
+            high: d(high),
+        },
+        TimeSpec::Pick(p) => TimeSpec::Pick(Box::new(Pick {
+            values: p.values.iter().map(|t| scale_time(t, d)).collect(),
+            index: p.index.clone(),
+        })),
+    }
+}
+
 fn scale_size(size: Spanned<Size>, s: f64) -> Spanned<Size> {
     let bytes = size.value.bytes().unwrap_or(0);
     let scaled = if bytes == 0 {
@@ -475,7 +488,7 @@ fn unscaled_communication(
             continue;
         }
         let cost = match &stmt.kind {
-            StmtKind::P2p(p) => model.p2p(p.size.value.bytes().unwrap_or(0)),
+            StmtKind::P2p(p) => model.p2p(p.size.mean_bytes().round() as u64),
             StmtKind::Collective(c) => {
                 let bytes = match &c.size {
                     Some(SizeSpec::Fixed(s)) => s.value.bytes().unwrap_or(0),

@@ -21,7 +21,8 @@ use crate::check::Info;
 use smallvec::SmallVec;
 
 use crate::semantics::{
-    cart_sub_color, eval_bool_in, eval_int, eval_int_in, sum_iterations, Env, Shape,
+    cart_sub_color, compute_seconds, eval_bool_in, eval_int, eval_int_in, msg_bytes,
+    sum_iterations, Env, Shape,
 };
 
 /// What the timed simulation found.
@@ -74,14 +75,6 @@ pub fn simulate(
         rank_compute_s: sim.ranks.iter().map(|r| r.compute).collect(),
         ops: sim.ops,
     })
-}
-
-/// The compute time of one execution of `spec` on `rank` (the mean of random forms).
-pub fn compute_seconds(spec: &TimeSpec, rank: u64) -> f64 {
-    match spec {
-        TimeSpec::PerRank(values) => values.get(rank as usize).map_or(0.0, |d| d.value.seconds()),
-        other => other.mean_seconds(),
-    }
 }
 
 /// A future member of a communicator: (key, rank in the parent, world rank).
@@ -356,7 +349,7 @@ impl<'p> Timed<'p> {
         let vars = self.vars(rank);
         match &stmt.kind {
             StmtKind::Compute(c) => {
-                let t = compute_seconds(&c.time, rank);
+                let t = compute_seconds(&c.time, &env, &vars).map_err(|e| stuck(e.message()))?;
                 self.ranks[r].clock += t;
                 self.ranks[r].compute += t;
             }
@@ -477,7 +470,7 @@ impl<'p> Timed<'p> {
         let mut reqs = Vec::new();
         if let Some((peer, size)) = send {
             let to = self.resolve(inst, me, &peer.value, env, vars)?;
-            let bytes = size.value.bytes().unwrap_or(0);
+            let bytes = msg_bytes(size, env, vars).map_err(|e| stuck(e.message()))?;
             reqs.push(self.post_send(rank, inst, me, to, tag, bytes));
         }
         if let Some((peer, _)) = recv {
@@ -709,7 +702,9 @@ fn compute_only<'p>(
     let mut total = 0.0;
     for stmt in &block.stmts {
         match &stmt.kind {
-            StmtKind::Compute(c) => total += compute_seconds(&c.time, env.rank),
+            StmtKind::Compute(c) => {
+                total += compute_seconds(&c.time, env, vars).map_err(|e| stuck(e.message()))?
+            }
             StmtKind::Loop(l) => {
                 let count = eval_int_in(&l.count, env, vars).map_err(|e| stuck(e.message()))?;
                 total += loop_compute(l, count.max(0), env, vars, work)?;

@@ -16,8 +16,9 @@
 use std::collections::BTreeMap;
 
 use perfskel_grammar::ast::{
-    BinOp, Block, Collective, Compute, Duration, Else, Expr, ExprKind, Ident, If, Loop, P2p, P2pOp,
-    Peer, Site, Size, SizeSpec, Spanned, Stmt, StmtKind, TimeSpec, TimeUnit, Wait, WaitOp,
+    BinOp, Block, Collective, Compute, Duration, Else, Expr, ExprKind, Ident, If, Loop, MsgSize,
+    P2p, P2pOp, Peer, Site, Size, SizeSpec, Spanned, Stmt, StmtKind, TimeSpec, TimeUnit, Wait,
+    WaitOp,
 };
 
 use super::comms::{bin, CommRef, Comms};
@@ -251,10 +252,10 @@ impl Builder<'_> {
             op: P2pOp::Sendrecv,
             request: None,
             peer: Spanned::derived(Peer::Rank(to)),
-            size: Spanned::derived(b),
+            size: MsgSize::Fixed(Spanned::derived(b)),
             recv: Some(Box::new((
                 Spanned::derived(Peer::Rank(from)),
-                Spanned::derived(b),
+                MsgSize::Fixed(Spanned::derived(b)),
             ))),
             tag: None,
             comm: match tok.comm {
@@ -573,10 +574,11 @@ impl Builder<'_> {
                     op: *op,
                     request: req.map(handle),
                     peer: Spanned::derived(peer),
-                    size: Spanned::derived(sz),
+                    size: MsgSize::Fixed(Spanned::derived(sz)),
                     recv: if *op == P2pOp::Sendrecv && parts_len == 2 {
-                        it.next()
-                            .map(|(p, s)| Box::new((Spanned::derived(p), Spanned::derived(s))))
+                        it.next().map(|(p, s)| {
+                            Box::new((Spanned::derived(p), MsgSize::Fixed(Spanned::derived(s))))
+                        })
                     } else {
                         None
                     },
@@ -812,6 +814,7 @@ fn divide_time(spec: &mut TimeSpec, d: f64) {
             div(low);
             div(high);
         }
+        TimeSpec::Pick(p) => p.values.iter_mut().for_each(|t| divide_time(t, d)),
     }
 }
 

@@ -94,6 +94,51 @@ fn compute(input: Tokens) -> PResult<Simple> {
 }
 
 fn time_spec(input: Tokens) -> PResult<TimeSpec> {
+    time_spec_in(input, true)
+}
+
+/// A time that is not a pick (the options of a pick).
+fn plain_time_spec(input: Tokens) -> PResult<TimeSpec> {
+    time_spec_in(input, false)
+}
+
+/// `[V, V, ...][EXPR]`: one of the values, by index.
+fn pick<'a, T>(
+    mut item: impl FnMut(Tokens<'a>) -> PResult<'a, T>,
+) -> impl FnMut(Tokens<'a>) -> PResult<'a, Pick<T>> {
+    move |input: Tokens<'a>| {
+        let (rest, _) = punct(TokKind::LBracket)(input)?;
+        let (rest, values) =
+            cut(separated_list1(punct(TokKind::Comma), &mut item)).parse(rest)?;
+        let (rest, _) = cut(punct(TokKind::RBracket)).parse(rest)?;
+        let (rest, index) = cut(delimited(
+            punct(TokKind::LBracket),
+            expr,
+            punct(TokKind::RBracket),
+        ))
+        .parse(rest)?;
+        Ok((rest, Pick { values, index }))
+    }
+}
+
+/// A message size: `8 KiB` or a pick `[8 KiB, 16 KiB][dim]`.
+fn msg_size(input: Tokens) -> PResult<MsgSize> {
+    alt((
+        map(size, MsgSize::Fixed),
+        map(pick(size), |p| MsgSize::Pick(Box::new(p))),
+    ))
+    .parse(input)
+}
+
+fn time_spec_in(input: Tokens, picks: bool) -> PResult<TimeSpec> {
+    if !picks && input.first().is_some_and(|t| t.kind == TokKind::LBracket) {
+        let span = input.first().map(|t| t.span).unwrap_or_default();
+        return failure(PErr::invalid(
+            &input,
+            span,
+            "the options of a pick `[...][index]` cannot be picks themselves",
+        ));
+    }
     let list = |i| {
         delimited(
             punct(TokKind::LParen),
@@ -113,6 +158,7 @@ fn time_spec(input: Tokens) -> PResult<TimeSpec> {
     };
     let result = alt((
         map(duration, TimeSpec::Fixed),
+        map(pick(plain_time_spec), |p| TimeSpec::Pick(Box::new(p))),
         map(preceded(kw("per_rank"), cut(list)), TimeSpec::PerRank),
         map(preceded(kw("normal"), cut(pair)), |(mean, stddev)| {
             TimeSpec::Normal { mean, stddev }
@@ -152,11 +198,18 @@ fn size_spec(input: Tokens) -> PResult<SizeSpec> {
 fn p2p(op: P2pOp, request: Option<Ident>) -> impl FnOnce(Tokens) -> PResult<Simple> {
     move |input| {
         let (rest, peer, size, recv) = if op == P2pOp::Sendrecv {
-            let (rest, (_, peer, size, _, rpeer, rsize)) =
-                cut((kw("to"), spanned_peer, size, kw("from"), spanned_peer, size)).parse(input)?;
+            let (rest, (_, peer, size, _, rpeer, rsize)) = cut((
+                kw("to"),
+                spanned_peer,
+                msg_size,
+                kw("from"),
+                spanned_peer,
+                msg_size,
+            ))
+            .parse(input)?;
             (rest, peer, size, Some(Box::new((rpeer, rsize))))
         } else {
-            let (rest, (peer, size)) = cut((spanned_peer, size)).parse(input)?;
+            let (rest, (peer, size)) = cut((spanned_peer, msg_size)).parse(input)?;
             (rest, peer, size, None)
         };
         if !op.receives() && peer.value == Peer::Any {
@@ -438,6 +491,11 @@ fn peer(input: Tokens) -> PResult<Peer> {
         ))
         .parse(i)?;
         let (after, (text, span)) = cut(word).parse(rest)?;
+        if text == "d" {
+            // `+d(EXPR)`: the dimension an expression gives.
+            let (after, dim) = cut(arg).parse(after)?;
+            return Ok((after, Peer::Dir(Direction::AxisOf { dim, forward })));
+        }
         let (dim, spelling) = match text {
             "x" => (0, AxisSpelling::Letter),
             "y" => (1, AxisSpelling::Letter),
@@ -450,7 +508,7 @@ fn peer(input: Tokens) -> PResult<Peer> {
                     return failure(
                         PErr::invalid(&rest, span, format!("`{text}` is not a grid axis"))
                             .with_hint(
-                                "axes are `x`, `y`, `z` or `d0`, `d1`, ... as in `+x` or `-d3`",
+                                "axes are `x`, `y`, `z`, `d0`, `d1`, ... or `d(EXPR)`, as in `+x`, `-d3` or `+d(dim)`",
                             ),
                     )
                 }

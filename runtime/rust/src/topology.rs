@@ -156,6 +156,23 @@ pub fn minus(dim: u32) -> Dir {
     }
 }
 
+/// `+d(EXPR)`: one step forward along the dimension an expression gives (the checker
+/// keeps it in range; a negative one is no dimension, so no neighbour).
+pub fn plus_dim(dim: i64) -> Dir {
+    Dir::Axis {
+        dim: u32::try_from(dim).unwrap_or(u32::MAX),
+        forward: true,
+    }
+}
+
+/// `-d(EXPR)`: one step back along the dimension an expression gives.
+pub fn minus_dim(dim: i64) -> Dir {
+    Dir::Axis {
+        dim: u32::try_from(dim).unwrap_or(u32::MAX),
+        forward: false,
+    }
+}
+
 /// `offset(dx, dy, ...)`.
 pub fn offset(steps: &[i64]) -> Dir {
     Dir::Offset(steps.to_vec())

@@ -59,6 +59,18 @@ pub const fn gb(n: u64) -> u64 {
     n * 1_000_000_000
 }
 
+/// `[v0, v1, ...][index]`: the value at `index`, a size or a time that differs between
+/// the iterations of a loop. The checker keeps the index in range.
+pub fn pick<T: Clone>(values: &[T], index: i64) -> T {
+    match usize::try_from(index).ok().and_then(|i| values.get(i)) {
+        Some(v) => v.clone(),
+        None => panic!(
+            "pick index {index} is out of range: the list has {} values",
+            values.len()
+        ),
+    }
+}
+
 /// How long a compute span takes.
 #[derive(Clone, Debug, PartialEq)]
 pub enum TimeSpec {

@@ -273,7 +273,7 @@ impl<'a> Writer<'a> {
                     if let Some((peer, _)) = p.recv.as_deref() {
                         self.plan_peer(&comm, &peer.value);
                     }
-                    let bytes = |s: &Spanned<Size>| s.value.bytes().unwrap_or(0);
+                    let bytes = |s: &MsgSize| s.max_bytes();
                     let needs = match p.op {
                         P2pOp::Send | P2pOp::Isend => Needs {
                             send: bytes(&p.size),

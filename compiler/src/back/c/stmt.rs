@@ -116,8 +116,16 @@ impl Writer<'_> {
 
     fn compute(&mut self, c: &Compute, stmt: &Stmt) {
         let ws = c.working_set.and_then(|w| w.value.bytes()).unwrap_or(0);
+        let time = self.time_expr(&c.time, stmt);
+        self.line(&format!("ps_compute({time}, {ws});"));
+    }
+
+    /// The C expression of a compute time; a pick of fixed times is a table indexed by
+    /// its index, any other pick a chain of conditionals, so that only the chosen
+    /// option draws a random number.
+    fn time_expr(&mut self, time: &TimeSpec, stmt: &Stmt) -> String {
         let secs = |d: &Spanned<Duration>| seconds_literal(d.value);
-        let time = match &c.time {
+        match time {
             TimeSpec::Fixed(d) => secs(d),
             TimeSpec::PerRank(values) => {
                 let name = self.table_name(stmt, "seconds");
@@ -134,8 +142,53 @@ impl Writer<'_> {
                 format!("ps_normal({}, {})", secs(mean), secs(stddev))
             }
             TimeSpec::Uniform { low, high } => format!("ps_uniform({}, {})", secs(low), secs(high)),
-        };
-        self.line(&format!("ps_compute({time}, {ws});"));
+            TimeSpec::Pick(p) => {
+                let index = strip_parens(&self.expr(&p.index)).to_string();
+                let fixed: Option<Vec<String>> = p
+                    .values
+                    .iter()
+                    .map(|v| match v {
+                        TimeSpec::Fixed(d) => Some(secs(d)),
+                        _ => None,
+                    })
+                    .collect();
+                if let Some(list) = fixed {
+                    return format!("((const double[]){{{}}})[{index}]", list.join(", "));
+                }
+                let options: Vec<String> =
+                    p.values.iter().map(|v| self.time_expr(v, stmt)).collect();
+                let mut out = String::from("(");
+                for (i, option) in options.iter().enumerate() {
+                    if i + 1 == options.len() {
+                        out.push_str(option);
+                    } else {
+                        out.push_str(&format!("{index} == {i} ? {option} : "));
+                    }
+                }
+                out.push(')');
+                out
+            }
+        }
+    }
+
+    /// The C expression of a message size in bytes; a pick is a table indexed by its
+    /// index.
+    fn size_expr(&self, size: &MsgSize) -> String {
+        match size {
+            MsgSize::Fixed(s) => s.value.bytes().unwrap_or(0).to_string(),
+            MsgSize::Pick(p) => {
+                let list: Vec<String> = p
+                    .values
+                    .iter()
+                    .map(|s| s.value.bytes().unwrap_or(0).to_string())
+                    .collect();
+                format!(
+                    "((const int[]){{{}}})[{}]",
+                    list.join(", "),
+                    strip_parens(&self.expr(&p.index))
+                )
+            }
+        }
     }
 
     fn comm_var(&self, comm: &Option<Ident>) -> String {
@@ -180,6 +233,11 @@ impl Writer<'_> {
                     (Shape::Star, Direction::Leaf(e)) => {
                         format!("ps_star_leaf({})", strip_parens(&self.expr(e)))
                     }
+                    (Shape::Grid { .. }, Direction::AxisOf { dim, forward }) => format!(
+                        "ps_cart_axis({cvar}, {}, {})",
+                        strip_parens(&self.expr(dim)),
+                        if *forward { 1 } else { -1 }
+                    ),
                     (Shape::Hypercube { .. }, Direction::Bit(e)) => {
                         format!("ps_bit({me}, {})", strip_parens(&self.expr(e)))
                     }
@@ -213,7 +271,7 @@ impl Writer<'_> {
         let comm = comm_name(&p.comm);
         let cvar = self.comm_var(&p.comm);
         let tag = p.tag.map_or(0, |t| t.value);
-        let bytes = p.size.value.bytes().unwrap_or(0);
+        let bytes = self.size_expr(&p.size);
         let peer = self.peer(&comm, &p.peer.value);
         let buf = self.region(&p.request);
         let req = self.request_var(&p.request);
@@ -230,11 +288,8 @@ impl Writer<'_> {
             }
             P2pOp::Sendrecv => {
                 let (rpeer, rsize) = match p.recv.as_deref() {
-                    Some((peer, size)) => (
-                        self.peer(&comm, &peer.value),
-                        size.value.bytes().unwrap_or(0),
-                    ),
-                    None => ("MPI_PROC_NULL".into(), 0),
+                    Some((peer, size)) => (self.peer(&comm, &peer.value), self.size_expr(size)),
+                    None => ("MPI_PROC_NULL".into(), "0".into()),
                 };
                 format!(
                     "MPI_Sendrecv(ps_sbuf, {bytes}, MPI_BYTE, {peer}, {tag}, {buf}, {rsize}, MPI_BYTE, {rpeer}, {tag}, {cvar}, MPI_STATUS_IGNORE);"

@@ -10,7 +10,8 @@ use perfskel_grammar::ast::*;
 use perfskel_grammar::printer;
 
 use super::syntax::{
-    bytes_literal, expr, ident, is_snake_case, one_line, peer, size, time_spec, topology, LoopVars,
+    bytes_literal, expr, ident, is_snake_case, msg_size, one_line, peer, size, time_spec, topology,
+    LoopVars,
 };
 use crate::back::Options;
 use crate::check::Info;
@@ -282,7 +283,7 @@ impl Gen {
     fn stmt(&mut self, stmt: &Stmt, depth: usize) {
         match &stmt.kind {
             StmtKind::Compute(c) => {
-                let mut code = format!("sk.compute({})", time_spec(&c.time));
+                let mut code = format!("sk.compute({})", time_spec(&c.time, &self.vars));
                 if let Some(ws) = &c.working_set {
                     let _ = write!(code, ".working_set({})", size(ws.value));
                 }
@@ -375,15 +376,15 @@ fn p2p(p: &P2p, vars: &LoopVars) -> String {
         (P2pOp::Sendrecv, Some((from, recv_size))) => format!(
             "sk.sendrecv({}, {}, {}, {})",
             peer(&p.peer.value, vars),
-            size(p.size.value),
+            msg_size(&p.size, vars),
             peer(&from.value, vars),
-            size(recv_size.value)
+            msg_size(recv_size, vars)
         ),
         (op, _) => format!(
             "sk.{}({}, {})",
             op.keyword(),
             peer(&p.peer.value, vars),
-            size(p.size.value)
+            msg_size(&p.size, vars)
         ),
     };
     if let Some(tag) = &p.tag {
@@ -510,10 +511,8 @@ fn scan(block: &Block, n_ranks: u64, working_sets: &mut BTreeSet<u64>, buffer: &
             }
         }
         StmtKind::P2p(p) => {
-            let recv = p.recv.as_deref().and_then(|(_, s)| s.value.bytes());
-            *buffer = (*buffer)
-                .max(p.size.value.bytes().unwrap_or(0))
-                .max(recv.unwrap_or(0));
+            let recv = p.recv.as_deref().map_or(0, |(_, s)| s.max_bytes());
+            *buffer = (*buffer).max(p.size.max_bytes()).max(recv);
         }
         StmtKind::Collective(c) => {
             let total = match &c.size {

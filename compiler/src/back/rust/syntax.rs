@@ -37,8 +37,24 @@ pub(super) fn topology(t: &Topology) -> String {
     }
 }
 
-pub(super) fn time_spec(t: &TimeSpec) -> String {
+pub(super) fn time_spec(t: &TimeSpec, vars: &LoopVars) -> String {
     match t {
+        TimeSpec::Pick(p) => {
+            let all_fixed = p.values.iter().all(|v| matches!(v, TimeSpec::Fixed(_)));
+            let options: Vec<String> = p
+                .values
+                .iter()
+                .map(|v| {
+                    let code = time_spec(v, vars);
+                    if all_fixed || !matches!(v, TimeSpec::Fixed(_)) {
+                        code
+                    } else {
+                        format!("TimeSpec::from({code})")
+                    }
+                })
+                .collect();
+            format!("pick(&[{}], {})", options.join(", "), expr(&p.index, vars))
+        }
         TimeSpec::Fixed(d) => duration(d.value),
         TimeSpec::PerRank(list) => {
             let times: Vec<String> = list.iter().map(|d| duration(d.value)).collect();
@@ -81,6 +97,17 @@ pub(super) fn size(s: Size) -> String {
         format!("{unit}({})", s.value as u64)
     } else {
         bytes_literal(s.bytes().unwrap_or(0))
+    }
+}
+
+/// A point-to-point message size: a size, or `pick(&[...], index)`.
+pub(super) fn msg_size(s: &MsgSize, vars: &LoopVars) -> String {
+    match s {
+        MsgSize::Fixed(v) => size(v.value),
+        MsgSize::Pick(p) => {
+            let options: Vec<String> = p.values.iter().map(|v| size(v.value)).collect();
+            format!("pick(&[{}], {})", options.join(", "), expr(&p.index, vars))
+        }
     }
 }
 
@@ -132,6 +159,11 @@ fn direction(d: &Direction, vars: &LoopVars) -> String {
         Direction::Leaf(e) => format!("leaf({})", expr(e, vars)),
         Direction::Bit(e) => format!("bit({})", expr(e, vars)),
         Direction::Neighbor(e) => format!("neighbor({})", expr(e, vars)),
+        Direction::AxisOf { dim, forward } => format!(
+            "{}({})",
+            if *forward { "plus_dim" } else { "minus_dim" },
+            expr(dim, vars)
+        ),
     }
 }
 
