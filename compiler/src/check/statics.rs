@@ -396,8 +396,14 @@ impl Pass<'_> {
     ) {
         match time {
             TimeSpec::Pick(p) => {
+                // An option may take no time: the iterations that compute nothing.
+                let not_negative = |d: &Spanned<Duration>, diags: &mut Vec<Diag>| {
+                    if d.value.value != 0.0 {
+                        positive(d, diags);
+                    }
+                };
                 for option in &p.values {
-                    self.time_spec(option, positive);
+                    self.time_spec(option, &not_negative);
                 }
                 self.check_pick_index(&p.index, p.values.len());
             }

@@ -25,6 +25,7 @@
 
 mod build;
 mod comms;
+mod dims;
 mod eager;
 mod exchange;
 mod fold;
@@ -414,6 +415,14 @@ pub fn skeletonize(
         })
         .collect();
     stmts.extend(builder.block(&merged_nest, &traced));
+    // Blocks that differ only in the grid dimension they step along: a loop over
+    // dimensions.
+    let (mut stmts, dimension_loops) = dims::dimension_loops(stmts);
+    if dimension_loops > 0 {
+        summary.notes.push(format!(
+            "{dimension_loops} run(s) of blocks alike but for the grid dimension they step along are loops over dimensions (`+d(dim)`, sizes and compute per dimension as `[...][dim]`)"
+        ));
+    }
     // The compute between the last call and MPI_Finalize.
     if let Some(c) = builder.compute(&trailing, &traced) {
         stmts.push(c);

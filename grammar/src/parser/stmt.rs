@@ -108,8 +108,7 @@ fn pick<'a, T>(
 ) -> impl FnMut(Tokens<'a>) -> PResult<'a, Pick<T>> {
     move |input: Tokens<'a>| {
         let (rest, _) = punct(TokKind::LBracket)(input)?;
-        let (rest, values) =
-            cut(separated_list1(punct(TokKind::Comma), &mut item)).parse(rest)?;
+        let (rest, values) = cut(separated_list1(punct(TokKind::Comma), &mut item)).parse(rest)?;
         let (rest, _) = cut(punct(TokKind::RBracket)).parse(rest)?;
         let (rest, index) = cut(delimited(
             punct(TokKind::LBracket),
