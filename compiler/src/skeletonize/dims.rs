@@ -18,8 +18,8 @@
 //! loop says what it stands for.
 
 use perfskel_grammar::ast::{
-    BinOp, Block, Compute, Direction, Duration, Else, Expr, ExprKind, Ident, Loop, MsgSize, Peer,
-    Pick, Size, Spanned, Stmt, StmtKind, TimeSpec, TimeUnit, Trivia,
+    AxisSpelling, BinOp, Block, Compute, Direction, Duration, Else, Expr, ExprKind, Ident, Loop,
+    MsgSize, Peer, Pick, Size, Spanned, Stmt, StmtKind, TimeSpec, TimeUnit, Topology, Trivia,
 };
 
 use super::comms::bin;
@@ -33,11 +33,34 @@ const MAX_BLOCK: usize = 32;
 const MIN_SAVING: usize = 2;
 
 /// The statements with their runs over dimensions folded, and how many loops that made.
-pub(crate) fn dimension_loops(stmts: Vec<Stmt>) -> (Vec<Stmt>, usize) {
+pub(crate) fn dimension_loops(stmts: Vec<Stmt>, topology: &Topology) -> (Vec<Stmt>, usize) {
+    let ctx = Ctx {
+        two: match topology {
+            Topology::Grid { dims, periodic } => dims
+                .iter()
+                .zip(periodic)
+                .map(|(&d, &p)| d == 2 && p)
+                .collect(),
+            _ => Vec::new(),
+        },
+    };
     let mut made = 0;
     let mut scope = Vec::new();
-    let stmts = fold_block(with_gaps(stmts), &mut scope, &mut made);
+    let stmts = fold_block(with_gaps(stmts), &ctx, &mut scope, &mut made);
     (without_gaps(stmts), made)
+}
+
+/// What the world's topology says about directions.
+struct Ctx {
+    /// Per dimension of a world grid: periodic with 2 ranks, where a step forward and a
+    /// step back reach the same rank, so a direction's sign means nothing.
+    two: Vec<bool>,
+}
+
+impl Ctx {
+    fn sign_matters(&self, world: bool, dim: i64) -> bool {
+        !(world && usize::try_from(dim).is_ok_and(|d| self.two.get(d) == Some(&true)))
+    }
 }
 
 /// The statements with a compute before every other statement, of zero time where the
@@ -119,7 +142,8 @@ fn each_branch(stmt: &mut Stmt, f: &mut dyn FnMut(&mut Vec<Stmt>)) {
     }
 }
 
-fn fold_block(stmts: Vec<Stmt>, scope: &mut Vec<String>, made: &mut usize) -> Vec<Stmt> {
+fn fold_block(stmts: Vec<Stmt>, ctx: &Ctx, scope: &mut Vec<String>, made: &mut usize) -> Vec<Stmt> {
+    let stmts = rotate_loops(stmts, ctx, scope);
     // Inner blocks first, so that a block's statements are final when runs are sought.
     let stmts: Vec<Stmt> = stmts
         .into_iter()
@@ -128,108 +152,504 @@ fn fold_block(stmts: Vec<Stmt>, scope: &mut Vec<String>, made: &mut usize) -> Ve
                 StmtKind::Loop(l) => {
                     let pushed = l.var.as_ref().map(|v| scope.push(v.name.clone()));
                     let body = std::mem::take(&mut l.body.stmts);
-                    l.body.stmts = fold_block(body, scope, made);
+                    l.body.stmts = fold_block(body, ctx, scope, made);
                     if pushed.is_some() {
                         scope.pop();
                     }
                 }
                 StmtKind::If(_) => each_branch(&mut stmt, &mut |b| {
-                    *b = fold_block(std::mem::take(b), scope, made);
+                    *b = fold_block(std::mem::take(b), ctx, scope, made);
                 }),
                 _ => {}
             }
             stmt
         })
         .collect();
-    let mut out = Vec::with_capacity(stmts.len());
+    // Cheap filters: a block holds a grid direction; the expanded form needs a loop of
+    // two to unroll.
+    let axis: Vec<bool> = stmts.iter().map(has_axis).collect();
+    let sigs: Vec<String> = stmts.iter().map(signature).collect();
+    let unrollable: Vec<bool> = stmts.iter().map(|s| unrolled_len(s) > 1).collect();
+    let mut folds: Vec<(usize, usize, Stmt)> = Vec::new();
     let mut i = 0;
     while i < stmts.len() {
-        let best = (1..=MAX_BLOCK)
-            .filter_map(|len| run_at(&stmts, i, len).map(|run| (run, len)))
-            .max_by_key(|(run, len)| (run.saving, std::cmp::Reverse(*len)));
+        let mut best: Option<Run> = None;
+        for len in 1..=MAX_BLOCK.min(stmts.len() - i) {
+            if !axis[i..i + len].iter().any(|&a| a) {
+                continue;
+            }
+            // A loop of two to unroll in this block or in the next ones.
+            let expand = unrollable[i..(i + 3 * MAX_BLOCK).min(stmts.len())]
+                .iter()
+                .any(|&u| u);
+            for unroll in [false, true] {
+                if unroll && !expand {
+                    continue;
+                }
+                // Blocks of the same length start alike (a cheap test before the shapes).
+                if !unroll && sigs.get(i..i + 2) != sigs.get(i + len..i + len + 2) {
+                    continue;
+                }
+                if unroll && unrolled_sigs(&stmts[i..], 3) != unrolled_sigs(&stmts[i + len..], 3) {
+                    continue;
+                }
+                if let Some(run) = run_at(&stmts, i, len, unroll, ctx) {
+                    if best.as_ref().is_none_or(|b| run.saving > b.saving) {
+                        best = Some(run);
+                    }
+                }
+            }
+        }
         match best {
-            Some((run, len)) => {
-                let var = fresh_var(scope, &stmts[i..i + len]);
-                out.push(fold_run(&stmts, i, len, &run, &var));
+            Some(run) => {
+                let (at, len) = run.bounds[0];
+                let var = fresh_var(scope, &stmts[at..at + len]);
+                let end = run.bounds.last().map_or(i + 1, |&(a, l)| a + l);
+                folds.push((i, end, fold_run(&stmts, &run, &var)));
                 *made += 1;
-                i += run.blocks * len;
+                i = end;
             }
-            None => {
-                out.push(stmts[i].clone());
-                i += 1;
-            }
+            None => i += 1,
+        }
+    }
+    // The statements no run took move to the output as they are.
+    let mut out = Vec::with_capacity(stmts.len());
+    let mut folds = folds.into_iter().peekable();
+    let mut skip_to = 0;
+    for (i, stmt) in stmts.into_iter().enumerate() {
+        if let Some((_, end, folded)) = folds.next_if(|(start, ..)| *start == i) {
+            out.push(folded);
+            skip_to = end;
+        }
+        if i >= skip_to {
+            out.push(stmt);
         }
     }
     out
 }
 
+/// The statements with loops turned where that lets their bodies fold: a loop whose
+/// body starts with what follows it, `loop N { A B } A`, is `A loop N { B A }` (and one
+/// whose body ends with what precedes it the other way round). The compressor starts a
+/// loop where the trace's first whole period starts, which can part the two halves of
+/// one exchange (LAMMPS's reverse communication along z at the end of a step's body,
+/// along y and x at the start of the next); turned, they meet. The statement that moves
+/// keeps its own statistics: only where the application ran it changes, by one
+/// iteration. Kept only when the body then folds into fewer statements.
+fn rotate_loops(mut stmts: Vec<Stmt>, ctx: &Ctx, scope: &[String]) -> Vec<Stmt> {
+    let size = |body: &[Stmt], var: Option<&str>| {
+        let mut scope = scope.to_vec();
+        scope.extend(var.map(str::to_string));
+        let folded = fold_block(body.to_vec(), ctx, &mut scope, &mut 0);
+        count_statements(&without_gaps(folded))
+    };
+    let mut k = 0;
+    while k < stmts.len() {
+        let StmtKind::Loop(l) = &stmts[k].kind else {
+            k += 1;
+            continue;
+        };
+        if !matches!(l.count.kind, ExprKind::Int(n) if n >= 2) || !has_axis(&stmts[k]) {
+            k += 1;
+            continue;
+        }
+        let var = l.var.as_ref().map(|v| v.name.clone());
+        let body = &l.body.stmts;
+        let reads = |part: &[Stmt]| {
+            var.as_deref()
+                .is_some_and(|v| part.iter().any(|s| stmt_reads_var(s, v)))
+        };
+        // Signatures first: the shapes are compared only where they agree.
+        let outer: Vec<String> = stmts.iter().map(signature).collect();
+        let inner: Vec<String> = body.iter().map(signature).collect();
+        let n = body.len();
+        // After the loop: the body's longest prefix that follows it.
+        let after = (1..n).rev().find(|&j| {
+            outer.get(k + 1..k + 1 + j) == Some(&inner[..j])
+                && stat_free(&stmts[k + 1..k + 1 + j]) == stat_free(&body[..j])
+                && !reads(&body[..j])
+        });
+        // Before the loop: the body's longest suffix that precedes it.
+        let before = (1..n.min(k + 1)).rev().find(|&j| {
+            outer[k - j..k] == inner[n - j..]
+                && stat_free(&stmts[k - j..k]) == stat_free(&body[n - j..])
+                && !reads(&body[n - j..])
+        });
+        if after.is_none() && before.is_none() {
+            k += 1;
+            continue;
+        }
+        let current = size(body, var.as_deref());
+        let mut turned = None;
+        if let Some(j) = after {
+            let mut rotated = body[j..].to_vec();
+            rotated.extend_from_slice(&body[..j]);
+            if size(&rotated, var.as_deref()) < current {
+                turned = Some((rotated, true, j));
+            }
+        }
+        if let (None, Some(j)) = (&turned, before) {
+            let mut rotated = body[body.len() - j..].to_vec();
+            rotated.extend_from_slice(&body[..body.len() - j]);
+            if size(&rotated, var.as_deref()) < current {
+                turned = Some((rotated, false, j));
+            }
+        }
+        let Some((rotated, forward, j)) = turned else {
+            k += 1;
+            continue;
+        };
+        let mut looped = stmts[k].clone();
+        if let StmtKind::Loop(l) = &mut looped.kind {
+            l.body.stmts = rotated;
+        }
+        if forward {
+            // `loop { A B } A` -> `A loop { B A }`: the A after the loop moves before it.
+            let moved: Vec<Stmt> = stmts.drain(k + 1..k + 1 + j).collect();
+            stmts[k] = looped;
+            let at = k;
+            for (n, s) in moved.into_iter().enumerate() {
+                stmts.insert(at + n, s);
+            }
+            k += j + 1;
+        } else {
+            // `B loop { A B }` -> `loop { B A } B`.
+            let moved: Vec<Stmt> = stmts.drain(k - j..k).collect();
+            let k0 = k - j;
+            stmts[k0] = looped;
+            for (n, s) in moved.into_iter().enumerate() {
+                stmts.insert(k0 + 1 + n, s);
+            }
+            k = k0 + j + 1;
+        }
+    }
+    stmts
+}
+
+/// A copy of the statements without their sizes, times and comments: what must be equal
+/// for one to stand where the other was.
+fn stat_free(stmts: &[Stmt]) -> Vec<Stmt> {
+    let mut out = stmts.to_vec();
+    walk(&mut out, &mut |slot| match slot {
+        Slot::Size(s) => *s = MsgSize::Fixed(Spanned::derived(Size::bytes_exact(0))),
+        Slot::Time(t) => *t = TimeSpec::Fixed(Spanned::derived(Duration::new(0.0, TimeUnit::Ns))),
+        Slot::Peer(..) => {}
+    });
+    each_stmt(&mut out, &mut |s| s.trivia = Trivia::default());
+    out
+}
+
+/// Whether a statement reads the loop variable `var` anywhere.
+fn stmt_reads_var(stmt: &Stmt, var: &str) -> bool {
+    crate::semantics::stmt_exprs(stmt)
+        .into_iter()
+        .any(|e| crate::semantics::reads_vars(e, Some(var)))
+        || crate::semantics::stmt_blocks(stmt)
+            .into_iter()
+            .any(|b| b.stmts.iter().any(|s| stmt_reads_var(s, var)))
+}
+
 /// A run of blocks that differ in the dimension they step along.
 struct Run {
-    blocks: usize,
+    /// Each block's first statement and length.
+    bounds: Vec<(usize, usize)>,
+    /// Whether the blocks are compared with their loops of two unrolled (a dimension of
+    /// two ranks loops over its two swaps where a longer one writes them apart).
+    unroll: bool,
     /// The dimension step from one block to the next.
     stride: i64,
+    /// Per grid direction of the body: its sign.
+    signs: Vec<bool>,
     saving: usize,
 }
 
-/// The run of blocks of `len` statements at `at`, if one qualifies.
-fn run_at(stmts: &[Stmt], at: usize, len: usize) -> Option<Run> {
-    let block = |t: usize| stmts.get(at + t * len..at + (t + 1) * len);
-    let first = block(0)?;
-    let (shape0, leaves0) = parts(first)?;
-    let dims0: Vec<i64> = axis_dims(&leaves0);
-    if dims0.is_empty() {
+/// The run of blocks starting with `len` statements at `at`, if one qualifies.
+fn run_at(stmts: &[Stmt], at: usize, len: usize, unroll: bool, ctx: &Ctx) -> Option<Run> {
+    let form = |b: &[Stmt]| if unroll { unrolled(b) } else { b.to_vec() };
+    let first = form(stmts.get(at..at + len)?);
+    let (shape0, leaves0) = parts(&first)?;
+    let axes0 = axes(&leaves0);
+    if axes0.is_empty() {
         return None;
     }
-    let (shape1, leaves1) = parts(block(1)?)?;
-    if shape1 != shape0 {
-        return None;
-    }
-    let stride = axis_dims(&leaves1)[0] - dims0[0];
-    if stride == 0 {
-        return None;
-    }
-    let mut blocks = 1;
-    while let Some(next) = block(blocks) {
-        let Some((shape, leaves)) = parts(next) else {
+    let mut bounds = vec![(at, len)];
+    let mut all = vec![leaves0];
+    let mut stride = 0;
+    let mut pos = at + len;
+    loop {
+        // The next block: as many statements as make the first block's length.
+        let l = if unroll {
+            let mut count = Unrolled::default();
+            let fits = (1..=MAX_BLOCK).find_map(|l| {
+                count.add(stmts.get(pos + l - 1)?);
+                (count.n >= first.len()).then_some((l, count.n))
+            });
+            match fits {
+                Some((l, n)) if n == first.len() => l,
+                _ => break,
+            }
+        } else {
+            len
+        };
+        let Some(block) = stmts.get(pos..pos + l) else {
             break;
         };
-        let t = blocks as i64;
-        if shape != shape0
-            || !axis_dims(&leaves)
-                .iter()
-                .zip(&dims0)
-                .all(|(d, d0)| *d == d0 + stride * t)
+        let Some((shape, leaves)) = parts(&form(block)) else {
+            break;
+        };
+        if shape != shape0 {
+            break;
+        }
+        let t = bounds.len() as i64;
+        let dims = axes(&leaves);
+        if t == 1 {
+            stride = dims[0].0 - axes0[0].0;
+            if stride == 0 {
+                break;
+            }
+        }
+        if !dims
+            .iter()
+            .zip(&axes0)
+            .all(|(d, d0)| d.0 == d0.0 + stride * t)
         {
             break;
         }
-        blocks += 1;
+        bounds.push((pos, l));
+        all.push(leaves);
+        pos += l;
     }
-    if blocks < 2 {
+    if bounds.len() < 2 {
         return None;
     }
-    let size = count_statements(&without_gaps(first.to_vec()));
-    let saving = ((blocks - 1) * size).checked_sub(1)?;
+    // Each direction's sign: the same on every block where it matters.
+    let mut signs = Vec::with_capacity(axes0.len());
+    for (j, &(_, sign0, world)) in axes0.iter().enumerate() {
+        let mut chosen = None;
+        for leaves in &all {
+            let (dim, sign, _) = axes(leaves)[j];
+            if ctx.sign_matters(world, dim) {
+                match chosen {
+                    None => chosen = Some(sign),
+                    Some(c) if c != sign => return None,
+                    Some(_) => {}
+                }
+            }
+        }
+        signs.push(chosen.unwrap_or(sign0));
+    }
+    let before: usize = bounds
+        .iter()
+        .map(|&(a, l)| count_statements(&without_gaps(stmts[a..a + l].to_vec())))
+        .sum();
+    let after = count_statements(&without_gaps(first)) + 1;
+    let saving = before.checked_sub(after)?;
     (saving >= MIN_SAVING).then_some(Run {
-        blocks,
+        bounds,
+        unroll,
         stride,
+        signs,
         saving,
+    })
+}
+
+/// What a statement's shape starts with: its kind, operation and call site.
+fn signature(stmt: &Stmt) -> String {
+    let site = stmt.site.as_ref().map_or("", |s| s.text.as_str());
+    match &stmt.kind {
+        StmtKind::Compute(_) => "compute".into(),
+        StmtKind::P2p(p) => format!("{} {site}", p.op.keyword()),
+        StmtKind::Collective(c) => format!("{} {site}", c.op.keyword()),
+        StmtKind::Wait(w) => format!("wait {:?} {site}", w.op),
+        StmtKind::Loop(l) => format!("loop {:?}", l.count.kind),
+        StmtKind::If(_) => "if".into(),
+        StmtKind::CommDecl(_) => "comm".into(),
+    }
+}
+
+/// Whether a statement talks along a grid direction.
+fn has_axis(stmt: &Stmt) -> bool {
+    let axis = |peer: &Peer| matches!(peer, Peer::Dir(Direction::Axis(_)));
+    match &stmt.kind {
+        StmtKind::P2p(p) => {
+            axis(&p.peer.value) || p.recv.as_deref().is_some_and(|r| axis(&r.0.value))
+        }
+        StmtKind::Loop(_) | StmtKind::If(_) => crate::semantics::stmt_blocks(stmt)
+            .into_iter()
+            .any(|b| b.stmts.iter().any(has_axis)),
+        _ => false,
+    }
+}
+
+/// How many statements `stmt` is with its loop of two unrolled ([`unrolled`]).
+fn unrolled_len(stmt: &Stmt) -> usize {
+    match &stmt.kind {
+        StmtKind::Loop(l) if l.var.is_none() && matches!(l.count.kind, ExprKind::Int(2)) => {
+            2 * l.body.stmts.len()
+        }
+        _ => 1,
+    }
+}
+
+/// The block with every loop of two iterations (without a variable) written out twice;
+/// a compute just before such a loop joins the compute its body starts with, so that
+/// every call keeps exactly one compute before it.
+fn unrolled(block: &[Stmt]) -> Vec<Stmt> {
+    let mut out: Vec<Stmt> = Vec::new();
+    for stmt in block {
+        match &stmt.kind {
+            StmtKind::Loop(l) if unrolled_len(stmt) > 1 => {
+                for copy in [&l.body.stmts, &l.body.stmts] {
+                    let mut copy = copy.iter().cloned();
+                    if let Some(head) = copy.next() {
+                        push_joined(&mut out, head);
+                    }
+                    out.extend(copy);
+                }
+            }
+            _ => out.push(stmt.clone()),
+        }
+    }
+    out
+}
+
+/// The length of [`unrolled`]'s output, statement by statement, without building it
+/// (a compute after a compute counts as joined).
+#[derive(Default)]
+struct Unrolled {
+    n: usize,
+    last_compute: bool,
+}
+
+impl Unrolled {
+    fn add(&mut self, stmt: &Stmt) {
+        match &stmt.kind {
+            StmtKind::Loop(l) if unrolled_len(stmt) > 1 => {
+                for _ in 0..2 {
+                    for (k, s) in l.body.stmts.iter().enumerate() {
+                        self.push(s, k == 0);
+                    }
+                }
+            }
+            _ => self.push(stmt, false),
+        }
+    }
+
+    fn push(&mut self, stmt: &Stmt, joins: bool) {
+        let compute = matches!(stmt.kind, StmtKind::Compute(_));
+        if !(joins && compute && self.last_compute) {
+            self.n += 1;
+        }
+        self.last_compute = compute;
+    }
+}
+
+/// The signatures of the first `n` statements of `stmts` unrolled, without building them.
+fn unrolled_sigs(stmts: &[Stmt], n: usize) -> Vec<String> {
+    let mut out: Vec<String> = Vec::with_capacity(n);
+    let push = |s: &Stmt, joins: bool, out: &mut Vec<String>| {
+        let sig = signature(s);
+        if !(joins && sig == "compute" && out.last().is_some_and(|l| l == "compute")) {
+            out.push(sig);
+        }
+    };
+    for stmt in stmts {
+        if out.len() >= n {
+            break;
+        }
+        match &stmt.kind {
+            StmtKind::Loop(l) if unrolled_len(stmt) > 1 => {
+                for s in l.body.stmts.iter().take(n) {
+                    push(s, std::ptr::eq(s, &l.body.stmts[0]), &mut out);
+                }
+            }
+            _ => push(stmt, false, &mut out),
+        }
+    }
+    out.truncate(n);
+    out
+}
+
+/// Pushes `stmt`, joined with the compute before it when both are computes.
+fn push_joined(out: &mut Vec<Stmt>, stmt: Stmt) {
+    let Some(last) = out.last_mut() else {
+        out.push(stmt);
+        return;
+    };
+    let StmtKind::Compute(c) = &stmt.kind else {
+        out.push(stmt);
+        return;
+    };
+    if !matches!(last.kind, StmtKind::Compute(_)) {
+        out.push(stmt);
+        return;
+    }
+    if is_gap(last) {
+        *last = stmt;
+        return;
+    }
+    if is_gap(&stmt) {
+        return;
+    }
+    if let StmtKind::Compute(prev) = &mut last.kind {
+        if let Some(sum) = add_times(&prev.time, &c.time) {
+            prev.time = sum;
+            return;
+        }
+    }
+    out.push(stmt);
+}
+
+/// The time of one compute after another, where the forms allow it.
+fn add_times(a: &TimeSpec, b: &TimeSpec) -> Option<TimeSpec> {
+    let plus = |x: &Spanned<Duration>, ns: f64| {
+        Spanned::derived(super::build::duration(x.value.seconds() * 1e9 + ns))
+    };
+    let ns = |t: &TimeSpec| match t {
+        TimeSpec::Fixed(d) => Some(d.value.seconds() * 1e9),
+        _ => None,
+    };
+    Some(match (a, b) {
+        (TimeSpec::Fixed(x), _) if ns(b).is_some() => TimeSpec::Fixed(plus(x, ns(b)?)),
+        (TimeSpec::PerRank(v), _) | (_, TimeSpec::PerRank(v)) if ns(a).or(ns(b)).is_some() => {
+            TimeSpec::PerRank(
+                v.iter()
+                    .map(|x| plus(x, ns(a).or(ns(b)).unwrap_or(0.0)))
+                    .collect(),
+            )
+        }
+        (TimeSpec::PerRank(v), TimeSpec::PerRank(w)) if v.len() == w.len() => TimeSpec::PerRank(
+            v.iter()
+                .zip(w)
+                .map(|(x, y)| plus(x, y.value.seconds() * 1e9))
+                .collect(),
+        ),
+        (TimeSpec::Normal { mean, stddev }, _) | (_, TimeSpec::Normal { mean, stddev })
+            if ns(a).or(ns(b)).is_some() =>
+        {
+            TimeSpec::Normal {
+                mean: plus(mean, ns(a).or(ns(b)).unwrap_or(0.0)),
+                stddev: *stddev,
+            }
+        }
+        _ => return None,
     })
 }
 
 /// What a block's statements hold that may differ per dimension.
 #[derive(Clone, Debug, PartialEq)]
 enum Leaf {
-    /// A grid direction: its dimension.
-    Axis(i64),
+    /// A grid direction: its dimension, its sign, and whether on the world.
+    Axis(i64, bool, bool),
     Size(MsgSize),
     Time(TimeSpec),
 }
 
-fn axis_dims(leaves: &[Leaf]) -> Vec<i64> {
+fn axes(leaves: &[Leaf]) -> Vec<(i64, bool, bool)> {
     leaves
         .iter()
         .filter_map(|l| match l {
-            Leaf::Axis(d) => Some(*d),
+            Leaf::Axis(d, s, w) => Some((*d, *s, *w)),
             _ => None,
         })
         .collect()
@@ -237,7 +657,8 @@ fn axis_dims(leaves: &[Leaf]) -> Vec<i64> {
 
 /// A leaf slot in a statement, for reading and for rewriting.
 enum Slot<'a> {
-    Peer(&'a mut Peer),
+    /// A peer, and whether the operation is on the world.
+    Peer(&'a mut Peer, bool),
     Size(&'a mut MsgSize),
     Time(&'a mut TimeSpec),
 }
@@ -249,10 +670,11 @@ fn walk(stmts: &mut [Stmt], f: &mut dyn FnMut(Slot)) {
         match &mut stmt.kind {
             StmtKind::Compute(c) => f(Slot::Time(&mut c.time)),
             StmtKind::P2p(p) => {
-                f(Slot::Peer(&mut p.peer.value));
+                let world = p.comm.is_none();
+                f(Slot::Peer(&mut p.peer.value, world));
                 f(Slot::Size(&mut p.size));
                 if let Some((peer, size)) = p.recv.as_deref_mut() {
-                    f(Slot::Peer(&mut peer.value));
+                    f(Slot::Peer(&mut peer.value, world));
                     f(Slot::Size(size));
                 }
             }
@@ -309,12 +731,14 @@ fn parts(block: &[Stmt]) -> Option<(Vec<Stmt>, Vec<Leaf>)> {
     let mut leaves = Vec::new();
     let mut ok = true;
     walk(&mut shape, &mut |slot| match slot {
-        Slot::Peer(Peer::Dir(Direction::Axis(a))) => {
-            leaves.push(Leaf::Axis(i64::from(a.dim)));
+        Slot::Peer(Peer::Dir(Direction::Axis(a)), world) => {
+            leaves.push(Leaf::Axis(i64::from(a.dim), a.forward, world));
             a.dim = 0;
+            a.forward = true;
+            a.spelling = AxisSpelling::Numbered;
         }
-        Slot::Peer(Peer::Dir(Direction::AxisOf { .. })) => ok = false,
-        Slot::Peer(_) => {}
+        Slot::Peer(Peer::Dir(Direction::AxisOf { .. }), _) => ok = false,
+        Slot::Peer(..) => {}
         Slot::Size(s) => {
             if matches!(s, MsgSize::Pick(_)) {
                 ok = false;
@@ -335,31 +759,42 @@ fn parts(block: &[Stmt]) -> Option<(Vec<Stmt>, Vec<Leaf>)> {
 }
 
 /// The loop that stands for the run at `at`.
-fn fold_run(stmts: &[Stmt], at: usize, len: usize, run: &Run, var: &str) -> Stmt {
-    let blocks: Vec<&[Stmt]> = (0..run.blocks)
-        .map(|t| &stmts[at + t * len..at + (t + 1) * len])
+fn fold_run(stmts: &[Stmt], run: &Run, var: &str) -> Stmt {
+    let blocks: Vec<Vec<Stmt>> = run
+        .bounds
+        .iter()
+        .map(|&(a, l)| {
+            let b = &stmts[a..a + l];
+            if run.unroll {
+                unrolled(b)
+            } else {
+                b.to_vec()
+            }
+        })
         .collect();
     let leaves: Vec<Vec<Leaf>> = blocks
         .iter()
         .map(|b| parts(b).map(|(_, l)| l).unwrap_or_default())
         .collect();
     let index = || Expr::new(ExprKind::Var(Ident::new(var)));
-    let mut body = blocks[0].to_vec();
+    let mut body = blocks[0].clone();
     let mut j = 0;
+    let mut axis = 0;
     walk(&mut body, &mut |slot| {
         let column: Vec<&Leaf> = leaves.iter().filter_map(|l| l.get(j)).collect();
         match slot {
-            Slot::Peer(Peer::Dir(dir @ Direction::Axis(_))) => {
-                let (Direction::Axis(a), Some(Leaf::Axis(d0))) = (&*dir, column.first()) else {
+            Slot::Peer(Peer::Dir(dir @ Direction::Axis(_)), _) => {
+                let Some(Leaf::Axis(d0, ..)) = column.first() else {
                     return;
                 };
                 *dir = Direction::AxisOf {
                     dim: affine(*d0, run.stride, index()),
-                    forward: a.forward,
+                    forward: run.signs.get(axis).copied().unwrap_or(true),
                 };
+                axis += 1;
                 j += 1;
             }
-            Slot::Peer(_) => {}
+            Slot::Peer(..) => {}
             Slot::Size(s) => {
                 let values: Vec<Spanned<Size>> = column
                     .iter()
@@ -398,7 +833,7 @@ fn fold_run(stmts: &[Stmt], at: usize, len: usize, run: &Run, var: &str) -> Stmt
     let mut others: Vec<Vec<Trivia>> = blocks[1..]
         .iter()
         .map(|b| {
-            let mut b = b.to_vec();
+            let mut b = b.clone();
             let mut list = Vec::new();
             each_stmt(&mut b, &mut |s| list.push(s.trivia.clone()));
             list
@@ -419,17 +854,12 @@ fn fold_run(stmts: &[Stmt], at: usize, len: usize, run: &Run, var: &str) -> Stmt
         k += 1;
     });
     others.clear();
-    let dims: Vec<String> = (0..run.blocks as i64)
-        .map(|t| {
-            leaves[0].iter().find_map(|l| match l {
-                Leaf::Axis(d) => Some(d + run.stride * t),
-                _ => None,
-            })
-        })
-        .map(|d| d.map_or_else(String::new, |d| d.to_string()))
+    let dims: Vec<String> = leaves
+        .iter()
+        .filter_map(|l| axes(l).first().map(|a| a.0.to_string()))
         .collect();
     let mut stmt = Stmt::new(StmtKind::Loop(Box::new(Loop {
-        count: Expr::int(run.blocks as i64),
+        count: Expr::int(run.bounds.len() as i64),
         var: Some(Ident::new(var)),
         body: Block {
             stmts: body,
@@ -488,7 +918,8 @@ mod tests {
     fn folded(body: &str) -> (String, usize) {
         let (mut program, diags) = perfskel_grammar::parse(&format!("{HEADER}{body}"));
         assert!(diags.is_empty(), "{diags:?}");
-        let (stmts, made) = dimension_loops(std::mem::take(&mut program.body.stmts));
+        let topology = program.topology.value.clone();
+        let (stmts, made) = dimension_loops(std::mem::take(&mut program.body.stmts), &topology);
         program.body.stmts = stmts;
         let text = perfskel_grammar::print(&program);
         (text.trim_start_matches(HEADER).to_string(), made)
@@ -559,6 +990,80 @@ mod tests {
         assert!(text.contains("loop 2 as dim2 {"), "{text}");
         assert!(
             text.contains("send +d(dim2) [1 KiB, 2 KiB][dim2]"),
+            "{text}"
+        );
+    }
+}
+
+#[cfg(test)]
+mod mixed_tests {
+    use super::*;
+
+    #[test]
+    fn swaps_of_two_rank_dimensions_unroll_to_meet_a_longer_one() {
+        let src = "skeleton t\nranks 16\ntopology torus(2, 2, 4)\napp_time 1 s\n\
+            compute 30 us\n\
+            loop 2 {\n compute 15 us\n sendrecv to east 4 B from east 4 B @ \"a\"\n\
+              req r0 = irecv east 64 KiB @ \"b\"\n send east 16 KiB @ \"c\"\n wait r0 @ \"d\"\n}\n\
+            compute 31 us\n\
+            loop 2 {\n compute 20 us\n sendrecv to north 4 B from north 4 B @ \"a\"\n\
+              req r0 = irecv north 64 KiB @ \"b\"\n send north 21 KiB @ \"c\"\n wait r0 @ \"d\"\n}\n\
+            compute 40 us\n\
+            sendrecv to down 4 B from up 4 B @ \"a\"\n\
+            req r0 = irecv up 64 KiB @ \"b\"\nsend down 56 KiB @ \"c\"\nwait r0 @ \"d\"\n\
+            compute 35 us\n\
+            sendrecv to up 4 B from down 4 B @ \"a\"\n\
+            req r0 = irecv down 64 KiB @ \"b\"\nsend up 56 KiB @ \"c\"\nwait r0 @ \"d\"\n";
+        let (mut program, diags) = perfskel_grammar::parse(src);
+        assert!(diags.is_empty(), "{diags:?}");
+        let topology = program.topology.value.clone();
+        let (stmts, made) = dimension_loops(std::mem::take(&mut program.body.stmts), &topology);
+        program.body.stmts = stmts;
+        let text = perfskel_grammar::print(&program);
+        assert_eq!(made, 1, "{text}");
+        assert!(
+            text.contains("sendrecv to -d(dim) 4 B from +d(dim) 4 B @ \"a\""),
+            "{text}"
+        );
+        assert!(
+            text.contains("send +d(dim) [16 KiB, 21 KiB, 56 KiB][dim] @ \"c\""),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_loop_turns_so_that_the_halves_of_an_exchange_meet() {
+        let src = "skeleton t\nranks 8\ntopology torus(2, 2, 2)\napp_time 1 s\n\
+            loop 5 {\n\
+              compute 1 ms\n sendrecv to north 2 KiB from south 2 KiB @ \"s\"\n\
+              compute 2 ms\n sendrecv to east 1 KiB from west 1 KiB @ \"s\"\n\
+              allreduce 8 B @ \"r\"\n\
+              compute 3 ms\n sendrecv to up 3 KiB from down 3 KiB @ \"s\"\n\
+            }\n\
+            compute 1 ms\nsendrecv to north 2 KiB from south 2 KiB @ \"s\"\n\
+            compute 2 ms\nsendrecv to east 1 KiB from west 1 KiB @ \"s\"\n";
+        let (mut program, diags) = perfskel_grammar::parse(src);
+        assert!(diags.is_empty(), "{diags:?}");
+        let topology = program.topology.value.clone();
+        let (stmts, made) = dimension_loops(std::mem::take(&mut program.body.stmts), &topology);
+        program.body.stmts = stmts;
+        let text = perfskel_grammar::print(&program);
+        assert_eq!(made, 1, "{text}");
+        // The y and x exchanges after the loop moved before it; inside, z, y, x meet.
+        let body = text.split("app_time 1 s\n").nth(1).unwrap_or_default();
+        assert!(
+            body.starts_with(
+                "compute 1 ms\nsendrecv to north 2 KiB from south 2 KiB @ \"s\"\n\
+                 compute 2 ms\nsendrecv to east 1 KiB from west 1 KiB @ \"s\"\nloop 5 {\n    \
+                 allreduce 8 B @ \"r\"\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "loop 3 as dim {\n        compute [3 ms, 1 ms, 2 ms][dim]\n        \
+                 sendrecv to +d(2 - dim) [3 KiB, 2 KiB, 1 KiB][dim] from -d(2 - dim) [3 KiB, 2 KiB, 1 KiB][dim] @ \"s\"\n"
+            ),
             "{text}"
         );
     }

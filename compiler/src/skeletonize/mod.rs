@@ -417,7 +417,7 @@ pub fn skeletonize(
     stmts.extend(builder.block(&merged_nest, &traced));
     // Blocks that differ only in the grid dimension they step along: a loop over
     // dimensions.
-    let (mut stmts, dimension_loops) = dims::dimension_loops(stmts);
+    let (mut stmts, dimension_loops) = dims::dimension_loops(stmts, &dirs.topology);
     if dimension_loops > 0 {
         summary.notes.push(format!(
             "{dimension_loops} run(s) of blocks alike but for the grid dimension they step along are loops over dimensions (`+d(dim)`, sizes and compute per dimension as `[...][dim]`)"
