@@ -1485,6 +1485,54 @@ fn recursive_doubling_mpich() {
     recursive_doubling(Mpi::Mpich, 4, "3");
 }
 
+/// A 3-D ghost exchange along x, then y, then z, two swaps per dimension, with faces of
+/// three sizes (`tests/apps/halo_dims.c`, the structure of LAMMPS's CommBrick): the
+/// three dimensions are one loop over `dim` with `+d(...)` directions and the faces'
+/// sizes as a pick, the same program on every rank and nothing dropped; at 12 ranks
+/// (3 x 2 x 2) the longer dimension writes its two swaps apart and the two-rank ones
+/// loop over theirs, and the fold still meets them. It checks clean, the checker's
+/// simulation sends the trace's messages, and the C skeleton runs at 1:1.
+fn dimension_loops(mpi: Mpi, n_ranks: u32) {
+    let (dir, trace) = record_np(mpi, "test:halo_dims", &["24", "16", "12", "20"], n_ranks);
+    let (text, summary) = skeletonize_cli(&trace, &[]);
+    assert_eq!(summary["dropped_events"], 0, "{summary:#}");
+    assert_eq!(summary["rank_conditionals"], 0, "{summary:#}\n{text}");
+    assert_eq!(
+        summary["explicit_peer_statements"], 0,
+        "{summary:#}\n{text}"
+    );
+    assert!(text.contains(" as dim {"), "{text}");
+    assert!(text.contains("+d(dim)"), "{text}");
+    // The faces: 16 x 12, 24 x 12 and 24 x 16 doubles.
+    assert!(
+        text.contains("[1536 B, 2304 B, 3072 B][dim]")
+            || text.contains("[1.5 KiB, 2.25 KiB, 3 KiB][dim]"),
+        "{text}"
+    );
+    assert!(summary["statements"].as_u64() <= Some(20), "{text}");
+    assert_eq!(
+        checked_sends(&text),
+        traced_sends_np(&trace, n_ranks),
+        "{text}"
+    );
+    compile_and_run_1to1_np(mpi, &dir, &trace, n_ranks);
+}
+#[test]
+fn dimension_loops_openmpi() {
+    // 2 x 2 x 2: every dimension loops over its two swaps.
+    dimension_loops(Mpi::OpenMpi, 8);
+}
+#[test]
+fn dimension_loops_openmpi_mixed() {
+    // 3 x 2 x 2.
+    dimension_loops(Mpi::OpenMpi, 12);
+}
+#[test]
+fn dimension_loops_mpich() {
+    // 2 x 2 x 1.
+    dimension_loops(Mpi::Mpich, 4);
+}
+
 /// The ghost exchange of an irregular sparse product (`tests/apps/sparse_scatter.c`:
 /// receives posted from each partner of a pseudo-random coupling graph, sends to each,
 /// a waitall, on a duplicate of the world; ranks have 2 or 3 partners at 4 ranks, not

@@ -128,6 +128,14 @@ APPS = [
         about="tests/apps/grid_doubling.c: a CG solver's communication on a 2-D grid "
         "(recursive doubling in rows, transpose partner); 2^k ranks",
     ),
+    App(
+        "halo_dims",
+        "pattern",
+        full={"args": ["48", "32", "24", "400"]},
+        quick={"args": ["24", "16", "12", "20"]},
+        about="tests/apps/halo_dims.c: a 3-D ghost exchange along x, y, z in turn, two "
+        "swaps per dimension, faces of three sizes (LAMMPS's CommBrick)",
+    ),
 ]
 
 

@@ -431,6 +431,13 @@ pub fn skeletonize(
     summary.loops = builder.loops;
     summary.rank_conditionals = builder.rank_conditionals;
     summary.explicit_peer_statements = builder.explicit_peer_stmts;
+    if dimension_loops > 0 {
+        // The fold joined blocks: count what is written.
+        let (loops, rank_ifs, explicit) = dims::census(&stmts);
+        summary.loops = loops;
+        summary.rank_conditionals = rank_ifs;
+        summary.explicit_peer_statements = explicit;
+    }
     if builder.omitted_noops > 0 {
         summary.notes.push(format!(
             "{} operation(s) towards MPI_PROC_NULL on every rank (no-ops everywhere) are left out",
