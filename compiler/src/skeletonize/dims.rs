@@ -1125,3 +1125,138 @@ mod mixed_tests {
         );
     }
 }
+
+/// Property: folding never changes what a program does. Random halo-exchange programs
+/// on 3-D tori (dimensions of 2 and of 4 ranks), with exchanges along the dimensions in
+/// either order, sizes and compute per dimension or alike, computes left out, swaps in
+/// loops of two or written apart, collectives between them and loops around them: the
+/// folded program checks clean and every rank sends the same messages and bytes, makes
+/// the same collectives and computes as long as before.
+#[cfg(test)]
+mod properties {
+    use super::*;
+    use crate::check::{check, Options};
+    use proptest::prelude::*;
+
+    #[derive(Clone, Debug)]
+    struct Exchange {
+        descending: bool,
+        /// Per dimension: compute before it (us, 0 = none), face size (B).
+        faces: Vec<(u32, u32)>,
+        /// The two swaps in a loop of two (only where a dimension has 2 ranks).
+        looped: bool,
+        blocking: bool,
+    }
+
+    fn exchange() -> impl Strategy<Value = Exchange> {
+        (
+            any::<bool>(),
+            prop::collection::vec((prop::sample::select(vec![0u32, 5, 10]), 1u32..4), 3),
+            any::<bool>(),
+            any::<bool>(),
+        )
+            .prop_map(|(descending, faces, looped, blocking)| Exchange {
+                descending,
+                faces: faces.into_iter().map(|(c, f)| (c, f * 1024)).collect(),
+                looped,
+                blocking,
+            })
+    }
+
+    const NAMES: [(&str, &str); 3] = [("east", "west"), ("north", "south"), ("up", "down")];
+
+    fn text(dims: &[u64], exchanges: &[Exchange], outer: u32, tail: bool) -> String {
+        let n: u64 = dims.iter().product();
+        let mut t = format!(
+            "skeleton p\nranks {n}\ntopology torus({}, {}, {})\napp_time 1 s\n",
+            dims[0], dims[1], dims[2]
+        );
+        let swap = |t: &mut String, to: &str, from: &str, c: u32, f: u32, blocking: bool| {
+            if c > 0 {
+                t.push_str(&format!("compute {c} us\n"));
+            }
+            if blocking {
+                t.push_str(&format!(
+                    "sendrecv to {to} {f} B from {from} {f} B @ \"s\"\n"
+                ));
+            } else {
+                t.push_str(&format!(
+                    "req r0 = irecv {from} {f} B @ \"r\"\nsend {to} {f} B @ \"s\"\nwait r0 @ \"w\"\n"
+                ));
+            }
+        };
+        let body = |t: &mut String| {
+            for (k, e) in exchanges.iter().enumerate() {
+                let order: Vec<usize> = if e.descending {
+                    vec![2, 1, 0]
+                } else {
+                    vec![0, 1, 2]
+                };
+                for d in order {
+                    let (plus, minus) = NAMES[d];
+                    let (c, f) = e.faces[d];
+                    if e.looped && dims[d] == 2 {
+                        t.push_str("loop 2 {\n");
+                        swap(t, plus, plus, c, f, e.blocking);
+                        t.push_str("}\n");
+                    } else {
+                        swap(t, plus, minus, c, f, e.blocking);
+                        swap(t, minus, plus, c, f, e.blocking);
+                    }
+                }
+                if k % 2 == 1 {
+                    t.push_str("allreduce 8 B @ \"a\"\n");
+                }
+            }
+        };
+        t.push_str(&format!("loop {outer} {{\n"));
+        body(&mut t);
+        t.push_str("}\n");
+        if tail {
+            body(&mut t);
+        }
+        t
+    }
+
+    fn stats(src: &str) -> Vec<(u64, u64, u64, i64)> {
+        let (program, diags) = perfskel_grammar::parse(src);
+        assert!(diags.is_empty(), "{diags:?}\n{src}");
+        let checked = check(&program, src, Options::default());
+        assert!(checked.diags.is_empty(), "{:?}\n{src}", checked.diags);
+        let info = checked.info.expect("checked");
+        info.ranks
+            .iter()
+            .map(|r| {
+                (
+                    r.messages_sent,
+                    r.bytes_sent,
+                    r.collectives,
+                    (r.compute_seconds * 1e9).round() as i64,
+                )
+            })
+            .collect()
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+        #[test]
+        fn folding_keeps_every_rank_s_messages_and_compute(
+            dims in prop::sample::select(vec![vec![2u64, 2, 2], vec![2, 2, 4], vec![4, 2, 2]]),
+            exchanges in prop::collection::vec(exchange(), 1..4),
+            outer in 1u32..4,
+            tail in any::<bool>(),
+        ) {
+            let src = text(&dims, &exchanges, outer, tail);
+            let before = stats(&src);
+            let (mut program, _) = perfskel_grammar::parse(&src);
+            let topology = program.topology.value.clone();
+            let (stmts, made) = dimension_loops(std::mem::take(&mut program.body.stmts), &topology);
+            program.body.stmts = stmts;
+            let folded = perfskel_grammar::print(&program);
+            prop_assert_eq!(before, stats(&folded), "{}\n{}", src, folded);
+            // Every exchange is one loop over the dimensions (the tail's may join the
+            // loop's by a turn instead).
+            prop_assert!(made >= 1, "{}\n{}", src, folded);
+        }
+    }
+}
