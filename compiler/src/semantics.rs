@@ -170,6 +170,24 @@ impl Shape {
                     }
                 }))
             }
+            (Shape::Grid { dims, periodic }, Direction::Shift { dim, disp }) => {
+                let d = index(dim)?;
+                if d >= dims.len() as u64 {
+                    return Err(PeerError::BadArgument(format!(
+                        "dimension {d} is out of range: the grid has {} dimension{}",
+                        dims.len(),
+                        if dims.len() == 1 { "" } else { "s" }
+                    )));
+                }
+                let step = eval_int_in(disp, env, vars).map_err(PeerError::Eval)?;
+                Ok(grid_shift(dims, periodic, rank, |i| {
+                    if i as u64 == d {
+                        step
+                    } else {
+                        0
+                    }
+                }))
+            }
             (Shape::Grid { dims, periodic }, Direction::Offset(offsets)) => {
                 if offsets.len() != dims.len() {
                     return Err(PeerError::BadArgument(format!(
@@ -562,6 +580,7 @@ pub fn stmt_exprs(stmt: &Stmt) -> Vec<&Expr> {
                 | Direction::Neighbor(e)
                 | Direction::AxisOf { dim: e, .. },
             ) => out.push(e),
+            Peer::Dir(Direction::Shift { dim, disp }) => out.extend([dim, disp]),
             _ => {}
         }
     }

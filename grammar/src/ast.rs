@@ -620,6 +620,13 @@ pub enum Direction {
         dim: Expr,
         forward: bool,
     },
+    /// `shift(DIM, DISP)`: DISP steps (any integer, negative backwards) along the grid
+    /// dimension DIM, the destination `MPI_Cart_shift(comm, DIM, DISP)` gives: one
+    /// dimension's two swaps in one loop, `shift(dim, 1 - 2 * side)`.
+    Shift {
+        dim: Expr,
+        disp: Expr,
+    },
 }
 
 /// One step along one grid dimension, with the spelling the user chose.

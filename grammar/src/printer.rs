@@ -70,6 +70,7 @@ pub fn direction(d: &Direction) -> String {
         Direction::Leaf(e) => format!("leaf({})", expr(e)),
         Direction::Bit(e) => format!("bit({})", expr(e)),
         Direction::Neighbor(e) => format!("neighbor({})", expr(e)),
+        Direction::Shift { dim, disp } => format!("shift({}, {})", expr(dim), expr(disp)),
         Direction::AxisOf { dim, forward } => {
             format!("{}d({})", if *forward { '+' } else { '-' }, expr(dim))
         }

@@ -128,6 +128,7 @@ fn direction() -> impl Strategy<Value = Direction> {
         expr().prop_map(Direction::Bit),
         expr().prop_map(Direction::Neighbor),
         (expr(), any::<bool>()).prop_map(|(dim, forward)| Direction::AxisOf { dim, forward }),
+        (expr(), expr()).prop_map(|(dim, disp)| Direction::Shift { dim, disp }),
     ]
 }
 

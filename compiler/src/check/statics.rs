@@ -894,6 +894,7 @@ fn direction_args(dir: &Direction) -> Vec<&Expr> {
         | Direction::AxisOf { dim: e, .. } => {
             vec![e]
         }
+        Direction::Shift { dim, disp } => vec![dim, disp],
         _ => Vec::new(),
     }
 }
@@ -902,7 +903,9 @@ fn direction_args(dir: &Direction) -> Vec<&Expr> {
 fn suggest_direction(dir: &Direction, shape: &Shape) -> Option<&'static str> {
     let forward = match dir {
         Direction::Axis(AxisDir { forward, .. }) | Direction::AxisOf { forward, .. } => *forward,
-        Direction::Next | Direction::Child(_) | Direction::Leaf(_) => true,
+        Direction::Next | Direction::Child(_) | Direction::Leaf(_) | Direction::Shift { .. } => {
+            true
+        }
         _ => false,
     };
     match shape {

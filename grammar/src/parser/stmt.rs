@@ -581,6 +581,17 @@ fn peer(input: Tokens) -> PResult<Peer> {
         }),
         map(
             preceded(
+                kw("shift"),
+                cut(delimited(
+                    punct(TokKind::LParen),
+                    (expr, punct(TokKind::Comma), expr),
+                    punct(TokKind::RParen),
+                )),
+            ),
+            |(dim, _, disp)| Peer::Dir(Direction::Shift { dim, disp }),
+        ),
+        map(
+            preceded(
                 kw("offset"),
                 cut(delimited(
                     punct(TokKind::LParen),

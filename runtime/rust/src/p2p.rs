@@ -71,6 +71,10 @@ pub(crate) fn resolve(entry: &CommEntry, peer: &Peer) -> Target {
                 (Handle::Cart(cart), Dir::Axis { dim, forward }) => {
                     cart.shift(*dim as i32, if *forward { 1 } else { -1 }).1
                 }
+                (Handle::Cart(cart), Dir::Shift { dim, disp }) => {
+                    cart.shift(*dim as i32, i32::try_from(*disp).unwrap_or(i32::MAX))
+                        .1
+                }
                 _ => computed.map(|p| p as i32),
             };
             peer.map_or(Target::Null, Target::Rank)

@@ -106,6 +106,11 @@ pub enum Dir {
     Leaf(i64),
     Bit(i64),
     Neighbor(i64),
+    /// `shift(DIM, DISP)`: DISP steps along grid dimension `dim`.
+    Shift {
+        dim: u32,
+        disp: i64,
+    },
 }
 
 pub const EAST: Dir = Dir::Axis {
@@ -170,6 +175,15 @@ pub fn minus_dim(dim: i64) -> Dir {
     Dir::Axis {
         dim: u32::try_from(dim).unwrap_or(u32::MAX),
         forward: false,
+    }
+}
+
+/// `shift(DIM, DISP)`: DISP steps along the dimension DIM (the checker keeps it in
+/// range; a negative one is no dimension, so no neighbour).
+pub fn shift(dim: i64, disp: i64) -> Dir {
+    Dir::Shift {
+        dim: u32::try_from(dim).unwrap_or(u32::MAX),
+        disp,
     }
 }
 
@@ -316,6 +330,22 @@ impl Shape {
                 Ok(grid_shift(dims, periodic, rank, |i| {
                     if i == dim {
                         step
+                    } else {
+                        0
+                    }
+                }))
+            }
+            (Shape::Grid { dims, periodic }, Dir::Shift { dim, disp }) => {
+                let dim = *dim as usize;
+                if dim >= dims.len() {
+                    return Err(format!(
+                        "the grid has {} dimension(s); this direction moves along dimension {dim}",
+                        dims.len()
+                    ));
+                }
+                Ok(grid_shift(dims, periodic, rank, |i| {
+                    if i == dim {
+                        *disp
                     } else {
                         0
                     }

@@ -238,6 +238,11 @@ impl Writer<'_> {
                         strip_parens(&self.expr(dim)),
                         if *forward { 1 } else { -1 }
                     ),
+                    (Shape::Grid { .. }, Direction::Shift { dim, disp }) => format!(
+                        "ps_cart_axis({cvar}, {}, (int)({}))",
+                        strip_parens(&self.expr(dim)),
+                        strip_parens(&self.expr(disp))
+                    ),
                     (Shape::Hypercube { .. }, Direction::Bit(e)) => {
                         format!("ps_bit({me}, {})", strip_parens(&self.expr(e)))
                     }

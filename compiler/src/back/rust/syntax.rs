@@ -159,6 +159,9 @@ fn direction(d: &Direction, vars: &LoopVars) -> String {
         Direction::Leaf(e) => format!("leaf({})", expr(e, vars)),
         Direction::Bit(e) => format!("bit({})", expr(e, vars)),
         Direction::Neighbor(e) => format!("neighbor({})", expr(e, vars)),
+        Direction::Shift { dim, disp } => {
+            format!("shift({}, {})", expr(dim, vars), expr(disp, vars))
+        }
         Direction::AxisOf { dim, forward } => format!(
             "{}({})",
             if *forward { "plus_dim" } else { "minus_dim" },
