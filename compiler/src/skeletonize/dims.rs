@@ -262,7 +262,7 @@ fn search(stmts: Vec<Stmt>, ctx: &Ctx, scope: &[String], made: &mut usize) -> Ve
                 let (at, len) = run.bounds[0];
                 let var = fresh_var(scope, &stmts[at..at + len]);
                 let end = run.bounds.last().map_or(i + 1, |&(a, l)| a + l);
-                folds.push((i, end, fold_run(&stmts, &run, &var)));
+                folds.push((i, end, fold_run(&stmts, &run, &var, scope)));
                 *made += 1;
                 i = end;
             }
@@ -816,7 +816,7 @@ fn parts(block: &[Stmt]) -> Option<(Vec<Stmt>, Vec<Leaf>)> {
 }
 
 /// The loop that stands for the run at `at`.
-fn fold_run(stmts: &[Stmt], run: &Run, var: &str) -> Stmt {
+fn fold_run(stmts: &[Stmt], run: &Run, var: &str, scope: &[String]) -> Stmt {
     let blocks: Vec<Vec<Stmt>> = run
         .bounds
         .iter()
@@ -917,7 +917,9 @@ fn fold_run(stmts: &[Stmt], run: &Run, var: &str) -> Stmt {
         .collect();
     // A longer dimension's two swaps written apart, the second the first with every
     // sign turned: one loop over the two sides.
-    let body = side_loop(body, var);
+    let mut taken = scope.to_vec();
+    taken.push(var.to_string());
+    let body = side_loop(body, &taken);
     let mut stmt = Stmt::new(StmtKind::Loop(Box::new(Loop {
         count: Expr::int(run.bounds.len() as i64),
         var: Some(Ident::new(var)),
@@ -939,12 +941,20 @@ fn fold_run(stmts: &[Stmt], run: &Run, var: &str) -> Stmt {
 /// written as `loop 2 as side { ... shift(dim, 1 - 2 * side) ... }`. Sizes and times
 /// that differ between the two sides are their mean, as the compressor's loop of two
 /// over a 2-rank dimension's swaps keeps them, so every side's total is kept.
-fn side_loop(body: Vec<Stmt>, dim_var: &str) -> Vec<Stmt> {
-    let side = if dim_var == "dim" {
-        "side".to_string()
-    } else {
-        dim_var.replacen("dim", "side", 1)
-    };
+fn side_loop(body: Vec<Stmt>, taken: &[String]) -> Vec<Stmt> {
+    // `side`, or `side2`, ... when an enclosing loop or one in the body has that name.
+    let mut inner = taken.to_vec();
+    each_stmt(&mut body.clone(), &mut |s| {
+        if let StmtKind::Loop(l) = &s.kind {
+            inner.extend(l.var.as_ref().map(|v| v.name.clone()));
+        }
+    });
+    let mut side = "side".to_string();
+    let mut n = 2;
+    while inner.contains(&side) {
+        side = format!("side{n}");
+        n += 1;
+    }
     let signs = |b: &[Stmt]| {
         let mut out = Vec::new();
         let mut b = b.to_vec();
