@@ -152,7 +152,10 @@ impl Shape {
                     }
                 }))
             }
-            (Shape::Grid { dims, periodic }, Direction::AxisOf { dim, forward }) => {
+            (
+                Shape::Grid { dims, periodic },
+                Direction::AxisOf { dim, .. } | Direction::Shift { dim, .. },
+            ) => {
                 let d = index(dim)?;
                 if d >= dims.len() as u64 {
                     return Err(PeerError::BadArgument(format!(
@@ -161,25 +164,13 @@ impl Shape {
                         if dims.len() == 1 { "" } else { "s" }
                     )));
                 }
-                let step = if *forward { 1 } else { -1 };
-                Ok(grid_shift(dims, periodic, rank, |i| {
-                    if i as u64 == d {
-                        step
-                    } else {
-                        0
+                let step = match dir {
+                    Direction::Shift { disp, .. } => {
+                        eval_int_in(disp, env, vars).map_err(PeerError::Eval)?
                     }
-                }))
-            }
-            (Shape::Grid { dims, periodic }, Direction::Shift { dim, disp }) => {
-                let d = index(dim)?;
-                if d >= dims.len() as u64 {
-                    return Err(PeerError::BadArgument(format!(
-                        "dimension {d} is out of range: the grid has {} dimension{}",
-                        dims.len(),
-                        if dims.len() == 1 { "" } else { "s" }
-                    )));
-                }
-                let step = eval_int_in(disp, env, vars).map_err(PeerError::Eval)?;
+                    Direction::AxisOf { forward: false, .. } => -1,
+                    _ => 1,
+                };
                 Ok(grid_shift(dims, periodic, rank, |i| {
                     if i as u64 == d {
                         step

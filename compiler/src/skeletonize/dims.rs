@@ -55,8 +55,7 @@ pub(crate) fn dimension_loops(stmts: Vec<Stmt>, topology: &Topology) -> (Vec<Stm
 /// on the rank, and point-to-point statements whose peer is an explicit rank or table.
 pub(crate) fn census(stmts: &[Stmt]) -> (usize, usize, usize) {
     let (mut loops, mut rank_ifs, mut explicit) = (0, 0, 0);
-    let mut stmts = stmts.to_vec();
-    each_stmt(&mut stmts, &mut |s| match &s.kind {
+    each_ref(stmts, &mut |s| match &s.kind {
         StmtKind::Loop(_) => loops += 1,
         StmtKind::If(i) if crate::semantics::depends_on_rank(&i.cond) => rank_ifs += 1,
         StmtKind::P2p(p) => {
@@ -260,7 +259,7 @@ fn search(stmts: Vec<Stmt>, ctx: &Ctx, scope: &[String], made: &mut usize) -> Ve
         match best {
             Some(run) => {
                 let (at, len) = run.bounds[0];
-                let var = fresh_var(scope, &stmts[at..at + len]);
+                let var = fresh_name("dim", scope, &stmts[at..at + len]);
                 let end = run.bounds.last().map_or(i + 1, |&(a, l)| a + l);
                 folds.push((i, end, fold_run(&stmts, &run, &var, scope)));
                 *made += 1;
@@ -297,9 +296,10 @@ fn rotate_loops(mut stmts: Vec<Stmt>, ctx: &Ctx, scope: &[String]) -> Vec<Stmt> 
     let size = |body: &[Stmt], var: Option<&str>| {
         let mut scope = scope.to_vec();
         scope.extend(var.map(str::to_string));
-        let folded = fold_block(body.to_vec(), ctx, &mut scope, &mut 0);
-        count_statements(&without_gaps(folded))
+        real_count(&fold_block(body.to_vec(), ctx, &mut scope, &mut 0))
     };
+    // Signatures first: the shapes are compared only where they agree.
+    let mut outer: Vec<String> = stmts.iter().map(signature).collect();
     let mut k = 0;
     while k < stmts.len() {
         let StmtKind::Loop(l) = &stmts[k].kind else {
@@ -316,8 +316,6 @@ fn rotate_loops(mut stmts: Vec<Stmt>, ctx: &Ctx, scope: &[String]) -> Vec<Stmt> 
             var.as_deref()
                 .is_some_and(|v| part.iter().any(|s| stmt_reads_var(s, v)))
         };
-        // Signatures first: the shapes are compared only where they agree.
-        let outer: Vec<String> = stmts.iter().map(signature).collect();
         let inner: Vec<String> = body.iter().map(signature).collect();
         let n = body.len();
         // After the loop: the body's longest prefix that follows it.
@@ -364,21 +362,16 @@ fn rotate_loops(mut stmts: Vec<Stmt>, ctx: &Ctx, scope: &[String]) -> Vec<Stmt> 
             // `loop { A B } A` -> `A loop { B A }`: the A after the loop moves before it.
             let moved: Vec<Stmt> = stmts.drain(k + 1..k + 1 + j).collect();
             stmts[k] = looped;
-            let at = k;
-            for (n, s) in moved.into_iter().enumerate() {
-                stmts.insert(at + n, s);
-            }
-            k += j + 1;
+            stmts.splice(k..k, moved);
         } else {
             // `B loop { A B }` -> `loop { B A } B`.
             let moved: Vec<Stmt> = stmts.drain(k - j..k).collect();
-            let k0 = k - j;
-            stmts[k0] = looped;
-            for (n, s) in moved.into_iter().enumerate() {
-                stmts.insert(k0 + 1 + n, s);
-            }
-            k = k0 + j + 1;
+            k -= j;
+            stmts[k] = looped;
+            stmts.splice(k + 1..k + 1, moved);
         }
+        k += j + 1;
+        outer = stmts.iter().map(signature).collect();
     }
     stmts
 }
@@ -424,7 +417,7 @@ struct Run {
 fn run_at(stmts: &[Stmt], at: usize, len: usize, unroll: bool, ctx: &Ctx) -> Option<Run> {
     let form = |b: &[Stmt]| if unroll { unrolled(b) } else { b.to_vec() };
     let first = form(stmts.get(at..at + len)?);
-    let (shape0, leaves0) = parts(&first)?;
+    let (shape0, leaves0) = parts(first.clone())?;
     let axes0 = axes(&leaves0);
     if axes0.is_empty() {
         return None;
@@ -451,7 +444,7 @@ fn run_at(stmts: &[Stmt], at: usize, len: usize, unroll: bool, ctx: &Ctx) -> Opt
         let Some(block) = stmts.get(pos..pos + l) else {
             break;
         };
-        let Some((shape, leaves)) = parts(&form(block)) else {
+        let Some((shape, leaves)) = parts(form(block)) else {
             break;
         };
         if shape != shape0 {
@@ -721,7 +714,7 @@ enum Slot<'a> {
 }
 
 /// Visits the slots of `stmts` in program order (the same order on blocks of the same
-/// shape), and clears or keeps trivia as `f` wants.
+/// shape).
 fn walk(stmts: &mut [Stmt], f: &mut dyn FnMut(Slot)) {
     for stmt in stmts {
         match &mut stmt.kind {
@@ -736,20 +729,7 @@ fn walk(stmts: &mut [Stmt], f: &mut dyn FnMut(Slot)) {
                 }
             }
             StmtKind::Loop(l) => walk(&mut l.body.stmts, f),
-            StmtKind::If(i) => {
-                let mut arm = &mut **i;
-                loop {
-                    walk(&mut arm.then_block.stmts, f);
-                    match &mut arm.else_branch {
-                        Some(Else::If(next)) => arm = next,
-                        Some(Else::Block(b)) => {
-                            walk(&mut b.stmts, f);
-                            break;
-                        }
-                        None => break,
-                    }
-                }
-            }
+            StmtKind::If(_) => each_branch(stmt, &mut |b| walk(b, f)),
             _ => {}
         }
     }
@@ -761,21 +741,18 @@ fn each_stmt(stmts: &mut [Stmt], f: &mut dyn FnMut(&mut Stmt)) {
         f(stmt);
         match &mut stmt.kind {
             StmtKind::Loop(l) => each_stmt(&mut l.body.stmts, f),
-            StmtKind::If(i) => {
-                let mut arm = &mut **i;
-                loop {
-                    each_stmt(&mut arm.then_block.stmts, f);
-                    match &mut arm.else_branch {
-                        Some(Else::If(next)) => arm = next,
-                        Some(Else::Block(b)) => {
-                            each_stmt(&mut b.stmts, f);
-                            break;
-                        }
-                        None => break,
-                    }
-                }
-            }
+            StmtKind::If(_) => each_branch(stmt, &mut |b| each_stmt(b, f)),
             _ => {}
+        }
+    }
+}
+
+/// Applies `f` to every statement of `stmts`, nested ones included, reading only.
+fn each_ref<'p>(stmts: &'p [Stmt], f: &mut impl FnMut(&'p Stmt)) {
+    for stmt in stmts {
+        f(stmt);
+        for block in crate::semantics::stmt_blocks(stmt) {
+            crate::semantics::visit(block, f);
         }
     }
 }
@@ -783,8 +760,7 @@ fn each_stmt(stmts: &mut [Stmt], f: &mut dyn FnMut(&mut Stmt)) {
 /// A block's shape (a copy with its leaves set to neutral values and no comments) and
 /// its leaves; `None` when it holds something a fold cannot write (a pick already, a
 /// direction along a computed dimension).
-fn parts(block: &[Stmt]) -> Option<(Vec<Stmt>, Vec<Leaf>)> {
-    let mut shape = block.to_vec();
+fn parts(mut shape: Vec<Stmt>) -> Option<(Vec<Stmt>, Vec<Leaf>)> {
     let mut leaves = Vec::new();
     let mut ok = true;
     walk(&mut shape, &mut |slot| match slot {
@@ -831,7 +807,7 @@ fn fold_run(stmts: &[Stmt], run: &Run, var: &str, scope: &[String]) -> Stmt {
         .collect();
     let leaves: Vec<Vec<Leaf>> = blocks
         .iter()
-        .map(|b| parts(b).map(|(_, l)| l).unwrap_or_default())
+        .map(|b| parts(b.clone()).map(|(_, l)| l).unwrap_or_default())
         .collect();
     let index = || Expr::new(ExprKind::Var(Ident::new(var)));
     let mut body = blocks[0].clone();
@@ -890,9 +866,8 @@ fn fold_run(stmts: &[Stmt], run: &Run, var: &str, scope: &[String]) -> Stmt {
     let mut others: Vec<Vec<Trivia>> = blocks[1..]
         .iter()
         .map(|b| {
-            let mut b = b.clone();
             let mut list = Vec::new();
-            each_stmt(&mut b, &mut |s| list.push(s.trivia.clone()));
+            each_ref(b, &mut |s| list.push(s.trivia.clone()));
             list
         })
         .collect();
@@ -942,19 +917,7 @@ fn fold_run(stmts: &[Stmt], run: &Run, var: &str, scope: &[String]) -> Stmt {
 /// that differ between the two sides are their mean, as the compressor's loop of two
 /// over a 2-rank dimension's swaps keeps them, so every side's total is kept.
 fn side_loop(body: Vec<Stmt>, taken: &[String]) -> Vec<Stmt> {
-    // `side`, or `side2`, ... when an enclosing loop or one in the body has that name.
-    let mut inner = taken.to_vec();
-    each_stmt(&mut body.clone(), &mut |s| {
-        if let StmtKind::Loop(l) = &s.kind {
-            inner.extend(l.var.as_ref().map(|v| v.name.clone()));
-        }
-    });
-    let mut side = "side".to_string();
-    let mut n = 2;
-    while inner.contains(&side) {
-        side = format!("side{n}");
-        n += 1;
-    }
+    let side = fresh_name("side", taken, &body);
     let signs = |b: &[Stmt]| {
         let mut out = Vec::new();
         let mut b = b.to_vec();
@@ -1137,22 +1100,20 @@ fn affine(d0: i64, stride: i64, var: Expr) -> Expr {
     }
 }
 
-/// `dim`, or `dim2`, ... when an enclosing loop or one inside the block has that name.
-fn fresh_var(scope: &[String], block: &[Stmt]) -> String {
+/// `base`, or `base2`, ... when a name in `taken` (the enclosing loops') or a loop
+/// inside `block` has it.
+fn fresh_name(base: &str, taken: &[String], block: &[Stmt]) -> String {
     let mut inner = Vec::new();
-    let mut block = block.to_vec();
-    each_stmt(&mut block, &mut |s| {
+    each_ref(block, &mut |s| {
         if let StmtKind::Loop(l) = &s.kind {
-            if let Some(v) = &l.var {
-                inner.push(v.name.clone());
-            }
+            inner.extend(l.var.as_ref().map(|v| v.name.as_str()));
         }
     });
-    let taken = |name: &str| scope.iter().chain(&inner).any(|v| v == name);
-    let mut name = "dim".to_string();
+    let taken = |name: &str| taken.iter().any(|v| v == name) || inner.contains(&name);
+    let mut name = base.to_string();
     let mut n = 2;
     while taken(&name) {
-        name = format!("dim{n}");
+        name = format!("{base}{n}");
         n += 1;
     }
     name
