@@ -202,7 +202,19 @@ pub fn skeletonize_dir(args: &Args) -> Result<Outcome, String> {
     if unblocked > 0 {
         // A `wait` more per send, some under the conditions of the branch it was in.
         let (program, _) = perfskel_grammar::parse(&text);
+        let before = skeleton.summary.statements;
         skeleton.summary.statements = skeletonize::count_statements(&program.body.stmts);
+        // The header says how many statements the skeleton has (diagnostics point
+        // into the text: checked again when the count changed its length).
+        let header = text.replacen(
+            &format!(" -> {before} statements ("),
+            &format!(" -> {} statements (", skeleton.summary.statements),
+            1,
+        );
+        if header.len() != text.len() {
+            diags = crate::cmd_check::check_source(&header, CheckOptions::default());
+        }
+        text = header;
         skeleton.summary.notes.push(format!(
             "{unblocked} blocking send(s) completed before their receiver posted the receive (MPI buffered them: the eager protocol; the standard calls that unsafe, and `check` reports the deadlock): each is an `isend` completed at the end of the loop iteration or program it is in"
         ));

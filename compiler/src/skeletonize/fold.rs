@@ -58,6 +58,10 @@ const MAX_STRIDE: usize = 2;
 const MAX_ALIGN_CELLS: usize = 1 << 22;
 /// How deep prologues and epilogues are folded again.
 const MAX_DEPTH: u32 = 3;
+/// Iterations taken back from the prologue, at most.
+const MAX_FRONT: usize = 4;
+/// Other cuts of the best loop tried.
+const MAX_RECUTS: usize = 24;
 
 /// A set of iterations of a folded loop, as the condition written for it.
 #[derive(Clone, Debug, PartialEq)]
@@ -129,13 +133,37 @@ fn fold_at(nodes: &[MNode], depth: u32, approx: bool) -> Option<Vec<MNode>> {
     // (statements, spread of the iterations' times, spread sets, candidate) of each
     // candidate that folds.
     let mut folded: Vec<(usize, f64, usize, usize)> = Vec::new();
-    let cands = flat.candidates();
+    let mut cands = flat.candidates();
     for (index, cand) in cands.iter().enumerate() {
         let Some(built) = flat.build(cand, None) else {
             continue;
         };
         let n = built.size;
         folded.push((n, built.cv, built.spread, index));
+    }
+    // The best cut and the same loop cut at its other places, each also with the step
+    // before it taken in.
+    if let Some((_, best)) = choose(&folded, &cands) {
+        let mut more = flat.recuts(&cands[best]);
+        more.insert(
+            0,
+            Cand {
+                bounds: cands[best].bounds.clone(),
+                keep_first: false,
+            },
+        );
+        for cand in more {
+            let first = flat.absorb_first(&cand);
+            for cand in std::iter::once(cand).chain(first) {
+                if cand.bounds == cands[best].bounds && !cand.keep_first {
+                    continue;
+                }
+                if let Some(built) = flat.build(&cand, None) {
+                    folded.push((built.size, built.cv, built.spread, cands.len()));
+                }
+                cands.push(cand);
+            }
+        }
     }
     // A fold the checker would warn about (a request posted again while it may be
     // pending, where the iterations' runs split a request from its completion) gives
@@ -264,10 +292,23 @@ struct Built {
     spread: usize,
 }
 
+/// A segmentation's iterations, variants and aligned body ([`Flat::layout`]).
+struct Layout {
+    bounds: Vec<usize>,
+    /// The variant of each iteration.
+    of: Vec<u32>,
+    /// A range of the items of each variant.
+    reps: Vec<std::ops::Range<usize>>,
+    body: Vec<Elem>,
+}
+
 /// One way to cut the items into iterations.
 struct Cand {
     /// Item index where each iteration starts, and where the last one ends.
     bounds: Vec<usize>,
+    /// The first iteration stays in the loop even when it is of its own kind (an
+    /// application's first step that does a little more, [`Flat::absorb_first`]).
+    keep_first: bool,
 }
 
 impl<'a> Flat<'a> {
@@ -333,7 +374,10 @@ impl<'a> Flat<'a> {
                         continue;
                     }
                     bounds.push(self.items.len());
-                    out.push(Cand { bounds });
+                    out.push(Cand {
+                        bounds,
+                        keep_first: false,
+                    });
                 }
             }
         }
@@ -344,9 +388,10 @@ impl<'a> Flat<'a> {
         self.items[range].iter().map(|(s, _)| *s)
     }
 
-    /// The folded nest for one segmentation, or `None` when it does not fold.
-    /// With `depth`, the prologue and epilogue are folded again at the next depth.
-    fn build(&self, cand: &Cand, depth: Option<u32>) -> Option<Built> {
+    /// How one segmentation cuts the items: its iterations (bounds after the
+    /// prologue and epilogue are set apart), the variant of each, a representative
+    /// range of each variant, and the aligned body.
+    fn layout(&self, cand: &Cand) -> Option<Layout> {
         let mut bounds = cand.bounds.clone();
         // Variants of the segments.
         let variants_of = |bounds: &[usize]| -> (Vec<u32>, Vec<std::ops::Range<usize>>) {
@@ -390,11 +435,34 @@ impl<'a> Flat<'a> {
                 bounds.pop();
             }
         }
+        // Iterations the prologue ends with (the longest variant each time) go into
+        // the loop too: a cut that starts iterations after the application's first
+        // step finds that step before its first bound.
+        if bounds.len() >= 2 {
+            let (_, reps) = variants_of(&bounds);
+            for _ in 0..MAX_FRONT {
+                let start = bounds[0];
+                let best = reps
+                    .iter()
+                    .filter(|r| {
+                        r.len() <= start
+                            && self
+                                .syms(start - r.len()..start)
+                                .eq(self.syms((*r).clone()))
+                    })
+                    .map(|r| r.len())
+                    .max();
+                match best {
+                    Some(len) if len > 0 => bounds.insert(0, start - len),
+                    _ => break,
+                }
+            }
+        }
         // A first or last iteration of its own kind goes out of the loop.
         loop {
             let (of, _) = variants_of(&bounds);
             let count = |v: u32| of.iter().filter(|x| **x == v).count();
-            if of.len() > MIN_ITERATIONS && count(of[0]) == 1 {
+            if of.len() > MIN_ITERATIONS && count(of[0]) == 1 && !cand.keep_first {
                 bounds.remove(0);
             } else if of.len() > MIN_ITERATIONS && count(of[of.len() - 1]) == 1 {
                 bounds.pop();
@@ -434,6 +502,120 @@ impl<'a> Flat<'a> {
             }
             body = align(body, &syms, v, &iters)?;
         }
+        Some(Layout {
+            bounds,
+            of,
+            reps,
+            body,
+        })
+    }
+
+    /// The same loop cut at other places: for each place between two elements of the
+    /// body, every iteration starts at its first item after that place (the items
+    /// before it end the previous iteration). A time step that starts with one of
+    /// several alternatives (LAMMPS: a forward communication, or an exchange and
+    /// borders on re-neighbouring steps) then is one iteration, and the steps the
+    /// first cut left before and after the loop (its first and last) go in.
+    fn recuts(&self, cand: &Cand) -> Vec<Cand> {
+        let Some(lay) = self.layout(cand) else {
+            return Vec::new();
+        };
+        let mut slot: Vec<Vec<usize>> = lay.reps.iter().map(|r| vec![0; r.len()]).collect();
+        for (e, elem) in lay.body.iter().enumerate() {
+            for &(v, p) in &elem.members {
+                slot[v][p] = e;
+            }
+        }
+        let mut out: Vec<Cand> = Vec::new();
+        let m = lay.body.len();
+        for r in 1..m {
+            // Only where the set of iterations changes (inside a run every cut gives
+            // the same kinds of iteration, shifted).
+            if lay.body[r].iters == lay.body[r - 1].iters {
+                continue;
+            }
+            let mut bounds: Vec<usize> = lay
+                .bounds
+                .windows(2)
+                .zip(&lay.of)
+                .map(|(w, v)| w[0] + slot[*v as usize].iter().filter(|e| **e < r).count())
+                .collect();
+            bounds.dedup();
+            if bounds.len() < MIN_ITERATIONS {
+                continue;
+            }
+            bounds.push(self.items.len());
+            if out.iter().all(|c| c.bounds != bounds) && bounds != cand.bounds {
+                out.push(Cand {
+                    bounds,
+                    keep_first: false,
+                });
+            }
+            if out.len() >= MAX_RECUTS {
+                break;
+            }
+        }
+        out
+    }
+
+    /// The loop of `cand` with the stretch of the prologue just before it that is most
+    /// like an iteration taken in as its first iteration, when most of that stretch is
+    /// what the body does: an application's first step often does what every step does
+    /// and a little more (set-up output, a first neighbour list), which then runs under
+    /// `i == 0` instead of spelling out the whole step before the loop. The stretch is
+    /// the suffix of the prologue whose longest common subsequence with the body, less
+    /// what it leaves over, is largest.
+    fn absorb_first(&self, cand: &Cand) -> Option<Cand> {
+        let lay = self.layout(cand)?;
+        let start = *lay.bounds.first()?;
+        let body: Vec<u32> = lay.body.iter().map(|e| e.sym).collect();
+        let longest = lay.reps.iter().map(|r| r.len()).max()?;
+        let l_max = start.min(2 * longest);
+        let m = body.len();
+        if l_max == 0 || (l_max + 1).saturating_mul(m + 1) > MAX_ALIGN_CELLS {
+            return None;
+        }
+        // dp[l][k]: the longest common subsequence of the prologue's last `l` items
+        // and the body's last `k` elements.
+        let w = m + 1;
+        let mut dp = vec![0u32; (l_max + 1) * w];
+        for l in 1..=l_max {
+            let sym = self.items[start - l].0;
+            for k in 1..=m {
+                dp[l * w + k] = if body[m - k] == sym {
+                    dp[(l - 1) * w + k - 1] + 1
+                } else {
+                    dp[(l - 1) * w + k].max(dp[l * w + k - 1])
+                };
+            }
+        }
+        let (gain, l) = (1..=l_max)
+            .map(|l| (2 * i64::from(dp[l * w + m]) - l as i64, l))
+            .max_by_key(|(g, l)| (*g, std::cmp::Reverse(*l)))?;
+        if gain <= 0 {
+            return None;
+        }
+        let mut bounds = lay.bounds.clone();
+        bounds.insert(0, start - l);
+        if let Some(last) = bounds.last_mut() {
+            *last = self.items.len();
+        }
+        Some(Cand {
+            bounds,
+            keep_first: true,
+        })
+    }
+
+    /// The folded nest for one segmentation, or `None` when it does not fold.
+    /// With `depth`, the prologue and epilogue are folded again at the next depth.
+    fn build(&self, cand: &Cand, depth: Option<u32>) -> Option<Built> {
+        let Layout {
+            bounds,
+            of,
+            reps,
+            body,
+        } = self.layout(cand)?;
+        let n = of.len();
         // Scoring (no depth) counts statements without building the nest.
         let score = depth.is_none();
         // Contributions of each item to its element (for the nest's statistics).
@@ -1143,8 +1325,9 @@ const MIN_MINOR_STATEMENTS: usize = 12;
 /// over their calls with call sites and message sizes set aside: calls of the same
 /// operation, peers, communicator and request (and, for a send, size class) in a row
 /// are one statement, written with the mean size (a receive with the largest) and the
-/// first call site. The order of
-/// the calls is kept, so every rank still matches every other; the time is kept.
+/// first call site. Blocking collectives between two other calls are grouped by kind
+/// first (all ranks run the stretch, so all meet them in the same new order); other
+/// calls keep their order, so every rank still matches every other; the time is kept.
 /// `app_ns` is the run's time per rank.
 pub(crate) fn coarsen(nodes: Vec<MNode>, app_ns: f64, n_ranks: usize) -> Vec<MNode> {
     // Where ranks take different branches, a message sent in a stretch may be received
@@ -1203,17 +1386,77 @@ fn coarse_view(nodes: &[MNode], keep_sizes: bool) -> Vec<MNode> {
             *coarse.entry(key).or_insert(next)
         })
         .collect();
-    let syms: Vec<u32> = flat
+    let mut items: Vec<(u32, MNode)> = flat
         .items
         .iter()
-        .map(|(s, _)| of_sym[*s as usize])
+        .map(|(sym, origin)| {
+            (
+                of_sym[*sym as usize],
+                flat.element(*sym, &[(*origin, 1)].into()),
+            )
+        })
         .collect();
-    let elems: Vec<MNode> = flat
-        .items
-        .iter()
-        .map(|(sym, origin)| flat.element(*sym, &[(*origin, 1)].into()))
-        .collect();
+    // Blocking collectives between other calls are grouped by kind (the kind met first
+    // first), each with the compute before it, where that writes fewer statements (a
+    // run that repeats a pattern of several kinds is shorter as its loop). Every rank
+    // runs the stretch (it is one sequence of tokens), so every rank meets the
+    // collectives in the same new order and they still match; sends, receives,
+    // requests and rank conditionals stay where they are and bound the groups.
+    let run_size = |run: &[(u32, MNode)]| {
+        let syms: Vec<u32> = run.iter().map(|(s, _)| *s).collect();
+        flat_size(&syms)
+    };
+    let mut start = 0;
+    while start < items.len() {
+        let mut end = start;
+        while end < items.len() && blocking_collective(&items[end].1) {
+            end += 1;
+        }
+        if end - start > 2 {
+            let before = run_size(&items[start..end]);
+            let mut grouped = items[start..end].to_vec();
+            grouped.sort_by_key(|(sym, _)| *sym);
+            if run_size(&grouped) < before {
+                items.splice(start..end, grouped);
+            }
+        }
+        start = end + 1;
+    }
+    let (syms, elems): (Vec<u32>, Vec<MNode>) = items.into_iter().unzip();
     renest(&syms, elems)
+}
+
+/// Statements exact loop discovery makes of a run of tokens (`syms`, one statement
+/// each).
+fn flat_size(syms: &[u32]) -> usize {
+    fn count(nest: &[Node]) -> usize {
+        nest.iter()
+            .map(|n| match n {
+                Node::Token(_) => 1,
+                Node::Loop { body, .. } => 1 + count(body),
+            })
+            .sum()
+    }
+    count(&compress::discover(syms, Algorithm::Exact))
+}
+
+/// Whether a node is a blocking collective call (one that can move past another
+/// collective in a stretch every rank runs).
+fn blocking_collective(node: &MNode) -> bool {
+    matches!(
+        node,
+        MNode::Tok {
+            tok: Tok {
+                kind: Kind::Coll {
+                    nonblocking: false,
+                    req: None,
+                    ..
+                },
+                ..
+            },
+            ..
+        }
+    )
 }
 
 /// The shape of a node without its statistics, for equality of items.

@@ -360,7 +360,7 @@ pub fn skeletonize(
         let after = fold::size(&coarse);
         if after < before {
             summary.notes.push(format!(
-                "phases outside the main loops that take under {} % of the run are written coarsely ({before} -> {after} statements before compute): calls of one kind in a row are one statement with the mean size and the first call site (`--every-call` keeps each call)",
+                "phases outside the main loops that take under {} % of the run are written coarsely ({before} -> {after} statements before compute): collectives between other calls are grouped by kind, and calls of one kind in a row are one statement with the mean size and the first call site (`--every-call` keeps each call, in order)",
                 fold::MINOR_SHARE * 100.0
             ));
         }

@@ -411,6 +411,56 @@ fn a_lammps_like_run_folds_into_one_step_loop() {
     assert!(fold::size(&folded) <= 16, "{}", sketch(&folded));
 }
 
+#[test]
+fn a_step_that_starts_one_of_two_ways_and_a_first_step_that_does_more_fold_whole() {
+    // A set-up of three calls, then steps 0..=500: every 20th step starts with an
+    // exchange (sites 20, 21), the others with a forward communication (site 0);
+    // then site 1; step 0 alone does site 30 (set-up output); every 50th step prints
+    // (sites 10, 11). Site 99 after the run. No single call starts every step, and the
+    // first step is of its own kind.
+    let mut seq: Vec<Tok> = (90..93).map(coll).collect();
+    for s in 0..=500u64 {
+        if s % 20 == 0 {
+            seq.extend([coll(20), coll(21)]);
+        } else {
+            seq.push(coll(0));
+        }
+        seq.push(coll(1));
+        if s == 0 {
+            seq.push(coll(30));
+        }
+        if s % 50 == 0 {
+            seq.extend([coll(10), coll(11)]);
+        }
+    }
+    seq.push(coll(99));
+    let dirs = Directions::new(Topology::Chain, 2);
+    let merged = merged_pair(&seq, &dirs);
+    let folded = fold::fold(&merged).expect("folds");
+    // One loop over all 501 steps: the set-up before it, the last call after it.
+    let counts: Vec<u64> = folded
+        .iter()
+        .filter_map(|n| match n {
+            MNode::Steps { count, .. } => Some(*count),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(counts, [501], "{}", sketch(&folded));
+    assert!(fold::size(&folded) <= 15, "{}", sketch(&folded));
+    let text = sketch(&folded);
+    assert!(text.contains("W(Is(At(0)))[30|]"), "{text}");
+    // Every step runs what the application's step of that number ran.
+    let sites = |nodes: &[MNode]| {
+        let mut got = Vec::new();
+        run(nodes, 0, &dirs, &mut got);
+        got.into_iter().map(|(t, _)| t.site).collect::<Vec<u32>>()
+    };
+    assert_eq!(
+        sites(&folded),
+        seq.iter().map(|t| t.site).collect::<Vec<_>>()
+    );
+}
+
 /// A nest in one line: sites, `L3[...]` loops, `S500[...]` folded loops, `W(cond)[...|...]`.
 fn sketch(nodes: &[MNode]) -> String {
     nodes
@@ -523,6 +573,90 @@ fn minor_phases_are_written_coarsely_in_order_and_time() {
     // The main loop is not touched; the send keeps its size class.
     let sends: Vec<u64> = coarse_sends(&coarse);
     assert_eq!(sends, [128], "{}", sketch(&coarse));
+}
+
+#[test]
+fn collectives_of_a_minor_stretch_are_grouped_by_kind_between_other_calls() {
+    // A set-up of broadcasts and allreduces from 30 call sites with a send in the
+    // middle, then a long main loop.
+    let dirs = Directions::new(Topology::Chain, 2);
+    let bcast = |site: u32| Tok {
+        kind: Kind::Coll {
+            op: CollOp::Bcast,
+            nonblocking: false,
+            size: CollSize::One(16),
+            root: Some(0),
+            req: None,
+        },
+        comm: CommRef::World,
+        site,
+    };
+    let send = Tok {
+        kind: Kind::P2p {
+            op: P2pOp::Send,
+            halves: vec![Half {
+                peer: PeerAbs::Dirs {
+                    mask: dirs.mask(0, dirs.peers[0][0]),
+                    null: false,
+                },
+                bytes: Some(64),
+                shift: Some(1),
+                xor: None,
+            }],
+            tag: None,
+            req: None,
+        },
+        comm: CommRef::World,
+        site: 300,
+    };
+    // Broadcasts and allreduces in no pattern (a broadcast first), the send after the
+    // fifteenth call.
+    let is_bcast = |i: u32| (i * i + i / 3).is_multiple_of(3);
+    let mut seq = Vec::new();
+    for i in 0..30u32 {
+        seq.push(if is_bcast(i) {
+            bcast(100 + i)
+        } else {
+            coll(100 + i)
+        });
+        if i == 14 {
+            seq.push(send.clone());
+        }
+    }
+    for _ in 0..2000 {
+        seq.push(coll(1));
+        seq.push(coll(2));
+    }
+    let nodes = nest::rank_nest(&tokens_of(0, &seq), Algorithm::Exact).nodes;
+    let app_ns = time_of(&nodes, None);
+    let coarse = fold::coarsen(nodes.clone(), app_ns, 1);
+    // On each side of the send, the broadcasts then the allreduces (the kind the
+    // stretch met first comes first).
+    let kinds = |nodes: &[MNode]| {
+        let mut got = Vec::new();
+        run(nodes, 0, &dirs, &mut got);
+        got.into_iter()
+            .take(31)
+            .map(|(t, _)| match t.kind {
+                Kind::Coll { op, .. } => format!("{op:?}"),
+                _ => "send".to_string(),
+            })
+            .collect::<Vec<_>>()
+    };
+    let mut want: Vec<String> = Vec::new();
+    for half in [0..15u32, 15..30] {
+        let b = half.clone().filter(|i| is_bcast(*i)).count();
+        want.extend(std::iter::repeat_n("Bcast".to_string(), b));
+        want.extend(std::iter::repeat_n("Allreduce".to_string(), half.len() - b));
+        if half.start == 0 {
+            want.push("send".to_string());
+        }
+    }
+    assert_eq!(kinds(&coarse), want, "{}", sketch(&coarse));
+    // Four loops and the send before the main loop; the same time.
+    assert!(fold::size(&coarse) <= 13, "{}", sketch(&coarse));
+    let (a, b) = (time_of(&nodes, None), time_of(&coarse, None));
+    assert!((a - b).abs() <= 1e-6 * a, "{a} ns before, {b} ns after");
 }
 
 /// The sizes of the sends of a nest, as its tokens say.
