@@ -12,8 +12,13 @@
 //!    item remembering the nest position it came from;
 //! 2. **segments** the sequence into iterations at the occurrences of an anchor item
 //!    (every k-th occurrence of one of the most frequent items; each candidate is
-//!    tried); segments with the same items are one *variant*; a first or last segment
-//!    of its own kind goes to the prologue or epilogue;
+//!    tried); segments with the same items are one *variant*; iterations the prologue
+//!    ends with go in; a first or last segment of its own kind goes to the prologue or
+//!    epilogue. The best segmentation is then also cut at its other places (every
+//!    iteration starting after one element of its body: a step that starts with one of
+//!    two alternatives, a forward communication or a re-neighbouring exchange, is one
+//!    iteration), and each cut is tried with the stretch of the prologue most like an
+//!    iteration taken in as iteration 0 (a first step that does more: set-up output);
 //! 3. **aligns** the variants into one body (longest common subsequence, most frequent
 //!    variant first), each body element with the set of iterations that run it;
 //! 4. writes each run of elements with the same set of iterations as code guarded by a
@@ -53,7 +58,13 @@ const MIN_ITERATIONS: usize = 6;
 const MAX_VARIANTS: usize = 12;
 /// Anchors tried: the most frequent items, each every k-th time for k up to this.
 const ANCHORS: usize = 8;
-const MAX_STRIDE: usize = 2;
+const MAX_STRIDE: usize = 8;
+/// The most frequent anchors are tried every k-th time up to [`MAX_STRIDE`] (a step
+/// may make its most frequent call several times: the steps of LAMMPS's peptide
+/// example, with bonds, SHAKE and long-range forces, fold at every sixth), the others
+/// up to this.
+const SHORT_STRIDE: usize = 2;
+const LONG_STRIDE_ANCHORS: usize = 3;
 /// Alignment tables larger than this (body × variant) reject the candidate.
 const MAX_ALIGN_CELLS: usize = 1 << 22;
 /// How deep prologues and epilogues are folded again.
@@ -364,9 +375,14 @@ impl<'a> Flat<'a> {
             .collect();
         order.sort_by_key(|s| (std::cmp::Reverse(positions[*s as usize].len()), *s));
         let mut out = Vec::new();
-        for &s in order.iter().take(ANCHORS) {
+        for (a, &s) in order.iter().take(ANCHORS).enumerate() {
             let at = &positions[s as usize];
-            for k in 1..=MAX_STRIDE {
+            let strides = if a < LONG_STRIDE_ANCHORS {
+                MAX_STRIDE
+            } else {
+                SHORT_STRIDE
+            };
+            for k in 1..=strides {
                 for phase in 0..k {
                     let mut bounds: Vec<usize> =
                         at.iter().skip(phase).step_by(k).copied().collect();
