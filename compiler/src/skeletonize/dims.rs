@@ -16,10 +16,17 @@
 //! times: sizes and times that differ become picks `[v0, v1, ...][dim]`, one value per
 //! dimension. Comments the blocks share are kept; those that differ are left out and the
 //! loop says what it stands for.
+//!
+//! Blocks may also differ in parts some dimensions run and others do not (LAMMPS
+//! exchanges atoms with both neighbours along a dimension of more than two ranks and
+//! with one along a dimension of two, whose two neighbours are one rank): the longest
+//! block is the body, the others must be it with parts left out, and each part runs
+//! under a condition on the variable naming the dimensions that ran it
+//! (`if dim == 2 { ... }`, [`uneven_run`]).
 
 use perfskel_grammar::ast::{
-    AxisSpelling, BinOp, Block, Compute, Direction, Duration, Else, Expr, ExprKind, Ident, Loop,
-    MsgSize, Peer, Pick, Size, Spanned, Stmt, StmtKind, TimeSpec, TimeUnit, Topology, Trivia,
+    AxisSpelling, BinOp, Block, Compute, Direction, Duration, Else, Expr, ExprKind, Ident, If,
+    Loop, MsgSize, Peer, Pick, Size, Spanned, Stmt, StmtKind, TimeSpec, TimeUnit, Topology, Trivia,
 };
 
 use super::comms::bin;
@@ -255,6 +262,17 @@ fn search(stmts: Vec<Stmt>, ctx: &Ctx, scope: &[String], made: &mut usize) -> Ve
                     }
                 }
             }
+        }
+        // Blocks alike but for parts some dimensions lack, when that saves more.
+        let uneven = (axis.get(i + 1) == Some(&true))
+            .then(|| uneven_run(&stmts, i, ctx, scope))
+            .flatten()
+            .filter(|u| best.as_ref().is_none_or(|b| u.2 > b.saving));
+        if let Some((end, folded, _)) = uneven {
+            folds.push((i, end, folded));
+            *made += 1;
+            i = end;
+            continue;
         }
         match best {
             Some(run) => {
@@ -501,6 +519,224 @@ fn run_at(stmts: &[Stmt], at: usize, len: usize, unroll: bool, ctx: &Ctx) -> Opt
         signs,
         saving,
     })
+}
+
+/// Most blocks of an uneven run ([`uneven_run`]).
+const MAX_UNEVEN_BLOCKS: usize = 8;
+
+/// A run of blocks along successive dimensions where some dimensions run parts the
+/// others do not (LAMMPS exchanges atoms with both neighbours along a dimension of more
+/// than two ranks, with one along a dimension of two, whose neighbours are one rank):
+/// the longest block is the body, every other block must be it with some parts left
+/// out, and each part runs under a condition on the loop's variable naming the
+/// dimensions that ran it (`if dim == 2 { ... }`). A block is a call along some
+/// dimension (each call with the compute before it) and what follows it along the same
+/// dimension (and completions), up to the next call like the first. Returns the end of
+/// the run, the loop, and the statements it saves.
+fn uneven_run(
+    stmts: &[Stmt],
+    at: usize,
+    ctx: &Ctx,
+    scope: &[String],
+) -> Option<(usize, Stmt, usize)> {
+    let is_compute = |s: &Stmt| matches!(s.kind, StmtKind::Compute(_));
+    // A unit: a call with the compute before it (with_gaps gives every call one).
+    let unit_at = |p: usize| -> Option<usize> {
+        let first = stmts.get(p)?;
+        let second = stmts.get(p + 1)?;
+        (is_compute(first) && !is_compute(second)).then_some(2)
+    };
+    // The one dimension a call's grid directions step along.
+    let dim_of = |stmt: &Stmt| -> Option<Option<i64>> {
+        let (_, leaves) = parts(vec![stmt.clone()])?;
+        let dims: Vec<i64> = axes(&leaves).iter().map(|a| a.0).collect();
+        match dims.first() {
+            None => Some(None),
+            Some(&d) => dims.iter().all(|x| *x == d).then_some(Some(d)),
+        }
+    };
+    unit_at(at)?;
+    let anchor = signature(&stmts[at + 1]);
+    let mut blocks: Vec<Vec<usize>> = Vec::new();
+    let mut dims: Vec<i64> = Vec::new();
+    let mut p = at;
+    while blocks.len() < MAX_UNEVEN_BLOCKS {
+        if unit_at(p).is_none() || signature(&stmts[p + 1]) != anchor {
+            break;
+        }
+        let Some(Some(d)) = dim_of(&stmts[p + 1]) else {
+            break;
+        };
+        let mut units = vec![p];
+        let mut q = p + 2;
+        while unit_at(q).is_some() && 2 * (units.len() + 1) <= MAX_BLOCK {
+            let call = &stmts[q + 1];
+            if signature(call) == anchor {
+                break;
+            }
+            let along = match dim_of(call) {
+                Some(Some(x)) => x == d,
+                Some(None) => matches!(call.kind, StmtKind::Wait(_)),
+                None => false,
+            };
+            if !along {
+                break;
+            }
+            units.push(q);
+            q += 2;
+        }
+        blocks.push(units);
+        dims.push(d);
+        p = q;
+    }
+    let n = blocks.len();
+    if n < 2 || blocks.iter().all(|b| b.len() == blocks[0].len()) {
+        return None;
+    }
+    let end = p;
+    // The longest block is the body; every block matches a subsequence of it.
+    let tmpl = (0..n).max_by_key(|k| (blocks[*k].len(), std::cmp::Reverse(*k)))?;
+    let shape = |u: usize| parts(stmts[u..u + 2].to_vec()).map(|(s, _)| s);
+    let tshapes: Vec<Vec<Stmt>> = blocks[tmpl]
+        .iter()
+        .map(|&u| shape(u))
+        .collect::<Option<_>>()?;
+    let tlen = tshapes.len();
+    // of[k][t]: the unit of block k at the body's position t, if it has one.
+    let mut of: Vec<Vec<Option<usize>>> = vec![vec![None; tlen]; n];
+    for (k, units) in blocks.iter().enumerate() {
+        let mut t = 0;
+        for &u in units {
+            let sh = shape(u)?;
+            while t < tlen && tshapes[t] != sh {
+                t += 1;
+            }
+            if t == tlen {
+                return None;
+            }
+            of[k][t] = Some(u);
+            t += 1;
+        }
+    }
+    let var = fresh_name("dim", scope, &stmts[at..end]);
+    let column = |t: usize| -> Vec<bool> { (0..n).map(|k| of[k][t].is_some()).collect() };
+    // Parts: runs of body positions that the same blocks lack.
+    let mut groups: Vec<(usize, usize, Expr)> = Vec::new();
+    let mut t = 0;
+    while t < tlen {
+        let col = column(t);
+        if col.iter().all(|x| *x) {
+            t += 1;
+            continue;
+        }
+        let mut g = t + 1;
+        while g < tlen && column(g) == col {
+            g += 1;
+        }
+        let cond = members_cond(&var, &col)?;
+        // A request a part posts is completed in it, and the reverse.
+        let (mut posted, mut waited) = (Vec::new(), Vec::new());
+        for u in &of[tmpl][t..g] {
+            let u = (*u)?;
+            each_ref(&stmts[u..u + 2], &mut |s| match &s.kind {
+                StmtKind::P2p(p) => posted.extend(p.request.as_ref().map(|r| r.name.clone())),
+                StmtKind::Wait(w) => waited.extend(w.handles.iter().map(|h| h.name.clone())),
+                _ => {}
+            });
+        }
+        posted.sort();
+        waited.sort();
+        if posted != waited {
+            return None;
+        }
+        groups.push((t, g, cond));
+        t = g;
+    }
+    // Every block written as the body, the parts it lacks taken from the body with
+    // their directions moved to its dimension, each part under its condition.
+    let unit_of = |k: usize, t: usize| -> Vec<Stmt> {
+        match of[k][t] {
+            Some(u) => stmts[u..u + 2].to_vec(),
+            None => {
+                let u = of[tmpl][t].unwrap_or(at);
+                let mut copy = stmts[u..u + 2].to_vec();
+                let shift = dims[k] - dims[tmpl];
+                walk(&mut copy, &mut |slot| {
+                    if let Slot::Peer(Peer::Dir(Direction::Axis(a)), _) = slot {
+                        a.dim = u32::try_from(i64::from(a.dim) + shift).unwrap_or(a.dim);
+                        a.spelling = AxisSpelling::Numbered;
+                    }
+                });
+                copy
+            }
+        }
+    };
+    let mut padded: Vec<Stmt> = Vec::new();
+    let mut len0 = 0;
+    for k in 0..n {
+        let start = padded.len();
+        let mut t = 0;
+        for (g0, g1, cond) in &groups {
+            (t..*g0).for_each(|tt| padded.extend(unit_of(k, tt)));
+            let inner: Vec<Stmt> = (*g0..*g1).flat_map(|tt| unit_of(k, tt)).collect();
+            let ran: Vec<String> = (0..n)
+                .filter(|j| of[*j][*g0].is_some())
+                .map(|j| dims[j].to_string())
+                .collect();
+            let mut stmt = Stmt::new(StmtKind::If(Box::new(If {
+                cond: cond.clone(),
+                then_block: Block {
+                    stmts: inner,
+                    end_comments: Vec::new(),
+                },
+                else_branch: None,
+            })));
+            stmt.trivia.leading.push(format!(
+                "# Only along dimension(s) {} in the application.",
+                ran.join(", ")
+            ));
+            padded.push(gap());
+            padded.push(stmt);
+            t = *g1;
+        }
+        (t..tlen).for_each(|tt| padded.extend(unit_of(k, tt)));
+        if k == 0 {
+            len0 = padded.len();
+        } else if padded.len() - start != len0 {
+            return None;
+        }
+    }
+    let run = run_at(&padded, 0, len0, false, ctx)?;
+    if run.bounds.len() != n {
+        return None;
+    }
+    let folded = fold_run(&padded, &run, &var, scope);
+    let before = count_statements(&without_gaps(stmts[at..end].to_vec()));
+    let after = count_statements(&without_gaps(vec![folded.clone()]));
+    let saving = before.checked_sub(after)?;
+    (saving >= MIN_SAVING).then_some((end, folded, saving))
+}
+
+/// `var == k`, `var != k`, `var < k` or `var >= k` for exactly the members of `set`
+/// (indices of blocks).
+fn members_cond(var: &str, set: &[bool]) -> Option<Expr> {
+    let members: Vec<i64> = (0..set.len() as i64).filter(|k| set[*k as usize]).collect();
+    let others: Vec<i64> = (0..set.len() as i64)
+        .filter(|k| !set[*k as usize])
+        .collect();
+    let v = || Expr::new(ExprKind::Var(Ident::new(var)));
+    let n = set.len() as i64;
+    match (members.as_slice(), others.as_slice()) {
+        ([m], _) => Some(bin(BinOp::Eq, v(), Expr::int(*m))),
+        (_, [o]) => Some(bin(BinOp::Ne, v(), Expr::int(*o))),
+        ([0, ..], _) if members.iter().zip(0..).all(|(m, i)| *m == i) => {
+            Some(bin(BinOp::Lt, v(), Expr::int(members.len() as i64)))
+        }
+        (_, [0, ..]) if others.iter().zip(0..).all(|(o, i)| *o == i) => {
+            Some(bin(BinOp::Ge, v(), Expr::int(n - members.len() as i64)))
+        }
+        _ => None,
+    }
 }
 
 /// What a statement's shape starts with: its kind, operation and call site.
@@ -1127,13 +1363,64 @@ mod tests {
 
     /// The body of `HEADER` + `body` after the fold, printed, without the header.
     fn folded(body: &str) -> (String, usize) {
-        let (mut program, diags) = perfskel_grammar::parse(&format!("{HEADER}{body}"));
+        folded_on(HEADER, body)
+    }
+
+    /// [`folded`] under another header.
+    fn folded_on(header: &str, body: &str) -> (String, usize) {
+        let (mut program, diags) = perfskel_grammar::parse(&format!("{header}{body}"));
         assert!(diags.is_empty(), "{diags:?}");
         let topology = program.topology.value.clone();
         let (stmts, made) = dimension_loops(std::mem::take(&mut program.body.stmts), &topology);
         program.body.stmts = stmts;
         let text = perfskel_grammar::print(&program);
-        (text.trim_start_matches(HEADER).to_string(), made)
+        (text.trim_start_matches(header).to_string(), made)
+    }
+
+    #[test]
+    fn parts_only_a_longer_dimension_runs_go_under_a_condition_on_the_dimension() {
+        // A LAMMPS-like atom exchange on a 2 x 2 x 4 torus: along the two dimensions of
+        // two ranks one sendrecv and one exchange; along the third both neighbours, from
+        // call sites of their own.
+        let header = "skeleton t\nranks 16\ntopology torus(2, 2, 4)\napp_time 1 s\n";
+        let one = |dir: &str, back: &str, size: &str| {
+            format!(
+                "compute 50 us\nsendrecv to {back} 4 B from {dir} 4 B @ \"c\"\n\
+                 req r0 = irecv {dir} 2 KiB @ \"r\"\nsend {back} {size} @ \"s\"\nwait r0 @ \"w\"\n"
+            )
+        };
+        let body = format!(
+            "{}{}compute 60 us\nsendrecv to down 4 B from up 4 B @ \"c\"\n\
+             sendrecv to up 4 B from down 4 B @ \"c2\"\n\
+             req r0 = irecv up 2 KiB @ \"r\"\nsend down 900 B @ \"s\"\nwait r0 @ \"w\"\n\
+             req r0 = irecv down 2 KiB @ \"r2\"\nsend up 800 B @ \"s2\"\nwait r0 @ \"w2\"\n\
+             allreduce 8 B\n",
+            one("east", "west", "1 KiB"),
+            one("north", "south", "700 B"),
+        );
+        let (text, made) = folded_on(header, &body);
+        assert_eq!(made, 1, "{text}");
+        assert!(
+            text.contains(
+                "\nloop 3 as dim {\n    compute [50 us, 50 us, 60 us][dim]\n    \
+                 sendrecv to -d(dim) 4 B from +d(dim) 4 B @ \"c\"\n    \
+                 # Only along dimension(s) 2 in the application.\n    \
+                 if dim == 2 {\n        sendrecv to +d(dim) 4 B from -d(dim) 4 B @ \"c2\"\n    }\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "    send -d(dim) [1 KiB, 700 B, 900 B][dim] @ \"s\"\n    wait r0 @ \"w\"\n    \
+                 # Only along dimension(s) 2 in the application.\n    if dim == 2 {\n        \
+                 req r0 = irecv -d(dim) 2 KiB @ \"r2\"\n"
+            ),
+            "{text}"
+        );
+        assert!(text.ends_with("}\nallreduce 8 B\n"), "{text}");
+        // Every rank makes the calls it made before, with the same sizes.
+        let stats = |src: &str| super::properties::stats(&format!("{header}{src}"));
+        assert_eq!(stats(&text), stats(&body));
     }
 
     #[test]
@@ -1309,6 +1596,9 @@ mod properties {
         /// The two swaps in a loop of two (only where a dimension has 2 ranks).
         looped: bool,
         blocking: bool,
+        /// One swap where a dimension has 2 ranks (its neighbours are one rank), the
+        /// second swap elsewhere from call sites of its own (LAMMPS's atom exchange).
+        single: bool,
     }
 
     fn exchange() -> impl Strategy<Value = Exchange> {
@@ -1317,12 +1607,16 @@ mod properties {
             prop::collection::vec((prop::sample::select(vec![0u32, 5, 10]), 1u32..4), 3),
             any::<bool>(),
             any::<bool>(),
+            any::<bool>(),
         )
-            .prop_map(|(descending, faces, looped, blocking)| Exchange {
+            .prop_map(|(descending, faces, looped, blocking, single)| Exchange {
                 descending,
                 faces: faces.into_iter().map(|(c, f)| (c, f * 1024)).collect(),
                 looped,
                 blocking,
+                // A lone blocking swap is a block of one statement, which no loop
+                // shortens.
+                single: single && !blocking,
             })
     }
 
@@ -1334,17 +1628,23 @@ mod properties {
             "skeleton p\nranks {n}\ntopology torus({}, {}, {})\napp_time 1 s\n",
             dims[0], dims[1], dims[2]
         );
-        let swap = |t: &mut String, to: &str, from: &str, c: u32, f: u32, blocking: bool| {
+        let swap = |t: &mut String,
+                    to: &str,
+                    from: &str,
+                    c: u32,
+                    f: u32,
+                    blocking: bool,
+                    x: &str| {
             if c > 0 {
                 t.push_str(&format!("compute {c} us\n"));
             }
             if blocking {
                 t.push_str(&format!(
-                    "sendrecv to {to} {f} B from {from} {f} B @ \"s\"\n"
+                    "sendrecv to {to} {f} B from {from} {f} B @ \"s{x}\"\n"
                 ));
             } else {
                 t.push_str(&format!(
-                    "req r0 = irecv {from} {f} B @ \"r\"\nsend {to} {f} B @ \"s\"\nwait r0 @ \"w\"\n"
+                    "req r0 = irecv {from} {f} B @ \"r{x}\"\nsend {to} {f} B @ \"s{x}\"\nwait r0 @ \"w{x}\"\n"
                 ));
             }
         };
@@ -1358,13 +1658,16 @@ mod properties {
                 for d in order {
                     let (plus, minus) = NAMES[d];
                     let (c, f) = e.faces[d];
-                    if e.looped && dims[d] == 2 {
+                    if e.single && dims[d] == 2 {
+                        swap(t, plus, plus, c, f, e.blocking, "");
+                    } else if e.looped && dims[d] == 2 {
                         t.push_str("loop 2 {\n");
-                        swap(t, plus, plus, c, f, e.blocking);
+                        swap(t, plus, plus, c, f, e.blocking, "");
                         t.push_str("}\n");
                     } else {
-                        swap(t, plus, minus, c, f, e.blocking);
-                        swap(t, minus, plus, c, f, e.blocking);
+                        swap(t, plus, minus, c, f, e.blocking, "");
+                        let x = if e.single { "2" } else { "" };
+                        swap(t, minus, plus, c, f, e.blocking, x);
                     }
                 }
                 if k % 2 == 1 {
@@ -1381,7 +1684,7 @@ mod properties {
         t
     }
 
-    fn stats(src: &str) -> Vec<(u64, u64, u64, i64)> {
+    pub(super) fn stats(src: &str) -> Vec<(u64, u64, u64, i64)> {
         let (program, diags) = perfskel_grammar::parse(src);
         assert!(diags.is_empty(), "{diags:?}\n{src}");
         let checked = check(&program, src, Options::default());

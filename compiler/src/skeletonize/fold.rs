@@ -35,7 +35,9 @@
 //! folded from several places are the merge of those places' statistics, each taken in
 //! the share of its visits that land there, so every mean is kept. Candidates are
 //! scored by counting statements: among those within half again the shortest, the ones
-//! with the fewest spread sets; among those within a tenth of the shortest, the ones
+//! with the fewest spread sets and exceptions (single iterations inside the loop named
+//! by `i == k`: a cut of two steps per iteration that names its odd ones is no more
+//! exact than single steps spread); among those within a tenth of the shortest, the ones
 //! whose iterations' times vary least (a time step takes about the same time each
 //! time; other cuts give half or double steps); then the shortest, cut earliest. The
 //! winner must save a fifth of the statements; its prologue and epilogue are folded
@@ -104,6 +106,17 @@ impl Atom {
 }
 
 impl Cond {
+    /// Whether the condition names a single iteration other than the first and the
+    /// last of `n` (an exception inside the loop).
+    fn names_inner(&self, n: u64) -> bool {
+        let inner = |a: &Atom| matches!(a, Atom::At(k) if *k > 0 && *k + 1 < n);
+        match self {
+            Cond::Is(a) | Cond::Not(a) => inner(a),
+            Cond::Either(a, b) => inner(a) || inner(b),
+            Cond::Below(_) | Cond::From(_) => false,
+        }
+    }
+
     pub fn contains(&self, i: u64) -> bool {
         match *self {
             Cond::Is(a) => a.contains(i),
@@ -202,10 +215,13 @@ const MAX_UNSOUND: usize = 8;
 /// sets, candidate), the one to take: its statements and index.
 fn choose(folded: &[(usize, f64, usize, usize)], cands: &[Cand]) -> Option<(usize, usize)> {
     let mut folded = folded.to_vec();
-    // Within half again the shortest, the folds that spread the fewest sets of
-    // iterations (each is an approximation) ...
+    // Within half again the shortest ...
     let least = folded.iter().map(|f| f.0).min()?;
     folded.retain(|f| f.0 * 2 <= least * 3);
+    // ... the folds that spread the fewest sets of iterations (each is an
+    // approximation) or make exceptions of single iterations inside the loop (a cut
+    // that avoids spreading by taking two steps per iteration and naming the odd ones
+    // is no more exact than the steps spread) ...
     let fewest = folded.iter().map(|f| f.2).min()?;
     folded.retain(|f| f.2 == fewest);
     // ... then, as the iterations of a time-stepping loop take about the same time
@@ -293,7 +309,8 @@ struct Flat<'a> {
 type Guard = (Cond, Option<(u64, u64)>);
 
 /// A candidate's fold: the nest, how much its iterations' times vary (coefficient of
-/// variation), and how many sets of iterations it spread evenly.
+/// variation), and how many sets of iterations it spread evenly or names by single
+/// iterations inside the loop.
 struct Built {
     /// Empty when only scored.
     nodes: Vec<MNode>,
@@ -653,6 +670,7 @@ impl<'a> Flat<'a> {
         // Runs of elements with the same iterations, with their conditions.
         let mut runs: Vec<(Option<Guard>, Vec<usize>)> = Vec::new();
         let mut spread: Vec<(Vec<bool>, Cond)> = Vec::new();
+        let mut exceptions = 0;
         let mut e = 0;
         while e < body.len() {
             let mut end = e + 1;
@@ -664,7 +682,10 @@ impl<'a> Flat<'a> {
             } else {
                 let set = &body[e].iters;
                 match condition(set) {
-                    Some(c) => Some((c, None)),
+                    Some(c) => {
+                        exceptions += usize::from(c.names_inner(set.len() as u64));
+                        Some((c, None))
+                    }
                     None if self.approx => {
                         let k = set.iter().filter(|x| **x).count() as u64;
                         let c = evenly(set, &mut spread)?;
@@ -818,7 +839,7 @@ impl<'a> Flat<'a> {
             nodes: out,
             size,
             cv,
-            spread: spread.len(),
+            spread: spread.len() + exceptions,
         })
     }
 
