@@ -157,7 +157,9 @@ fn fold_at(nodes: &[MNode], depth: u32, approx: bool) -> Option<Vec<MNode>> {
     // (statements, spread of the iterations' times, spread sets, candidate) of each
     // candidate that folds.
     let mut folded: Vec<(usize, f64, usize, usize)> = Vec::new();
-    let mut cands = flat.candidates();
+    // The main loop (depth 0) is sought with long strides and other cuts; prologues and
+    // epilogues folded again with the short ones (set-up and wrap-up phases: time).
+    let mut cands = flat.candidates(if depth == 0 { MAX_STRIDE } else { SHORT_STRIDE });
     for (index, cand) in cands.iter().enumerate() {
         let Some(built) = flat.build(cand, None) else {
             continue;
@@ -167,7 +169,7 @@ fn fold_at(nodes: &[MNode], depth: u32, approx: bool) -> Option<Vec<MNode>> {
     }
     // The best cut and the same loop cut at its other places, each also with the step
     // before it taken in.
-    if let Some((_, best)) = choose(&folded, &cands) {
+    if let Some((_, best)) = choose(&folded, &cands).filter(|_| depth == 0) {
         let mut more = flat.recuts(&cands[best]);
         more.insert(
             0,
@@ -382,7 +384,7 @@ impl<'a> Flat<'a> {
     }
 
     /// Segmentations worth trying, each with at least [`MIN_ITERATIONS`] iterations.
-    fn candidates(&self) -> Vec<Cand> {
+    fn candidates(&self, max_stride: usize) -> Vec<Cand> {
         let mut positions: Vec<Vec<usize>> = vec![Vec::new(); self.symbols.len()];
         for (i, (sym, _)) in self.items.iter().enumerate() {
             positions[*sym as usize].push(i);
@@ -395,7 +397,7 @@ impl<'a> Flat<'a> {
         for (a, &s) in order.iter().take(ANCHORS).enumerate() {
             let at = &positions[s as usize];
             let strides = if a < LONG_STRIDE_ANCHORS {
-                MAX_STRIDE
+                max_stride
             } else {
                 SHORT_STRIDE
             };
