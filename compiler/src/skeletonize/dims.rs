@@ -1258,6 +1258,18 @@ fn join_sides(a: &[Stmt], b: &[Stmt], side: &str) -> Option<Vec<Stmt>> {
 /// The mean of two message sizes, option by option for picks of one length.
 fn mean_sizes(a: &MsgSize, b: &MsgSize) -> Option<MsgSize> {
     let (va, vb) = (a.values(), b.values());
+    // A pick and one size: each option with that size.
+    if vb.len() == 1 && va.len() > 1 {
+        let mut out = a.clone();
+        let y = vb[0].value.bytes()?;
+        for x in out.values_mut().iter_mut() {
+            *x = Spanned::derived(Size::bytes_exact((x.value.bytes()? + y).div_ceil(2)));
+        }
+        return Some(out);
+    }
+    if va.len() == 1 && vb.len() > 1 {
+        return mean_sizes(b, a);
+    }
     if va.len() != vb.len() || a.index() != b.index() {
         return None;
     }
@@ -1291,6 +1303,30 @@ fn mean_times(a: &TimeSpec, b: &TimeSpec) -> Option<TimeSpec> {
             let f = secs(a).or(secs(b))?;
             TimeSpec::PerRank(v.iter().map(|x| half(x.value.seconds(), f)).collect())
         }
+        // A per-rank table and a distribution: each rank's value with the mean.
+        (TimeSpec::PerRank(v), TimeSpec::Normal { mean, .. })
+        | (TimeSpec::Normal { mean, .. }, TimeSpec::PerRank(v)) => TimeSpec::PerRank(
+            v.iter()
+                .map(|x| half(x.value.seconds(), mean.value.seconds()))
+                .collect(),
+        ),
+        (
+            TimeSpec::Normal {
+                mean: m1,
+                stddev: s1,
+            },
+            TimeSpec::Normal {
+                mean: m2,
+                stddev: s2,
+            },
+        ) => TimeSpec::Normal {
+            mean: half(m1.value.seconds(), m2.value.seconds()),
+            stddev: if s1.value.seconds() >= s2.value.seconds() {
+                *s1
+            } else {
+                *s2
+            },
+        },
         (TimeSpec::Normal { mean, stddev }, _) | (_, TimeSpec::Normal { mean, stddev })
             if secs(a).or(secs(b)).is_some() =>
         {
@@ -1312,6 +1348,25 @@ fn mean_times(a: &TimeSpec, b: &TimeSpec) -> Option<TimeSpec> {
                             Some(x.clone())
                         } else {
                             mean_times(x, y)
+                        }
+                    })
+                    .collect::<Option<Vec<_>>>()?,
+                index: p.index.clone(),
+            }))
+        }
+        // A pick and one value: each option with that value.
+        (TimeSpec::Pick(p), other) | (other, TimeSpec::Pick(p))
+            if !matches!(other, TimeSpec::Pick(_)) =>
+        {
+            TimeSpec::Pick(Box::new(Pick {
+                values: p
+                    .values
+                    .iter()
+                    .map(|x| {
+                        if x == other {
+                            Some(x.clone())
+                        } else {
+                            mean_times(x, other)
                         }
                     })
                     .collect::<Option<Vec<_>>>()?,
@@ -1375,6 +1430,76 @@ mod tests {
         program.body.stmts = stmts;
         let text = perfskel_grammar::print(&program);
         (text.trim_start_matches(header).to_string(), made)
+    }
+
+    #[test]
+    fn the_mean_of_two_sides_takes_every_form_of_compute() {
+        let t = |src: &str| {
+            let (program, diags) = perfskel_grammar::parse(&format!("{HEADER}compute {src}\n"));
+            assert!(diags.is_empty(), "{diags:?}");
+            match &program.body.stmts[0].kind {
+                StmtKind::Compute(c) => c.time.clone(),
+                other => panic!("{other:?}"),
+            }
+        };
+        let shown = |spec: TimeSpec| {
+            let mut stmt = Stmt::new(StmtKind::Compute(Box::new(Compute {
+                time: spec,
+                working_set: None,
+            })));
+            stmt.trivia = Trivia::default();
+            let (mut program, _) = perfskel_grammar::parse(HEADER);
+            program.body.stmts = vec![stmt];
+            perfskel_grammar::print(&program)
+                .trim_start_matches(HEADER)
+                .trim()
+                .to_string()
+        };
+        let per_rank = "per_rank(10 us, 20 us, 10 us, 20 us, 10 us, 20 us, 10 us, 20 us)";
+        let cases = [
+            (
+                per_rank,
+                "normal(30 us, 1 us)",
+                "compute per_rank(20 us, 25 us, 20 us, 25 us, 20 us, 25 us, 20 us, 25 us)",
+            ),
+            (
+                "normal(10 us, 1 us)",
+                "normal(30 us, 2 us)",
+                "compute normal(20 us, 2 us)",
+            ),
+            ("[10 us, 0 ns][0]", "4 us", "compute [7 us, 2 us][0]"),
+        ];
+        for (a, b, want) in cases {
+            let m = mean_times(&t(a), &t(b)).unwrap_or_else(|| panic!("{a} and {b}"));
+            assert_eq!(shown(m), want, "{a} and {b}");
+            let m = mean_times(&t(b), &t(a)).unwrap_or_else(|| panic!("{b} and {a}"));
+            assert_eq!(shown(m), want, "{b} and {a}");
+        }
+    }
+
+    #[test]
+    fn sides_join_where_one_computes_per_dimension_and_the_other_does_not() {
+        // On a 4 x 4 x 4 torus each dimension writes its two swaps apart; only the first
+        // swap of the first dimension computes before it.
+        let header = "skeleton t\nranks 64\ntopology torus(4, 4, 4)\napp_time 1 s\n";
+        let dim = |plus: &str, minus: &str, size: &str, compute: &str| {
+            format!(
+                "{compute}req r0 = irecv {minus} 4 KiB @ \"r\"\nsend {plus} {size} @ \"s\"\nwait r0 @ \"w\"\n\
+                 req r0 = irecv {plus} 4 KiB @ \"r\"\nsend {minus} {size} @ \"s\"\nwait r0 @ \"w\"\n"
+            )
+        };
+        let body = format!(
+            "{}{}{}",
+            dim("east", "west", "1 KiB", "compute 30 us\n"),
+            dim("north", "south", "2 KiB", ""),
+            dim("up", "down", "3 KiB", ""),
+        );
+        let (text, made) = folded_on(header, &body);
+        assert_eq!(made, 1, "{text}");
+        assert!(text.contains("loop 2 as side {"), "{text}");
+        assert!(text.contains("compute [15 us, 0 ns, 0 ns][dim]"), "{text}");
+        let stats = |src: &str| super::properties::stats(&format!("{header}{src}"));
+        assert_eq!(stats(&text), stats(&body));
     }
 
     #[test]
