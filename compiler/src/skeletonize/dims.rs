@@ -541,10 +541,9 @@ fn uneven_run(
 ) -> Option<(usize, Stmt, usize)> {
     let is_compute = |s: &Stmt| matches!(s.kind, StmtKind::Compute(_));
     // A unit: a call with the compute before it (with_gaps gives every call one).
-    let unit_at = |p: usize| -> Option<usize> {
-        let first = stmts.get(p)?;
-        let second = stmts.get(p + 1)?;
-        (is_compute(first) && !is_compute(second)).then_some(2)
+    let unit_at = |p: usize| match (stmts.get(p), stmts.get(p + 1)) {
+        (Some(first), Some(second)) => is_compute(first) && !is_compute(second),
+        _ => false,
     };
     // The one dimension a call's grid directions step along.
     let dim_of = |stmt: &Stmt| -> Option<Option<i64>> {
@@ -555,13 +554,15 @@ fn uneven_run(
             Some(&d) => dims.iter().all(|x| *x == d).then_some(Some(d)),
         }
     };
-    unit_at(at)?;
+    if !unit_at(at) {
+        return None;
+    }
     let anchor = signature(&stmts[at + 1]);
     let mut blocks: Vec<Vec<usize>> = Vec::new();
     let mut dims: Vec<i64> = Vec::new();
     let mut p = at;
     while blocks.len() < MAX_UNEVEN_BLOCKS {
-        if unit_at(p).is_none() || signature(&stmts[p + 1]) != anchor {
+        if !unit_at(p) || signature(&stmts[p + 1]) != anchor {
             break;
         }
         let Some(Some(d)) = dim_of(&stmts[p + 1]) else {
@@ -569,7 +570,7 @@ fn uneven_run(
         };
         let mut units = vec![p];
         let mut q = p + 2;
-        while unit_at(q).is_some() && 2 * (units.len() + 1) <= MAX_BLOCK {
+        while unit_at(q) && 2 * (units.len() + 1) <= MAX_BLOCK {
             let call = &stmts[q + 1];
             if signature(call) == anchor {
                 break;
@@ -596,11 +597,9 @@ fn uneven_run(
     let end = p;
     // The longest block is the body; every block matches a subsequence of it.
     let tmpl = (0..n).max_by_key(|k| (blocks[*k].len(), std::cmp::Reverse(*k)))?;
+    let body = &blocks[tmpl];
     let shape = |u: usize| parts(stmts[u..u + 2].to_vec()).map(|(s, _)| s);
-    let tshapes: Vec<Vec<Stmt>> = blocks[tmpl]
-        .iter()
-        .map(|&u| shape(u))
-        .collect::<Option<_>>()?;
+    let tshapes: Vec<Vec<Stmt>> = body.iter().map(|&u| shape(u)).collect::<Option<_>>()?;
     let tlen = tshapes.len();
     // of[k][t]: the unit of block k at the body's position t, if it has one.
     let mut of: Vec<Vec<Option<usize>>> = vec![vec![None; tlen]; n];
@@ -620,8 +619,9 @@ fn uneven_run(
     }
     let var = fresh_name("dim", scope, &stmts[at..end]);
     let column = |t: usize| -> Vec<bool> { (0..n).map(|k| of[k][t].is_some()).collect() };
-    // Parts: runs of body positions that the same blocks lack.
-    let mut groups: Vec<(usize, usize, Expr)> = Vec::new();
+    // Parts: runs of body positions that the same blocks lack, each with its condition
+    // and the dimensions that ran it.
+    let mut groups: Vec<(usize, usize, Expr, String)> = Vec::new();
     let mut t = 0;
     while t < tlen {
         let col = column(t);
@@ -636,8 +636,7 @@ fn uneven_run(
         let cond = members_cond(&var, &col)?;
         // A request a part posts is completed in it, and the reverse.
         let (mut posted, mut waited) = (Vec::new(), Vec::new());
-        for u in &of[tmpl][t..g] {
-            let u = (*u)?;
+        for &u in &body[t..g] {
             each_ref(&stmts[u..u + 2], &mut |s| match &s.kind {
                 StmtKind::P2p(p) => posted.extend(p.request.as_ref().map(|r| r.name.clone())),
                 StmtKind::Wait(w) => waited.extend(w.handles.iter().map(|h| h.name.clone())),
@@ -649,7 +648,11 @@ fn uneven_run(
         if posted != waited {
             return None;
         }
-        groups.push((t, g, cond));
+        let ran: Vec<String> = (0..n)
+            .filter(|k| col[*k])
+            .map(|k| dims[k].to_string())
+            .collect();
+        groups.push((t, g, cond, ran.join(", ")));
         t = g;
     }
     // Every block written as the body, the parts it lacks taken from the body with
@@ -658,8 +661,7 @@ fn uneven_run(
         match of[k][t] {
             Some(u) => stmts[u..u + 2].to_vec(),
             None => {
-                let u = of[tmpl][t].unwrap_or(at);
-                let mut copy = stmts[u..u + 2].to_vec();
+                let mut copy = stmts[body[t]..body[t] + 2].to_vec();
                 let shift = dims[k] - dims[tmpl];
                 walk(&mut copy, &mut |slot| {
                     if let Slot::Peer(Peer::Dir(Direction::Axis(a)), _) = slot {
@@ -676,13 +678,9 @@ fn uneven_run(
     for k in 0..n {
         let start = padded.len();
         let mut t = 0;
-        for (g0, g1, cond) in &groups {
+        for (g0, g1, cond, ran) in &groups {
             (t..*g0).for_each(|tt| padded.extend(unit_of(k, tt)));
             let inner: Vec<Stmt> = (*g0..*g1).flat_map(|tt| unit_of(k, tt)).collect();
-            let ran: Vec<String> = (0..n)
-                .filter(|j| of[*j][*g0].is_some())
-                .map(|j| dims[j].to_string())
-                .collect();
             let mut stmt = Stmt::new(StmtKind::If(Box::new(If {
                 cond: cond.clone(),
                 then_block: Block {
@@ -692,8 +690,7 @@ fn uneven_run(
                 else_branch: None,
             })));
             stmt.trivia.leading.push(format!(
-                "# Only along dimension(s) {} in the application.",
-                ran.join(", ")
+                "# Only along dimension(s) {ran} in the application."
             ));
             padded.push(gap());
             padded.push(stmt);
@@ -1257,24 +1254,19 @@ fn join_sides(a: &[Stmt], b: &[Stmt], side: &str) -> Option<Vec<Stmt>> {
 
 /// The mean of two message sizes, option by option for picks of one length.
 fn mean_sizes(a: &MsgSize, b: &MsgSize) -> Option<MsgSize> {
-    let (va, vb) = (a.values(), b.values());
     // A pick and one size: each option with that size.
-    if vb.len() == 1 && va.len() > 1 {
-        let mut out = a.clone();
-        let y = vb[0].value.bytes()?;
-        for x in out.values_mut().iter_mut() {
-            *x = Spanned::derived(Size::bytes_exact((x.value.bytes()? + y).div_ceil(2)));
-        }
-        return Some(out);
-    }
-    if va.len() == 1 && vb.len() > 1 {
-        return mean_sizes(b, a);
-    }
-    if va.len() != vb.len() || a.index() != b.index() {
+    let (a, b) = if a.values().len() == 1 {
+        (b, a)
+    } else {
+        (a, b)
+    };
+    let (va, vb) = (a.values(), b.values());
+    if vb.len() != 1 && (va.len() != vb.len() || a.index() != b.index()) {
         return None;
     }
     let mut out = a.clone();
-    for (x, y) in out.values_mut().iter_mut().zip(vb) {
+    for (i, x) in out.values_mut().iter_mut().enumerate() {
+        let y = vb.get(i).or(vb.first())?;
         let m = (x.value.bytes()? + y.value.bytes()?).div_ceil(2);
         *x = Spanned::derived(Size::bytes_exact(m));
     }
@@ -1335,38 +1327,26 @@ fn mean_times(a: &TimeSpec, b: &TimeSpec) -> Option<TimeSpec> {
                 stddev: *stddev,
             }
         }
-        (TimeSpec::Pick(p), TimeSpec::Pick(q))
-            if p.values.len() == q.values.len() && p.index == q.index =>
-        {
+        // Picks option by option; a pick and one value: each option with that value.
+        (TimeSpec::Pick(p), other) | (other, TimeSpec::Pick(p)) => {
+            let partner = |i: usize| match other {
+                TimeSpec::Pick(q) if q.values.len() == p.values.len() && q.index == p.index => {
+                    q.values.get(i)
+                }
+                TimeSpec::Pick(_) => None,
+                one => Some(one),
+            };
             TimeSpec::Pick(Box::new(Pick {
                 values: p
                     .values
                     .iter()
-                    .zip(&q.values)
-                    .map(|(x, y)| {
+                    .enumerate()
+                    .map(|(i, x)| {
+                        let y = partner(i)?;
                         if x == y {
                             Some(x.clone())
                         } else {
                             mean_times(x, y)
-                        }
-                    })
-                    .collect::<Option<Vec<_>>>()?,
-                index: p.index.clone(),
-            }))
-        }
-        // A pick and one value: each option with that value.
-        (TimeSpec::Pick(p), other) | (other, TimeSpec::Pick(p))
-            if !matches!(other, TimeSpec::Pick(_)) =>
-        {
-            TimeSpec::Pick(Box::new(Pick {
-                values: p
-                    .values
-                    .iter()
-                    .map(|x| {
-                        if x == other {
-                            Some(x.clone())
-                        } else {
-                            mean_times(x, other)
                         }
                     })
                     .collect::<Option<Vec<_>>>()?,

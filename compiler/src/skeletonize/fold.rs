@@ -170,21 +170,19 @@ fn fold_at(nodes: &[MNode], depth: u32, approx: bool) -> Option<Vec<MNode>> {
     // The best cut and the same loop cut at its other places, each also with the step
     // before it taken in.
     if let Some((_, best)) = choose(&folded, &cands).filter(|_| depth == 0) {
-        let mut more = flat.recuts(&cands[best]);
-        more.insert(
-            0,
-            Cand {
-                bounds: cands[best].bounds.clone(),
-                keep_first: false,
-            },
-        );
-        for cand in more {
-            let first = flat.absorb_first(&cand);
-            for cand in std::iter::once(cand).chain(first) {
-                if cand.bounds == cands[best].bounds && !cand.keep_first {
-                    continue;
-                }
-                if let Some(built) = flat.build(&cand, None) {
+        let best = cands[best].clone();
+        if let Some(lay) = flat.layout(&best) {
+            let mut more: Vec<(Cand, Option<Layout>)> = Vec::new();
+            more.extend(flat.absorb_first(&lay).map(|c| (c, None)));
+            for cand in flat.recuts(&lay, &best) {
+                let lay = flat.layout(&cand);
+                let first = lay.as_ref().and_then(|l| flat.absorb_first(l));
+                more.push((cand, lay));
+                more.extend(first.map(|c| (c, None)));
+            }
+            for (cand, lay) in more {
+                let lay = lay.or_else(|| flat.layout(&cand));
+                if let Some(built) = lay.and_then(|l| flat.build_from(l, None)) {
                     folded.push((built.size, built.cv, built.spread, cands.len()));
                 }
                 cands.push(cand);
@@ -333,6 +331,7 @@ struct Layout {
 }
 
 /// One way to cut the items into iterations.
+#[derive(Clone)]
 struct Cand {
     /// Item index where each iteration starts, and where the last one ends.
     bounds: Vec<usize>,
@@ -551,10 +550,7 @@ impl<'a> Flat<'a> {
     /// several alternatives (LAMMPS: a forward communication, or an exchange and
     /// borders on re-neighbouring steps) then is one iteration, and the steps the
     /// first cut left before and after the loop (its first and last) go in.
-    fn recuts(&self, cand: &Cand) -> Vec<Cand> {
-        let Some(lay) = self.layout(cand) else {
-            return Vec::new();
-        };
+    fn recuts(&self, lay: &Layout, cand: &Cand) -> Vec<Cand> {
         let mut slot: Vec<Vec<usize>> = lay.reps.iter().map(|r| vec![0; r.len()]).collect();
         for (e, elem) in lay.body.iter().enumerate() {
             for &(v, p) in &elem.members {
@@ -600,8 +596,7 @@ impl<'a> Flat<'a> {
     /// `i == 0` instead of spelling out the whole step before the loop. The stretch is
     /// the suffix of the prologue whose longest common subsequence with the body, less
     /// what it leaves over, is largest.
-    fn absorb_first(&self, cand: &Cand) -> Option<Cand> {
-        let lay = self.layout(cand)?;
+    fn absorb_first(&self, lay: &Layout) -> Option<Cand> {
         let start = *lay.bounds.first()?;
         let body: Vec<u32> = lay.body.iter().map(|e| e.sym).collect();
         let longest = lay.reps.iter().map(|r| r.len()).max()?;
@@ -644,12 +639,17 @@ impl<'a> Flat<'a> {
     /// The folded nest for one segmentation, or `None` when it does not fold.
     /// With `depth`, the prologue and epilogue are folded again at the next depth.
     fn build(&self, cand: &Cand, depth: Option<u32>) -> Option<Built> {
+        self.build_from(self.layout(cand)?, depth)
+    }
+
+    /// [`Flat::build`] of a segmentation already laid out.
+    fn build_from(&self, lay: Layout, depth: Option<u32>) -> Option<Built> {
         let Layout {
             bounds,
             of,
             reps,
             body,
-        } = self.layout(cand)?;
+        } = lay;
         let n = of.len();
         // Scoring (no depth) counts statements without building the nest.
         let score = depth.is_none();
@@ -847,22 +847,11 @@ impl<'a> Flat<'a> {
 
     /// The statements exact loop discovery makes of `syms` (items of this nest).
     fn nest_size(&self, syms: &[u32]) -> usize {
-        fn count(nest: &[Node], of: &dyn Fn(u32) -> usize) -> usize {
-            nest.iter()
-                .map(|n| match n {
-                    Node::Token(s) => of(*s),
-                    Node::Loop { body, .. } => 1 + count(body, of),
-                })
-                .sum()
-        }
-        if syms.is_empty() {
-            return 0;
-        }
         let of = |s: u32| match self.example.get(s as usize) {
             Some(&o) => size(std::slice::from_ref(self.origins[o as usize])),
             None => 1,
         };
-        count(&compress::discover(syms, Algorithm::Exact), &of)
+        discovered_size(syms, &of)
     }
 
     /// The mean time (compute before it and MPI) of one visit of an origin, over ranks.
@@ -1443,7 +1432,7 @@ fn coarse_view(nodes: &[MNode], keep_sizes: bool) -> Vec<MNode> {
     // requests and rank conditionals stay where they are and bound the groups.
     let run_size = |run: &[(u32, MNode)]| {
         let syms: Vec<u32> = run.iter().map(|(s, _)| *s).collect();
-        flat_size(&syms)
+        discovered_size(&syms, &|_| 1)
     };
     let mut start = 0;
     while start < items.len() {
@@ -1465,18 +1454,20 @@ fn coarse_view(nodes: &[MNode], keep_sizes: bool) -> Vec<MNode> {
     renest(&syms, elems)
 }
 
-/// Statements exact loop discovery makes of a run of tokens (`syms`, one statement
-/// each).
-fn flat_size(syms: &[u32]) -> usize {
-    fn count(nest: &[Node]) -> usize {
+/// Statements exact loop discovery makes of `syms`, each symbol `of` statements.
+fn discovered_size(syms: &[u32], of: &dyn Fn(u32) -> usize) -> usize {
+    fn count(nest: &[Node], of: &dyn Fn(u32) -> usize) -> usize {
         nest.iter()
             .map(|n| match n {
-                Node::Token(_) => 1,
-                Node::Loop { body, .. } => 1 + count(body),
+                Node::Token(s) => of(*s),
+                Node::Loop { body, .. } => 1 + count(body, of),
             })
             .sum()
     }
-    count(&compress::discover(syms, Algorithm::Exact))
+    if syms.is_empty() {
+        return 0;
+    }
+    count(&compress::discover(syms, Algorithm::Exact), of)
 }
 
 /// Whether a node is a blocking collective call (one that can move past another

@@ -318,23 +318,15 @@ impl Shape {
     pub fn peer(&self, rank: u64, size: u64, dir: &Dir) -> Result<Option<u64>, String> {
         let index = |i: i64| u64::try_from(i).map_err(|_| format!("index {i} is negative"));
         match (self, dir) {
-            (Shape::Grid { dims, periodic }, Dir::Axis { dim, forward }) => {
-                let dim = *dim as usize;
-                if dim >= dims.len() {
-                    return Err(format!(
-                        "the grid has {} dimension(s); the direction moves along dimension {dim}",
-                        dims.len()
-                    ));
-                }
-                let step = if *forward { 1 } else { -1 };
-                Ok(grid_shift(dims, periodic, rank, |i| {
-                    if i == dim {
-                        step
-                    } else {
-                        0
-                    }
-                }))
-            }
+            // One step is a shift by one.
+            (Shape::Grid { .. }, Dir::Axis { dim, forward }) => self.peer(
+                rank,
+                size,
+                &Dir::Shift {
+                    dim: *dim,
+                    disp: if *forward { 1 } else { -1 },
+                },
+            ),
             (Shape::Grid { dims, periodic }, Dir::Shift { dim, disp }) => {
                 let dim = *dim as usize;
                 if dim >= dims.len() {
