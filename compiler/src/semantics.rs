@@ -467,6 +467,9 @@ fn eval(e: &Expr, env: &Env, vars: Vars) -> Result<Value, EvalError> {
                 }
             }
         }
+        ExprKind::Pick(values, index) => {
+            Value::Int(values[pick_index(index, values.len(), env, vars)?])
+        }
         ExprKind::Var(v) => match vars.iter().rev().find(|(name, _)| *name == v.name) {
             Some(&(_, value)) => Value::Int(value),
             None => {
@@ -536,7 +539,7 @@ pub fn depends_on_rank(e: &Expr) -> bool {
     match &e.kind {
         ExprKind::Rank | ExprKind::Coord(_) | ExprKind::PerRank(_) => true,
         ExprKind::Int(_) | ExprKind::Bool(_) | ExprKind::NRanks | ExprKind::Var(_) => false,
-        ExprKind::Unary(_, x) => depends_on_rank(x),
+        ExprKind::Unary(_, x) | ExprKind::Pick(_, x) => depends_on_rank(x),
         ExprKind::Binary(_, l, r) => depends_on_rank(l) || depends_on_rank(r),
     }
 }
@@ -552,7 +555,7 @@ pub fn reads_vars(e: &Expr, name: Option<&str>) -> bool {
         | ExprKind::NRanks
         | ExprKind::Coord(_)
         | ExprKind::PerRank(_) => false,
-        ExprKind::Unary(_, x) => reads_vars(x, name),
+        ExprKind::Unary(_, x) | ExprKind::Pick(_, x) => reads_vars(x, name),
         ExprKind::Binary(_, l, r) => reads_vars(l, name) || reads_vars(r, name),
     }
 }

@@ -882,6 +882,10 @@ pub enum ExprKind {
     /// `per_rank(v0, v1, ...)`: one integer per world rank, in rank order; the value is
     /// this rank's (a table where the data gives each rank its own peer or count).
     PerRank(Vec<i64>),
+    /// `[v0, v1, ...][INDEX]`: the value at INDEX (0-based) of a list of integers (a
+    /// loop over a grid's dimensions whose count differs per dimension,
+    /// `loop [1, 1, 2][dim] { ... }`).
+    Pick(Vec<i64>, Box<Expr>),
     Unary(UnaryOp, Box<Expr>),
     Binary(BinOp, Box<Expr>, Box<Expr>),
 }

@@ -168,6 +168,10 @@ fn expr_at(e: &Expr, min_prec: u8) -> String {
             let parts: Vec<String> = values.iter().map(i64::to_string).collect();
             format!("per_rank({})", parts.join(", "))
         }
+        ExprKind::Pick(values, index) => {
+            let parts: Vec<String> = values.iter().map(i64::to_string).collect();
+            format!("[{}][{}]", parts.join(", "), expr_at(index, 0))
+        }
         // `not (a == b)` keeps its parentheses: `not a == b` means the same but misleads.
         ExprKind::Unary(UnaryOp::Not, x) => format!("not {}", expr_at(x, 9)),
         ExprKind::Unary(UnaryOp::Neg, x) => format!("-{}", expr_at(x, 8)),

@@ -94,9 +94,16 @@ fn expr() -> impl Strategy<Value = Expr> {
                 inner.clone()
             )
                 .prop_map(|(op, x)| Expr::new(ExprKind::Unary(op, Box::new(x)))),
-            (prop::sample::select(binops.clone()), inner.clone(), inner).prop_map(|(op, l, r)| {
-                Expr::new(ExprKind::Binary(op, Box::new(l), Box::new(r)))
-            }),
+            (
+                prop::sample::select(binops.clone()),
+                inner.clone(),
+                inner.clone()
+            )
+                .prop_map(|(op, l, r)| {
+                    Expr::new(ExprKind::Binary(op, Box::new(l), Box::new(r)))
+                }),
+            (prop::collection::vec(-5i64..100, 1..5), inner)
+                .prop_map(|(v, i)| Expr::new(ExprKind::Pick(v, Box::new(i)))),
         ]
     })
 }

@@ -199,6 +199,9 @@ fn structural_hash(e: &Expr) -> u64 {
         ExprKind::Coord(d) => mix(5, u64::from(*d)),
         ExprKind::Var(v) => v.name.bytes().fold(8, |h, b| mix(h, u64::from(b))),
         ExprKind::PerRank(values) => values.iter().fold(9, |h, v| mix(h, *v as u64)),
+        ExprKind::Pick(values, index) => values
+            .iter()
+            .fold(mix(10, structural_hash(index)), |h, v| mix(h, *v as u64)),
         ExprKind::Unary(op, x) => mix(mix(6, *op as u64), structural_hash(x)),
         ExprKind::Binary(op, l, r) => mix(
             mix(mix(7, *op as u64), structural_hash(l)),

@@ -783,6 +783,10 @@ impl Pass<'_> {
                 }
             }
             ExprKind::Bool(_) => Ok(Ty::Bool),
+            ExprKind::Pick(_, index) => match self.type_of(index)? {
+                Ty::Int => Ok(Ty::Int),
+                Ty::Bool => Err(mismatch(index.pos, "a number as the index of a pick")),
+            },
             ExprKind::Var(v) => {
                 if self.scope.iter().any(|s| s.name == v.name) {
                     Ok(Ty::Int)

@@ -128,7 +128,8 @@ pub(super) fn period(e: &Expr, var: &str, env: &Env) -> Option<u64> {
                 .filter(|&m| m > 0)
         }
         ExprKind::Binary(_, l, r) => lcm(period(l, var, env)?, period(r, var, env)?),
-        ExprKind::Unary(_, x) => period(x, var, env),
+        // A function of a periodic index is periodic.
+        ExprKind::Unary(_, x) | ExprKind::Pick(_, x) => period(x, var, env),
         _ => None,
     }
 }

@@ -256,9 +256,11 @@ fn search(stmts: Vec<Stmt>, ctx: &Ctx, scope: &[String], made: &mut usize) -> Ve
                 if unroll && unrolled_sigs(&stmts[i..], 3) != unrolled_sigs(&stmts[i + len..], 3) {
                     continue;
                 }
-                if let Some(run) = run_at(&stmts, i, len, unroll, ctx) {
-                    if best.as_ref().is_none_or(|b| run.saving > b.saving) {
-                        best = Some(run);
+                for repeat in [false, true] {
+                    if let Some(run) = run_at(&stmts, i, len, unroll, repeat, ctx) {
+                        if best.as_ref().is_none_or(|b| run.saving > b.saving) {
+                            best = Some(run);
+                        }
                     }
                 }
             }
@@ -426,13 +428,27 @@ struct Run {
     unroll: bool,
     /// The dimension step from one block to the next.
     stride: i64,
+    /// Per dimension: how many blocks in a row make its calls (more than one where the
+    /// application exchanges along a dimension more than once, LAMMPS's several swaps
+    /// along a dimension thinner than the interaction range).
+    repeats: Vec<usize>,
+    /// Per dimension: the leaves of its blocks, their mean where it repeats.
+    leaves: Vec<Vec<Leaf>>,
     /// Per grid direction of the body: its sign.
     signs: Vec<bool>,
     saving: usize,
 }
 
-/// The run of blocks starting with `len` statements at `at`, if one qualifies.
-fn run_at(stmts: &[Stmt], at: usize, len: usize, unroll: bool, ctx: &Ctx) -> Option<Run> {
+/// The run of blocks starting with `len` statements at `at`, if one qualifies; with
+/// `repeat`, a dimension may make its calls in several blocks in a row.
+fn run_at(
+    stmts: &[Stmt],
+    at: usize,
+    len: usize,
+    unroll: bool,
+    repeat: bool,
+    ctx: &Ctx,
+) -> Option<Run> {
     let form = |b: &[Stmt]| if unroll { unrolled(b) } else { b.to_vec() };
     let first = form(stmts.get(at..at + len)?);
     let (shape0, leaves0) = parts(first.clone())?;
@@ -442,6 +458,7 @@ fn run_at(stmts: &[Stmt], at: usize, len: usize, unroll: bool, ctx: &Ctx) -> Opt
     }
     let mut bounds = vec![(at, len)];
     let mut all = vec![leaves0];
+    let mut repeats = vec![1];
     let mut stride = 0;
     let mut pos = at + len;
     loop {
@@ -468,26 +485,35 @@ fn run_at(stmts: &[Stmt], at: usize, len: usize, unroll: bool, ctx: &Ctx) -> Opt
         if shape != shape0 {
             break;
         }
-        let t = bounds.len() as i64;
         let dims = axes(&leaves);
-        if t == 1 {
-            stride = dims[0].0 - axes0[0].0;
-            if stride == 0 {
+        let last = all.last().map(|l| axes(l)).unwrap_or_default();
+        if repeat && dims.iter().zip(&last).all(|(d, p)| d.0 == p.0) {
+            // The same dimension again.
+            if let Some(r) = repeats.last_mut() {
+                *r += 1;
+            }
+        } else {
+            let t = repeats.len() as i64;
+            if t == 1 {
+                stride = dims[0].0 - axes0[0].0;
+                if stride == 0 {
+                    break;
+                }
+            }
+            if !dims
+                .iter()
+                .zip(&axes0)
+                .all(|(d, d0)| d.0 == d0.0 + stride * t)
+            {
                 break;
             }
-        }
-        if !dims
-            .iter()
-            .zip(&axes0)
-            .all(|(d, d0)| d.0 == d0.0 + stride * t)
-        {
-            break;
+            repeats.push(1);
         }
         bounds.push((pos, l));
         all.push(leaves);
         pos += l;
     }
-    if bounds.len() < 2 {
+    if repeats.len() < 2 {
         return None;
     }
     // Each direction's sign: the same on every block where it matters.
@@ -510,15 +536,50 @@ fn run_at(stmts: &[Stmt], at: usize, len: usize, unroll: bool, ctx: &Ctx) -> Opt
         .iter()
         .map(|&(a, l)| count_statements(&without_gaps(stmts[a..a + l].to_vec())))
         .sum();
-    let after = count_statements(&without_gaps(first)) + 1;
+    let repeated = repeats.iter().any(|&r| r > 1);
+    let after = count_statements(&without_gaps(first)) + 1 + usize::from(repeated);
     let saving = before.checked_sub(after)?;
-    (saving >= MIN_SAVING).then_some(Run {
+    if saving < MIN_SAVING {
+        return None;
+    }
+    // Per dimension, the mean of its blocks' leaves.
+    let mut leaves = Vec::with_capacity(repeats.len());
+    let mut blocks = all.into_iter();
+    for &r in &repeats {
+        let group: Vec<Vec<Leaf>> = blocks.by_ref().take(r).collect();
+        leaves.push(mean_leaves(&group)?);
+    }
+    Some(Run {
         bounds,
         unroll,
         stride,
+        repeats,
+        leaves,
         signs,
         saving,
     })
+}
+
+/// The leaves of blocks along one dimension, slot by slot: directions as the first
+/// block's, sizes and times their mean (every block weighs alike); `None` where a mean
+/// cannot be written.
+fn mean_leaves(group: &[Vec<Leaf>]) -> Option<Vec<Leaf>> {
+    let (first, rest) = group.split_first()?;
+    let mut out = first.clone();
+    for (k, block) in rest.iter().enumerate() {
+        // The running mean of k + 1 blocks with the next: k + 1 parts to 1.
+        let w = (k + 1) as f64 / (k + 2) as f64;
+        for (slot, next) in out.iter_mut().zip(block) {
+            match (&*slot, next) {
+                (a, b) if a == b => {}
+                (Leaf::Size(a), Leaf::Size(b)) => *slot = Leaf::Size(blend_sizes(a, b, w)?),
+                (Leaf::Time(a), Leaf::Time(b)) => *slot = Leaf::Time(blend_times(a, b, w)?),
+                (Leaf::Axis(..), Leaf::Axis(..)) => {}
+                _ => return None,
+            }
+        }
+    }
+    Some(out)
 }
 
 /// Most blocks of an uneven run ([`uneven_run`]).
@@ -703,7 +764,7 @@ fn uneven_run(
             return None;
         }
     }
-    let run = run_at(&padded, 0, len0, false, ctx)?;
+    let run = run_at(&padded, 0, len0, false, false, ctx)?;
     if run.bounds.len() != n {
         return None;
     }
@@ -1038,10 +1099,7 @@ fn fold_run(stmts: &[Stmt], run: &Run, var: &str, scope: &[String]) -> Stmt {
             }
         })
         .collect();
-    let leaves: Vec<Vec<Leaf>> = blocks
-        .iter()
-        .map(|b| parts(b.clone()).map(|(_, l)| l).unwrap_or_default())
-        .collect();
+    let leaves = &run.leaves;
     let index = || Expr::new(ExprKind::Var(Ident::new(var)));
     let mut body = blocks[0].clone();
     let mut j = 0;
@@ -1127,9 +1185,38 @@ fn fold_run(stmts: &[Stmt], run: &Run, var: &str, scope: &[String]) -> Stmt {
     // sign turned: one loop over the two sides.
     let mut taken = scope.to_vec();
     taken.push(var.to_string());
-    let body = side_loop(body, &taken);
+    let mut body = side_loop(body, &taken);
+    // Dimensions that make their calls more than once: a loop inside, its count per
+    // dimension where they differ.
+    let mut repeated = String::new();
+    if run.repeats.iter().any(|&r| r > 1) {
+        let counts: Vec<i64> = run.repeats.iter().map(|&r| r as i64).collect();
+        let count = if counts.iter().all(|&c| c == counts[0]) {
+            Expr::int(counts[0])
+        } else {
+            Expr::new(ExprKind::Pick(counts, Box::new(index())))
+        };
+        let times: Vec<String> = dims
+            .iter()
+            .zip(&run.repeats)
+            .filter(|(_, &r)| r > 1)
+            .map(|(d, r)| format!("{r} times along dimension {d}"))
+            .collect();
+        repeated = format!(
+            " Some dimensions make them several times in a row ({}): sizes and compute are the mean of those times.",
+            times.join(", ")
+        );
+        body = vec![Stmt::new(StmtKind::Loop(Box::new(Loop {
+            count,
+            var: None,
+            body: Block {
+                stmts: body,
+                end_comments: Vec::new(),
+            },
+        })))];
+    }
     let mut stmt = Stmt::new(StmtKind::Loop(Box::new(Loop {
-        count: Expr::int(run.bounds.len() as i64),
+        count: Expr::int(run.repeats.len() as i64),
         var: Some(Ident::new(var)),
         body: Block {
             stmts: body,
@@ -1137,7 +1224,7 @@ fn fold_run(stmts: &[Stmt], run: &Run, var: &str, scope: &[String]) -> Stmt {
         },
     })));
     stmt.trivia.leading.push(format!(
-        "# The same calls along grid dimensions {} in turn: `{var}` numbers them; sizes and compute that differ are per dimension.",
+        "# The same calls along grid dimensions {} in turn: `{var}` numbers them; sizes and compute that differ are per dimension.{repeated}",
         dims.join(", ")
     ));
     stmt
@@ -1254,21 +1341,27 @@ fn join_sides(a: &[Stmt], b: &[Stmt], side: &str) -> Option<Vec<Stmt>> {
 
 /// The mean of two message sizes, option by option for picks of one length.
 fn mean_sizes(a: &MsgSize, b: &MsgSize) -> Option<MsgSize> {
-    // A pick and one size: each option with that size.
-    let (a, b) = if a.values().len() == 1 {
-        (b, a)
-    } else {
-        (a, b)
-    };
+    blend_sizes(a, b, 0.5)
+}
+
+/// `w` parts of `a` and `1 - w` parts of `b`, option by option for picks of one length
+/// (a pick and one size: each option with that size); whole bytes, rounded up.
+fn blend_sizes(a: &MsgSize, b: &MsgSize, w: f64) -> Option<MsgSize> {
     let (va, vb) = (a.values(), b.values());
+    // Written as the pick when one side is one, with `w` following its side.
+    let (a, b, va, vb, w) = if va.len() == 1 && vb.len() != 1 {
+        (b, a, vb, va, 1.0 - w)
+    } else {
+        (a, b, va, vb, w)
+    };
     if vb.len() != 1 && (va.len() != vb.len() || a.index() != b.index()) {
         return None;
     }
     let mut out = a.clone();
     for (i, x) in out.values_mut().iter_mut().enumerate() {
         let y = vb.get(i).or(vb.first())?;
-        let m = (x.value.bytes()? + y.value.bytes()?).div_ceil(2);
-        *x = Spanned::derived(Size::bytes_exact(m));
+        let m = (w * x.value.bytes()? as f64 + (1.0 - w) * y.value.bytes()? as f64).ceil();
+        *x = Spanned::derived(Size::bytes_exact(m as u64));
     }
     Some(out)
 }
@@ -1276,32 +1369,44 @@ fn mean_sizes(a: &MsgSize, b: &MsgSize) -> Option<MsgSize> {
 /// The mean of two compute times, where the forms allow it (fixed, per rank, normal,
 /// and picks of one length).
 fn mean_times(a: &TimeSpec, b: &TimeSpec) -> Option<TimeSpec> {
-    let half = |x: f64, y: f64| Spanned::derived(super::build::duration((x + y) * 0.5e9));
+    blend_times(a, b, 0.5)
+}
+
+/// `w` parts of `a` and `1 - w` parts of `b`, where the forms allow it: fixed, per
+/// rank (rank by rank, or each rank's value with one value), normal (the wider
+/// deviation), and picks option by option (a pick and one value: each option with it).
+fn blend_times(a: &TimeSpec, b: &TimeSpec, w: f64) -> Option<TimeSpec> {
+    let mix =
+        |x: f64, y: f64| Spanned::derived(super::build::duration((w * x + (1.0 - w) * y) * 1e9));
+    // One value standing for a whole spec: fixed, or a distribution's mean.
+    let one = |t: &TimeSpec| match t {
+        TimeSpec::Fixed(d) => Some(d.value.seconds()),
+        TimeSpec::Normal { mean, .. } => Some(mean.value.seconds()),
+        _ => None,
+    };
     let secs = |t: &TimeSpec| match t {
         TimeSpec::Fixed(d) => Some(d.value.seconds()),
         _ => None,
     };
     Some(match (a, b) {
         (TimeSpec::Fixed(x), _) if secs(b).is_some() => {
-            TimeSpec::Fixed(half(x.value.seconds(), secs(b)?))
+            TimeSpec::Fixed(mix(x.value.seconds(), secs(b)?))
         }
-        (TimeSpec::PerRank(v), TimeSpec::PerRank(w)) if v.len() == w.len() => TimeSpec::PerRank(
+        (TimeSpec::PerRank(v), TimeSpec::PerRank(u)) if v.len() == u.len() => TimeSpec::PerRank(
             v.iter()
-                .zip(w)
-                .map(|(x, y)| half(x.value.seconds(), y.value.seconds()))
+                .zip(u)
+                .map(|(x, y)| mix(x.value.seconds(), y.value.seconds()))
                 .collect(),
         ),
-        (TimeSpec::PerRank(v), _) | (_, TimeSpec::PerRank(v)) if secs(a).or(secs(b)).is_some() => {
-            let f = secs(a).or(secs(b))?;
-            TimeSpec::PerRank(v.iter().map(|x| half(x.value.seconds(), f)).collect())
+        // A per-rank table and one value (a distribution's mean): each rank's value with it.
+        (TimeSpec::PerRank(v), other) if one(other).is_some() => {
+            let y = one(other)?;
+            TimeSpec::PerRank(v.iter().map(|x| mix(x.value.seconds(), y)).collect())
         }
-        // A per-rank table and a distribution: each rank's value with the mean.
-        (TimeSpec::PerRank(v), TimeSpec::Normal { mean, .. })
-        | (TimeSpec::Normal { mean, .. }, TimeSpec::PerRank(v)) => TimeSpec::PerRank(
-            v.iter()
-                .map(|x| half(x.value.seconds(), mean.value.seconds()))
-                .collect(),
-        ),
+        (other, TimeSpec::PerRank(u)) if one(other).is_some() => {
+            let x = one(other)?;
+            TimeSpec::PerRank(u.iter().map(|y| mix(x, y.value.seconds())).collect())
+        }
         (
             TimeSpec::Normal {
                 mean: m1,
@@ -1312,23 +1417,24 @@ fn mean_times(a: &TimeSpec, b: &TimeSpec) -> Option<TimeSpec> {
                 stddev: s2,
             },
         ) => TimeSpec::Normal {
-            mean: half(m1.value.seconds(), m2.value.seconds()),
+            mean: mix(m1.value.seconds(), m2.value.seconds()),
             stddev: if s1.value.seconds() >= s2.value.seconds() {
                 *s1
             } else {
                 *s2
             },
         },
-        (TimeSpec::Normal { mean, stddev }, _) | (_, TimeSpec::Normal { mean, stddev })
-            if secs(a).or(secs(b)).is_some() =>
-        {
-            TimeSpec::Normal {
-                mean: half(mean.value.seconds(), secs(a).or(secs(b))?),
-                stddev: *stddev,
-            }
-        }
+        (TimeSpec::Normal { mean, stddev }, other) if secs(other).is_some() => TimeSpec::Normal {
+            mean: mix(mean.value.seconds(), secs(other)?),
+            stddev: *stddev,
+        },
+        (other, TimeSpec::Normal { mean, stddev }) if secs(other).is_some() => TimeSpec::Normal {
+            mean: mix(secs(other)?, mean.value.seconds()),
+            stddev: *stddev,
+        },
         // Picks option by option; a pick and one value: each option with that value.
         (TimeSpec::Pick(p), other) | (other, TimeSpec::Pick(p)) => {
+            let pick_first = matches!(a, TimeSpec::Pick(_));
             let partner = |i: usize| match other {
                 TimeSpec::Pick(q) if q.values.len() == p.values.len() && q.index == p.index => {
                     q.values.get(i)
@@ -1345,8 +1451,10 @@ fn mean_times(a: &TimeSpec, b: &TimeSpec) -> Option<TimeSpec> {
                         let y = partner(i)?;
                         if x == y {
                             Some(x.clone())
+                        } else if pick_first {
+                            blend_times(x, y, w)
                         } else {
-                            mean_times(x, y)
+                            blend_times(y, x, w)
                         }
                     })
                     .collect::<Option<Vec<_>>>()?,
@@ -1526,6 +1634,51 @@ mod tests {
         // Every rank makes the calls it made before, with the same sizes.
         let stats = |src: &str| super::properties::stats(&format!("{header}{src}"));
         assert_eq!(stats(&text), stats(&body));
+    }
+
+    #[test]
+    fn a_dimension_that_swaps_twice_repeats_its_swaps_by_a_count_per_dimension() {
+        let header = "skeleton t\nranks 16\ntopology torus(2, 2, 4)\napp_time 1 s\n";
+        let swap = |to: &str, from: &str, size: &str| {
+            format!(
+                "req r0 = irecv {from} 4 KiB @ \"a\"\nsend {to} {size} @ \"b\"\nwait r0 @ \"c\"\n"
+            )
+        };
+        // x and y once each way, z twice each way (its sub-domains are thinner), then
+        // the reverse communication z, y, x.
+        let mut body = String::new();
+        for (to, from, size) in [
+            ("east", "west", "1 KiB"),
+            ("west", "east", "1 KiB"),
+            ("north", "south", "2 KiB"),
+            ("south", "north", "2 KiB"),
+            ("up", "down", "3 KiB"),
+            ("down", "up", "3 KiB"),
+            ("up", "down", "5 KiB"),
+            ("down", "up", "5 KiB"),
+        ] {
+            body.push_str(&swap(to, from, size));
+        }
+        body.push_str("allreduce 8 B\n");
+        let (text, made) = folded_on(header, &body);
+        assert_eq!(made, 1, "{text}");
+        assert!(
+            text.contains(
+                "loop 3 as dim {\n    loop [1, 1, 2][dim] {\n        \
+                 # The two swaps of a dimension, the second with every direction turned: `side` numbers them.\n        \
+                 loop 2 as side {\n            \
+                 req r0 = irecv shift(dim, 2 * side - 1) 4 KiB @ \"a\"\n            \
+                 send shift(dim, 1 - 2 * side) [1 KiB, 2 KiB, 4096 B][dim] @ \"b\"\n            \
+                 wait r0 @ \"c\"\n        }\n    }\n}\nallreduce 8 B\n"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("(2 times along dimension 2)"), "{text}");
+        // Blocks along one dimension only are the compressor's loop, not one over
+        // dimensions.
+        let same = swap("up", "down", "3 KiB") + &swap("up", "down", "5 KiB");
+        let (text, made) = folded_on(header, &same);
+        assert_eq!(made, 0, "{text}");
     }
 
     #[test]

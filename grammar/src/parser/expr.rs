@@ -262,28 +262,43 @@ fn atom(input: Tokens) -> PResult<Expr> {
         Ok((rest, leaf(ExprKind::Coord(dim.value), start.to(end))))
     };
     // `per_rank(3, -1, 0)`: whole numbers, one per rank.
+    // A whole number of a list, perhaps negative.
+    let signed_int = |i| {
+        let (rest, minus) = opt(punct(TokKind::Minus)).parse(i)?;
+        let (rest, n) = uint(rest)?;
+        let bad = || {
+            PErr::invalid(
+                &i,
+                n.pos.span().unwrap_or_default(),
+                format!("`{}` is too large (at most {})", n.value, i64::MAX),
+            )
+        };
+        let v = i64::try_from(n.value).map_err(|_| Err::Failure(bad()))?;
+        Ok((rest, if minus.is_some() { -v } else { v }))
+    };
     let per_rank = |i| {
         let (rest, start) = kw("per_rank")(i)?;
-        let signed = |i| {
-            let (rest, minus) = opt(punct(TokKind::Minus)).parse(i)?;
-            let (rest, n) = uint(rest)?;
-            let bad = || {
-                PErr::invalid(
-                    &i,
-                    n.pos.span().unwrap_or_default(),
-                    format!("`{}` is too large (at most {})", n.value, i64::MAX),
-                )
-            };
-            let v = i64::try_from(n.value).map_err(|_| Err::Failure(bad()))?;
-            Ok((rest, if minus.is_some() { -v } else { v }))
-        };
         let (rest, (_, values, end)) = cut((
             punct(TokKind::LParen),
-            separated_list1(punct(TokKind::Comma), signed),
+            separated_list1(punct(TokKind::Comma), signed_int),
             punct(TokKind::RParen),
         ))
         .parse(rest)?;
         Ok((rest, leaf(ExprKind::PerRank(values), start.to(end))))
+    };
+    // `[1, 1, 2][dim]`: the value at an index of a list of whole numbers.
+    let int_pick = |i| {
+        let (rest, start) = punct(TokKind::LBracket)(i)?;
+        let (rest, values) = cut(separated_list1(punct(TokKind::Comma), signed_int)).parse(rest)?;
+        let (rest, _) = cut(punct(TokKind::RBracket)).parse(rest)?;
+        let (rest, _) = cut(punct(TokKind::LBracket)).parse(rest)?;
+        spend(&i, start)?;
+        let (rest, index) = nested(&i, start, || cut(or_expr).parse(rest))?;
+        let (rest, end) = cut(punct(TokKind::RBracket)).parse(rest)?;
+        Ok((
+            rest,
+            leaf(ExprKind::Pick(values, Box::new(index)), start.to(end)),
+        ))
     };
     let parens = |i| {
         let (rest, start) = punct(TokKind::LParen)(i)?;
@@ -314,6 +329,7 @@ fn atom(input: Tokens) -> PResult<Expr> {
             }
             (TokKind::Word, "coord") => Some(coord(input)),
             (TokKind::Word, "per_rank") => Some(per_rank(input)),
+            (TokKind::LBracket, _) => Some(int_pick(input)),
             (TokKind::Word, text) if !is_keyword(text) && !RESERVED.contains(&text) => Some(Ok((
                 input_after(&input),
                 leaf(
@@ -338,6 +354,7 @@ fn atom(input: Tokens) -> PResult<Expr> {
         map(kw("nranks"), |s| leaf(ExprKind::NRanks, s)),
         coord,
         parens,
+        int_pick,
     ))
     .parse(input);
     match result {

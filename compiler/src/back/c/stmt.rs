@@ -563,6 +563,15 @@ impl Writer<'_> {
                 let parts: Vec<String> = values.iter().map(|v| format!("{v}LL")).collect();
                 format!("((const long long[]){{{}}})[rank]", parts.join(", "))
             }
+            // The entry at the index (`check` ran every index the program reaches).
+            ExprKind::Pick(values, index) => {
+                let parts: Vec<String> = values.iter().map(|v| format!("{v}LL")).collect();
+                format!(
+                    "((const long long[]){{{}}})[{}]",
+                    parts.join(", "),
+                    strip_parens(&self.expr(index))
+                )
+            }
             ExprKind::Unary(UnaryOp::Neg, x) => format!("(-{})", self.expr(x)),
             ExprKind::Unary(UnaryOp::Not, x) => format!("(!{})", self.expr(x)),
             ExprKind::Binary(op, l, r) => {

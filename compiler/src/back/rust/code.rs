@@ -446,7 +446,7 @@ fn rank_uses(block: &Block) -> (bool, bool, bool) {
             ExprKind::Rank | ExprKind::PerRank(_) => uses.0 = true,
             ExprKind::NRanks => uses.1 = true,
             ExprKind::Coord(_) => uses.2 = true,
-            ExprKind::Unary(_, x) => expr_uses(x, uses),
+            ExprKind::Unary(_, x) | ExprKind::Pick(_, x) => expr_uses(x, uses),
             ExprKind::Binary(_, l, r) => {
                 expr_uses(l, uses);
                 expr_uses(r, uses);

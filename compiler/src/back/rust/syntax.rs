@@ -210,6 +210,14 @@ fn expr_prec(e: &Expr, vars: &LoopVars) -> (String, u8) {
             let parts: Vec<String> = values.iter().map(|v| format!("{v}_i64")).collect();
             (format!("[{}][rank as usize]", parts.join(", ")), P_ATOM)
         }
+        // The entry at the index (`check` ran every index the program reaches).
+        ExprKind::Pick(values, index) => {
+            let parts: Vec<String> = values.iter().map(|v| format!("{v}_i64")).collect();
+            (
+                format!("[{}][{} as usize]", parts.join(", "), wrap(index, P_ATOM)),
+                P_ATOM,
+            )
+        }
         ExprKind::Var(v) => (
             vars.get(&v.name)
                 .cloned()
