@@ -219,6 +219,25 @@ pub fn skeletonize_dir(args: &Args) -> Result<Outcome, String> {
             "{unblocked} blocking send(s) completed before their receiver posted the receive (MPI buffered them: the eager protocol; the standard calls that unsafe, and `check` reports the deadlock): each is an `isend` completed at the end of the loop iteration or program it is in"
         ));
     }
+    // Vector collectives whose ranks meet at different statements: one table per group
+    // of statements that meet.
+    let mut unified = 0;
+    for _ in 0..MAX_UNIFY_ROUNDS {
+        let Some((next, n)) = skeletonize::unify_vector_counts(&text, &diags) else {
+            break;
+        };
+        let next_diags = crate::cmd_check::check_source(&next, CheckOptions::default());
+        if tally(&next_diags).0 >= tally(&diags).0 {
+            break;
+        }
+        unified += n;
+        (text, diags) = (next, next_diags);
+    }
+    if unified > 0 {
+        skeleton.summary.notes.push(format!(
+            "{unified} vector collective(s) (alltoallv, gatherv, ...) met the same call of other ranks at another statement (the ranks' streams are merged apart there): the tables of statements that meet are one, each rank's entry the mean of its entries, so the counts agree as MPI requires"
+        ));
+    }
     std::fs::write(&args.output, &text)
         .map_err(|e| format!("cannot write {}: {e}", args.output.display()))?;
     emit(&args.output.display().to_string(), &text, &diags);
@@ -233,6 +252,10 @@ pub fn skeletonize_dir(args: &Args) -> Result<Outcome, String> {
 
 /// Rounds of [`skeletonize::unblock_sends`] (each follows one more deadlock).
 const MAX_UNBLOCK_ROUNDS: usize = 8;
+
+/// Rounds of [`skeletonize::unify_vector_counts`] (a round joins every pair `check`
+/// found; the next finds pairs a deadlock-free run reaches further on).
+const MAX_UNIFY_ROUNDS: usize = 4;
 
 /// Opens a trace directory's rank files one at a time, for the pass's sweeps (each reads
 /// a rank record by record: no rank is ever held in memory); a rank file that cannot be

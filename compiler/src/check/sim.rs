@@ -295,6 +295,8 @@ struct Sim<'p, 'd> {
     ops: u64,
     /// Statements already reported, so a problem is reported once, not once per rank.
     reported: BTreeSet<(&'static str, u32)>,
+    /// Pairs of vector collectives already reported as disagreeing on their counts.
+    reported_pairs: BTreeSet<(u32, u32)>,
 }
 
 impl<'p, 'd> Sim<'p, 'd> {
@@ -367,6 +369,7 @@ impl<'p, 'd> Sim<'p, 'd> {
             in_ready: vec![true; n as usize],
             ops: 0,
             reported: BTreeSet::new(),
+            reported_pairs: BTreeSet::new(),
         }
     }
 
@@ -1302,6 +1305,11 @@ impl<'p, 'd> Sim<'p, 'd> {
                     queue.entries.pop_front();
                     queue.first += 1;
                 }
+                if let CollKey::Op { op, root, .. } = entry.key {
+                    if op.is_vector() {
+                        self.vector_counts(inst_us, op, root, &entry.reqs, &entry.arrived);
+                    }
+                }
                 let (mut reqs, mut arrived) = (entry.reqs, entry.arrived);
                 for &id in &reqs {
                     self.complete(id);
@@ -1312,6 +1320,86 @@ impl<'p, 'd> Sim<'p, 'd> {
             }
         }
         Ok(req)
+    }
+
+    /// A vector collective whose members called it from statements whose tables do not
+    /// agree: each member contributes its own entry, and a receiver expects from each
+    /// member the entry its own statement gives (every member receives in `allgatherv`
+    /// and `alltoallv`, the root in `gatherv`, and every member from the root in
+    /// `scatterv`, which sends the root's entries). MPI requires the counts to agree; a
+    /// skeleton's ranks meet at different statements where it merged their streams
+    /// apart. Reported once per pair of statements.
+    fn vector_counts(
+        &mut self,
+        inst: usize,
+        op: CollOp,
+        root: Option<u64>,
+        reqs: &[ReqId],
+        arrived: &[u64],
+    ) {
+        let entry = |stmt: &Stmt, world: u64| -> u64 {
+            match &stmt.kind {
+                StmtKind::Collective(c) => match &c.size {
+                    Some(SizeSpec::PerRank(v)) => v
+                        .get(world as usize)
+                        .and_then(|s| s.value.bytes())
+                        .unwrap_or(0),
+                    Some(SizeSpec::Fixed(s)) => s.value.bytes().unwrap_or(0),
+                    None => 0,
+                },
+                _ => 0,
+            }
+        };
+        let stmts: Vec<(u64, &'p Stmt)> = arrived
+            .iter()
+            .zip(reqs)
+            .map(|(&r, &id)| (r, self.reqs[id as usize].stmt))
+            .collect();
+        // Nothing to compare when every member is at the same statement.
+        if stmts.iter().all(|(_, s)| std::ptr::eq(*s, stmts[0].1)) {
+            return;
+        }
+        let receivers: Vec<(u64, &'p Stmt)> = match (op, root) {
+            (CollOp::Gatherv | CollOp::Scatterv, Some(root)) => {
+                let Some(&world) = self.insts[inst].members.get(root as usize) else {
+                    return;
+                };
+                stmts.iter().filter(|(r, _)| *r == world).copied().collect()
+            }
+            _ => stmts.clone(),
+        };
+        for &(j, at_j) in &receivers {
+            for &(r, at_r) in &stmts {
+                let (sent, expected) = (entry(at_r, r), entry(at_j, r));
+                if std::ptr::eq(at_j, at_r) || sent == expected {
+                    continue;
+                }
+                let (a, b) = (
+                    at_r.pos.span().map_or(0, |s| s.start),
+                    at_j.pos.span().map_or(0, |s| s.start),
+                );
+                let key = (a.min(b), a.max(b));
+                if !self.reported_pairs.insert(key) {
+                    continue;
+                }
+                let comm = self.insts[inst].name.clone();
+                let name = op.keyword();
+                let line = self.lines.describe(at_r.pos);
+                self.diags.push(
+                    Diag::error(
+                        "vector-counts",
+                        format!(
+                            "`{name}` on `{comm}`: rank {r} contributes {sent} B where rank {j} expects {expected} B from it"
+                        ),
+                    )
+                    .at(at_j.pos, format!("rank {j} expects {expected} B from rank {r}"))
+                    .with_secondary(at_r.pos, format!("rank {r} contributes {sent} B"))
+                    .with_note(format!(
+                        "the members of a vector collective meet here at different statements (rank {r}'s is at {line}) whose `per_rank` tables differ; MPI requires every member's count to agree with what the receivers expect"
+                    )),
+                );
+            }
+        }
     }
 
     #[cold]
@@ -1617,6 +1705,34 @@ mod tests {
             )),
             vec!["collective-mismatch"]
         );
+    }
+
+    #[test]
+    fn vector_collectives_met_from_statements_whose_tables_disagree() {
+        let table = |a: u32| format!("per_rank({a} B, 2 B, 3 B, 4 B)");
+        // Ranks 0 and 1 meet rank 2 and 3's call from another statement: rank 0
+        // contributes 1 B where the others expect 9 B from it.
+        let apart = |op: &str, a: u32| {
+            format!(
+                "{HEAD}if rank < 2 {{ {op} {} }} else {{ {op} {} }}",
+                table(1),
+                table(a)
+            )
+        };
+        assert_eq!(codes(&apart("alltoallv", 9)), vec!["vector-counts"]);
+        assert_eq!(codes(&apart("allgatherv", 9)), vec!["vector-counts"]);
+        // Tables that agree, as in one statement, are clean.
+        assert!(codes(&apart("alltoallv", 1)).is_empty());
+        // Only the root receives in gatherv: rank 0's table is the one that counts,
+        // and it agrees with every member's own entry where the others differ.
+        let gather = format!(
+            "{HEAD}if rank == 0 {{ gatherv per_rank(1 B, 2 B, 3 B, 4 B) }} else {{ gatherv per_rank(7 B, 2 B, 3 B, 4 B) }}"
+        );
+        assert!(codes(&gather).is_empty());
+        let gather = format!(
+            "{HEAD}if rank == 0 {{ gatherv per_rank(1 B, 5 B, 3 B, 4 B) }} else {{ gatherv per_rank(1 B, 2 B, 3 B, 4 B) }}"
+        );
+        assert_eq!(codes(&gather), vec!["vector-counts"]);
     }
 
     #[test]

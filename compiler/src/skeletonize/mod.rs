@@ -38,6 +38,7 @@ mod summary;
 mod survey;
 mod tokens;
 mod topo;
+mod vcounts;
 
 #[cfg(test)]
 mod tests;
@@ -55,6 +56,7 @@ use crate::trace::stats::SiteKey;
 pub use eager::unblock_sends;
 pub use source::{InMemory, Opened, RankEvents, RankSource, Ranks};
 pub use summary::Summary;
+pub use vcounts::unify_vector_counts;
 
 /// The trace, as the caller reads it.
 pub struct Input<'a> {
