@@ -564,7 +564,7 @@ fn run_at(
 /// block's, sizes and times their mean (every block weighs alike); `None` where a mean
 /// cannot be written.
 fn mean_leaves(group: &[Vec<Leaf>]) -> Option<Vec<Leaf>> {
-    let (first, rest) = group.split_first()?;
+    let first = group.first()?;
     let mut out = first.clone();
     for (j, slot) in out.iter_mut().enumerate() {
         let column: Vec<&Leaf> = group.iter().filter_map(|b| b.get(j)).collect();
