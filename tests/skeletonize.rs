@@ -1615,6 +1615,44 @@ fn partner_exchange_mpich() {
     partner_exchange(Mpi::Mpich);
 }
 
+/// Ranks that take different code paths through the same collectives
+/// (`tests/apps/rendezvous.c`: a second `MPI_Alltoallv` exchange through the first
+/// routine again on some ranks, through another routine on the others, as LAMMPS's
+/// SHAKE set-up does): the merge writes the ranks' streams apart, so a rank's
+/// `alltoallv` meets another rank's from another statement. Their `per_rank` tables
+/// are made one, so the counts agree (before, such a skeleton checked clean and
+/// failed under `mpirun` with a truncation); it checks clean, the checker's simulation
+/// makes every rank's collectives, and the C skeleton runs at 1:1.
+fn vector_collectives_on_different_paths(mpi: Mpi) {
+    let rounds = 40u64;
+    let (dir, trace) = record(mpi, "test:rendezvous", &[&rounds.to_string()]);
+    let (text, summary) = skeletonize_cli(&trace, &[]);
+    assert_eq!(summary["dropped_events"], 0, "{summary:#}");
+    let notes = summary["notes"].to_string();
+    assert!(
+        notes.contains("vector collective(s)"),
+        "{summary:#}\n{text}"
+    );
+    let (program, diags) = perfskel_grammar::parse(&text);
+    assert!(diags.is_empty(), "{text}");
+    let checked = check(&program, &text, CheckOptions::default());
+    assert!(checked.diags.is_empty(), "{:?}\n{text}", checked.diags);
+    let info = checked.info.expect("checked");
+    // Per round: two alltoall, two alltoallv and an allreduce on every rank.
+    for r in &info.ranks {
+        assert_eq!(r.collectives, 5 * rounds, "{text}");
+    }
+    compile_and_run_1to1(mpi, &dir, &trace);
+}
+#[test]
+fn vector_collectives_on_different_paths_openmpi() {
+    vector_collectives_on_different_paths(Mpi::OpenMpi);
+}
+#[test]
+fn vector_collectives_on_different_paths_mpich() {
+    vector_collectives_on_different_paths(Mpi::Mpich);
+}
+
 #[test]
 fn data_addressed_exchange_openmpi() {
     data_addressed_exchange(Mpi::OpenMpi);
