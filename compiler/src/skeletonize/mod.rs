@@ -30,6 +30,7 @@ mod eager;
 mod exchange;
 mod fold;
 mod merge;
+mod negligible;
 mod nest;
 mod peers;
 mod source;
@@ -428,6 +429,29 @@ pub fn skeletonize(
     // The compute between the last call and MPI_Finalize.
     if let Some(c) = builder.compute(&trailing, &traced) {
         stmts.push(c);
+    }
+    // Compute spans too small to matter go with their block's largest; small
+    // collectives of one kind in a row are a loop.
+    if !options.every_call {
+        let (joined_stmts, joined) = negligible::join_small(stmts, app_ns, n_ranks);
+        stmts = joined_stmts;
+        if joined.computes > 0 {
+            summary.notes.push(format!(
+                "{} compute statement(s) that take under {} % of the run each (over the whole run, on the rank where they are longest) joined the largest compute of their block, {} with no other compute in theirs left out (counted with the compute too short to write; `--every-call` keeps them)",
+                joined.computes,
+                negligible::NEGLIGIBLE * 100.0,
+                joined.dropped
+            ));
+        }
+        if joined.runs > 0 {
+            summary.notes.push(format!(
+                "{} run(s) of small blocking collectives of one kind (at most {} B: they cost alike) are loops with the mean size and the first call site ({} calls; `--every-call` keeps them apart)",
+                joined.runs,
+                negligible::SMALL_BYTES,
+                joined.run_stmts
+            ));
+        }
+        builder.dropped_compute_ns += joined.dropped_s * 1e9;
     }
     summary.statements = count_statements(&stmts);
     summary.loops = builder.loops;
