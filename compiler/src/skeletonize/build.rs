@@ -93,11 +93,16 @@ impl Builder<'_> {
                 MNode::Tok {
                     tok:
                         tok @ Tok {
-                            kind: Kind::Exchange { bytes, partners },
+                            kind:
+                                Kind::Exchange {
+                                    bytes,
+                                    partners,
+                                    shift,
+                                },
                             ..
                         },
                     acc,
-                } => out.push(self.exchange(tok, *bytes, *partners, acc, universe)),
+                } => out.push(self.exchange(tok, *bytes, *partners, *shift, acc, universe)),
                 MNode::Tok { tok, acc } => {
                     if let Some(c) = self.compute(acc, universe) {
                         out.push(c);
@@ -218,6 +223,7 @@ impl Builder<'_> {
         tok: &Tok,
         bytes: u64,
         partners: Option<u64>,
+        shift: Option<(u64, u64)>,
         acc: &BTreeMap<u32, Acc>,
         universe: &[u32],
     ) -> Stmt {
@@ -236,17 +242,50 @@ impl Builder<'_> {
         let var = || Expr::new(ExprKind::Var(Ident::new(EXCHANGE_VAR)));
         let rank = || Expr::new(ExprKind::Rank);
         let nranks = || Expr::new(ExprKind::NRanks);
-        // rank((rank + 1 + j) % nranks) and rank((rank - 1 - j) % nranks).
-        let to = bin(
-            BinOp::Rem,
-            bin(BinOp::Add, bin(BinOp::Add, rank(), Expr::int(1)), var()),
-            nranks(),
-        );
-        let from = bin(
-            BinOp::Rem,
-            bin(BinOp::Sub, bin(BinOp::Sub, rank(), Expr::int(1)), var()),
-            nranks(),
-        );
+        // rank((rank + 1 + j) % nranks) and rank((rank - 1 - j) % nranks); in groups of
+        // g ranks, s apart: rank(rank / g * g + (rank + s * (1 + j)) % g), ...
+        let (to, from) = match shift {
+            Some((s, g)) if g != u64::from(self.n_ranks) || s != 1 => {
+                let g = i64::try_from(g).unwrap_or(i64::MAX);
+                let s = i64::try_from(s).unwrap_or(1);
+                let step = || {
+                    let one_more = bin(BinOp::Add, Expr::int(1), var());
+                    if s == 1 {
+                        one_more
+                    } else {
+                        bin(BinOp::Mul, Expr::int(s), one_more)
+                    }
+                };
+                let base = || {
+                    bin(
+                        BinOp::Mul,
+                        bin(BinOp::Div, rank(), Expr::int(g)),
+                        Expr::int(g),
+                    )
+                };
+                let within = |op| bin(BinOp::Rem, bin(op, rank(), step()), Expr::int(g));
+                if g == i64::from(self.n_ranks) {
+                    (within(BinOp::Add), within(BinOp::Sub))
+                } else {
+                    (
+                        bin(BinOp::Add, base(), within(BinOp::Add)),
+                        bin(BinOp::Add, base(), within(BinOp::Sub)),
+                    )
+                }
+            }
+            _ => (
+                bin(
+                    BinOp::Rem,
+                    bin(BinOp::Add, bin(BinOp::Add, rank(), Expr::int(1)), var()),
+                    nranks(),
+                ),
+                bin(
+                    BinOp::Rem,
+                    bin(BinOp::Sub, bin(BinOp::Sub, rank(), Expr::int(1)), var()),
+                    nranks(),
+                ),
+            ),
+        };
         let b = size(bytes.max(1));
         let mut send = Stmt::new(StmtKind::P2p(Box::new(P2p {
             op: P2pOp::Sendrecv,
@@ -287,11 +326,26 @@ impl Builder<'_> {
             .site(tok.site)
             .map(|s| format!(" from {s}"))
             .unwrap_or_default();
-        stmt.trivia.leading.push(match partners {
-            None => format!(
+        stmt.trivia.leading.push(match (partners, shift) {
+            (Some(p), Some((s, g))) => {
+                let whom = if g == u64::from(self.n_ranks) {
+                    "every other rank".to_string()
+                } else {
+                    format!("the other ranks of its group of {g}")
+                };
+                let apart = if s == 1 {
+                    String::new()
+                } else {
+                    format!(" {s} apart")
+                };
+                format!(
+                    "# Partner exchange{from}: every rank posted receives from and sent to {whom}{apart} ({p}), completing them all; here the same pairs, one after another."
+                )
+            }
+            (None, _) => format!(
                 "# Data-addressed exchange{from}: the application sent to peers its data chose and received from any source; one round here is a message to every other rank."
             ),
-            Some(_) => format!(
+            (Some(_), None) => format!(
                 "# Partner exchange{from}: the application posted receives from named peers and sent to named peers, a different number on each rank; here every rank sends the mean number of messages, to the ranks after it."
             ),
         });

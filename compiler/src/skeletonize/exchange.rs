@@ -71,6 +71,11 @@ pub(crate) struct Exchange {
     pub bytes: u64,
     pub site: u64,
     pub comm: u64,
+    /// Where the partners are exactly the application's: every rank exchanged with
+    /// each other rank of its group of `group` consecutive ranks that is a multiple of
+    /// `stride` away, `(stride, group)` ([`all_in_group`]); `None`: the mean number of
+    /// ranks after this one.
+    pub shift: Option<(u64, u64)>,
 }
 
 /// Finds the stretches of one rank, event by event.
@@ -364,6 +369,7 @@ pub(crate) fn decide(
                     bytes,
                     site: s.site,
                     comm: s.comm,
+                    shift: None,
                 });
             }
         }
@@ -392,11 +398,25 @@ pub(crate) fn decide(
                 .iter()
                 .zip(&group)
                 .all(|(r, s)| s.peers.iter().all(|p| neighbour(*r, *p)));
-            if regular || (alike(|s| s.sends) && alike(|s| s.recvs)) {
+            if regular {
                 continue;
             }
+            // Alike in number: written exactly where every rank exchanges with all the
+            // others of its group (an FFT's remap within a row of the process grid),
+            // else left to the merge, which names every peer.
+            let shift = if alike(|s| s.sends) && alike(|s| s.recvs) {
+                match all_in_group(merged, &group, n_ranks) {
+                    Some(shift) => Some(shift),
+                    None => continue,
+                }
+            } else {
+                None
+            };
             let (per_rank, _) = means(&group);
-            let partners = (per_rank.round() as u64).clamp(1, u64::from(n_ranks - 1));
+            let partners = match shift {
+                Some(_) => group[0].sends.max(1),
+                None => (per_rank.round() as u64).clamp(1, u64::from(n_ranks - 1)),
+            };
             // The volume each rank sends on average, over the whole number of messages.
             let total: u128 = group.iter().map(|s| s.bytes).sum();
             let bytes = round_div(total, u128::from(partners) * group.len() as u128);
@@ -409,6 +429,7 @@ pub(crate) fn decide(
                     bytes,
                     site: s.site,
                     comm: s.comm,
+                    shift,
                 });
             }
         }
@@ -417,6 +438,46 @@ pub(crate) fn decide(
         v.sort_by_key(|e| e.first);
     }
     out
+}
+
+/// Most partners an exchange written call by call may have before it is a loop over
+/// them (a loop writes two statements for the `3 × partners` of posts, sends and waits).
+const MIN_GROUP_PARTNERS: u64 = 2;
+
+/// `(stride, group)` when every rank's partners, both ways, are exactly the other ranks
+/// of its group of `group` consecutive ranks (`group` divides the rank count) whose
+/// distance is a multiple of `stride`, one message each way with each: then the
+/// exchange is `loop M as other { sendrecv to rank(rank / group * group + (rank +
+/// stride * (1 + other)) % group) from ... (rank - stride * (1 + other)) ... }` with the
+/// application's own pairs. The smallest such group.
+fn all_in_group(merged: &[u32], group: &[&Stretch], n_ranks: u32) -> Option<(u64, u64)> {
+    let n = u64::from(n_ranks);
+    if merged.len() != n_ranks as usize {
+        return None;
+    }
+    let first = group.first()?;
+    let m = first.sends;
+    if m < MIN_GROUP_PARTNERS || first.recvs != m || first.peers.len() as u64 != m {
+        return None;
+    }
+    let fits = |g: u64, s: u64| {
+        merged.iter().zip(group).all(|(&r, st)| {
+            let r = u64::from(r);
+            let base = r / g * g;
+            let mut want: Vec<i64> = (1..=m).map(|k| (base + (r + s * k) % g) as i64).collect();
+            want.sort_unstable();
+            st.sends == m && st.recvs == m && st.peers == want
+        })
+    };
+    (2..=n)
+        .filter(|g| n % g == 0)
+        .flat_map(|g| {
+            (1..g)
+                .filter(move |s| g % s == 0 && g / s == m + 1)
+                .map(move |s| (g, s))
+        })
+        .find(|&(g, s)| fits(g, s))
+        .map(|(g, s)| (s, g))
 }
 
 /// The mean number of messages a rank sent in a group of stretches and their mean size.
@@ -598,6 +659,60 @@ mod tests {
             site: 2,
             peers: (0..4).collect(),
         }
+    }
+
+    #[test]
+    fn exchanges_with_every_other_rank_of_a_group_keep_their_pairs() {
+        // 8 ranks: each exchanges with the other 3 of its group of 4 (an FFT remap
+        // within a row of a 2 x 4 grid), one message each way with each.
+        let n = 8u32;
+        let with = |peers: Vec<i64>| Stretch {
+            peers,
+            ..partner(10, 3, 3, 3)
+        };
+        let stretches: BTreeMap<u32, Vec<Stretch>> = (0..n)
+            .map(|r| {
+                let base = i64::from(r / 4 * 4);
+                let peers: Vec<i64> = (0..4)
+                    .map(|k| base + k)
+                    .filter(|&p| p != i64::from(r))
+                    .collect();
+                (r, vec![with(peers)])
+            })
+            .collect();
+        let all: Vec<u32> = (0..n).collect();
+        let d = decide(&stretches, &all, n, &world, &none);
+        assert_eq!(d.len(), 8);
+        for v in d.values() {
+            assert_eq!(
+                (v[0].partners, v[0].shift, v[0].bytes),
+                (Some(3), Some((1, 4)), 100)
+            );
+        }
+        // Every other rank 2 apart in groups of 8 (all even or all odd ranks).
+        let stretches: BTreeMap<u32, Vec<Stretch>> = (0..n)
+            .map(|r| {
+                let peers: Vec<i64> = (0..8)
+                    .filter(|&p| p != i64::from(r) && (p - i64::from(r)) % 2 == 0)
+                    .collect();
+                (r, vec![with(peers)])
+            })
+            .collect();
+        let d = decide(&stretches, &all, n, &world, &none);
+        assert_eq!(d[&0][0].shift, Some((2, 8)));
+        // Three partners that are not a whole group: left to the merge.
+        let stretches: BTreeMap<u32, Vec<Stretch>> = (0..n)
+            .map(|r| {
+                let peers: Vec<i64> = [1i64, 2, 5]
+                    .iter()
+                    .map(|k| (i64::from(r) + k) % 8)
+                    .collect::<std::collections::BTreeSet<_>>()
+                    .into_iter()
+                    .collect();
+                (r, vec![with(peers)])
+            })
+            .collect();
+        assert!(decide(&stretches, &all, n, &world, &none).is_empty());
     }
 
     #[test]

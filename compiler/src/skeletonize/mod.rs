@@ -201,18 +201,30 @@ pub fn skeletonize(
         },
     );
     if let Some(v) = exchanges.values().next() {
-        let events = |partners: bool| -> u64 {
+        // The three kinds: data-addressed, partners by the mean, partners exactly.
+        #[derive(PartialEq, Clone, Copy)]
+        enum Sort {
+            Data,
+            Mean,
+            Exact,
+        }
+        let sort = |e: &exchange::Exchange| match (e.partners, e.shift) {
+            (None, _) => Sort::Data,
+            (Some(_), None) => Sort::Mean,
+            (Some(_), Some(_)) => Sort::Exact,
+        };
+        let events = |which: Sort| -> u64 {
             exchanges
                 .values()
                 .flatten()
-                .filter(|e| e.partners.is_some() == partners)
+                .filter(|e| sort(e) == which)
                 .map(|e| e.last + 1 - e.first)
                 .sum()
         };
-        let listed = |partners: bool| -> (usize, String) {
+        let listed = |which: Sort| -> (usize, String) {
             let shown: Vec<String> = v
                 .iter()
-                .filter(|e| e.partners.is_some() == partners)
+                .filter(|e| sort(e) == which)
                 .map(|e| match e.partners {
                     Some(p) => format!("{p} x {} B", e.bytes),
                     None => format!("{} x {} B", e.rounds, e.bytes),
@@ -225,19 +237,26 @@ pub fn skeletonize(
             }
             (n, text)
         };
-        summary.exchange_events = events(false) + events(true);
-        let (n, text) = listed(false);
+        summary.exchange_events = events(Sort::Data) + events(Sort::Mean) + events(Sort::Exact);
+        let (n, text) = listed(Sort::Data);
         if n > 0 {
             summary.notes.push(format!(
                 "{n} data-addressed exchange(s) ({} events over all ranks: sends to peers the data chose, any-source receives) are written as rounds of a shift exchange over every other rank with the mean volume per rank (rounds x message size: {text})",
-                events(false)
+                events(Sort::Data)
             ));
         }
-        let (n, text) = listed(true);
+        let (n, text) = listed(Sort::Mean);
         if n > 0 {
             summary.notes.push(format!(
                 "{n} partner exchange(s) ({} events over all ranks: receives posted from named peers, sends to named peers, a different number on each rank) are written as messages to the ranks after each rank, the mean number per rank (rounded) carrying the mean volume per rank (messages x size: {text})",
-                events(true)
+                events(Sort::Mean)
+            ));
+        }
+        let (n, text) = listed(Sort::Exact);
+        if n > 0 {
+            summary.notes.push(format!(
+                "{n} partner exchange(s) ({} events over all ranks: every rank posted receives from and sent to each other rank of its group, all completed) are written as a loop over the same pairs, one exchange after another, with the mean size (messages x size: {text})",
+                events(Sort::Exact)
             ));
         }
     }

@@ -423,7 +423,9 @@ mod tests {
         let (stmts, joined) = join_small(std::mem::take(&mut program.body.stmts), 1e9, 4);
         program.body.stmts = stmts;
         let text = perfskel_grammar::print(&program);
-        let body = text.split_once("app_time 1 s\n").map_or(text.clone(), |(_, b)| b.to_string());
+        let body = text
+            .split_once("app_time 1 s\n")
+            .map_or(text.clone(), |(_, b)| b.to_string());
         (body, joined)
     }
 
@@ -439,7 +441,9 @@ mod tests {
             "barrier\ncompute per_rank(2.05 ms, 2.05 ms, 2.05 ms, 2.07 ms)\nbarrier\nbarrier\n"
         );
         // The same spans 1000 times each are not negligible.
-        let (text, j) = joined("loop 1000 {\n    compute 20 us\n    barrier\n    compute 2 ms\n    barrier\n}\n");
+        let (text, j) = joined(
+            "loop 1000 {\n    compute 20 us\n    barrier\n    compute 2 ms\n    barrier\n}\n",
+        );
         assert_eq!(j.computes, 0, "{text}");
         // A branch taken on 2 of 100 iterations counts 2 runs; one taken on every
         // iteration (here `i >= 0`) counts 100: 50 us x 100 is 0.5 % of the run.
@@ -457,7 +461,10 @@ mod tests {
         );
         assert_eq!((j.computes, j.dropped), (1, 1), "{text}");
         assert!((j.dropped_s - 13e-6).abs() < 1e-12, "{}", j.dropped_s);
-        assert!(text.contains("    if i == 0 {\n        barrier\n    }\n"), "{text}");
+        assert!(
+            text.contains("    if i == 0 {\n        barrier\n    }\n"),
+            "{text}"
+        );
         // A block that is only a compute keeps it.
         let (text, j) = joined("if rank == 0 {\n    compute 13 us\n}\nbarrier\n");
         assert_eq!(j.computes, 0, "{text}");

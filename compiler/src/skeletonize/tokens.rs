@@ -96,6 +96,9 @@ pub(crate) enum Kind {
     Exchange {
         bytes: u64,
         partners: Option<u64>,
+        /// The application's own partners, `(stride, group)` (see
+        /// [`super::exchange::Exchange::shift`]).
+        shift: Option<(u64, u64)>,
     },
 }
 
@@ -329,6 +332,7 @@ impl<'a> Tokenizer<'a> {
             kind: Kind::Exchange {
                 bytes: ex.bytes,
                 partners: ex.partners,
+                shift: ex.shift,
             },
             comm: self
                 .policy
