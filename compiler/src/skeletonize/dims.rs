@@ -29,6 +29,8 @@ use perfskel_grammar::ast::{
     Loop, MsgSize, Peer, Pick, Size, Spanned, Stmt, StmtKind, TimeSpec, TimeUnit, Topology, Trivia,
 };
 
+use std::collections::BTreeMap;
+
 use super::comms::bin;
 use super::count_statements;
 
@@ -193,22 +195,99 @@ fn fold_block(stmts: Vec<Stmt>, ctx: &Ctx, scope: &mut Vec<String>, made: &mut u
         .collect();
     // The same with every loop of two at this level written out: a compressor's loop can
     // start one call early (`wait; compute; irecv; send` twice, then a `wait`), which no
-    // block boundary of the loops as written matches. Kept when it folds smaller.
-    let flat_input = stmts
+    // block boundary of the loops as written matches, and a dimension that swaps twice
+    // each way is one `loop 2 { down; up }` where the others' swaps are a loop each.
+    let folds = search(&stmts, ctx, scope);
+    if !stmts.iter().any(|s| unrolled_len(s) > 1) {
+        *made += folds.len();
+        return assemble(stmts, folds);
+    }
+    let (flat, bounds) = unrolled_bounds(&stmts);
+    let flat_folds = search(&flat, ctx, scope);
+    if flat_folds.is_empty() {
+        *made += folds.len();
+        return assemble(stmts, folds);
+    }
+    // Each run of either that covers whole statements as written, the best set of
+    // runs that do not overlap (by the statements they save).
+    let at: BTreeMap<usize, usize> = bounds
         .iter()
-        .any(|s| unrolled_len(s) > 1)
-        .then(|| unrolled(&stmts));
-    let mut found = 0;
-    let out = search(stmts, ctx, scope, &mut found);
-    if let Some(flat_input) = flat_input {
-        let mut flat_found = 0;
-        let flat = search(flat_input, ctx, scope, &mut flat_found);
-        if flat_found > 0 && real_count(&flat) < real_count(&out) {
-            *made += flat_found;
-            return flat;
+        .enumerate()
+        .filter_map(|(k, b)| b.map(|b| (b, k)))
+        .collect();
+    let mut runs: Vec<(usize, usize, Stmt, usize)> = Vec::new();
+    for (a, b, stmt) in folds.into_iter().chain(
+        flat_folds
+            .into_iter()
+            .filter_map(|(a, b, stmt)| Some((*at.get(&a)?, *at.get(&b)?, stmt))),
+    ) {
+        let saving =
+            real_count(&stmts[a..b]).saturating_sub(real_count(std::slice::from_ref(&stmt)));
+        if saving > 0 {
+            runs.push((a, b, stmt, saving));
         }
     }
-    *made += found;
+    let chosen = best_runs(stmts.len(), &runs);
+    *made += chosen.len();
+    let mut picked: Vec<(usize, usize, Stmt)> = Vec::new();
+    for (k, (a, b, stmt, _)) in runs.into_iter().enumerate() {
+        if chosen.contains(&k) {
+            picked.push((a, b, stmt));
+        }
+    }
+    picked.sort_by_key(|f| f.0);
+    assemble(stmts, picked)
+}
+
+/// Of runs `(start, end, _, saving)` over `n` statements, the indices of a set that do
+/// not overlap and save the most (weighted interval scheduling; ties: the earlier
+/// list's run, so the runs as written win over the unrolled ones).
+fn best_runs(n: usize, runs: &[(usize, usize, Stmt, usize)]) -> Vec<usize> {
+    // best[i]: the most saved over statements 0..i, and the run ending there (if any).
+    let mut best: Vec<(usize, Option<usize>)> = vec![(0, None); n + 1];
+    let mut ending: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+    for (k, r) in runs.iter().enumerate() {
+        ending.entry(r.1).or_default().push(k);
+    }
+    for i in 1..=n {
+        best[i] = (best[i - 1].0, None);
+        for &k in ending.get(&i).map(Vec::as_slice).unwrap_or(&[]) {
+            let (a, _, _, saving) = &runs[k];
+            let v = best[*a].0 + saving;
+            if v > best[i].0 {
+                best[i] = (v, Some(k));
+            }
+        }
+    }
+    let mut out = Vec::new();
+    let mut i = n;
+    while i > 0 {
+        match best[i].1 {
+            Some(k) => {
+                out.push(k);
+                i = runs[k].0;
+            }
+            None => i -= 1,
+        }
+    }
+    out
+}
+
+/// The statements with the runs `(start, end, loop)` in the place of the statements
+/// they stand for.
+fn assemble(stmts: Vec<Stmt>, folds: Vec<(usize, usize, Stmt)>) -> Vec<Stmt> {
+    let mut out = Vec::with_capacity(stmts.len());
+    let mut folds = folds.into_iter().peekable();
+    let mut skip_to = 0;
+    for (i, stmt) in stmts.into_iter().enumerate() {
+        if let Some((_, end, folded)) = folds.next_if(|(start, ..)| *start == i) {
+            out.push(folded);
+            skip_to = end;
+        }
+        if i >= skip_to {
+            out.push(stmt);
+        }
+    }
     out
 }
 
@@ -226,8 +305,9 @@ fn real_count(stmts: &[Stmt]) -> usize {
         .sum()
 }
 
-/// The runs over dimensions of one statement list (its blocks already folded), folded.
-fn search(stmts: Vec<Stmt>, ctx: &Ctx, scope: &[String], made: &mut usize) -> Vec<Stmt> {
+/// The runs over dimensions of one statement list (its blocks already folded): each
+/// run's first statement, its end, and the loop that stands for it.
+fn search(stmts: &[Stmt], ctx: &Ctx, scope: &[String]) -> Vec<(usize, usize, Stmt)> {
     // Cheap filters: a block holds a grid direction; the expanded form needs a loop of
     // two to unroll.
     let axis: Vec<bool> = stmts.iter().map(has_axis).collect();
@@ -257,7 +337,7 @@ fn search(stmts: Vec<Stmt>, ctx: &Ctx, scope: &[String], made: &mut usize) -> Ve
                     continue;
                 }
                 for repeat in [false, true] {
-                    if let Some(run) = run_at(&stmts, i, len, unroll, repeat, ctx) {
+                    if let Some(run) = run_at(stmts, i, len, unroll, repeat, ctx) {
                         if best.as_ref().is_none_or(|b| run.saving > b.saving) {
                             best = Some(run);
                         }
@@ -267,12 +347,11 @@ fn search(stmts: Vec<Stmt>, ctx: &Ctx, scope: &[String], made: &mut usize) -> Ve
         }
         // Blocks alike but for parts some dimensions lack, when that saves more.
         let uneven = (axis.get(i + 1) == Some(&true))
-            .then(|| uneven_run(&stmts, i, ctx, scope))
+            .then(|| uneven_run(stmts, i, ctx, scope))
             .flatten()
             .filter(|u| best.as_ref().is_none_or(|b| u.2 > b.saving));
         if let Some((end, folded, _)) = uneven {
             folds.push((i, end, folded));
-            *made += 1;
             i = end;
             continue;
         }
@@ -281,27 +360,13 @@ fn search(stmts: Vec<Stmt>, ctx: &Ctx, scope: &[String], made: &mut usize) -> Ve
                 let (at, len) = run.bounds[0];
                 let var = fresh_name("dim", scope, &stmts[at..at + len]);
                 let end = run.bounds.last().map_or(i + 1, |&(a, l)| a + l);
-                folds.push((i, end, fold_run(&stmts, &run, &var, scope)));
-                *made += 1;
+                folds.push((i, end, fold_run(stmts, &run, &var, scope)));
                 i = end;
             }
             None => i += 1,
         }
     }
-    // The statements no run took go to the output as they are.
-    let mut out = Vec::with_capacity(stmts.len());
-    let mut folds = folds.into_iter().peekable();
-    let mut skip_to = 0;
-    for (i, stmt) in stmts.into_iter().enumerate() {
-        if let Some((_, end, folded)) = folds.next_if(|(start, ..)| *start == i) {
-            out.push(folded);
-            skip_to = end;
-        }
-        if i >= skip_to {
-            out.push(stmt);
-        }
-    }
-    out
+    folds
 }
 
 /// The statements with loops turned where that lets their bodies fold: a loop whose
@@ -868,6 +933,26 @@ fn unrolled_len(stmt: &Stmt) -> usize {
 /// The block with every loop of two iterations (without a variable) written out twice;
 /// a compute just before such a loop joins the compute its body starts with, so that
 /// every call keeps exactly one compute before it.
+/// [`unrolled`], with where each statement as written starts in it (`None` where its
+/// first statement joined the one before), and the end.
+fn unrolled_bounds(block: &[Stmt]) -> (Vec<Stmt>, Vec<Option<usize>>) {
+    let mut out: Vec<Stmt> = Vec::new();
+    let mut bounds = Vec::with_capacity(block.len() + 1);
+    for stmt in block {
+        let before = out.len();
+        let next = unrolled(std::slice::from_ref(stmt));
+        let mut next = next.into_iter();
+        if let Some(head) = next.next() {
+            push_joined(&mut out, head);
+        }
+        out.extend(next);
+        // Its first statement stands apart unless it joined the last one before.
+        bounds.push((out.len() > before).then_some(before));
+    }
+    bounds.push(Some(out.len()));
+    (out, bounds)
+}
+
 fn unrolled(block: &[Stmt]) -> Vec<Stmt> {
     let mut out: Vec<Stmt> = Vec::new();
     for stmt in block {
@@ -1709,6 +1794,40 @@ mod tests {
         let same = swap("up", "down", "3 KiB") + &swap("up", "down", "5 KiB");
         let (text, made) = folded_on(header, &same);
         assert_eq!(made, 0, "{text}");
+    }
+
+    #[test]
+    fn two_rank_dimensions_looped_and_a_longer_one_swapping_twice_fold_with_what_stays_as_written()
+    {
+        // The compressor's loops: each 2-rank dimension's two swaps, and the 4-rank
+        // dimension's two pairs of swaps (down, up) twice; then a run over dimensions
+        // that folds as written (no loop of two in it).
+        let header = "skeleton t\nranks 16\ntopology torus(2, 2, 4)\napp_time 1 s\n";
+        let swap = |to: &str, from: &str, size: &str, site: &str| {
+            format!(
+                "req r0 = irecv {from} 4 KiB @ \"{site}a\"\nsend {to} {size} @ \"{site}b\"\nwait r0 @ \"{site}c\"\n"
+            )
+        };
+        let body = format!(
+            "loop 2 {{\n{}}}\nloop 2 {{\n{}}}\nloop 2 {{\n{}{}}}\nbarrier\n{}{}{}",
+            swap("east", "west", "1 KiB", "f"),
+            swap("north", "south", "2 KiB", "f"),
+            swap("down", "up", "3 KiB", "f"),
+            swap("up", "down", "3 KiB", "f"),
+            swap("east", "west", "1 KiB", "r"),
+            swap("north", "south", "2 KiB", "r"),
+            swap("up", "down", "3 KiB", "r"),
+        );
+        let (text, made) = folded_on(header, &body);
+        assert_eq!(made, 2, "{text}");
+        assert!(
+            text.contains("loop 3 as dim {\n    loop [1, 1, 2][dim] {\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("barrier\n# The same calls along grid dimensions 0, 1, 2"),
+            "{text}"
+        );
     }
 
     #[test]
