@@ -576,6 +576,30 @@ fn minor_phases_are_written_coarsely_in_order_and_time() {
 }
 
 #[test]
+fn a_set_up_over_the_minor_share_is_written_coarsely_in_pieces_under_it() {
+    // 60 allreduces from 60 call sites, then a main loop of 300 iterations of two
+    // calls: the set-up is over the share in all.
+    let mut seq: Vec<Tok> = (0..60u32).map(|i| coll(100 + i)).collect();
+    for _ in 0..300 {
+        seq.push(coll(1));
+        seq.push(coll(2));
+    }
+    let nodes = nest::rank_nest(&tokens_of(0, &seq), Algorithm::Exact).nodes;
+    let before = fold::size(&nodes);
+    let app_ns = nest::time(&nodes);
+    let share = nest::time(&nodes[..60]) / app_ns;
+    assert!(share > fold::MINOR_SHARE, "{share}");
+    let coarse = fold::coarsen(nodes.clone(), app_ns, 1);
+    // As few pieces of under 5 % each as that allows, each a loop over its allreduces,
+    // and the main loop.
+    let pieces = (share / fold::MINOR_SHARE).floor() as usize + 1;
+    assert!(fold::size(&coarse) <= 2 * pieces + 3, "{}", sketch(&coarse));
+    assert!(fold::size(&coarse) < before / 5, "{}", sketch(&coarse));
+    let (a, b) = (time_of(&nodes, None), time_of(&coarse, None));
+    assert!((a - b).abs() <= 1e-6 * a, "{a} ns before, {b} ns after");
+}
+
+#[test]
 fn collectives_of_a_minor_stretch_are_grouped_by_kind_between_other_calls() {
     // A set-up of broadcasts and allreduces from 30 call sites with a send in the
     // middle, then a long main loop.
