@@ -157,9 +157,20 @@ def main():
                         help="work directory (default /tmp/perfskel-real-apps)")
     parser.add_argument("--no-compare", action="store_true",
                         help="skip the 1:1 skeleton against application table")
+    parser.add_argument("--repeats", type=int,
+                        help="runs of the untraced application and of its 1:1 skeleton, "
+                        "in turn (default 5; 2 with --quick)")
+    parser.add_argument("--record-runs", type=int,
+                        help="runs recorded for the comparison's trace, the median one "
+                        "kept (`perfskel record --runs`; default 3; 1 with --quick, which "
+                        "reuses the 4-rank trace)")
     parser.add_argument("--timeout", type=float, default=900.0,
                         help="seconds allowed to each step (default 900)")
     args = parser.parse_args()
+    for name in ("repeats", "record_runs"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            sys.exit(f"real-apps: --{name.replace('_', '-')} {value}: at least 1")
 
     apps = APPS
     if args.apps:
@@ -200,6 +211,8 @@ class Runner:
         self.perfskel = str(Path(args.perfskel).resolve())
         self.out = Path(args.out).resolve()
         self.mode = "quick" if args.quick else "full"
+        self.repeats = args.repeats if args.repeats else (2 if args.quick else 5)
+        self.record_runs = args.record_runs if args.record_runs else (1 if args.quick else 3)
         self.mpirun = shutil.which("mpirun.openmpi") or "mpirun"
         self.mpicc = shutil.which("mpicc.openmpi") or "mpicc"
         self.env = dict(os.environ)
@@ -306,9 +319,12 @@ class Runner:
             sys.exit(f"real-apps: {what} failed ({describe(status)}); see {log_path}")
         return status, seconds, stdout
 
-    def record(self, app, n_ranks, cwd):
+    def record(self, app, n_ranks, cwd, runs=1):
         trace = cwd / "trace"
-        cmd = [self.perfskel, "record", "-o", str(trace), "--", self.mpirun,
+        cmd = [self.perfskel, "record", "-o", str(trace)]
+        if runs > 1:
+            cmd += ["--runs", str(runs)]
+        cmd += ["--", self.mpirun,
                "--oversubscribe", "-np", str(n_ranks)] + self.app_command(app, n_ranks, cwd)
         status, seconds, stdout = self.step("record", cmd, cwd, cwd / "record.log")
         (cwd / "record.out").write_text(stdout)
@@ -365,13 +381,17 @@ class Runner:
         if done and done[0]["status"] != "ok":
             row["status"] = done[0]["status"]
             return row
-        if done:
+        if done and self.record_runs == 1:
             cwd = Path(done[0]["dir"])
             row["app_time_traced_s"] = done[0].get("app_time_traced_s")
         else:
-            cwd = self.case_dir(f"{app.name}/np{n_ranks}")
-            log(f"{app.name} at {n_ranks} ranks: record (comparison)")
-            status, _, trace = self.record(app, n_ranks, cwd)
+            # Its own trace, the median of --record-runs runs (`record --runs`): one
+            # run taken in a slow phase of a shared machine would make the skeleton
+            # replay that phase.
+            cwd = self.case_dir(f"{app.name}/compare-np{n_ranks}")
+            log(f"{app.name} at {n_ranks} ranks: record (comparison, "
+                f"{self.record_runs} runs)")
+            status, _, trace = self.record(app, n_ranks, cwd, self.record_runs)
             if status != 0:
                 row["status"] = f"record failed ({describe(status)})"
                 return row
@@ -385,18 +405,7 @@ class Runner:
                 row["status"] = f"skeletonize failed ({describe(status)})"
                 return row
         row["dir"] = str(cwd)
-        log(f"{app.name} at {n_ranks} ranks: untraced run")
-        cmd = [self.mpirun, "--oversubscribe", "-np", str(n_ranks), "-x",
-               f"LD_PRELOAD={self.out / 'app_time.so'}"] + self.app_command(app, n_ranks, cwd)
-        status, seconds, stdout = self.step("untraced run", cmd, cwd, cwd / "untraced.log")
-        (cwd / "untraced.out").write_text(stdout)
-        row["mpirun_wall_s"] = round(seconds, 3)
-        match = re.search(r"perfskel-app-time seconds=([0-9.]+)", stdout)
-        if status != 0 or not match:
-            row["status"] = f"untraced run failed ({describe(status)})"
-            return row
-        row["app_time_untraced_s"] = float(match.group(1))
-        log(f"{app.name} at {n_ranks} ranks: compile 1:1 and run")
+        log(f"{app.name} at {n_ranks} ranks: compile 1:1")
         out_dir = cwd / "skeleton-1to1"
         if out_dir.exists():
             shutil.rmtree(out_dir)
@@ -408,16 +417,41 @@ class Runner:
         if status != 0:
             row["status"] = f"compile failed ({describe(status)})"
             return row
-        status, _, stdout = self.step(
-            "run", [self.perfskel, "run", str(out_dir), "-np", str(n_ranks)], cwd,
-            cwd / "run.log")
-        (cwd / "run.out").write_text(stdout)
-        match = re.search(r"perfskel-result .*\bskeleton_s=([0-9.]+)", stdout)
-        if status != 0 or not match:
-            row["status"] = f"run failed ({describe(status)})"
-            return row
-        row["skeleton_s"] = float(match.group(1))
+        # The application and its skeleton in turn, so that a slow phase of the machine
+        # falls on both; medians, and the application's own spread as the noise.
+        untraced, skeleton, walls = [], [], []
+        cmd = [self.mpirun, "--oversubscribe", "-np", str(n_ranks), "-x",
+               f"LD_PRELOAD={self.out / 'app_time.so'}"] + self.app_command(app, n_ranks, cwd)
+        skel_cmd = [self.perfskel, "run", str(out_dir), "-np", str(n_ranks)]
+        for k in range(self.repeats):
+            log(f"{app.name} at {n_ranks} ranks: untraced run and 1:1 skeleton "
+                f"({k + 1} of {self.repeats})")
+            for what, command, name, pattern, into in (
+                    ("untraced run", cmd, "untraced",
+                     r"perfskel-app-time seconds=([0-9.]+)", untraced),
+                    ("run", skel_cmd, "run",
+                     r"perfskel-result .*\bskeleton_s=([0-9.]+)", skeleton)):
+                status, seconds, stdout = self.step(what, command, cwd,
+                                                    cwd / f"{name}-{k}.log")
+                (cwd / f"{name}-{k}.out").write_text(stdout)
+                match = re.search(pattern, stdout)
+                if status != 0 or not match:
+                    row["status"] = f"{what} failed ({describe(status)})"
+                    return row
+                into.append(float(match.group(1)))
+                if into is untraced:
+                    walls.append(seconds)
+        row["runs"] = self.repeats
+        row["app_untraced_runs_s"] = untraced
+        row["skeleton_runs_s"] = skeleton
+        row["app_time_untraced_s"] = median(untraced)
+        row["mpirun_wall_s"] = round(median(walls), 3)
+        row["skeleton_s"] = median(skeleton)
+        row["app_spread"] = round((max(untraced) - min(untraced)) / median(untraced), 3)
+        row["skeleton_spread"] = round((max(skeleton) - min(skeleton)) / median(skeleton), 3)
         row["skeleton_over_app"] = round(row["skeleton_s"] / row["app_time_untraced_s"], 3)
+        if row.get("app_time_traced_s"):
+            row["skeleton_over_traced"] = round(row["skeleton_s"] / row["app_time_traced_s"], 3)
         return row
 
     # Output.
@@ -447,28 +481,38 @@ class Runner:
             lines += [
                 "### 1:1 skeleton against the application",
                 "",
-                "Application time: an untraced run, from the end of MPI_Init to the start "
+                "Application time: untraced runs, from the end of MPI_Init to the start "
                 "of MPI_Finalize (barriers at both ends), measured by the preloaded shim "
-                "runtime/c/app_time.c; `traced` is the trace manifest's "
-                "(the skeleton's `app_time`); `mpirun wall` is the whole untraced "
-                "command, launch included."
+                f"runtime/c/app_time.c; {self.repeats} runs of the application and "
+                f"{self.repeats} of its 1:1 skeleton in turn, medians; `spread` is "
+                "(slowest - fastest) / median of the application's own runs, this "
+                "machine's run-to-run noise; `traced` is the time of the traced run the "
+                "skeleton was made from (the skeleton's `app_time`; the median of "
+                f"{self.record_runs} recorded runs), and `/ traced` the skeleton's time "
+                "over it, how closely the skeleton replays its trace; `mpirun wall` is "
+                "the whole untraced command, launch included (median)."
                 + (f" More ranks than this machine's {os.cpu_count()} cores: the "
                    "skeleton's timed compute spans also count the time its ranks wait "
                    "for a core, so these ratios are not fidelity figures."
                    if any(r["ranks"] > (os.cpu_count() or 1) for r in compare) else ""),
                 "",
-                "| app | ranks | app untraced (s) | app traced (s) | mpirun wall (s) "
-                "| skeleton 1:1 (s) | skeleton / app |",
-                "|---|---:|---:|---:|---:|---:|---:|",
+                "| app | ranks | app untraced (s) | spread | app traced (s) "
+                "| mpirun wall (s) | skeleton 1:1 (s) | spread | / traced "
+                "| skeleton / app |",
+                "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
             ]
             for r in compare:
                 if r["status"] != "ok":
-                    lines.append(f"| {r['app']} | {r['ranks']} | {r['status']} | | | | |")
+                    lines.append(f"| {r['app']} | {r['ranks']} | {r['status']} "
+                                 "| | | | | | | |")
                     continue
                 lines.append(
                     f"| {r['app']} | {r['ranks']} | {r['app_time_untraced_s']:.3f} "
+                    f"| {100 * r['app_spread']:.1f} % "
                     f"| {fmt(r.get('app_time_traced_s'))} | {r['mpirun_wall_s']:.3f} "
-                    f"| {r['skeleton_s']:.3f} | {r['skeleton_over_app']:.3f} |")
+                    f"| {r['skeleton_s']:.3f} | {100 * r['skeleton_spread']:.1f} % "
+                    f"| {fmt(r.get('skeleton_over_traced'))} "
+                    f"| {r['skeleton_over_app']:.3f} |")
             lines.append("")
         text = "\n".join(lines)
         print(text)
@@ -512,6 +556,14 @@ def write_hpccinf(path, n, n_ranks):
             line = f"{q:<13}{label}"
         out.append(line)
     path.write_text("\n".join(out) + "\n")
+
+
+def median(values):
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    if len(ordered) % 2:
+        return ordered[mid]
+    return (ordered[mid - 1] + ordered[mid]) / 2
 
 
 def manifest_app_time(trace):
