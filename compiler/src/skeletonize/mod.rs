@@ -437,6 +437,18 @@ pub fn skeletonize(
         })
         .collect();
     stmts.extend(builder.block(&merged_nest, &traced));
+    // Packing between a receive's post and the send: before the post, so that blocks
+    // along dimensions whose packing did or did not clear the floor are alike.
+    if !options.every_call {
+        let (slid, moved) = negligible::slide_before_posts(stmts);
+        stmts = slid;
+        if moved > 0 {
+            summary.notes.push(format!(
+                "{moved} compute statement(s) of at most {} us right after a receive's post moved before the post (the receive is posted that much later; `--every-call` keeps them)",
+                negligible::SLIDE_MAX_S * 1e6
+            ));
+        }
+    }
     // Blocks that differ only in the grid dimension they step along: a loop over
     // dimensions.
     let (mut stmts, dimension_loops) = dims::dimension_loops(stmts, &dirs.topology);

@@ -20,7 +20,7 @@
 //! energy and pressure one `MPI_Allreduce` after another.
 
 use perfskel_grammar::ast::{
-    Block, Duration, Else, Expr, Loop, Size, SizeSpec, Spanned, Stmt, StmtKind, TimeSpec,
+    Block, Duration, Else, Expr, Loop, P2pOp, Size, SizeSpec, Spanned, Stmt, StmtKind, TimeSpec,
 };
 
 use crate::semantics::{depends_on_rank, eval_bool_in, reads_vars, Env};
@@ -65,6 +65,87 @@ pub(crate) fn join_small(stmts: Vec<Stmt>, app_ns: f64, n_ranks: u32) -> (Vec<St
     let floor = NEGLIGIBLE * app_ns * 1e-9;
     let stmts = block(stmts, 1.0, &mut Vec::new(), floor, &env, &mut joined);
     (stmts, joined)
+}
+
+/// Longest compute (one execution, on any rank) that slides before the receive post it
+/// follows: a few microseconds of packing, far below what would hold a sender back.
+pub(crate) const SLIDE_MAX_S: f64 = 20e-6;
+
+/// A short compute right after the post of a nonblocking receive (LAMMPS packs its
+/// send buffer between `MPI_Irecv` and `MPI_Send`: a few microseconds that clear the
+/// builder's floor along one dimension of one grid and not another) moves before the
+/// post, joining the compute there where the forms add up: the receive is posted that
+/// much later, the rank computes as long. Gives the statements and how many moved.
+pub(crate) fn slide_before_posts(stmts: Vec<Stmt>) -> (Vec<Stmt>, usize) {
+    let mut moved = 0;
+    let stmts = slide_block(stmts, &mut moved);
+    (stmts, moved)
+}
+
+fn slide_block(stmts: Vec<Stmt>, moved: &mut usize) -> Vec<Stmt> {
+    let mut out: Vec<Stmt> = Vec::with_capacity(stmts.len());
+    for mut stmt in stmts {
+        match &mut stmt.kind {
+            StmtKind::Loop(l) => {
+                l.body.stmts = slide_block(std::mem::take(&mut l.body.stmts), moved);
+            }
+            StmtKind::If(i) => {
+                i.then_block.stmts = slide_block(std::mem::take(&mut i.then_block.stmts), moved);
+                let mut next = &mut i.else_branch;
+                while let Some(e) = next {
+                    match e {
+                        Else::Block(b) => {
+                            b.stmts = slide_block(std::mem::take(&mut b.stmts), moved);
+                            break;
+                        }
+                        Else::If(inner) => {
+                            inner.then_block.stmts =
+                                slide_block(std::mem::take(&mut inner.then_block.stmts), moved);
+                            next = &mut inner.else_branch;
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+        let short = matches!(&stmt.kind, StmtKind::Compute(c)
+            if c.working_set.is_none() && longest(&c.time) <= SLIDE_MAX_S);
+        let after_post = out.last().is_some_and(|s| {
+            matches!(&s.kind, StmtKind::P2p(p)
+                if p.op == P2pOp::Irecv && p.request.is_some())
+        });
+        if !(short && after_post) {
+            out.push(stmt);
+            continue;
+        }
+        let post = out.len() - 1;
+        let joined = match (post.checked_sub(1).map(|k| &out[k].kind), &stmt.kind) {
+            (Some(StmtKind::Compute(before)), StmtKind::Compute(this))
+                if before.working_set.is_none() =>
+            {
+                sum(&before.time, &this.time)
+            }
+            _ => None,
+        };
+        match joined {
+            Some(t) => {
+                if let StmtKind::Compute(before) = &mut out[post - 1].kind {
+                    before.time = t;
+                }
+            }
+            // Nothing to join (or forms that do not add): the compute goes before the
+            // post as it is, unless another compute is there.
+            None if post == 0 || !matches!(out[post - 1].kind, StmtKind::Compute(_)) => {
+                out.insert(post, stmt);
+            }
+            None => {
+                out.push(stmt);
+                continue;
+            }
+        }
+        *moved += 1;
+    }
+    out
 }
 
 /// The longest time of one execution of `t` on any rank, in seconds.
@@ -427,6 +508,51 @@ mod tests {
             .split_once("app_time 1 s\n")
             .map_or(text.clone(), |(_, b)| b.to_string());
         (body, joined)
+    }
+
+    fn slid(body: &str) -> (String, usize) {
+        let src = format!("skeleton t\nranks 4\ntopology ring\napp_time 1 s\n{body}");
+        let (mut program, diags) = perfskel_grammar::parse(&src);
+        assert!(diags.is_empty(), "{diags:#?}");
+        let (stmts, moved) = slide_before_posts(std::mem::take(&mut program.body.stmts));
+        program.body.stmts = stmts;
+        let text = perfskel_grammar::print(&program);
+        let body = text
+            .split_once("app_time 1 s\n")
+            .map_or(text.clone(), |(_, b)| b.to_string());
+        (body, moved)
+    }
+
+    #[test]
+    fn packing_after_a_receive_post_moves_before_it_and_joins_the_compute_there() {
+        // Packing of 8 us between the post and the send joins the 15 us before the post,
+        // inside a loop; every rank computes as long.
+        let (text, moved) = slid(
+            "loop 10 {\n    compute per_rank(15 us, 16 us, 15 us, 17 us)\n    req r0 = irecv next 1 KiB\n    compute 8 us\n    send prev 1 KiB\n    wait r0\n}\n",
+        );
+        assert_eq!(moved, 1, "{text}");
+        assert_eq!(
+            text,
+            "loop 10 {\n    compute per_rank(23 us, 24 us, 23 us, 25 us)\n    req r0 = irecv next 1 KiB\n    send prev 1 KiB\n    wait r0\n}\n"
+        );
+        // With no compute before the post, the packing goes before it as it is.
+        let (text, moved) =
+            slid("req r0 = irecv next 1 KiB\ncompute 8 us\nsend prev 1 KiB\nwait r0\n");
+        assert_eq!(moved, 1);
+        assert_eq!(
+            text,
+            "compute 8 us\nreq r0 = irecv next 1 KiB\nsend prev 1 KiB\nwait r0\n"
+        );
+        // Compute long enough to hold a sender back stays where it is, as does compute
+        // after a blocking receive or a send's post.
+        for body in [
+            "req r0 = irecv next 1 KiB\ncompute 80 us\nsend prev 1 KiB\nwait r0\n",
+            "recv next 1 KiB\ncompute 8 us\nsend prev 1 KiB\n",
+            "req r0 = isend next 1 KiB\ncompute 8 us\nrecv prev 1 KiB\nwait r0\n",
+        ] {
+            let (text, moved) = slid(body);
+            assert_eq!((text.as_str(), moved), (body, 0));
+        }
     }
 
     #[test]
