@@ -41,6 +41,9 @@ const MAX_BLOCK: usize = 32;
 /// A run is folded when it saves at least this many statements.
 const MIN_SAVING: usize = 2;
 
+/// Most iterations of a loop over dimensions [`mirror_repeats`] looks into.
+const MAX_MIRROR_DIMS: i64 = 16;
+
 /// The statements with their runs over dimensions folded, and how many loops that made.
 pub(crate) fn dimension_loops(stmts: Vec<Stmt>, topology: &Topology) -> (Vec<Stmt>, usize) {
     let ctx = Ctx {
@@ -56,7 +59,204 @@ pub(crate) fn dimension_loops(stmts: Vec<Stmt>, topology: &Topology) -> (Vec<Stm
     let mut made = 0;
     let mut scope = Vec::new();
     let stmts = fold_block(with_gaps(stmts), &ctx, &mut scope, &mut made);
-    (without_gaps(stmts), made)
+    (mirror_repeats(without_gaps(stmts), &mut Vec::new()), made)
+}
+
+/// In loops over dimensions, calls that only some dimensions make again with every
+/// direction turned (`sendrecv to -d(dim) ...; if dim == 2 { sendrecv to +d(dim) ... }`:
+/// LAMMPS's exchange swaps a second time, from call sites of its own, only along a
+/// dimension of more than two ranks, whose two neighbours differ) are one loop over
+/// the sides whose count is per dimension: `loop [1, 1, 2][dim] as side { sendrecv to
+/// shift(dim, 2 * side - 1) ... }`, with the first calls' sites, the sizes of dimensions
+/// that make both the mean of the two.
+fn mirror_repeats(stmts: Vec<Stmt>, scope: &mut Vec<String>) -> Vec<Stmt> {
+    stmts
+        .into_iter()
+        .map(|mut stmt| {
+            let StmtKind::Loop(l) = &mut stmt.kind else {
+                each_branch(&mut stmt, &mut |b| {
+                    *b = mirror_repeats(std::mem::take(b), scope)
+                });
+                return stmt;
+            };
+            let var = l.var.as_ref().map(|v| v.name.clone());
+            if let Some(v) = &var {
+                scope.push(v.clone());
+            }
+            let mut body = mirror_repeats(std::mem::take(&mut l.body.stmts), scope);
+            if let (Some(v), ExprKind::Int(n)) = (&var, &l.count.kind) {
+                while let Some(next) = mirror_once(&body, v, *n, scope) {
+                    body = next;
+                }
+            }
+            l.body.stmts = body;
+            if var.is_some() {
+                scope.pop();
+            }
+            stmt
+        })
+        .collect()
+}
+
+/// The first such repeat of a loop's body over `var` (`n` iterations) folded, if any.
+fn mirror_once(body: &[Stmt], var: &str, n: i64, scope: &[String]) -> Option<Vec<Stmt>> {
+    if !(2..=MAX_MIRROR_DIMS).contains(&n) {
+        return None;
+    }
+    // The second calls come from call sites of their own.
+    let signs = |b: &[Stmt]| turned_shape(b, true);
+    for (i, stmt) in body.iter().enumerate() {
+        let StmtKind::If(cond_if) = &stmt.kind else {
+            continue;
+        };
+        let then = &cond_if.then_block.stmts;
+        let len = then.len();
+        if cond_if.else_branch.is_some() || len == 0 || len > i {
+            continue;
+        }
+        let cond = &cond_if.cond;
+        if !crate::semantics::reads_vars(cond, Some(var)) || crate::semantics::depends_on_rank(cond)
+        {
+            continue;
+        }
+        let first = &body[i - len..i];
+        if first
+            .iter()
+            .chain(then)
+            .any(|s| !matches!(s.kind, StmtKind::P2p(_) | StmtKind::Wait(_)))
+        {
+            continue;
+        }
+        let (shape0, signs0) = signs(first);
+        let (shape1, signs1) = signs(then);
+        if signs0.is_empty() || shape0 != shape1 || signs0.iter().zip(&signs1).any(|(a, b)| a == b)
+        {
+            continue;
+        }
+        // The dimensions that make the calls twice.
+        // The condition reads the dimension only: any rank evaluates it alike.
+        let env = crate::semantics::Env {
+            rank: 0,
+            n_ranks: 1,
+            coords: Vec::new(),
+        };
+        let Ok(twice) = (0..n)
+            .map(|d| crate::semantics::eval_bool_in(cond, &env, &[(var, d)]))
+            .collect::<Result<Vec<bool>, _>>()
+        else {
+            continue;
+        };
+        if twice.iter().all(|t| !t) {
+            continue;
+        }
+        let Some(joined) = join_mirror(first, then, var, &twice, scope) else {
+            continue;
+        };
+        let mut out = body[..i - len].to_vec();
+        out.push(joined);
+        out.extend_from_slice(&body[i + 1..]);
+        return Some(out);
+    }
+    None
+}
+
+/// The loop over sides of [`mirror_repeats`]: `first` with its directions turned on the
+/// second side, sizes per dimension (the mean of both where a dimension makes both).
+fn join_mirror(
+    first: &[Stmt],
+    then: &[Stmt],
+    var: &str,
+    twice: &[bool],
+    scope: &[String],
+) -> Option<Stmt> {
+    let side = fresh_name("side", scope, first);
+    let n = twice.len();
+    let mut sizes = Vec::new();
+    let mut then = then.to_vec();
+    walk(&mut then, &mut |slot| {
+        if let Slot::Size(s) = slot {
+            sizes.push(s.clone());
+        }
+    });
+    let mut sizes = sizes.into_iter();
+    let mut ok = true;
+    let dim_var = || Expr::new(ExprKind::Var(Ident::new(var)));
+    // A size for dimension d: its option d where it is a pick over `var`.
+    let at = |s: &MsgSize, d: usize| -> Option<u64> {
+        match s {
+            MsgSize::Fixed(v) => v.value.bytes(),
+            MsgSize::Pick(p) if matches!(&p.index.kind, ExprKind::Var(x) if x.name == var) => {
+                p.values.get(d)?.value.bytes()
+            }
+            MsgSize::Pick(_) => None,
+        }
+    };
+    let mut body = first.to_vec();
+    walk(&mut body, &mut |slot| match slot {
+        Slot::Peer(Peer::Dir(dir), _) => turn_with_side(dir, &side),
+        Slot::Peer(..) => {}
+        Slot::Size(s) => {
+            let Some(other) = sizes.next() else {
+                ok = false;
+                return;
+            };
+            let per_dim: Option<Vec<u64>> = (0..n)
+                .map(|d| {
+                    let a = at(s, d)?;
+                    Some(if twice[d] {
+                        (a + at(&other, d)?).div_ceil(2)
+                    } else {
+                        a
+                    })
+                })
+                .collect();
+            let Some(per_dim) = per_dim else {
+                ok = false;
+                return;
+            };
+            let values: Vec<Spanned<Size>> = per_dim
+                .iter()
+                .map(|b| Spanned::derived(Size::bytes_exact(*b)))
+                .collect();
+            *s = if per_dim.iter().all(|b| *b == per_dim[0]) {
+                MsgSize::Fixed(values[0])
+            } else {
+                MsgSize::Pick(Box::new(Pick {
+                    values,
+                    index: dim_var(),
+                }))
+            };
+        }
+        Slot::Time(_) => ok = false,
+    });
+    if !ok {
+        return None;
+    }
+    // The first calls' sites; the others named.
+    let mut others = Vec::new();
+    each_ref(&then, &mut |s| {
+        others.extend(s.site.as_ref().map(|x| x.text.clone()));
+    });
+    each_stmt(&mut body, &mut |s| s.trivia.leading.clear());
+    let counts: Vec<i64> = twice.iter().map(|t| 1 + i64::from(*t)).collect();
+    let dims: Vec<String> = (0..n)
+        .filter(|d| twice[*d])
+        .map(|d| d.to_string())
+        .collect();
+    let mut stmt = Stmt::new(StmtKind::Loop(Box::new(Loop {
+        count: Expr::new(ExprKind::Pick(counts, Box::new(dim_var()))),
+        var: Some(Ident::new(side.clone())),
+        body: Block {
+            stmts: body,
+            end_comments: Vec::new(),
+        },
+    })));
+    stmt.trivia.leading.push(format!(
+        "# Along dimension(s) {} the application makes these calls a second time with every direction turned, from {}: `{side}` numbers the two.",
+        dims.join(", "),
+        others.join(", ")
+    ));
+    Some(stmt)
 }
 
 /// What the summary counts, over the statements as finally written (after folds that
@@ -1353,17 +1553,7 @@ fn fold_run(stmts: &[Stmt], run: &Run, var: &str, scope: &[String]) -> Stmt {
 /// over a 2-rank dimension's swaps keeps them, so every side's total is kept.
 fn side_loop(body: Vec<Stmt>, taken: &[String]) -> Vec<Stmt> {
     let side = fresh_name("side", taken, &body);
-    let signs = |b: &[Stmt]| {
-        let mut out = Vec::new();
-        let mut b = b.to_vec();
-        walk(&mut b, &mut |slot| {
-            if let Slot::Peer(Peer::Dir(Direction::AxisOf { forward, .. }), _) = slot {
-                out.push(*forward);
-                *forward = true;
-            }
-        });
-        (stat_free(&b), out)
-    };
+    let signs = |b: &[Stmt]| turned_shape(b, false);
     let n = body.len();
     for i in 0..n {
         for len in (1..=(n - i) / 2).rev() {
@@ -1406,6 +1596,41 @@ fn side_loop(body: Vec<Stmt>, taken: &[String]) -> Vec<Stmt> {
     body
 }
 
+/// A block's shape with every direction along a computed dimension made forward (and,
+/// with `no_sites`, without call sites), and the signs it had.
+fn turned_shape(b: &[Stmt], no_sites: bool) -> (Vec<Stmt>, Vec<bool>) {
+    let mut out = Vec::new();
+    let mut b = b.to_vec();
+    walk(&mut b, &mut |slot| {
+        if let Slot::Peer(Peer::Dir(Direction::AxisOf { forward, .. }), _) = slot {
+            out.push(*forward);
+            *forward = true;
+        }
+    });
+    if no_sites {
+        each_stmt(&mut b, &mut |s| s.site = None);
+    }
+    (stat_free(&b), out)
+}
+
+/// A direction along a computed dimension as the side loop's shift: forward first,
+/// `shift(dim, 1 - 2 * side)`; backward first, `shift(dim, 2 * side - 1)`.
+fn turn_with_side(dir: &mut Direction, side: &str) {
+    if let Direction::AxisOf { dim, forward } = dir.clone() {
+        let twice = bin(
+            BinOp::Mul,
+            Expr::int(2),
+            Expr::new(ExprKind::Var(Ident::new(side))),
+        );
+        let disp = if forward {
+            bin(BinOp::Sub, Expr::int(1), twice)
+        } else {
+            bin(BinOp::Sub, twice, Expr::int(1))
+        };
+        *dir = Direction::Shift { dim, disp };
+    }
+}
+
 /// Block `a` with its directions as `shift(dim, ±(1 - 2 * side))` and its sizes and
 /// times the mean of `a`'s and `b`'s; `None` where a mean cannot be written.
 fn join_sides(a: &[Stmt], b: &[Stmt], side: &str) -> Option<Vec<Stmt>> {
@@ -1419,20 +1644,8 @@ fn join_sides(a: &[Stmt], b: &[Stmt], side: &str) -> Option<Vec<Stmt>> {
     let mut out = a.to_vec();
     let mut leaves = leaves.into_iter();
     let mut ok = true;
-    let var = || Expr::new(ExprKind::Var(Ident::new(side)));
     walk(&mut out, &mut |slot| match slot {
-        Slot::Peer(Peer::Dir(dir @ Direction::AxisOf { .. }), _) => {
-            if let Direction::AxisOf { dim, forward } = dir.clone() {
-                // Forward first: 1 - 2 * side; backward first: 2 * side - 1.
-                let twice = bin(BinOp::Mul, Expr::int(2), var());
-                let disp = if forward {
-                    bin(BinOp::Sub, Expr::int(1), twice)
-                } else {
-                    bin(BinOp::Sub, twice, Expr::int(1))
-                };
-                *dir = Direction::Shift { dim, disp };
-            }
-        }
+        Slot::Peer(Peer::Dir(dir), _) => turn_with_side(dir, side),
         Slot::Peer(..) => {}
         Slot::Size(s) => match (leaves.next(), &*s) {
             (Some(Leaf::Size(o)), _) if o == *s => {}
@@ -1728,26 +1941,45 @@ mod tests {
         );
         let (text, made) = folded_on(header, &body);
         assert_eq!(made, 1, "{text}");
+        // The parts along dimension 2 are the calls before them with every direction
+        // turned: one loop over the sides, twice along dimension 2, sizes there the mean.
         assert!(
             text.contains(
                 "\nloop 3 as dim {\n    compute [50 us, 50 us, 60 us][dim]\n    \
-                 sendrecv to -d(dim) 4 B from +d(dim) 4 B @ \"c\"\n    \
-                 # Only along dimension(s) 2 in the application.\n    \
-                 if dim == 2 {\n        sendrecv to +d(dim) 4 B from -d(dim) 4 B @ \"c2\"\n    }\n"
+                 # Along dimension(s) 2 the application makes these calls a second time with every direction turned, from c2: `side` numbers the two.\n    \
+                 loop [1, 1, 2][dim] as side {\n        \
+                 sendrecv to shift(dim, 2 * side - 1) 4 B from shift(dim, 1 - 2 * side) 4 B @ \"c\"\n    }\n"
             ),
             "{text}"
         );
         assert!(
             text.contains(
-                "    send -d(dim) [1 KiB, 700 B, 900 B][dim] @ \"s\"\n    wait r0 @ \"w\"\n    \
-                 # Only along dimension(s) 2 in the application.\n    if dim == 2 {\n        \
-                 req r0 = irecv -d(dim) 2 KiB @ \"r2\"\n"
+                "    loop [1, 1, 2][dim] as side {\n        \
+                 req r0 = irecv shift(dim, 1 - 2 * side) 2048 B @ \"r\"\n        \
+                 send shift(dim, 2 * side - 1) [1024 B, 700 B, 850 B][dim] @ \"s\"\n        \
+                 wait r0 @ \"w\"\n    }\n"
             ),
             "{text}"
         );
         assert!(text.ends_with("}\nallreduce 8 B\n"), "{text}");
         // Every rank makes the calls it made before, with the same sizes.
         let stats = |src: &str| super::properties::stats(&format!("{header}{src}"));
+        assert_eq!(stats(&text), stats(&body));
+        // A second sendrecv along dimension 2 the same way round is not a turned
+        // repeat: it stays under a condition on the dimension.
+        let body = body.replace(
+            "sendrecv to up 4 B from down 4 B @ \"c2\"",
+            "sendrecv to down 4 B from up 4 B @ \"c2\"",
+        );
+        let (text, made) = folded_on(header, &body);
+        assert_eq!(made, 1, "{text}");
+        assert!(
+            text.contains(
+                "    # Only along dimension(s) 2 in the application.\n    \
+                 if dim == 2 {\n        sendrecv to -d(dim) 4 B from +d(dim) 4 B @ \"c2\"\n    }\n"
+            ),
+            "{text}"
+        );
         assert_eq!(stats(&text), stats(&body));
     }
 
