@@ -487,8 +487,10 @@ class Runner:
                 f"{self.repeats} of its 1:1 skeleton in turn, medians; `spread` is "
                 "(slowest - fastest) / median of the application's own runs, this "
                 "machine's run-to-run noise; `traced` is the time of the traced run the "
-                "skeleton was made from (the skeleton's `app_time`; the median of "
-                f"{self.record_runs} recorded runs), and `/ traced` the skeleton's time "
+                "skeleton was made from (the skeleton's `app_time`; "
+                + ("one recorded run" if self.record_runs == 1 else
+                   f"the median of {self.record_runs} recorded runs")
+                + "), and `/ traced` the skeleton's time "
                 "over it, how closely the skeleton replays its trace; `mpirun wall` is "
                 "the whole untraced command, launch included (median)."
                 + (f" More ranks than this machine's {os.cpu_count()} cores: the "
