@@ -172,33 +172,16 @@ pub fn skeletonize_dir(args: &Args) -> Result<Outcome, String> {
     bar.finish_and_clear();
     let mut text = perfskel_grammar::printer::print(&skeleton.program);
     let mut diags = crate::cmd_check::check_source(&text, CheckOptions::default());
-    // Sends the application got through by MPI's buffering of small messages deadlock
-    // under `check`'s standard-mode sends: written as the library ran them, while that
-    // leaves fewer errors.
-    // Each round follows the deadlock to the next send; the result is taken only if
-    // it has fewer errors in the end.
-    let mut unblocked = 0;
-    let mut made = 0;
-    // The last rewrite, while it has no fewer errors than `text` (`None`: `text`).
-    let mut tried: Option<(String, Vec<perfskel_grammar::Diag>)> = None;
-    for _ in 0..MAX_UNBLOCK_ROUNDS {
-        let (current, current_diags) = tried.as_ref().map_or((&text, &diags), |(t, d)| (t, d));
-        let Some((next, n)) = skeletonize::unblock_sends(current, current_diags) else {
-            break;
-        };
-        let next_diags = crate::cmd_check::check_source(&next, CheckOptions::default());
-        if tally(&next_diags).0 > tally(current_diags).0 {
-            break;
-        }
-        made += n;
-        if tally(&next_diags).0 < tally(&diags).0 {
-            unblocked = made;
-            (text, diags) = (next, next_diags);
-            tried = None;
-        } else {
-            tried = Some((next, next_diags));
-        }
-    }
+    // What `check` finds in a skeleton is rewritten, in rounds while the errors drop
+    // (fixing one kind can bring the next to light: sizes made to agree let the
+    // simulation run on to a deadlock of buffered sends):
+    // - sends the application got through by MPI's buffering of small messages, which
+    //   deadlock under `check`'s standard-mode sends: written as the library ran them;
+    // - vector collectives whose ranks meet at different statements: one table per
+    //   group of statements that meet;
+    // - collectives of one size whose ranks meet at statements of different sizes: one
+    //   size per group.
+    let [unblocked, unified, sized] = fix_rounds(&mut text, &mut diags);
     if unblocked > 0 {
         // A `wait` more per send, some under the conditions of the branch it was in.
         let (program, _) = perfskel_grammar::parse(&text);
@@ -219,23 +202,14 @@ pub fn skeletonize_dir(args: &Args) -> Result<Outcome, String> {
             "{unblocked} blocking send(s) completed before their receiver posted the receive (MPI buffered them: the eager protocol; the standard calls that unsafe, and `check` reports the deadlock): each is an `isend` completed at the end of the loop iteration or program it is in"
         ));
     }
-    // Vector collectives whose ranks meet at different statements: one table per group
-    // of statements that meet.
-    let mut unified = 0;
-    for _ in 0..MAX_UNIFY_ROUNDS {
-        let Some((next, n)) = skeletonize::unify_vector_counts(&text, &diags) else {
-            break;
-        };
-        let next_diags = crate::cmd_check::check_source(&next, CheckOptions::default());
-        if tally(&next_diags).0 >= tally(&diags).0 {
-            break;
-        }
-        unified += n;
-        (text, diags) = (next, next_diags);
-    }
     if unified > 0 {
         skeleton.summary.notes.push(format!(
             "{unified} vector collective(s) (alltoallv, gatherv, ...) met the same call of other ranks at another statement (the ranks' streams are merged apart there): the tables of statements that meet are one, each rank's entry the mean of its entries, so the counts agree as MPI requires"
+        ));
+    }
+    if sized > 0 {
+        skeleton.summary.notes.push(format!(
+            "{sized} collective(s) met the same call of other ranks at a statement of another size (sizes that follow the data, their means taken over different calls where the ranks' streams are merged apart): the statements that meet have one size, the mean of theirs, as MPI requires"
         ));
     }
     std::fs::write(&args.output, &text)
@@ -250,12 +224,52 @@ pub fn skeletonize_dir(args: &Args) -> Result<Outcome, String> {
     })
 }
 
-/// Rounds of [`skeletonize::unblock_sends`] (each follows one more deadlock).
-const MAX_UNBLOCK_ROUNDS: usize = 8;
+/// Rounds of the rewrites of what `check` finds, in all (each round rewrites what one
+/// check found: `check` stops at the first mismatch, and a deadlock names one cycle).
+const MAX_FIX_ROUNDS: usize = 32;
 
-/// Rounds of [`skeletonize::unify_vector_counts`] (a round joins every pair `check`
-/// found; the next finds pairs a deadlock-free run reaches further on).
-const MAX_UNIFY_ROUNDS: usize = 4;
+/// A rewrite of a skeleton's source for some of `check`'s errors: the new source and
+/// how many statements changed, or `None` when none of the errors is its kind.
+type Fix = fn(&str, &[perfskel_grammar::Diag]) -> Option<(String, usize)>;
+
+/// The rewrites of what `check` finds in a skeleton, by the kind of error they take.
+const FIXES: [Fix; 3] = [
+    skeletonize::unblock_sends,
+    skeletonize::unify_vector_counts,
+    skeletonize::unify_collective_sizes,
+];
+
+/// Applies the first of [`FIXES`] that takes one of the errors, round after round
+/// while the errors do not grow (a round may only move `check` on to the next error,
+/// and fixing one kind can bring another to light); `text` and `diags` take the last
+/// rewrite with fewer errors. Gives what each fix changed there.
+fn fix_rounds(text: &mut String, diags: &mut Vec<perfskel_grammar::Diag>) -> [usize; 3] {
+    let (mut kept, mut made) = ([0; 3], [0; 3]);
+    let mut tried: Option<(String, Vec<perfskel_grammar::Diag>)> = None;
+    for _ in 0..MAX_FIX_ROUNDS {
+        let (current, current_diags) = tried.as_ref().map_or((&*text, &*diags), |(t, d)| (t, d));
+        let Some((k, (next, n))) = FIXES
+            .iter()
+            .enumerate()
+            .find_map(|(k, fix)| fix(current, current_diags).map(|r| (k, r)))
+        else {
+            break;
+        };
+        let next_diags = crate::cmd_check::check_source(&next, CheckOptions::default());
+        if tally(&next_diags).0 > tally(current_diags).0 {
+            break;
+        }
+        made[k] += n;
+        if tally(&next_diags).0 < tally(diags).0 {
+            kept = made;
+            (*text, *diags) = (next, next_diags);
+            tried = None;
+        } else {
+            tried = Some((next, next_diags));
+        }
+    }
+    kept
+}
 
 /// Opens a trace directory's rank files one at a time, for the pass's sweeps (each reads
 /// a rank record by record: no rank is ever held in memory); a rank file that cannot be
