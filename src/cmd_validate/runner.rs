@@ -492,13 +492,33 @@ mod tests {
             })
         ));
         assert!(started.elapsed() < Duration::from_secs(10));
-        // The background sleep is gone too (allow its new parent a moment to reap it).
+        // The background sleep is gone too: no member of the group is left running (a
+        // killed member its new parent has not reaped yet is a zombie, which still
+        // counts for `kill(-pgid, 0)`; where PID 1 reaps late, it may stay one a while).
         let gone = (0..100).any(|_| {
-            // SAFETY: signal 0 only checks whether the group still exists.
-            let alive = unsafe { libc::kill(-pgid, 0) } == 0;
+            let alive = group_runs(pgid);
             std::thread::sleep(Duration::from_millis(20));
             !alive
         });
         assert!(gone, "process group {pgid} survived");
+    }
+
+    /// Whether a process of group `pgid` exists that is not a zombie (from /proc).
+    fn group_runs(pgid: i32) -> bool {
+        let Ok(entries) = std::fs::read_dir("/proc") else {
+            // SAFETY: signal 0 only checks whether the group still exists.
+            return unsafe { libc::kill(-pgid, 0) } == 0;
+        };
+        entries.flatten().any(|e| {
+            let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+                return false;
+            };
+            // `pid (comm) state ppid pgrp ...`; comm may hold spaces and parentheses.
+            let Some((_, rest)) = stat.rsplit_once(") ") else {
+                return false;
+            };
+            let fields: Vec<&str> = rest.split_whitespace().collect();
+            fields.len() > 2 && fields[2] == pgid.to_string() && fields[0] != "Z"
+        })
     }
 }
