@@ -33,6 +33,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from statistics import median
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
@@ -447,8 +448,8 @@ class Runner:
         row["app_time_untraced_s"] = median(untraced)
         row["mpirun_wall_s"] = round(median(walls), 3)
         row["skeleton_s"] = median(skeleton)
-        row["app_spread"] = round((max(untraced) - min(untraced)) / median(untraced), 3)
-        row["skeleton_spread"] = round((max(skeleton) - min(skeleton)) / median(skeleton), 3)
+        row["app_spread"] = spread(untraced)
+        row["skeleton_spread"] = spread(skeleton)
         row["skeleton_over_app"] = round(row["skeleton_s"] / row["app_time_untraced_s"], 3)
         if row.get("app_time_traced_s"):
             row["skeleton_over_traced"] = round(row["skeleton_s"] / row["app_time_traced_s"], 3)
@@ -560,12 +561,9 @@ def write_hpccinf(path, n, n_ranks):
     path.write_text("\n".join(out) + "\n")
 
 
-def median(values):
-    ordered = sorted(values)
-    mid = len(ordered) // 2
-    if len(ordered) % 2:
-        return ordered[mid]
-    return (ordered[mid - 1] + ordered[mid]) / 2
+def spread(values):
+    """(slowest - fastest) / median of a set of run times."""
+    return round((max(values) - min(values)) / median(values), 3)
 
 
 def manifest_app_time(trace):

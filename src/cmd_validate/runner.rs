@@ -482,6 +482,8 @@ mod tests {
             .spawn()
             .unwrap();
         let pgid = i32::try_from(child.id()).unwrap();
+        // The /proc scan sees the group while it runs (else the check below says nothing).
+        assert!(group_runs(pgid), "process group {pgid} not found running");
         let started = Instant::now();
         let outcome = wait_limited(child, Duration::from_millis(300));
         assert!(matches!(

@@ -103,8 +103,6 @@ fn mirror_once(body: &[Stmt], var: &str, n: i64, scope: &[String]) -> Option<Vec
     if !(2..=MAX_MIRROR_DIMS).contains(&n) {
         return None;
     }
-    // The second calls come from call sites of their own.
-    let signs = |b: &[Stmt]| turned_shape(b, true);
     for (i, stmt) in body.iter().enumerate() {
         let StmtKind::If(cond_if) = &stmt.kind else {
             continue;
@@ -127,8 +125,9 @@ fn mirror_once(body: &[Stmt], var: &str, n: i64, scope: &[String]) -> Option<Vec
         {
             continue;
         }
-        let (shape0, signs0) = signs(first);
-        let (shape1, signs1) = signs(then);
+        // The second calls come from call sites of their own.
+        let (shape0, signs0) = turned_shape(first, true);
+        let (shape1, signs1) = turned_shape(then, true);
         if signs0.is_empty() || shape0 != shape1 || signs0.iter().zip(&signs1).any(|(a, b)| a == b)
         {
             continue;
@@ -352,7 +351,7 @@ fn without_gaps(stmts: Vec<Stmt>) -> Vec<Stmt> {
 }
 
 /// Applies `f` to the statement list of every branch of an `if` chain.
-fn each_branch(stmt: &mut Stmt, f: &mut dyn FnMut(&mut Vec<Stmt>)) {
+pub(super) fn each_branch(stmt: &mut Stmt, f: &mut dyn FnMut(&mut Vec<Stmt>)) {
     let StmtKind::If(i) = &mut stmt.kind else {
         return;
     };
@@ -1345,7 +1344,7 @@ fn walk(stmts: &mut [Stmt], f: &mut dyn FnMut(Slot)) {
 }
 
 /// Applies `f` to every statement of `stmts`, nested ones included.
-fn each_stmt(stmts: &mut [Stmt], f: &mut dyn FnMut(&mut Stmt)) {
+pub(super) fn each_stmt(stmts: &mut [Stmt], f: &mut dyn FnMut(&mut Stmt)) {
     for stmt in stmts {
         f(stmt);
         match &mut stmt.kind {
@@ -1553,7 +1552,6 @@ fn fold_run(stmts: &[Stmt], run: &Run, var: &str, scope: &[String]) -> Stmt {
 /// over a 2-rank dimension's swaps keeps them, so every side's total is kept.
 fn side_loop(body: Vec<Stmt>, taken: &[String]) -> Vec<Stmt> {
     let side = fresh_name("side", taken, &body);
-    let signs = |b: &[Stmt]| turned_shape(b, false);
     let n = body.len();
     for i in 0..n {
         for len in (1..=(n - i) / 2).rev() {
@@ -1561,11 +1559,11 @@ fn side_loop(body: Vec<Stmt>, taken: &[String]) -> Vec<Stmt> {
             if signature(&b0[0]) != signature(&b1[0]) {
                 continue;
             }
-            let (shape0, signs0) = signs(b0);
+            let (shape0, signs0) = turned_shape(b0, false);
             if signs0.is_empty() {
                 continue;
             }
-            let (shape1, signs1) = signs(b1);
+            let (shape1, signs1) = turned_shape(b1, false);
             if shape0 != shape1 || signs0.iter().zip(&signs1).any(|(a, b)| a == b) {
                 continue;
             }

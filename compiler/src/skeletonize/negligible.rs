@@ -89,23 +89,9 @@ fn slide_block(stmts: Vec<Stmt>, moved: &mut usize) -> Vec<Stmt> {
             StmtKind::Loop(l) => {
                 l.body.stmts = slide_block(std::mem::take(&mut l.body.stmts), moved);
             }
-            StmtKind::If(i) => {
-                i.then_block.stmts = slide_block(std::mem::take(&mut i.then_block.stmts), moved);
-                let mut next = &mut i.else_branch;
-                while let Some(e) = next {
-                    match e {
-                        Else::Block(b) => {
-                            b.stmts = slide_block(std::mem::take(&mut b.stmts), moved);
-                            break;
-                        }
-                        Else::If(inner) => {
-                            inner.then_block.stmts =
-                                slide_block(std::mem::take(&mut inner.then_block.stmts), moved);
-                            next = &mut inner.else_branch;
-                        }
-                    }
-                }
-            }
+            StmtKind::If(_) => super::dims::each_branch(&mut stmt, &mut |b| {
+                *b = slide_block(std::mem::take(b), moved);
+            }),
             _ => {}
         }
         let short = matches!(&stmt.kind, StmtKind::Compute(c)
@@ -495,32 +481,27 @@ fn cond_reads_other(cond: &perfskel_grammar::ast::Expr, var: &str) -> bool {
 mod tests {
     use super::*;
 
-    /// The body after the pass (the program's `app_time` is 1 s), printed, and what the
-    /// pass did.
-    fn joined(body: &str) -> (String, Joined) {
+    /// The body after `pass` (the program's `app_time` is 1 s), printed, and what the
+    /// pass said it did.
+    fn after<T>(body: &str, pass: impl FnOnce(Vec<Stmt>) -> (Vec<Stmt>, T)) -> (String, T) {
         let src = format!("skeleton t\nranks 4\ntopology ring\napp_time 1 s\n{body}");
         let (mut program, diags) = perfskel_grammar::parse(&src);
         assert!(diags.is_empty(), "{diags:#?}");
-        let (stmts, joined) = join_small(std::mem::take(&mut program.body.stmts), 1e9, 4);
+        let (stmts, did) = pass(std::mem::take(&mut program.body.stmts));
         program.body.stmts = stmts;
         let text = perfskel_grammar::print(&program);
         let body = text
             .split_once("app_time 1 s\n")
             .map_or(text.clone(), |(_, b)| b.to_string());
-        (body, joined)
+        (body, did)
+    }
+
+    fn joined(body: &str) -> (String, Joined) {
+        after(body, |stmts| join_small(stmts, 1e9, 4))
     }
 
     fn slid(body: &str) -> (String, usize) {
-        let src = format!("skeleton t\nranks 4\ntopology ring\napp_time 1 s\n{body}");
-        let (mut program, diags) = perfskel_grammar::parse(&src);
-        assert!(diags.is_empty(), "{diags:#?}");
-        let (stmts, moved) = slide_before_posts(std::mem::take(&mut program.body.stmts));
-        program.body.stmts = stmts;
-        let text = perfskel_grammar::print(&program);
-        let body = text
-            .split_once("app_time 1 s\n")
-            .map_or(text.clone(), |(_, b)| b.to_string());
-        (body, moved)
+        after(body, slide_before_posts)
     }
 
     #[test]

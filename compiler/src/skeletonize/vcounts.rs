@@ -19,6 +19,8 @@ use std::collections::BTreeMap;
 use perfskel_grammar::ast::{Block, Size, SizeSpec, Spanned, StmtKind};
 use perfskel_grammar::Diag;
 
+use super::dims::each_stmt;
+
 /// The source with the tables of the statements `vector-counts` diagnostics pair made
 /// one per group, and how many statements changed; `None` when there is none to change.
 pub fn unify_vector_counts(source: &str, diags: &[Diag]) -> Option<(String, usize)> {
@@ -196,7 +198,7 @@ pub fn unify_collective_sizes(source: &str, diags: &[Diag]) -> Option<(String, u
 /// Calls `f` with the span start, what must agree (the statement without its size) and
 /// the size of every collective with one size on every rank.
 fn each_sized(block: &mut Block, f: &mut dyn FnMut(usize, String, &mut Spanned<Size>)) {
-    each_stmt(block, &mut |stmt| {
+    each_stmt(&mut block.stmts, &mut |stmt| {
         let start = stmt.pos.span().map(|s| s.start as usize);
         let StmtKind::Collective(c) = &stmt.kind else {
             return;
@@ -218,36 +220,9 @@ fn each_sized(block: &mut Block, f: &mut dyn FnMut(usize, String, &mut Spanned<S
     });
 }
 
-/// Calls `f` on every statement, inner blocks included.
-fn each_stmt(block: &mut Block, f: &mut dyn FnMut(&mut perfskel_grammar::ast::Stmt)) {
-    for stmt in &mut block.stmts {
-        f(stmt);
-        match &mut stmt.kind {
-            StmtKind::Loop(l) => each_stmt(&mut l.body, f),
-            StmtKind::If(i) => {
-                each_stmt(&mut i.then_block, f);
-                let mut next = &mut i.else_branch;
-                while let Some(e) = next {
-                    match e {
-                        perfskel_grammar::ast::Else::Block(b) => {
-                            each_stmt(b, f);
-                            break;
-                        }
-                        perfskel_grammar::ast::Else::If(inner) => {
-                            each_stmt(&mut inner.then_block, f);
-                            next = &mut inner.else_branch;
-                        }
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
-}
-
 /// Calls `f` with the span start and the `per_rank` table of every vector collective.
 fn each_table(block: &mut Block, f: &mut dyn FnMut(usize, &mut Vec<Spanned<Size>>)) {
-    each_stmt(block, &mut |stmt| {
+    each_stmt(&mut block.stmts, &mut |stmt| {
         let start = stmt.pos.span().map(|s| s.start as usize);
         if let StmtKind::Collective(c) = &mut stmt.kind {
             if let (true, Some(start), Some(SizeSpec::PerRank(values))) =
