@@ -7,6 +7,7 @@ pub mod analyze;
 pub mod back;
 pub mod check;
 pub mod compress;
+mod exec;
 pub mod logicalize;
 pub mod scale;
 pub mod semantics;

@@ -12,7 +12,6 @@
 //!   truncation, collectives not all ranks reach, and roots out of range, each with the
 //!   ranks involved and what they block on.
 
-mod lower;
 mod requests;
 mod sim;
 mod statics;

@@ -22,7 +22,7 @@
 //! record, and each distinct condition or loop count is evaluated once per rank (those
 //! that read loop variables on every execution, with the rank's iteration numbers).
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet};
 
 use rustc_hash::FxHashMap as HashMap;
 use smallvec::SmallVec;
@@ -31,19 +31,13 @@ use perfskel_grammar::ast::*;
 use perfskel_grammar::printer;
 use perfskel_grammar::Diag;
 
-use super::lower::{self, Bytes, CollPlan, Op, P2pPlan, PeerRef, Plan, Time, PER_ITERATION, WORLD};
 use super::statics::Statics;
 use super::{ranks_phrase, ranks_verb, Lines, Options};
-use crate::semantics::{
-    cart_sub_color, compute_seconds, eval_bool, eval_bool_in, eval_int, eval_int_in, msg_bytes,
-    sum_iterations, Env, EvalError, PeerError, Shape, MAX_SIMULATED_RANKS,
-};
-
-/// The most memoized values of conditions (1 byte each) and of loop counts (16 bytes
-/// each), as distinct expressions × ranks, the simulation keeps; beyond them it
-/// evaluates every time.
-const MAX_COND_MEMO: usize = 1 << 23;
-const MAX_COUNT_MEMO: usize = 1 << 21;
+use crate::exec::comms::{CommError, Comms};
+use crate::exec::cursor::{Cursor, Fault, Memo, Stop, Work};
+use crate::exec::plan::{self, Bytes, CollPlan, Op, P2pPlan, PeerRef, Plan};
+use crate::exec::queue::{Envelope, Gatherings, Queues};
+use crate::semantics::{eval_int_in, msg_bytes, Env, EvalError, PeerError, MAX_SIMULATED_RANKS};
 
 pub(super) struct Outcome {
     pub ops: u64,
@@ -91,19 +85,39 @@ pub(super) fn simulate(
         .enumerate()
         .map(|(i, name)| (name.as_str(), i))
         .collect();
-    let plan = lower::lower(program, &handle_index);
+    let plan = plan::lower(program, &handle_index);
+    let envs: Vec<Env> = (0..n)
+        .map(|rank| Env {
+            rank,
+            n_ranks: n,
+            coords: statics.world.coords(rank),
+        })
+        .collect();
+    let comms = match Comms::create(program, &plan, &statics.world, &envs) {
+        Ok(comms) => comms,
+        Err(fault) => {
+            if let CommError::Eval(rank, e) = fault {
+                let message = format!("{} on rank {rank}", e.message());
+                diags.push(Diag::error("bad-expression", message).at(e.pos(), "evaluated here"));
+            }
+            // An aborted run reported its problem; it is not an incomplete check.
+            return Outcome {
+                ops: 0,
+                complete: true,
+                ranks: vec![RankStats::default(); n as usize],
+            };
+        }
+    };
     let mut sim = Sim::new(
-        program,
         statics,
         &plan,
+        comms,
+        envs,
         lines,
         options.simulation_budget,
         diags,
     );
-    let result = sim.create_comms().and_then(|()| {
-        sim.index_insts();
-        sim.run()
-    });
+    let result = sim.run();
     // An aborted run reported its problem; it is not an incomplete check.
     let complete = result.unwrap_or(true);
     if !complete {
@@ -112,25 +126,18 @@ pub(super) fn simulate(
                 "simulation-budget",
                 format!(
                     "the deadlock check stopped after {} operations; it found no problem in that part of the run",
-                    sim.ops
+                    sim.work.ops
                 ),
             )
             .with_note("the rest of the run was not checked; `perfskel check --budget N` raises the limit"),
         );
     }
     Outcome {
-        ops: sim.ops,
+        ops: sim.work.ops,
         complete,
         ranks: sim.ranks.iter().map(|r| r.stats.clone()).collect(),
     }
 }
-
-/// A future member of a new communicator: (key, rank in the parent, world rank).
-type Member = (i64, u64, u64);
-
-/// Per world rank of one communicator name: its instance and its rank there, if a
-/// member.
-type Members = Vec<Option<(usize, u64)>>;
 
 /// A problem that makes further simulation meaningless (it was reported).
 struct Abort;
@@ -139,7 +146,7 @@ struct Abort;
 type ReqId = u32;
 
 /// No request, no handle, no peer rank (`any`): the sentinel of the `u32` fields.
-const NONE: u32 = u32::MAX;
+const NONE: u32 = crate::exec::queue::ANY;
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum ReqKind {
@@ -183,6 +190,24 @@ struct PendingRecv {
     req: ReqId,
 }
 
+impl Envelope for PendingSend {
+    fn src(&self) -> u32 {
+        self.src
+    }
+    fn tag(&self) -> u32 {
+        self.tag
+    }
+}
+
+impl Envelope for PendingRecv {
+    fn src(&self) -> u32 {
+        self.src
+    }
+    fn tag(&self) -> u32 {
+        self.tag
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum CollKey {
     Op {
@@ -203,31 +228,9 @@ struct CollEntry<'p> {
     arrived: Vec<u64>,
 }
 
-struct CommInst {
-    name: String,
-    /// Which declaration made it (`world` is 0): a rank is a member of at most one
-    /// instance of each.
-    decl: usize,
-    members: Vec<u64>,
-    shape: Shape,
-    /// Index of its rank 0 in `Sim::sends` and `Sim::recvs`.
-    base: usize,
-}
-
-/// The collectives of one instance that some members called and others not yet:
-/// `entries[i]` is collective number `first + i`. They complete in order.
-#[derive(Default)]
-struct CollQueue<'p> {
-    first: u64,
-    entries: VecDeque<Option<CollEntry<'p>>>,
-}
-
 /// Peer table entries: not computed yet, no neighbour, or the peer's rank.
 const PEER_UNKNOWN: u32 = u32::MAX;
 const PEER_MISSING: u32 = u32::MAX - 1;
-
-/// Membership table entry of a rank that is not a member: (instance, rank) packed.
-const NOT_MEMBER: u64 = u64::MAX;
 
 /// The requests one statement waits for; almost always one or two.
 type Reqs = SmallVec<[ReqId; 4]>;
@@ -239,60 +242,43 @@ struct Blocked<'p> {
 }
 
 struct RankState<'p> {
-    /// The next op of the plan.
-    pc: usize,
-    /// Iterations left (including the current one) of each loop being run, innermost
-    /// last.
-    loops: Vec<u64>,
-    /// The variables of the loops being run that name them: (name, 0-based iteration
-    /// number), innermost last.
-    vars: Vec<(&'p str, i64)>,
+    /// Where the rank is in the plan.
+    cursor: Cursor<'p>,
     /// Request of each handle name (indexed like `Sim::handle_index`), or `NONE`.
     handles: Vec<ReqId>,
     /// Collectives called so far on each instance, by `CommInst::decl`.
     coll_seq: Vec<u64>,
     blocked: Option<Blocked<'p>>,
     done: bool,
-    env: Env,
     stats: RankStats,
 }
 
 struct Sim<'p, 'd> {
-    program: &'p Program,
     lines: &'p Lines<'p>,
-    budget: u64,
     diags: &'d mut Vec<Diag>,
     n: u64,
     plan: &'p Plan<'p>,
     ranks: Vec<RankState<'p>>,
-    insts: Vec<CommInst>,
-    /// Communicator id → per world rank: (instance, rank in it); `None` until created.
-    membership: Vec<Option<Members>>,
-    /// The same once every instance exists, flat: `id * n + rank` → instance in the
-    /// high and rank in the low 32 bits, or `NOT_MEMBER`.
-    member_of: Vec<u64>,
+    comms: Comms,
     /// Requests completed and consumed, ready for reuse: a long run allocates only as
     /// many requests as are in flight at once.
     free_reqs: Vec<ReqId>,
     reqs: Vec<Req<'p>>,
-    /// Unmatched sends and receives by destination: `CommInst::base` + rank in it.
-    sends: Vec<VecDeque<PendingSend>>,
-    recvs: Vec<VecDeque<PendingRecv>>,
+    /// Unmatched sends and receives by destination: `Inst::base` + rank in it.
+    queues: Queues<PendingSend, PendingRecv>,
     /// Pending collectives of each instance.
-    colls: Vec<CollQueue<'p>>,
+    colls: Gatherings<CollEntry<'p>>,
     /// Emptied request and rank lists of completed collectives, for reuse.
     spare_lists: Vec<(Vec<ReqId>, Vec<u64>)>,
     /// Peer tables of the plan, flat: `table * n + rank` → `PEER_UNKNOWN`,
     /// `PEER_MISSING` or the peer's rank in the communicator.
     peers: Vec<u32>,
-    /// The value of each distinct condition (`id * n + rank`): 0 when not evaluated
-    /// yet, else 1 + the value. Empty when it would be too large.
-    cond_memo: Vec<u8>,
-    /// The same for loop counts that are not literals.
-    count_memo: Vec<Option<i64>>,
-    ready: VecDeque<u32>,
+    /// Rank-dependent conditions and loop counts evaluated so far.
+    memo: Memo,
+    ready: std::collections::VecDeque<u32>,
     in_ready: Vec<bool>,
-    ops: u64,
+    /// Operations run so far, against the budget.
+    work: Work,
     /// Statements already reported, so a problem is reported once, not once per rank.
     reported: BTreeSet<(&'static str, u32)>,
     /// Pairs of vector collectives already reported as disagreeing on their counts.
@@ -301,73 +287,43 @@ struct Sim<'p, 'd> {
 
 impl<'p, 'd> Sim<'p, 'd> {
     fn new(
-        program: &'p Program,
         statics: &'p Statics,
         plan: &'p Plan<'p>,
+        comms: Comms,
+        envs: Vec<Env>,
         lines: &'p Lines<'p>,
         budget: u64,
         diags: &'d mut Vec<Diag>,
     ) -> Sim<'p, 'd> {
         let n = statics.n_ranks;
-        let n_comms = plan.comm_names.len();
-        let n_decls = program
-            .body
-            .stmts
-            .iter()
-            .filter(|s| matches!(s.kind, StmtKind::CommDecl(_)))
-            .count();
-        let mut membership = vec![None; n_comms];
-        membership[WORLD] = Some((0..n).map(|r| Some((0, r))).collect());
-        let ranks = (0..n)
-            .map(|rank| RankState {
-                pc: 0,
-                loops: Vec::new(),
-                vars: Vec::new(),
+        let ranks = envs
+            .into_iter()
+            .map(|env| RankState {
+                cursor: Cursor::new(env),
                 handles: vec![NONE; statics.request_names.len()],
-                coll_seq: vec![0; n_decls + 1],
+                coll_seq: vec![0; comms.decls],
                 blocked: None,
                 done: false,
-                env: Env {
-                    rank,
-                    n_ranks: n,
-                    coords: statics.world.coords(rank),
-                },
                 stats: RankStats::default(),
             })
             .collect();
-        let memo_len = |distinct: usize, max: usize| match distinct.checked_mul(n as usize) {
-            Some(len) if len <= max => len,
-            _ => 0,
-        };
         Sim {
-            program,
             lines,
-            budget,
             diags,
             n,
             peers: vec![PEER_UNKNOWN; plan.tables.len() * n as usize],
-            cond_memo: vec![0; memo_len(plan.conds, MAX_COND_MEMO)],
-            count_memo: vec![None; memo_len(plan.counts, MAX_COUNT_MEMO)],
+            memo: Memo::new(plan, n as usize),
             plan,
             ranks,
-            insts: vec![CommInst {
-                name: "world".into(),
-                decl: 0,
-                members: (0..n).collect(),
-                shape: statics.world.clone(),
-                base: 0,
-            }],
-            membership,
-            member_of: Vec::new(),
+            queues: Queues::new(comms.slots),
+            colls: Gatherings::new(comms.insts.len()),
+            comms,
             free_reqs: Vec::new(),
             reqs: Vec::new(),
-            sends: Vec::new(),
-            recvs: Vec::new(),
-            colls: Vec::new(),
             spare_lists: Vec::new(),
             ready: (0..n as u32).collect(),
             in_ready: vec![true; n as usize],
-            ops: 0,
+            work: Work { ops: 0, budget },
             reported: BTreeSet::new(),
             reported_pairs: BTreeSet::new(),
         }
@@ -397,128 +353,9 @@ impl<'p, 'd> Sim<'p, 'd> {
 
     /// "i = 3, j = 0", or `None` outside loops that name their iteration numbers.
     fn iteration_list(&self, rank: u64) -> Option<String> {
-        let vars = &self.ranks[rank as usize].vars;
+        let vars = &self.ranks[rank as usize].cursor.vars;
         let list: Vec<String> = vars.iter().map(|(n, v)| format!("{n} = {v}")).collect();
         (!list.is_empty()).then(|| list.join(", "))
-    }
-
-    /// Communicators are declared at the top level only (the static pass makes sure), so
-    /// their groups can be computed before the run; the run still treats each
-    /// declaration as a collective over its parent.
-    fn create_comms(&mut self) -> Result<(), Abort> {
-        let decls = self
-            .program
-            .body
-            .stmts
-            .iter()
-            .filter_map(|s| match &s.kind {
-                StmtKind::CommDecl(decl) => Some(decl),
-                _ => None,
-            });
-        for (ordinal, decl) in decls.enumerate() {
-            let Some(parent) = self
-                .comm_id(decl.def.parent().name.as_str())
-                .and_then(|id| self.membership[id].clone())
-            else {
-                return Err(Abort);
-            };
-            // (parent instance, color) → members as (key, rank in parent, world rank).
-            let mut groups: BTreeMap<(usize, i64), Vec<Member>> = BTreeMap::new();
-            for rank in 0..self.n {
-                let Some((pinst, prank)) = parent[rank as usize] else {
-                    continue;
-                };
-                let env = self.ranks[rank as usize].env.clone();
-                let (color, key) = match &decl.def {
-                    CommDef::Split { color, key, .. } => {
-                        let color = eval_int(color, &env).map_err(|e| self.eval_error(rank, e))?;
-                        let key = match key {
-                            Some(k) => eval_int(k, &env).map_err(|e| self.eval_error(rank, e))?,
-                            None => i64::try_from(prank).unwrap_or(i64::MAX),
-                        };
-                        (color, key)
-                    }
-                    CommDef::Dup { .. } => (0, i64::try_from(prank).unwrap_or(i64::MAX)),
-                    CommDef::CartSub { keep, .. } => {
-                        let coords = self.insts[pinst].shape.coords(prank);
-                        let keep: Vec<u32> = keep.iter().map(|k| k.value).collect();
-                        (
-                            cart_sub_color(&coords, &keep),
-                            i64::try_from(prank).unwrap_or(i64::MAX),
-                        )
-                    }
-                };
-                if color >= 0 {
-                    groups
-                        .entry((pinst, color))
-                        .or_default()
-                        .push((key, prank, rank));
-                }
-            }
-            let shape_of = |sim: &Sim, pinst: usize| match &decl.def {
-                CommDef::Split { .. } => Shape::Unstructured,
-                CommDef::Dup { .. } => sim.insts[pinst].shape.clone(),
-                CommDef::CartSub { keep, .. } => match &sim.insts[pinst].shape {
-                    Shape::Grid { dims, periodic } => {
-                        let kept: BTreeSet<usize> = keep.iter().map(|k| k.value as usize).collect();
-                        Shape::Grid {
-                            dims: kept.iter().filter_map(|&k| dims.get(k).copied()).collect(),
-                            periodic: kept
-                                .iter()
-                                .filter_map(|&k| periodic.get(k).copied())
-                                .collect(),
-                        }
-                    }
-                    _ => Shape::Unstructured,
-                },
-            };
-            let mut member_of = vec![None; self.n as usize];
-            for ((pinst, _), mut members) in groups {
-                members.sort_unstable();
-                let inst = self.insts.len();
-                let shape = shape_of(self, pinst);
-                for (i, &(_, _, world)) in members.iter().enumerate() {
-                    member_of[world as usize] = Some((inst, i as u64));
-                }
-                self.insts.push(CommInst {
-                    name: decl.name.name.clone(),
-                    decl: ordinal + 1,
-                    members: members.iter().map(|&(_, _, w)| w).collect(),
-                    shape,
-                    base: 0,
-                });
-            }
-            if let Some(id) = self.comm_id(&decl.name.name) {
-                self.membership[id] = Some(member_of);
-            }
-        }
-        Ok(())
-    }
-
-    /// The id the plan gives a communicator name.
-    fn comm_id(&self, name: &str) -> Option<usize> {
-        self.plan.comm_names.iter().position(|&c| c == name)
-    }
-
-    /// Sizes the per-instance tables once every instance exists.
-    fn index_insts(&mut self) {
-        let mut base = 0;
-        for inst in &mut self.insts {
-            inst.base = base;
-            base += inst.members.len();
-        }
-        self.sends.resize_with(base, VecDeque::new);
-        self.recvs.resize_with(base, VecDeque::new);
-        self.colls.resize_with(self.insts.len(), CollQueue::default);
-        let n = self.n as usize;
-        self.member_of = vec![NOT_MEMBER; self.membership.len() * n];
-        for (id, members) in self.membership.iter().enumerate() {
-            for (rank, m) in members.iter().flatten().enumerate() {
-                if let Some((inst, me)) = *m {
-                    self.member_of[id * n + rank] = ((inst as u64) << 32) | me;
-                }
-            }
-        }
     }
 
     /// Runs until every rank is done or blocked. `Ok(false)` when the budget ran out.
@@ -526,7 +363,7 @@ impl<'p, 'd> Sim<'p, 'd> {
         while let Some(rank) = self.ready.pop_front() {
             self.in_ready[rank as usize] = false;
             self.run_rank(rank)?;
-            if self.ops > self.budget {
+            if self.work.ops > self.work.budget {
                 return Ok(false);
             }
         }
@@ -547,51 +384,6 @@ impl<'p, 'd> Sim<'p, 'd> {
         }
     }
 
-    /// The compute time of one execution of a block that holds only computation, with
-    /// the loop variables `vars` in scope. A loop whose inner counts read its own
-    /// variable is summed iteration by iteration, each costing one unit of `work`; with
-    /// no work left the sum stops short (the caller then reports the budget spent).
-    fn compute_only(
-        &self,
-        block: &'p Block,
-        env: &Env,
-        vars: &mut Vec<(&'p str, i64)>,
-        work: &mut u64,
-    ) -> Result<f64, EvalError> {
-        let mut total = 0.0;
-        for stmt in &block.stmts {
-            match &stmt.kind {
-                StmtKind::Compute(c) => total += compute_seconds(&c.time, env, vars)?,
-                StmtKind::Loop(l) => {
-                    let count = eval_int_in(&l.count, env, vars)?.max(0);
-                    total += self.loop_compute(l, count, env, vars, work)?;
-                }
-                _ => {}
-            }
-        }
-        Ok(total)
-    }
-
-    /// The compute time of `count` iterations of a loop that holds only computation
-    /// (see [`Sim::compute_only`]).
-    fn loop_compute(
-        &self,
-        l: &'p Loop,
-        count: i64,
-        env: &Env,
-        vars: &mut Vec<(&'p str, i64)>,
-        work: &mut u64,
-    ) -> Result<f64, EvalError> {
-        sum_iterations(l, count, work, |bound, work| {
-            vars.extend(bound);
-            let once = self.compute_only(&l.body, env, vars, work);
-            if bound.is_some() {
-                vars.pop();
-            }
-            once
-        })
-    }
-
     fn run_rank(&mut self, rank: u32) -> Result<(), Abort> {
         let r = rank as usize;
         // Resume: a rank woken from a wait consumes its completed requests first.
@@ -602,182 +394,71 @@ impl<'p, 'd> Sim<'p, 'd> {
             }
         }
         let plan: &'p Plan<'p> = self.plan;
-        let ops: &'p [Op<'p>] = &plan.ops;
-        let n = self.n as usize;
-        // The program counter lives in a local while the rank runs and is stored when
-        // it stops (an aborted run reads it no more). Entered only with operations
-        // left in the budget (`run` stops as soon as they are spent), the loop checks
-        // the budget after each operation that counts.
-        let mut pc = self.ranks[r].pc;
+        // Entered only with operations left in the budget (`run` stops as soon as they
+        // are spent), the loop checks the budget after each operation that counts.
         loop {
-            let Some(op) = ops.get(pc) else {
-                self.ranks[r].pc = pc;
-                self.ranks[r].done = true;
-                return Ok(());
+            let state = &mut self.ranks[r];
+            let stop = state.cursor.advance(
+                plan,
+                &mut self.memo,
+                r,
+                &mut state.stats.compute_seconds,
+                &mut self.work,
+                false,
+            );
+            let op = match stop {
+                Ok(Stop::Op(op)) => op,
+                Ok(Stop::Done) => {
+                    self.ranks[r].done = true;
+                    return Ok(());
+                }
+                Ok(Stop::Budget) => break,
+                // Compute is summed, never stopped at, here.
+                Ok(Stop::Compute(_)) => continue,
+                Err(Fault::Eval(e)) => return Err(self.eval_error(u64::from(rank), e)),
+                Err(Fault::NegativeCount(pos, count)) => {
+                    let at = self.iteration(u64::from(rank));
+                    self.report_once("bad-count", pos, || {
+                        Diag::error(
+                            "bad-count",
+                            format!("the loop count is {count} on rank {rank}{at}"),
+                        )
+                        .at(pos, "negative")
+                    });
+                    return Err(Abort);
+                }
             };
-            pc += 1;
             match op {
-                Op::Compute(Time::Pick(spec)) => {
-                    let state = &self.ranks[r];
-                    match compute_seconds(spec, &state.env, &state.vars) {
-                        Ok(s) => self.ranks[r].stats.compute_seconds += s,
-                        Err(e) => return Err(self.eval_error(u64::from(rank), e)),
-                    }
-                }
-                Op::Compute(time) => {
-                    self.ranks[r].stats.compute_seconds += time.seconds(u64::from(rank));
-                }
-                Op::Jump(to) => pc = *to,
-                Op::EndLoop { start, var } => {
-                    let state = &mut self.ranks[r];
-                    match state.loops.last_mut() {
-                        Some(left) if *left > 1 => {
-                            *left -= 1;
-                            pc = start + 1;
-                            if *var {
-                                if let Some((_, i)) = state.vars.last_mut() {
-                                    *i += 1;
-                                }
-                            }
-                        }
-                        _ => {
-                            state.loops.pop();
-                            if *var {
-                                state.vars.pop();
-                            }
-                        }
-                    }
-                }
-                Op::Loop {
-                    l,
-                    end,
-                    comm_free,
-                    constant,
-                    count,
-                } => {
-                    let count = match constant {
-                        Some(v) => *v,
-                        None if *count == PER_ITERATION => {
-                            let state = &self.ranks[r];
-                            eval_int_in(&l.count, &state.env, &state.vars)
-                                .map_err(|e| self.eval_error(u64::from(rank), e))?
-                        }
-                        None => match self.count_memo.get(count * n + r) {
-                            Some(Some(v)) => *v,
-                            _ => {
-                                let env = &self.ranks[r].env;
-                                let v = eval_int(&l.count, env)
-                                    .map_err(|e| self.eval_error(u64::from(rank), e))?;
-                                if let Some(slot) = self.count_memo.get_mut(count * n + r) {
-                                    *slot = Some(v);
-                                }
-                                v
-                            }
-                        },
-                    };
-                    if count < 0 {
-                        let pos = l.count.pos;
-                        let at = self.iteration(u64::from(rank));
-                        self.report_once("bad-count", pos, || {
-                            Diag::error(
-                                "bad-count",
-                                format!("the loop count is {count} on rank {rank}{at}"),
-                            )
-                            .at(pos, "negative")
-                        });
-                        return Err(Abort);
-                    }
-                    if count > 0 && *comm_free {
-                        // Only computation inside: account for it without running it
-                        // (iteration by iteration when inner counts read its variable;
-                        // each such iteration counts as an operation).
-                        let state = &self.ranks[r];
-                        let mut vars = state.vars.clone();
-                        let left = self.budget.saturating_add(1).saturating_sub(self.ops);
-                        let mut work = left;
-                        let compute = self.loop_compute(l, count, &state.env, &mut vars, &mut work);
-                        let compute = compute.map_err(|e| self.eval_error(u64::from(rank), e))?;
-                        self.ranks[r].stats.compute_seconds += compute;
-                        pc = end + 1;
-                        if work < left {
-                            self.ops += left - work;
-                            if self.ops > self.budget {
-                                break;
-                            }
-                        }
-                    } else if count > 0 {
-                        self.ranks[r].loops.push(count as u64);
-                        if let Some(v) = &l.var {
-                            self.ranks[r].vars.push((v.name.as_str(), 0));
-                        }
-                    } else {
-                        pc = end + 1;
-                    }
-                }
-                Op::If { arms, otherwise } => {
-                    // Conditions that depend only on the rank: each distinct one is
-                    // evaluated once per rank; those reading loop variables every time.
-                    let mut to = *otherwise;
-                    let arms = &plan.arms[arms.0 as usize..arms.1 as usize];
-                    for &(id, cond, start) in arms {
-                        let holds = if id == PER_ITERATION {
-                            let state = &self.ranks[r];
-                            eval_bool_in(cond, &state.env, &state.vars)
-                                .map_err(|e| self.eval_error(u64::from(rank), e))?
-                        } else {
-                            match self.cond_memo.get(id * n + r) {
-                                Some(&known) if known > 0 => known == 2,
-                                _ => {
-                                    let env = &self.ranks[r].env;
-                                    let v = eval_bool(cond, env)
-                                        .map_err(|e| self.eval_error(u64::from(rank), e))?;
-                                    if let Some(slot) = self.cond_memo.get_mut(id * n + r) {
-                                        *slot = 1 + u8::from(v);
-                                    }
-                                    v
-                                }
-                            }
-                        };
-                        if holds {
-                            to = start;
-                            break;
-                        }
-                    }
-                    pc = to;
-                }
                 Op::P2p(i) => {
                     let p = &plan.p2ps[*i as usize];
                     if !self.p2p(rank, p)? {
-                        self.ranks[r].pc = pc;
                         return Ok(());
                     }
-                    if self.ops > self.budget {
+                    if self.work.ops > self.work.budget {
                         break;
                     }
                 }
                 Op::Collective(i) => {
                     let c = &plan.colls[*i as usize];
                     if !self.collective(rank, c)? {
-                        self.ranks[r].pc = pc;
                         return Ok(());
                     }
-                    if self.ops > self.budget {
+                    if self.work.ops > self.work.budget {
                         break;
                     }
                 }
                 Op::CommDecl { stmt, parent, name } => {
-                    self.ops += 1;
+                    self.work.ops += 1;
                     // Ranks outside the parent take no part (they hold MPI_COMM_NULL
                     // there), and are not members of the new communicator either.
-                    let Some((inst, _)) = self.membership(rank, *parent) else {
+                    let Some((inst, _)) = self.comms.membership(rank, *parent) else {
                         continue;
                     };
                     let req = self.arrive(rank, inst, CollKey::CommCreate(*name), stmt)?;
                     if !self.wait_one(rank, req, stmt) {
-                        self.ranks[r].pc = pc;
                         return Ok(());
                     }
-                    if self.ops > self.budget {
+                    if self.work.ops > self.work.budget {
                         break;
                     }
                 }
@@ -800,15 +481,15 @@ impl<'p, 'd> Sim<'p, 'd> {
                         stmt,
                     };
                     if !self.try_complete(&blocked) {
-                        self.ranks[r].pc = pc;
                         self.ranks[r].blocked = Some(blocked);
                         return Ok(());
                     }
                 }
+                // The cursor stops only at operations with other ranks.
+                _ => {}
             }
         }
         // Out of budget: leave the rank runnable.
-        self.ranks[r].pc = pc;
         self.wake(rank);
         Ok(())
     }
@@ -816,7 +497,7 @@ impl<'p, 'd> Sim<'p, 'd> {
     /// Runs a point-to-point operation; returns whether the rank can go on.
     #[inline]
     fn p2p(&mut self, rank: u32, p: &P2pPlan<'p>) -> Result<bool, Abort> {
-        self.ops += 1;
+        self.work.ops += 1;
         let stmt = p.stmt;
         let (inst, me) = self.member(rank, p.comm, p.comm_name, stmt)?;
         let (mut first, mut second) = (NONE, NONE);
@@ -885,17 +566,17 @@ impl<'p, 'd> Sim<'p, 'd> {
     /// Runs a collective; returns whether the rank can go on.
     #[inline]
     fn collective(&mut self, rank: u32, p: &CollPlan<'p>) -> Result<bool, Abort> {
-        self.ops += 1;
+        self.work.ops += 1;
         let stmt = p.stmt;
         let (inst, _) = self.member(rank, p.comm, p.comm_name, stmt)?;
-        let size = self.insts[inst as usize].members.len() as u64;
+        let size = self.comms.insts[inst as usize].members.len() as u64;
         let root = match (p.root, p.has_root) {
             (Some(e), _) => {
                 let v = match p.constant_root {
                     Some(v) => v,
                     None => {
                         let state = &self.ranks[rank as usize];
-                        eval_int_in(e, &state.env, &state.vars)
+                        eval_int_in(e, &state.cursor.env, &state.cursor.vars)
                             .map_err(|err| self.eval_error(u64::from(rank), err))?
                     }
                 };
@@ -1050,20 +731,10 @@ impl<'p, 'd> Sim<'p, 'd> {
         name: &str,
         stmt: &'p Stmt,
     ) -> Result<(u32, u32), Abort> {
-        match self.membership(rank, comm) {
+        match self.comms.membership(rank, comm) {
             Some(m) => Ok(m),
             None => Err(self.not_member(u64::from(rank), name, stmt)),
         }
-    }
-
-    /// The instance of communicator `comm` that `rank` belongs to and its rank there;
-    /// `None` when it is not a member.
-    #[inline]
-    fn membership(&self, rank: u32, comm: Option<usize>) -> Option<(u32, u32)> {
-        let entry = comm.map_or(NOT_MEMBER, |c| {
-            self.member_of[c * self.n as usize + rank as usize]
-        });
-        (entry != NOT_MEMBER).then_some(((entry >> 32) as u32, entry as u32))
     }
 
     #[cold]
@@ -1088,7 +759,7 @@ impl<'p, 'd> Sim<'p, 'd> {
             Bytes::Const(n) => Ok(n),
             Bytes::Pick(size) => {
                 let state = &self.ranks[rank as usize];
-                msg_bytes(size, &state.env, &state.vars)
+                msg_bytes(size, &state.cursor.env, &state.cursor.vars)
                     .map_err(|e| self.eval_error(u64::from(rank), e))
             }
         }
@@ -1103,9 +774,9 @@ impl<'p, 'd> Sim<'p, 'd> {
     ) -> Result<Option<u32>, Abort> {
         let rank = u64::from(rank);
         let inst = inst as usize;
-        let size = self.insts[inst].members.len() as u64;
+        let size = self.comms.insts[inst].members.len() as u64;
         let state = &self.ranks[rank as usize];
-        let (env, vars) = (&state.env, state.vars.as_slice());
+        let (env, vars) = (&state.cursor.env, state.cursor.vars.as_slice());
         let result = match &peer.value {
             Peer::Any => Ok(None),
             Peer::Rank(e) => match eval_int_in(e, env, vars) {
@@ -1119,7 +790,7 @@ impl<'p, 'd> Sim<'p, 'd> {
                 Err(e) => return Err(self.eval_error(rank, e)),
             },
             Peer::Dir(dir) => {
-                match self.insts[inst]
+                match self.comms.insts[inst]
                     .shape
                     .peer_in(u64::from(me), size, dir, env, vars)
                 {
@@ -1167,25 +838,18 @@ impl<'p, 'd> Sim<'p, 'd> {
         stats.messages_sent += 1;
         stats.bytes_sent += bytes;
         let req = self.new_req(rank, ReqKind::Send { inst, to }, stmt);
-        let slot = self.insts[inst as usize].base + to as usize;
-        let queue = &mut self.recvs[slot];
-        let matched = queue
-            .iter()
-            .position(|r| r.tag == tag && (r.src == NONE || r.src == me));
-        // The match is usually the oldest entry: `pop_front` moves nothing.
-        let taken = match matched {
-            Some(0) => queue.pop_front(),
-            Some(i) => queue.remove(i),
-            None => None,
-        };
-        match taken {
+        let slot = self.comms.insts[inst as usize].base + to as usize;
+        match self.queues.receive_for(slot, me, tag) {
             Some(recv) => self.matched(req, bytes, recv.req, recv.bytes),
-            None => self.sends[slot].push_back(PendingSend {
-                src: me,
-                tag,
-                bytes,
-                req,
-            }),
+            None => self.queues.queue_send(
+                slot,
+                PendingSend {
+                    src: me,
+                    tag,
+                    bytes,
+                    req,
+                },
+            ),
         }
         req
     }
@@ -1207,24 +871,18 @@ impl<'p, 'd> Sim<'p, 'd> {
             return self.new_req(rank, ReqKind::Done, stmt);
         };
         let req = self.new_req(rank, ReqKind::Recv { inst, from }, stmt);
-        let slot = self.insts[inst as usize].base + me as usize;
-        let queue = &mut self.sends[slot];
-        let matched = queue
-            .iter()
-            .position(|s| s.tag == tag && (from == NONE || from == s.src));
-        let taken = match matched {
-            Some(0) => queue.pop_front(),
-            Some(i) => queue.remove(i),
-            None => None,
-        };
-        match taken {
+        let slot = self.comms.insts[inst as usize].base + me as usize;
+        match self.queues.message_for(slot, from, tag) {
             Some(send) => self.matched(send.req, send.bytes, req, bytes),
-            None => self.recvs[slot].push_back(PendingRecv {
-                src: from,
-                tag,
-                bytes,
-                req,
-            }),
+            None => self.queues.queue_recv(
+                slot,
+                PendingRecv {
+                    src: from,
+                    tag,
+                    bytes,
+                    req,
+                },
+            ),
         }
         req
     }
@@ -1269,20 +927,14 @@ impl<'p, 'd> Sim<'p, 'd> {
         let inst_us = inst as usize;
         let state = &mut self.ranks[rank as usize];
         let seq = {
-            let counter = &mut state.coll_seq[self.insts[inst_us].decl];
+            let counter = &mut state.coll_seq[self.comms.insts[inst_us].decl];
             *counter += 1;
             *counter - 1
         };
         state.stats.collectives += 1;
         let req = self.new_req(rank, ReqKind::Coll { inst }, stmt);
         let spare = &mut self.spare_lists;
-        let queue = &mut self.colls[inst_us];
-        // Collectives before `first` completed: every member passed them.
-        let index = (seq - queue.first) as usize;
-        if queue.entries.len() <= index {
-            queue.entries.resize_with(index + 1, || None);
-        }
-        let entry = queue.entries[index].get_or_insert_with(|| {
+        let entry = self.colls.entry(inst_us, seq, || {
             let (reqs, arrived) = spare.pop().unwrap_or_default();
             CollEntry {
                 key,
@@ -1298,13 +950,8 @@ impl<'p, 'd> Sim<'p, 'd> {
         }
         entry.reqs.push(req);
         entry.arrived.push(u64::from(rank));
-        if entry.arrived.len() == self.insts[inst_us].members.len() {
-            let queue = &mut self.colls[inst_us];
-            if let Some(entry) = queue.entries[index].take() {
-                while let Some(None) = queue.entries.front() {
-                    queue.entries.pop_front();
-                    queue.first += 1;
-                }
+        if entry.arrived.len() == self.comms.insts[inst_us].members.len() {
+            if let Some(entry) = self.colls.finish(inst_us, seq) {
                 if let CollKey::Op { op, root, .. } = entry.key {
                     if op.is_vector() {
                         self.vector_counts(inst_us, op, root, &entry.reqs, &entry.arrived);
@@ -1361,7 +1008,7 @@ impl<'p, 'd> Sim<'p, 'd> {
         }
         let receivers: Vec<(u64, &'p Stmt)> = match (op, root) {
             (CollOp::Gatherv | CollOp::Scatterv, Some(root)) => {
-                let Some(&world) = self.insts[inst].members.get(root as usize) else {
+                let Some(&world) = self.comms.insts[inst].members.get(root as usize) else {
                     return;
                 };
                 stmts.iter().filter(|(r, _)| *r == world).copied().collect()
@@ -1382,7 +1029,7 @@ impl<'p, 'd> Sim<'p, 'd> {
                 if !self.reported_pairs.insert(key) {
                     continue;
                 }
-                let comm = self.insts[inst].name.clone();
+                let comm = self.comms.insts[inst].name.clone();
                 let name = op.keyword();
                 let line = self.lines.describe(at_r.pos);
                 self.diags.push(
@@ -1412,7 +1059,7 @@ impl<'p, 'd> Sim<'p, 'd> {
         first_rank: u64,
         first_stmt: &'p Stmt,
     ) -> Abort {
-        let comm = self.insts[inst].name.clone();
+        let comm = self.comms.insts[inst].name.clone();
         let line = self.lines.describe(first_stmt.pos);
         let mine = printer::stmt_head(stmt);
         let theirs = printer::stmt_head(first_stmt);
@@ -1432,12 +1079,7 @@ impl<'p, 'd> Sim<'p, 'd> {
 
     /// Collectives some members called and others not, by instance and number.
     fn pending_colls(&self) -> impl Iterator<Item = (usize, u64, &CollEntry<'p>)> {
-        self.colls.iter().enumerate().flat_map(|(inst, q)| {
-            q.entries
-                .iter()
-                .enumerate()
-                .filter_map(move |(i, e)| e.as_ref().map(|e| (inst, q.first + i as u64, e)))
-        })
+        self.colls.pending()
     }
 
     /// What the first unfinished request of a blocked rank waits for.
@@ -1488,14 +1130,14 @@ impl<'p, 'd> Sim<'p, 'd> {
         for (ranks, stmt) in groups.values() {
             let b = self.ranks[ranks[0] as usize].blocked.as_ref();
             if let Some(ReqKind::Coll { inst }) = b.and_then(|b| self.waiting_for(b)) {
-                let members = &self.insts[inst as usize].members;
+                let members = &self.comms.insts[inst as usize].members;
                 let finished: Vec<u64> = members
                     .iter()
                     .copied()
                     .filter(|&m| self.ranks[m as usize].done)
                     .collect();
                 if !finished.is_empty() {
-                    let comm = self.insts[inst as usize].name.clone();
+                    let comm = self.comms.insts[inst as usize].name.clone();
                     let diag = Diag::error(
                         "collective-not-reached",
                         format!(
@@ -1534,7 +1176,7 @@ impl<'p, 'd> Sim<'p, 'd> {
             };
             let what = match self.waiting_for(b) {
                 Some(ReqKind::Send { inst, to }) => {
-                    let world = self.insts[inst as usize].members[to as usize];
+                    let world = self.comms.insts[inst as usize].members[to as usize];
                     if matches!(&stmt.kind, StmtKind::P2p(p) if p.op == P2pOp::Send) {
                         unsafe_send = true;
                     }
@@ -1544,7 +1186,7 @@ impl<'p, 'd> Sim<'p, 'd> {
                     )
                 }
                 Some(ReqKind::Recv { inst, from }) if from != NONE => {
-                    let world = self.insts[inst as usize].members[from as usize];
+                    let world = self.comms.insts[inst as usize].members[from as usize];
                     format!(
                         "waits for a message from rank {world}, but {}",
                         self.state_of(world)
@@ -1554,7 +1196,7 @@ impl<'p, 'd> Sim<'p, 'd> {
                     "waits for a message from any rank, and none is coming".to_string()
                 }
                 Some(ReqKind::Coll { inst }) => {
-                    let missing: Vec<u64> = self.insts[inst as usize]
+                    let missing: Vec<u64> = self.comms.insts[inst as usize]
                         .members
                         .iter()
                         .copied()
@@ -1567,7 +1209,7 @@ impl<'p, 'd> Sim<'p, 'd> {
                         .collect();
                     format!(
                         "waits in a collective on `{}` for {}",
-                        self.insts[inst as usize].name,
+                        self.comms.insts[inst as usize].name,
                         ranks_phrase(&missing)
                     )
                 }
@@ -1595,16 +1237,16 @@ impl<'p, 'd> Sim<'p, 'd> {
     /// After every rank finished: messages nobody received and the like.
     fn report_leftovers(&mut self) {
         let mut sends: Vec<(usize, u64, ReqId)> = Vec::new();
-        for (i, inst) in self.insts.iter().enumerate() {
+        for (i, inst) in self.comms.insts.iter().enumerate() {
             for dst in 0..inst.members.len() {
-                let queue = &self.sends[inst.base + dst];
+                let queue = self.queues.sends_at(inst.base + dst);
                 sends.extend(queue.iter().map(|s| (i, dst as u64, s.req)));
             }
         }
         sends.sort_unstable_by_key(|&(_, _, req)| req);
         for (inst, dst, req) in sends {
             let (stmt, owner) = (self.reqs[req as usize].stmt, self.reqs[req as usize].owner);
-            let to = self.insts[inst].members[dst as usize];
+            let to = self.comms.insts[inst].members[dst as usize];
             self.report_once("unmatched-message", stmt.pos, || {
                 Diag::error(
                     "unmatched-message",
@@ -1614,11 +1256,7 @@ impl<'p, 'd> Sim<'p, 'd> {
                 .with_note("a message without a matching receive stays pending; add the receive on the other side")
             });
         }
-        let mut recvs: Vec<ReqId> = self
-            .recvs
-            .iter()
-            .flat_map(|q| q.iter().map(|r| r.req))
-            .collect();
+        let mut recvs: Vec<ReqId> = self.queues.recvs().map(|r| r.req).collect();
         recvs.sort_unstable();
         for req in recvs {
             let (stmt, owner) = (self.reqs[req as usize].stmt, self.reqs[req as usize].owner);
@@ -1636,7 +1274,7 @@ impl<'p, 'd> Sim<'p, 'd> {
             .collect();
         for (inst, stmt, arrived) in pending {
             {
-                let comm = self.insts[inst].name.clone();
+                let comm = self.comms.insts[inst].name.clone();
                 self.report_once("collective-not-reached", stmt.pos, || {
                     Diag::error(
                         "collective-not-reached",

@@ -1,29 +1,30 @@
 //! Timed simulation: a checked [`Program`] and a [`Model`] → how long each rank runs.
 //!
-//! Every rank has a clock. Like the checker's simulation (`check/sim.rs`) ranks step
-//! through the program and match messages and collectives with MPI's rules; here the
-//! runnable rank with the earliest clock always goes next, so `recv any` takes the
-//! message that would arrive first. Compute adds its (mean) time to the clock; a message
-//! arrives `latency + bytes / bandwidth` after both sides are ready (eager sends
-//! complete at once at the sender); a collective ends its cost after the last member
-//! arrives; a wait moves the clock to the completion of what it waits for. Expressions
-//! that read loop variables are evaluated on every execution with the rank's iteration
-//! numbers. The program must have passed `check`, so it cannot deadlock; a budget bounds
-//! long runs.
+//! Every rank has a clock. Ranks step through the lowered plan of the execution core
+//! (`crate::exec`: the checker's simulation runs the same plan, communicators and
+//! matching) with MPI's rules; here the runnable rank with the earliest clock always
+//! goes next, so `recv any` takes the message that would arrive first. Compute adds its
+//! (mean) time to the clock; a message arrives `latency + bytes / bandwidth` after both
+//! sides are ready (eager sends complete at once at the sender); a collective ends its
+//! cost after the last member arrives; a wait moves the clock to the completion of what
+//! it waits for. Expressions that read loop variables are evaluated on every execution
+//! with the rank's iteration numbers. The program must have passed `check`, so it
+//! cannot deadlock; a budget bounds long runs.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap, VecDeque};
+use std::collections::{BTreeSet, BinaryHeap};
 
 use perfskel_grammar::ast::*;
+use rustc_hash::FxHashMap as HashMap;
+use smallvec::SmallVec;
 
 use super::model::Model;
 use crate::check::Info;
-use smallvec::SmallVec;
-
-use crate::semantics::{
-    cart_sub_color, compute_seconds, eval_bool_in, eval_int, eval_int_in, msg_bytes,
-    sum_iterations, Env, Shape,
-};
+use crate::exec::comms::{CommError, Comms};
+use crate::exec::cursor::{Cursor, Fault, Memo, Stop, Work};
+use crate::exec::plan::{self, Bytes, Op, P2pPlan, PeerRef, Plan};
+use crate::exec::queue::{Envelope, Gatherings, Queues, ANY};
+use crate::semantics::{eval_int_in, msg_bytes, Env, MAX_SIMULATED_RANKS};
 
 /// What the timed simulation found.
 #[derive(Clone, Debug, PartialEq)]
@@ -54,6 +55,19 @@ pub enum TimingError {
     TooManyRanks(u64),
 }
 
+fn stuck(what: impl Into<String>) -> TimingError {
+    TimingError::Stuck(what.into())
+}
+
+impl From<Fault> for TimingError {
+    fn from(fault: Fault) -> TimingError {
+        match fault {
+            Fault::Eval(e) => stuck(e.message()),
+            Fault::NegativeCount(_, count) => stuck(format!("a loop count is {count}")),
+        }
+    }
+}
+
 /// Simulates `program` (checked; `info` is its `Info`) under `model`.
 pub fn simulate(
     program: &Program,
@@ -61,11 +75,40 @@ pub fn simulate(
     model: &Model,
     budget: u64,
 ) -> Result<Timing, TimingError> {
-    if program.ranks.value > crate::semantics::MAX_SIMULATED_RANKS {
+    if program.ranks.value > MAX_SIMULATED_RANKS {
         return Err(TimingError::TooManyRanks(program.ranks.value));
     }
-    let mut sim = Timed::new(program, info, model, budget);
-    sim.create_comms()?;
+    let n = program.ranks.value;
+    // Request handles by name, for the plan's indices.
+    let mut names = BTreeSet::new();
+    crate::semantics::visit(&program.body, &mut |stmt| {
+        let handle = match &stmt.kind {
+            StmtKind::P2p(p) => p.request.as_ref(),
+            StmtKind::Collective(c) => c.request.as_ref(),
+            _ => None,
+        };
+        if let Some(h) = handle {
+            names.insert(h.name.as_str());
+        }
+    });
+    let handle_index: HashMap<&str, usize> = names
+        .iter()
+        .enumerate()
+        .map(|(i, &name)| (name, i))
+        .collect();
+    let plan = plan::lower(program, &handle_index);
+    let envs: Vec<Env> = (0..n)
+        .map(|rank| Env {
+            rank,
+            n_ranks: n,
+            coords: info.world.coords(rank),
+        })
+        .collect();
+    let comms = Comms::create(program, &plan, &info.world, &envs).map_err(|e| match e {
+        CommError::Eval(_, e) => stuck(e.message()),
+        CommError::UnknownParent => stuck("unknown parent communicator"),
+    })?;
+    let mut sim = Timed::new(&plan, comms, envs, names.len(), model, budget);
     sim.run()?;
     if let Some(r) = sim.ranks.iter().position(|r| !r.done) {
         return Err(TimingError::Stuck(format!("rank {r} never finished")));
@@ -73,56 +116,35 @@ pub fn simulate(
     Ok(Timing {
         rank_end_s: sim.ranks.iter().map(|r| r.clock).collect(),
         rank_compute_s: sim.ranks.iter().map(|r| r.compute).collect(),
-        ops: sim.ops,
+        ops: sim.work.ops,
     })
 }
 
-/// A future member of a communicator: (key, rank in the parent, world rank).
-type Member = (i64, u64, u64);
+/// No request bound to a handle.
+const NO_REQ: usize = usize::MAX;
 
-struct Comm {
-    members: Vec<u64>,
-    shape: Shape,
-}
+/// Peer table entries: not computed yet, no neighbour, or the peer's rank.
+const PEER_UNKNOWN: u32 = u32::MAX;
+const PEER_MISSING: u32 = u32::MAX - 1;
 
-struct Frame<'p> {
-    stmts: &'p [Stmt],
-    idx: usize,
-    left: u64,
-    /// The iteration count, and the loop variable's name when the loop has one.
-    count: u64,
-    var: Option<&'p str>,
-}
-
-impl<'p> Frame<'p> {
-    fn block(stmts: &'p [Stmt]) -> Frame<'p> {
-        Frame {
-            stmts,
-            idx: 0,
-            left: 1,
-            count: 1,
-            var: None,
-        }
-    }
-}
-
-/// Loop variables and their values, innermost last: rarely more than a few.
-type VarList<'p> = SmallVec<[(&'p str, i64); 4]>;
+/// The requests a blocked rank waits for; almost always one or two.
+type Reqs = SmallVec<[usize; 4]>;
 
 struct Rank<'p> {
-    frames: Vec<Frame<'p>>,
+    cursor: Cursor<'p>,
     clock: f64,
     compute: f64,
-    env: Env,
-    handles: HashMap<&'p str, usize>,
-    coll_seq: HashMap<usize, u64>,
+    /// Request of each handle (indexed like the plan's handles), or `NO_REQ`.
+    handles: Vec<usize>,
+    /// Collectives called so far on each instance, by `Inst::decl`.
+    coll_seq: Vec<u64>,
     /// Requests a blocked rank waits for, and whether one of them is enough.
-    blocked: Option<(Vec<usize>, bool)>,
+    blocked: Option<(Reqs, bool)>,
     done: bool,
 }
 
 struct Send {
-    src: u64,
+    src: u32,
     tag: u32,
     bytes: u64,
     time: f64,
@@ -130,33 +152,55 @@ struct Send {
 }
 
 struct Recv {
-    src: Option<u64>,
+    /// `ANY` for `any`.
+    src: u32,
     tag: u32,
     time: f64,
     req: usize,
 }
 
+impl Envelope for Send {
+    fn src(&self) -> u32 {
+        self.src
+    }
+    fn tag(&self) -> u32 {
+        self.tag
+    }
+}
+
+impl Envelope for Recv {
+    fn src(&self) -> u32 {
+        self.src
+    }
+    fn tag(&self) -> u32 {
+        self.tag
+    }
+}
+
 struct Coll {
-    arrived: Vec<(u64, usize)>,
+    reqs: Vec<usize>,
     latest: f64,
     cost: f64,
 }
 
 struct Timed<'p> {
-    program: &'p Program,
+    plan: &'p Plan<'p>,
     model: &'p Model,
-    budget: u64,
-    n: u64,
+    work: Work,
+    n: usize,
     ranks: Vec<Rank<'p>>,
-    comms: Vec<Comm>,
-    membership: HashMap<String, Vec<Option<(usize, u64)>>>,
+    comms: Comms,
+    memo: Memo,
+    /// Peer tables of the plan: `table * n + rank`.
+    peers: Vec<u32>,
+    /// The size a collective of the plan is timed with (the largest entry of a `v`
+    /// form's table).
+    coll_bytes: Vec<u64>,
     /// Completion time of each request, once known; and its owner.
-    reqs: Vec<(Option<f64>, u64)>,
-    sends: HashMap<(usize, u64), VecDeque<Send>>,
-    recvs: HashMap<(usize, u64), VecDeque<Recv>>,
-    colls: HashMap<(usize, u64), Coll>,
-    ready: BinaryHeap<Reverse<(Clock, u64)>>,
-    ops: u64,
+    reqs: Vec<(Option<f64>, u32)>,
+    queues: Queues<Send, Recv>,
+    colls: Gatherings<Coll>,
+    ready: BinaryHeap<Reverse<(Clock, u32)>>,
 }
 
 /// A clock value ordered totally (clocks are finite and never negative).
@@ -177,362 +221,261 @@ impl Ord for Clock {
     }
 }
 
-fn stuck(what: impl Into<String>) -> TimingError {
-    TimingError::Stuck(what.into())
-}
-
 impl<'p> Timed<'p> {
-    fn new(program: &'p Program, info: &Info, model: &'p Model, budget: u64) -> Timed<'p> {
-        let n = program.ranks.value;
-        let ranks = (0..n)
-            .map(|rank| Rank {
-                frames: vec![Frame::block(&program.body.stmts)],
+    fn new(
+        plan: &'p Plan<'p>,
+        comms: Comms,
+        envs: Vec<Env>,
+        handles: usize,
+        model: &'p Model,
+        budget: u64,
+    ) -> Timed<'p> {
+        let n = envs.len();
+        let ranks = envs
+            .into_iter()
+            .map(|env| Rank {
+                cursor: Cursor::new(env),
                 clock: 0.0,
                 compute: 0.0,
-                env: Env {
-                    rank,
-                    n_ranks: n,
-                    coords: info.world.coords(rank),
-                },
-                handles: HashMap::new(),
-                coll_seq: HashMap::new(),
+                handles: vec![NO_REQ; handles],
+                coll_seq: vec![0; comms.decls],
                 blocked: None,
                 done: false,
             })
             .collect();
-        Timed {
-            program,
-            model,
-            budget,
-            n,
-            ranks,
-            comms: vec![Comm {
-                members: (0..n).collect(),
-                shape: info.world.clone(),
-            }],
-            membership: HashMap::from([(
-                "world".to_string(),
-                (0..n).map(|r| Some((0, r))).collect(),
-            )]),
-            reqs: Vec::new(),
-            sends: HashMap::new(),
-            recvs: HashMap::new(),
-            colls: HashMap::new(),
-            ready: (0..n).map(|r| Reverse((Clock(0.0), r))).collect(),
-            ops: 0,
-        }
-    }
-
-    /// The groups of every declared communicator, as the checker computes them.
-    fn create_comms(&mut self) -> Result<(), TimingError> {
-        for stmt in &self.program.body.stmts {
-            let StmtKind::CommDecl(decl) = &stmt.kind else {
-                continue;
-            };
-            let parent = self
-                .membership
-                .get(decl.def.parent().name.as_str())
-                .cloned()
-                .ok_or_else(|| stuck("unknown parent communicator"))?;
-            let mut groups: BTreeMap<(usize, i64), Vec<Member>> = BTreeMap::new();
-            for rank in 0..self.n {
-                let Some((pinst, prank)) = parent[rank as usize] else {
-                    continue;
-                };
-                let env = &self.ranks[rank as usize].env;
-                let default_key = i64::try_from(prank).unwrap_or(i64::MAX);
-                let (color, key) = match &decl.def {
-                    CommDef::Split { color, key, .. } => {
-                        let color = eval_int(color, env).map_err(|e| stuck(e.message()))?;
-                        let key = match key {
-                            Some(k) => eval_int(k, env).map_err(|e| stuck(e.message()))?,
-                            None => default_key,
-                        };
-                        (color, key)
-                    }
-                    CommDef::Dup { .. } => (0, default_key),
-                    CommDef::CartSub { keep, .. } => {
-                        let coords = self.comms[pinst].shape.coords(prank);
-                        let keep: Vec<u32> = keep.iter().map(|k| k.value).collect();
-                        (cart_sub_color(&coords, &keep), default_key)
-                    }
-                };
-                if color >= 0 {
-                    groups
-                        .entry((pinst, color))
-                        .or_default()
-                        .push((key, prank, rank));
-                }
-            }
-            let mut member_of = vec![None; self.n as usize];
-            for ((pinst, _), mut members) in groups {
-                members.sort_unstable();
-                let shape = match &decl.def {
-                    CommDef::Split { .. } => Shape::Unstructured,
-                    CommDef::Dup { .. } => self.comms[pinst].shape.clone(),
-                    CommDef::CartSub { keep, .. } => match &self.comms[pinst].shape {
-                        Shape::Grid { dims, periodic } => {
-                            let kept: BTreeSet<usize> =
-                                keep.iter().map(|k| k.value as usize).collect();
-                            Shape::Grid {
-                                dims: kept.iter().filter_map(|&k| dims.get(k).copied()).collect(),
-                                periodic: kept
-                                    .iter()
-                                    .filter_map(|&k| periodic.get(k).copied())
-                                    .collect(),
-                            }
-                        }
-                        _ => Shape::Unstructured,
-                    },
-                };
-                let inst = self.comms.len();
-                for (i, &(_, _, world)) in members.iter().enumerate() {
-                    member_of[world as usize] = Some((inst, i as u64));
-                }
-                self.comms.push(Comm {
-                    members: members.iter().map(|&(_, _, w)| w).collect(),
-                    shape,
-                });
-            }
-            self.membership.insert(decl.name.name.clone(), member_of);
-        }
-        Ok(())
-    }
-
-    fn run(&mut self) -> Result<(), TimingError> {
-        while let Some(Reverse((_, rank))) = self.ready.pop() {
-            if self.ops > self.budget {
-                return Err(TimingError::Budget(self.budget));
-            }
-            if self.step(rank)? {
-                let clock = self.ranks[rank as usize].clock;
-                self.ready.push(Reverse((Clock(clock), rank)));
-            }
-        }
-        Ok(())
-    }
-
-    fn next_stmt(&mut self, rank: u64) -> Option<&'p Stmt> {
-        let frames = &mut self.ranks[rank as usize].frames;
-        loop {
-            let top = frames.last_mut()?;
-            if let Some(stmt) = top.stmts.get(top.idx) {
-                top.idx += 1;
-                return Some(stmt);
-            }
-            if top.left > 1 {
-                top.left -= 1;
-                top.idx = 0;
-            } else {
-                frames.pop();
-            }
-        }
-    }
-
-    /// The loop variables of `rank`'s current position and their iteration numbers.
-    fn vars(&self, rank: u64) -> VarList<'p> {
-        self.ranks[rank as usize]
-            .frames
+        let coll_bytes = plan
+            .colls
             .iter()
-            .filter_map(|f| f.var.map(|v| (v, f.count.saturating_sub(f.left) as i64)))
-            .collect()
-    }
-
-    /// Runs one statement of `rank`; whether the rank can go on (not blocked, not done).
-    fn step(&mut self, rank: u64) -> Result<bool, TimingError> {
-        let r = rank as usize;
-        let Some(stmt) = self.next_stmt(rank) else {
-            self.ranks[r].done = true;
-            return Ok(false);
-        };
-        let env = self.ranks[r].env.clone();
-        let vars = self.vars(rank);
-        match &stmt.kind {
-            StmtKind::Compute(c) => {
-                let t = compute_seconds(&c.time, &env, &vars).map_err(|e| stuck(e.message()))?;
-                self.ranks[r].clock += t;
-                self.ranks[r].compute += t;
-            }
-            StmtKind::Loop(l) => {
-                let count = eval_int_in(&l.count, &env, &vars).map_err(|e| stuck(e.message()))?;
-                let count = u64::try_from(count).unwrap_or(0);
-                if count > 0 {
-                    let mut vars = vars;
-                    let mut work = self.budget.saturating_add(1).saturating_sub(self.ops);
-                    let left = work;
-                    // Only computation inside: accounted for without running it (a body
-                    // that communicates runs iteration by iteration).
-                    let total = if is_compute_only(&l.body) {
-                        Some(loop_compute(l, count as i64, &env, &mut vars, &mut work)?)
-                    } else {
-                        None
-                    };
-                    self.ops += left - work;
-                    match total {
-                        Some(total) => {
-                            self.ranks[r].clock += total;
-                            self.ranks[r].compute += total;
-                        }
-                        None => self.ranks[r].frames.push(Frame {
-                            stmts: &l.body.stmts,
-                            idx: 0,
-                            left: count,
-                            count,
-                            var: l.var.as_ref().map(|v| v.name.as_str()),
-                        }),
-                    }
-                }
-            }
-            StmtKind::If(i) => {
-                let mut current = i;
-                let chosen = loop {
-                    if eval_bool_in(&current.cond, &env, &vars).map_err(|e| stuck(e.message()))? {
-                        break Some(&current.then_block);
-                    }
-                    match &current.else_branch {
-                        None => break None,
-                        Some(Else::Block(b)) => break Some(b),
-                        Some(Else::If(next)) => current = next,
-                    }
-                };
-                if let Some(block) = chosen {
-                    self.ranks[r].frames.push(Frame::block(&block.stmts));
-                }
-            }
-            StmtKind::P2p(p) => return self.p2p(rank, p, &env, &vars),
-            StmtKind::Collective(c) => {
-                self.ops += 1;
-                let comm = c.comm.as_ref().map_or("world", |c| c.name.as_str());
-                let (inst, _) = self.member(rank, comm)?;
-                let p = self.comms[inst].members.len() as u64;
-                let bytes = match &c.size {
+            .map(|c| match &c.stmt.kind {
+                StmtKind::Collective(c) => match &c.size {
                     None => 0,
                     Some(SizeSpec::Fixed(s)) => s.value.bytes().unwrap_or(0),
                     Some(SizeSpec::PerRank(v)) => {
                         v.iter().filter_map(|s| s.value.bytes()).max().unwrap_or(0)
                     }
-                };
-                let cost = self.model.collective(c.op, bytes, p);
-                let req = self.arrive(rank, inst, cost);
-                match &c.request {
-                    Some(handle) => {
-                        self.ranks[r].handles.insert(handle.name.as_str(), req);
-                    }
-                    None => return Ok(self.block_on(rank, vec![req], false)),
-                }
-            }
-            StmtKind::CommDecl(d) => {
-                self.ops += 1;
-                // Ranks outside the parent take no part.
-                let Ok((inst, _)) = self.member(rank, &d.def.parent().name) else {
-                    return Ok(true);
-                };
-                let cost = self
-                    .model
-                    .comm_create(self.comms[inst].members.len() as u64);
-                let req = self.arrive(rank, inst, cost);
-                return Ok(self.block_on(rank, vec![req], false));
-            }
-            StmtKind::Wait(w) => {
-                if w.op == WaitOp::Test {
-                    return Ok(true);
-                }
-                let reqs: Vec<usize> = w
-                    .handles
-                    .iter()
-                    .filter_map(|h| self.ranks[r].handles.remove(h.name.as_str()))
-                    .collect();
-                return Ok(self.block_on(rank, reqs, w.op == WaitOp::Waitany));
-            }
+                },
+                _ => 0,
+            })
+            .collect();
+        Timed {
+            plan,
+            model,
+            work: Work { ops: 0, budget },
+            n,
+            ranks,
+            queues: Queues::new(comms.slots),
+            colls: Gatherings::new(comms.insts.len()),
+            comms,
+            memo: Memo::new(plan, n),
+            peers: vec![PEER_UNKNOWN; plan.tables.len() * n],
+            coll_bytes,
+            reqs: Vec::new(),
+            ready: (0..n as u32).map(|r| Reverse((Clock(0.0), r))).collect(),
         }
-        Ok(true)
     }
 
-    fn p2p(
-        &mut self,
-        rank: u64,
-        p: &'p P2p,
-        env: &Env,
-        vars: &[(&str, i64)],
-    ) -> Result<bool, TimingError> {
-        self.ops += 1;
-        let comm = p.comm.as_ref().map_or("world", |c| c.name.as_str());
-        let (inst, me) = self.member(rank, comm)?;
-        let (send, recv) = match p.op {
-            P2pOp::Recv | P2pOp::Irecv => (None, Some((&p.peer, &p.size))),
-            P2pOp::Sendrecv => (
-                Some((&p.peer, &p.size)),
-                p.recv.as_deref().map(|(peer, size)| (peer, size)),
-            ),
-            P2pOp::Send | P2pOp::Isend => (Some((&p.peer, &p.size)), None),
+    /// Runs the rank with the earliest clock (the lowest rank among equal clocks) until
+    /// another one is earlier, it blocks or it is done.
+    fn run(&mut self) -> Result<(), TimingError> {
+        while let Some(Reverse((_, rank))) = self.ready.pop() {
+            loop {
+                if self.work.ops > self.work.budget {
+                    return Err(TimingError::Budget(self.work.budget));
+                }
+                if !self.step(rank)? {
+                    break;
+                }
+                let key = (Clock(self.ranks[rank as usize].clock), rank);
+                if self.ready.peek().is_some_and(|Reverse(next)| *next < key) {
+                    self.ready.push(Reverse(key));
+                    break;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs `rank` to its next compute or operation with other ranks and that; whether
+    /// the rank can go on (not blocked, not done).
+    fn step(&mut self, rank: u32) -> Result<bool, TimingError> {
+        let r = rank as usize;
+        let state = &mut self.ranks[r];
+        let mut unused = 0.0;
+        let stop = state.cursor.advance(
+            self.plan,
+            &mut self.memo,
+            r,
+            &mut unused,
+            &mut self.work,
+            true,
+        )?;
+        let op = match stop {
+            Stop::Op(op) => op,
+            Stop::Compute(t) => {
+                state.clock += t;
+                state.compute += t;
+                return Ok(true);
+            }
+            Stop::Done => {
+                state.done = true;
+                return Ok(false);
+            }
+            // Found over budget before the next step.
+            Stop::Budget => return Ok(true),
         };
-        let tag = p.tag.map_or(0, |t| t.value);
-        let mut reqs = Vec::new();
-        if let Some((peer, size)) = send {
-            let to = self.resolve(inst, me, &peer.value, env, vars)?;
-            let bytes = msg_bytes(size, env, vars).map_err(|e| stuck(e.message()))?;
-            reqs.push(self.post_send(rank, inst, me, to, tag, bytes));
-        }
-        if let Some((peer, _)) = recv {
-            let from = match &peer.value {
-                Peer::Any => Some(None),
-                other => self.resolve(inst, me, other, env, vars)?.map(Some),
-            };
-            reqs.push(self.post_recv(rank, inst, me, from, tag));
-        }
-        match &p.request {
-            Some(handle) => {
-                if let Some(&req) = reqs.first() {
-                    self.ranks[rank as usize]
-                        .handles
-                        .insert(handle.name.as_str(), req);
+        match op {
+            Op::P2p(i) => self.p2p(rank, &self.plan.p2ps[*i as usize]),
+            Op::Collective(i) => {
+                self.work.ops += 1;
+                let c = &self.plan.colls[*i as usize];
+                let (inst, _) = self.member(rank, c.comm, c.comm_name)?;
+                let p = self.comms.insts[inst as usize].members.len() as u64;
+                let cost = self.model.collective(c.op, self.coll_bytes[*i as usize], p);
+                let req = self.arrive(rank, inst, cost);
+                if c.request {
+                    if let Some(h) = c.handle {
+                        self.ranks[r].handles[h] = req;
+                    }
+                    Ok(true)
+                } else {
+                    Ok(self.block_on(rank, smallvec::smallvec![req], false))
                 }
-                Ok(true)
             }
-            None => Ok(self.block_on(rank, reqs, false)),
+            Op::CommDecl { parent, .. } => {
+                self.work.ops += 1;
+                // Ranks outside the parent take no part.
+                let Some((inst, _)) = self.comms.membership(rank, *parent) else {
+                    return Ok(true);
+                };
+                let size = self.comms.insts[inst as usize].members.len() as u64;
+                let cost = self.model.comm_create(size);
+                let req = self.arrive(rank, inst, cost);
+                Ok(self.block_on(rank, smallvec::smallvec![req], false))
+            }
+            Op::Wait { handles, any, .. } => {
+                // Every handle named is done with once waited for (`waitany` too).
+                let mut reqs = Reqs::new();
+                for &h in &self.plan.handles[handles.0 as usize..handles.1 as usize] {
+                    let slot = &mut self.ranks[r].handles[h];
+                    if *slot != NO_REQ {
+                        reqs.push(std::mem::replace(slot, NO_REQ));
+                    }
+                }
+                Ok(self.block_on(rank, reqs, *any))
+            }
+            // The cursor stops only at operations with other ranks.
+            _ => Ok(true),
         }
     }
 
-    fn member(&self, rank: u64, name: &str) -> Result<(usize, u64), TimingError> {
-        self.membership
-            .get(name)
-            .and_then(|m| m[rank as usize])
+    fn p2p(&mut self, rank: u32, p: &'p P2pPlan<'p>) -> Result<bool, TimingError> {
+        self.work.ops += 1;
+        let (inst, me) = self.member(rank, p.comm, p.comm_name)?;
+        let mut reqs = Reqs::new();
+        if let Some((peer, bytes)) = p.send {
+            let to = self.peer(rank, inst, me, peer)?;
+            let bytes = self.bytes(rank, bytes)?;
+            reqs.push(self.post_send(rank, inst, me, to, p.tag, bytes));
+        }
+        if let Some((peer, _)) = p.recv {
+            let from = if peer.any {
+                Some(ANY)
+            } else {
+                self.peer(rank, inst, me, peer)?
+            };
+            reqs.push(self.post_recv(rank, inst, me, from, p.tag));
+        }
+        if p.request {
+            if let (Some(&req), Some(h)) = (reqs.first(), p.handle) {
+                self.ranks[rank as usize].handles[h] = req;
+            }
+            return Ok(true);
+        }
+        Ok(self.block_on(rank, reqs, false))
+    }
+
+    fn member(
+        &self,
+        rank: u32,
+        comm: Option<usize>,
+        name: &str,
+    ) -> Result<(u32, u32), TimingError> {
+        self.comms
+            .membership(rank, comm)
             .ok_or_else(|| stuck(format!("rank {rank} is not in `{name}`")))
+    }
+
+    fn bytes(&self, rank: u32, bytes: Bytes<'p>) -> Result<u64, TimingError> {
+        match bytes {
+            Bytes::Const(n) => Ok(n),
+            Bytes::Pick(size) => {
+                let c = &self.ranks[rank as usize].cursor;
+                msg_bytes(size, &c.env, &c.vars).map_err(|e| stuck(e.message()))
+            }
+        }
+    }
+
+    /// The peer's rank in the communicator, or `None` for a missing neighbour; from
+    /// the plan's table when it has one.
+    fn peer(
+        &mut self,
+        rank: u32,
+        inst: u32,
+        me: u32,
+        peer: PeerRef<'p>,
+    ) -> Result<Option<u32>, TimingError> {
+        let Some(t) = peer.table else {
+            return self.resolve(rank, inst, me, &peer.peer.value);
+        };
+        let slot = t * self.n + rank as usize;
+        match self.peers[slot] {
+            PEER_MISSING => Ok(None),
+            PEER_UNKNOWN => {
+                let found = self.resolve(rank, inst, me, &peer.peer.value)?;
+                self.peers[slot] = found.unwrap_or(PEER_MISSING);
+                Ok(found)
+            }
+            p => Ok(Some(p)),
+        }
     }
 
     fn resolve(
         &self,
-        inst: usize,
-        me: u64,
+        rank: u32,
+        inst: u32,
+        me: u32,
         peer: &Peer,
-        env: &Env,
-        vars: &[(&str, i64)],
-    ) -> Result<Option<u64>, TimingError> {
-        let size = self.comms[inst].members.len() as u64;
-        match peer {
-            Peer::Any => Ok(None),
+    ) -> Result<Option<u32>, TimingError> {
+        let inst = &self.comms.insts[inst as usize];
+        let size = inst.members.len() as u64;
+        let c = &self.ranks[rank as usize].cursor;
+        let found = match peer {
+            Peer::Any => None,
             Peer::Rank(e) => {
-                let v = eval_int_in(e, env, vars).map_err(|e| stuck(e.message()))?;
-                Ok(u64::try_from(v).ok().filter(|&v| v < size))
+                let v = eval_int_in(e, &c.env, &c.vars).map_err(|e| stuck(e.message()))?;
+                u64::try_from(v).ok().filter(|&v| v < size)
             }
-            Peer::Dir(dir) => self.comms[inst]
+            Peer::Dir(dir) => inst
                 .shape
-                .peer_in(me, size, dir, env, vars)
-                .map_err(|_| stuck("a direction the checker accepted cannot be resolved")),
-        }
+                .peer_in(u64::from(me), size, dir, &c.env, &c.vars)
+                .map_err(|_| stuck("a direction the checker accepted cannot be resolved"))?,
+        };
+        // Communicators have at most `MAX_SIMULATED_RANKS` ranks.
+        Ok(found.map(|p| p as u32))
     }
 
-    fn new_req(&mut self, owner: u64, done: Option<f64>) -> usize {
+    fn new_req(&mut self, owner: u32, done: Option<f64>) -> usize {
         self.reqs.push((done, owner));
         self.reqs.len() - 1
     }
 
+    /// `to`: `None` for a missing neighbour.
     fn post_send(
         &mut self,
-        rank: u64,
-        inst: usize,
-        me: u64,
-        to: Option<u64>,
+        rank: u32,
+        inst: u32,
+        me: u32,
+        to: Option<u32>,
         tag: u32,
         bytes: u64,
     ) -> usize {
@@ -547,48 +490,42 @@ impl<'p> Timed<'p> {
             .is_eager(bytes)
             .then(|| now + bytes as f64 / self.model.bandwidth_bytes_per_s);
         let req = self.new_req(rank, local);
-        let queue = self.recvs.entry((inst, to)).or_default();
-        let matched = queue
-            .iter()
-            .position(|r| r.tag == tag && r.src.is_none_or(|s| s == me));
-        match matched.and_then(|i| queue.remove(i)) {
+        let slot = self.comms.insts[inst as usize].base + to as usize;
+        match self.queues.receive_for(slot, me, tag) {
             Some(recv) => self.matched(bytes, now, req, recv.time, recv.req),
-            None => self.sends.entry((inst, to)).or_default().push_back(Send {
-                src: me,
-                tag,
-                bytes,
-                time: now,
-                req,
-            }),
+            None => self.queues.queue_send(
+                slot,
+                Send {
+                    src: me,
+                    tag,
+                    bytes,
+                    time: now,
+                    req,
+                },
+            ),
         }
         req
     }
 
-    fn post_recv(
-        &mut self,
-        rank: u64,
-        inst: usize,
-        me: u64,
-        from: Option<Option<u64>>,
-        tag: u32,
-    ) -> usize {
+    /// `from`: `None` for a missing neighbour, `Some(ANY)` for `any`.
+    fn post_recv(&mut self, rank: u32, inst: u32, me: u32, from: Option<u32>, tag: u32) -> usize {
         let now = self.ranks[rank as usize].clock;
         let Some(from) = from else {
             return self.new_req(rank, Some(now));
         };
         let req = self.new_req(rank, None);
-        let queue = self.sends.entry((inst, me)).or_default();
-        let matched = queue
-            .iter()
-            .position(|s| s.tag == tag && from.is_none_or(|f| f == s.src));
-        match matched.and_then(|i| queue.remove(i)) {
+        let slot = self.comms.insts[inst as usize].base + me as usize;
+        match self.queues.message_for(slot, from, tag) {
             Some(send) => self.matched(send.bytes, send.time, send.req, now, req),
-            None => self.recvs.entry((inst, me)).or_default().push_back(Recv {
-                src: from,
-                tag,
-                time: now,
-                req,
-            }),
+            None => self.queues.queue_recv(
+                slot,
+                Recv {
+                    src: from,
+                    tag,
+                    time: now,
+                    req,
+                },
+            ),
         }
         req
     }
@@ -606,27 +543,30 @@ impl<'p> Timed<'p> {
         self.complete(recv, arrival);
     }
 
-    fn arrive(&mut self, rank: u64, inst: usize, cost: f64) -> usize {
+    /// `rank` reaches its next collective on `inst`, which costs `cost` once every
+    /// member is there.
+    fn arrive(&mut self, rank: u32, inst: u32, cost: f64) -> usize {
+        let inst = inst as usize;
+        let state = &mut self.ranks[rank as usize];
         let seq = {
-            let counter = self.ranks[rank as usize].coll_seq.entry(inst).or_insert(0);
+            let counter = &mut state.coll_seq[self.comms.insts[inst].decl];
             *counter += 1;
             *counter - 1
         };
-        let now = self.ranks[rank as usize].clock;
+        let now = state.clock;
         let req = self.new_req(rank, None);
-        let members = self.comms[inst].members.len();
-        let entry = self.colls.entry((inst, seq)).or_insert(Coll {
-            arrived: Vec::new(),
+        let entry = self.colls.entry(inst, seq, || Coll {
+            reqs: Vec::new(),
             latest: 0.0,
             cost,
         });
-        entry.arrived.push((rank, req));
+        entry.reqs.push(req);
         entry.latest = entry.latest.max(now);
         entry.cost = entry.cost.max(cost);
-        if entry.arrived.len() == members {
-            if let Some(entry) = self.colls.remove(&(inst, seq)) {
+        if entry.reqs.len() == self.comms.insts[inst].members.len() {
+            if let Some(entry) = self.colls.finish(inst, seq) {
                 let end = entry.latest + entry.cost;
-                for (_, id) in entry.arrived {
+                for id in entry.reqs {
                     self.complete(id, end);
                 }
             }
@@ -649,7 +589,7 @@ impl<'p> Timed<'p> {
     }
 
     /// Blocks `rank` on `reqs`; whether it can go on at once.
-    fn block_on(&mut self, rank: u64, reqs: Vec<usize>, any: bool) -> bool {
+    fn block_on(&mut self, rank: u32, reqs: Reqs, any: bool) -> bool {
         if self.try_finish(rank, &reqs, any) {
             return true;
         }
@@ -658,7 +598,7 @@ impl<'p> Timed<'p> {
     }
 
     /// If the wait can complete, moves the rank's clock to its end.
-    fn try_finish(&mut self, rank: u64, reqs: &[usize], any: bool) -> bool {
+    fn try_finish(&mut self, rank: u32, reqs: &[usize], any: bool) -> bool {
         let times = reqs.iter().map(|&id| self.reqs[id].0);
         let end = if any {
             times.flatten().min_by(f64::total_cmp)
@@ -678,60 +618,6 @@ impl<'p> Timed<'p> {
             None => false,
         }
     }
-}
-
-/// Whether a block holds only computation (loops of computation included).
-fn is_compute_only(block: &Block) -> bool {
-    block.stmts.iter().all(|s| match &s.kind {
-        StmtKind::Compute(_) => true,
-        StmtKind::Loop(l) => is_compute_only(&l.body),
-        _ => false,
-    })
-}
-
-/// The compute time of one execution of a block without communication (callers check
-/// with [`is_compute_only`]), with the loop variables `vars`; `None` if it communicates. A loop whose inner counts read its own
-/// variable is summed iteration by iteration, each costing one unit of `work`; with no
-/// work left the sum stops short (the run then ends on its budget).
-fn compute_only<'p>(
-    block: &'p Block,
-    env: &Env,
-    vars: &mut VarList<'p>,
-    work: &mut u64,
-) -> Result<Option<f64>, TimingError> {
-    let mut total = 0.0;
-    for stmt in &block.stmts {
-        match &stmt.kind {
-            StmtKind::Compute(c) => {
-                total += compute_seconds(&c.time, env, vars).map_err(|e| stuck(e.message()))?
-            }
-            StmtKind::Loop(l) => {
-                let count = eval_int_in(&l.count, env, vars).map_err(|e| stuck(e.message()))?;
-                total += loop_compute(l, count.max(0), env, vars, work)?;
-            }
-            _ => return Ok(None),
-        }
-    }
-    Ok(Some(total))
-}
-
-/// The compute time of `count` iterations of a loop that holds only computation (see
-/// [`compute_only`]).
-fn loop_compute<'p>(
-    l: &'p Loop,
-    count: i64,
-    env: &Env,
-    vars: &mut VarList<'p>,
-    work: &mut u64,
-) -> Result<f64, TimingError> {
-    sum_iterations(l, count, work, |bound, work| {
-        vars.extend(bound);
-        let once = compute_only(&l.body, env, vars, work).map(|t| t.unwrap_or(0.0));
-        if bound.is_some() {
-            vars.pop();
-        }
-        once
-    })
 }
 
 #[cfg(test)]

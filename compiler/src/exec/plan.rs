@@ -1,4 +1,4 @@
-//! Lowering for the simulation: a [`Program`] body → a flat plan of operations, with
+//! The lowered plan both simulations run: a [`Program`] body → a flat plan of operations, with
 //! loops and branches as jumps, communicator and request names resolved to indices,
 //! sizes, tags, constant roots and mean compute times computed once, argument-free
 //! directions shared in peer tables, and rank-dependent expressions (conditions and
@@ -16,14 +16,14 @@ use crate::semantics::reads_vars;
 
 /// The interned id of a condition or loop count that reads loop variables: it is
 /// evaluated on every execution, with the current iteration numbers.
-pub(super) const PER_ITERATION: usize = usize::MAX;
+pub(crate) const PER_ITERATION: usize = usize::MAX;
 
 /// Communicator id of `world`; other names get ids in order of first appearance.
-pub(super) const WORLD: usize = 0;
+pub(crate) const WORLD: usize = 0;
 
 /// How a point-to-point operation finds its peer.
 #[derive(Clone, Copy)]
-pub(super) struct PeerRef<'p> {
+pub(crate) struct PeerRef<'p> {
     pub peer: &'p Spanned<Peer>,
     /// A table of the peer of every world rank, for directions without arguments:
     /// their peer depends only on the communicator and the rank.
@@ -34,12 +34,12 @@ pub(super) struct PeerRef<'p> {
 
 /// A message size: constant, or picked per iteration.
 #[derive(Clone, Copy)]
-pub(super) enum Bytes<'p> {
+pub(crate) enum Bytes<'p> {
     Const(u64),
     Pick(&'p MsgSize),
 }
 
-pub(super) struct P2pPlan<'p> {
+pub(crate) struct P2pPlan<'p> {
     pub stmt: &'p Stmt,
     pub comm: Option<usize>,
     pub comm_name: &'p str,
@@ -54,7 +54,7 @@ pub(super) struct P2pPlan<'p> {
 
 /// A collective, with what the simulation needs copied out of the statement (the hot
 /// loop then touches no syntax tree).
-pub(super) struct CollPlan<'p> {
+pub(crate) struct CollPlan<'p> {
     pub stmt: &'p Stmt,
     pub op: CollOp,
     pub nonblocking: bool,
@@ -71,7 +71,7 @@ pub(super) struct CollPlan<'p> {
 
 /// The time of one execution of a `compute`, on a given rank.
 #[derive(Clone, Copy)]
-pub(super) enum Time<'p> {
+pub(crate) enum Time<'p> {
     /// The same mean on every rank.
     Mean(f64),
     /// `per_rank(...)`: the rank's entry (none: zero).
@@ -100,7 +100,7 @@ impl Time<'_> {
     }
 }
 
-pub(super) enum Op<'p> {
+pub(crate) enum Op<'p> {
     Compute(Time<'p>),
     /// Enters a loop; `end` is the index of its `EndLoop`.
     Loop {
@@ -147,7 +147,7 @@ pub(super) enum Op<'p> {
 
 /// Variable-size parts of ops live in the plan's own vectors, so lowering allocates per
 /// program, not per statement, and the simulation reads them from contiguous memory.
-pub(super) struct Plan<'p> {
+pub(crate) struct Plan<'p> {
     pub ops: Vec<Op<'p>>,
     pub p2ps: Vec<P2pPlan<'p>>,
     pub colls: Vec<CollPlan<'p>>,
@@ -220,7 +220,7 @@ struct Lowering<'p, 'h> {
 }
 
 /// Lowers the program body. `handle_index` maps request handle names to indices.
-pub(super) fn lower<'p>(program: &'p Program, handle_index: &HashMap<&'p str, usize>) -> Plan<'p> {
+pub(crate) fn lower<'p>(program: &'p Program, handle_index: &HashMap<&'p str, usize>) -> Plan<'p> {
     let mut lowering = Lowering {
         plan: Plan {
             ops: Vec::new(),
@@ -252,7 +252,7 @@ pub(super) fn lower<'p>(program: &'p Program, handle_index: &HashMap<&'p str, us
 
 /// Whether a block holds only computation (loops of computation included). Blocks
 /// nest at most `MAX_BLOCK_DEPTH` deep, so rescanning inner loops costs little.
-pub(super) fn is_comm_free(block: &Block) -> bool {
+pub(crate) fn is_comm_free(block: &Block) -> bool {
     block.stmts.iter().all(|s| match &s.kind {
         StmtKind::Compute(_) => true,
         StmtKind::Loop(l) => is_comm_free(&l.body),
