@@ -3,7 +3,8 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use perfskel_compiler::check::{check, Options};
+use perfskel_compiler::check::Options;
+pub use perfskel_compiler::pipeline::check_source;
 
 use crate::files::{emit, plural, read_source, tally};
 
@@ -58,20 +59,4 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
     } else {
         ExitCode::SUCCESS
     })
-}
-
-/// Parses and checks one file's text; the checker runs only on a program that parsed.
-pub fn check_source(source: &str, options: Options) -> Vec<perfskel_grammar::Diag> {
-    let (program, mut diags) = perfskel_grammar::parse(source);
-    if diags.iter().any(perfskel_grammar::Diag::is_error) {
-        return diags;
-    }
-    diags.extend(check(&program, source, options).diags);
-    perfskel_grammar::diagnostic::sort(&mut diags);
-    // Freeing a large syntax tree takes about a millisecond per megabyte: do it on
-    // another thread while this one reports and goes on to the next file.
-    if source.len() >= 1 << 20 {
-        std::thread::spawn(move || drop(program));
-    }
-    diags
 }

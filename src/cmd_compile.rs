@@ -1,16 +1,15 @@
 //! `perfskel compile`: a skeleton file and a ratio 1:K → a program directory (C-MPI or
 //! Rust-rsmpi) that runs 1/K of the application's time. Reads the file and the model,
-//! runs check → scale → check → back end, reports what scaling reached, and writes the
+//! runs the library's pipeline (check → scale → check → back end), reports what scaling reached, and writes the
 //! output directory without ever touching files it did not write (unless `--force`).
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use perfskel_compiler::back::{self, Backend, GeneratedFile};
-use perfskel_compiler::check::{check, Options as CheckOptions};
-use perfskel_compiler::scale::{self, seconds_text, Model, ScaleOptions, Scaled, Target};
-use perfskel_grammar::Diag;
+use perfskel_compiler::back::{Backend, GeneratedFile};
+pub use perfskel_compiler::pipeline::{compile, CompileError, Compiled};
+use perfskel_compiler::scale::{Model, Target};
 
 use crate::cmd_calibrate;
 use crate::cmd_record::MpiKind;
@@ -108,94 +107,6 @@ pub const MANIFEST: &str = ".perfskel-generated";
 
 /// Files and folders that building or running a generated program creates.
 pub const BUILD_PRODUCTS: &[&str] = &["skeleton", ".build-flags", "Cargo.lock", "target", MANIFEST];
-
-/// A compiled skeleton: the scaled program, its generated files, the diagnostics
-/// (warnings) and a one-line report of what scaling reached.
-pub struct Compiled {
-    pub scaled: Scaled,
-    pub files: Vec<GeneratedFile>,
-    pub diags: Vec<Diag>,
-    pub report: String,
-}
-
-/// Why a skeleton did not compile: diagnostics to show with the source, or a message.
-pub enum CompileError {
-    Diags(Vec<Diag>),
-    Message(String),
-}
-
-/// Parses, checks, scales and emits one skeleton. `source_name` is the file name used
-/// in generated comments; `files` is empty when `backend` is `None` (only scaling).
-pub fn compile(
-    source_name: &str,
-    source: &str,
-    ratio: u64,
-    backend: Option<Backend>,
-    model: &Model,
-    target: Target,
-) -> Result<Compiled, CompileError> {
-    let (program, mut diags) = perfskel_grammar::parse(source);
-    let mut info = None;
-    if !diags.iter().any(Diag::is_error) {
-        let checked = check(&program, source, CheckOptions::default());
-        diags.extend(checked.diags);
-        info = checked.info;
-    }
-    let Some(info) = info.filter(|_| !diags.iter().any(Diag::is_error)) else {
-        return Err(CompileError::Diags(diags));
-    };
-    let options = ScaleOptions {
-        ratio,
-        model: model.clone(),
-        target,
-    };
-    let scaled = scale::scale(&program, &info, &options).map_err(|d| {
-        diags.push(*d);
-        CompileError::Diags(diags.clone())
-    })?;
-    diags.extend(scaled.warnings.iter().cloned());
-    let rechecked = check(&scaled.program, source, CheckOptions::default());
-    let Some(scaled_info) = rechecked.info else {
-        diags.extend(rechecked.diags);
-        diags.push(Diag::error(
-            "scaling-broke-check",
-            "the scaled skeleton does not check: this is a bug in the scaling pass",
-        ));
-        return Err(CompileError::Diags(diags));
-    };
-    let report = format!(
-        "{source_name} at 1:{ratio}: expected skeleton time {} (target {}), ratio reached 1:{:.1}; compute x{:.4}, message sizes x{:.4}; model {}{}",
-        seconds_text(scaled.expected_skeleton_s),
-        seconds_text(scaled.target_s),
-        scaled.ratio_reached,
-        scaled.compute_factor,
-        scaled.size_factor,
-        model.mpi,
-        scaled
-            .unscaled_model_s
-            .map(|t| format!("; the model gives the unscaled skeleton {}", seconds_text(t)))
-            .unwrap_or_default()
-    );
-    let files = match backend {
-        None => Vec::new(),
-        Some(backend) => {
-            let options = back::Options {
-                ratio,
-                app_time_s: program.app_time.value.seconds(),
-                source_name: source_name.to_string(),
-                source: source.to_string(),
-            };
-            back::emit(&scaled.program, &scaled_info, backend, &options)
-                .map_err(CompileError::Message)?
-        }
-    };
-    Ok(Compiled {
-        scaled,
-        files,
-        diags,
-        report,
-    })
-}
 
 pub fn run(args: Args) -> Result<ExitCode, String> {
     let name = args.file.display().to_string();

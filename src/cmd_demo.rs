@@ -112,10 +112,10 @@ fn summary_row(
         if canonical { "yes" } else { "no" }.to_string(),
     ];
     match info {
-        Some(info) if !info.ranks.is_empty() => {
-            let n = info.ranks.len() as f64;
+        Some(info) if !info.ranks().is_empty() => {
+            let n = info.ranks().len() as f64;
             let mean = |f: &dyn Fn(&perfskel_compiler::check::RankStats) -> f64| {
-                info.ranks.iter().map(f).sum::<f64>() / n
+                info.ranks().iter().map(f).sum::<f64>() / n
             };
             let compute = mean(&|r| r.compute_seconds);
             let app = program.app_time.value.seconds();

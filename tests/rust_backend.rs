@@ -26,19 +26,18 @@ mod runtime_topology;
 fn emit(source_name: &str, source: &str) -> (Program, Vec<GeneratedFile>) {
     let (program, diags) = perfskel_grammar::parse(source);
     assert!(diags.is_empty(), "{source_name} does not parse: {diags:?}");
-    let checked = check::check(&program, source, check::Options::default());
-    let info = match checked.info {
-        Some(info) => info,
-        None => panic!("{source_name} does not check: {:?}", checked.diags),
+    let verified = match check::verify(program, source, check::Options::default()) {
+        Ok(v) => v,
+        Err(diags) => panic!("{source_name} does not check: {diags:?}"),
     };
     let options = back::Options {
         ratio: 1,
-        app_time_s: program.app_time.value.seconds(),
+        app_time_s: verified.program().app_time.value.seconds(),
         source_name: source_name.to_string(),
         source: source.to_string(),
     };
-    let files = back::rust::emit(&program, &info, &options);
-    (program, files)
+    let files = back::rust::emit(&verified, &options);
+    (verified.program().clone(), files)
 }
 
 fn file<'f>(files: &'f [GeneratedFile], path: &str) -> &'f str {

@@ -198,7 +198,7 @@ fn check_app_with(mpi: Mpi, app: &str, args: &[&str], iters: i64, options: &[&st
         .filter(|s| matches!(s.kind, StmtKind::CommDecl(_)))
         .count() as u64;
     for (rank, (sends, colls)) in expected.iter().enumerate() {
-        let r = &info.ranks[rank];
+        let r = &info.ranks()[rank];
         assert_eq!(r.messages_sent, *sends, "{app} rank {rank} sends\n{text}");
         assert_eq!(
             r.collectives - n_comms.min(r.collectives),
@@ -306,7 +306,7 @@ fn derived_communicators(mpi: Mpi) {
         .filter(|s| matches!(s.kind, StmtKind::CommDecl(_)))
         .count() as u64;
     for (rank, (sends, colls)) in trace_counts_np(&trace, n_ranks).iter().enumerate() {
-        let r = &info.ranks[rank];
+        let r = &info.ranks()[rank];
         assert_eq!(r.messages_sent, *sends, "rank {rank} sends\n{text}");
         // The checker counts each communicator a rank takes part in making as a
         // collective; the trace does not.
@@ -335,9 +335,9 @@ fn master_worker_openmpi() {
     let info = check(&program, &text, CheckOptions::default())
         .info
         .expect("checked");
-    let worker_results: u64 = info.ranks[1..].iter().map(|r| r.messages_sent).sum();
+    let worker_results: u64 = info.ranks()[1..].iter().map(|r| r.messages_sent).sum();
     assert_eq!(worker_results, 6, "{text}");
-    assert_eq!(info.ranks[0].messages_sent, 6 + 3, "{text}");
+    assert_eq!(info.ranks()[0].messages_sent, 6 + 3, "{text}");
     // The master answers whichever worker is done: its peers vary, so it has its own
     // branch, and the summary says so.
     assert!(has_if(&program.body.stmts), "{text}");
@@ -1281,7 +1281,7 @@ fn one_sided_and_intercomm(mpi: Mpi) {
     let checked = check(&program, &text, CheckOptions::default());
     assert!(checked.diags.is_empty(), "{:?}\n{text}", checked.diags);
     let info = checked.info.expect("checked");
-    for (rank, r) in info.ranks.iter().enumerate() {
+    for (rank, r) in info.ranks().iter().enumerate() {
         assert_eq!(r.messages_sent, 0, "rank {rank}\n{text}");
         assert_eq!(r.collectives, 4, "rank {rank}\n{text}");
     }
@@ -1401,7 +1401,7 @@ fn checked_sends(text: &str) -> u64 {
     let checked = check(&program, text, CheckOptions::default());
     assert!(checked.diags.is_empty(), "{:?}\n{text}", checked.diags);
     let info = checked.info.expect("checked");
-    info.ranks.iter().map(|r| r.messages_sent).sum()
+    info.ranks().iter().map(|r| r.messages_sent).sum()
 }
 
 /// Compiles the skeleton next to `trace` at 1:1 and runs it under `mpi`.
@@ -1639,7 +1639,7 @@ fn vector_collectives_on_different_paths(mpi: Mpi) {
     assert!(checked.diags.is_empty(), "{:?}\n{text}", checked.diags);
     let info = checked.info.expect("checked");
     // Per round: two alltoall, two alltoallv and an allreduce on every rank.
-    for r in &info.ranks {
+    for r in info.ranks() {
         assert_eq!(r.collectives, 5 * rounds, "{text}");
     }
     compile_and_run_1to1(mpi, &dir, &trace);

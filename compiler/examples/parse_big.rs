@@ -34,7 +34,7 @@ fn main() {
         if check {
             let checked = perfskel_compiler::check::check(&program, &text, Default::default());
             totals.push(start.elapsed().as_secs_f64());
-            let ops = checked.info.as_ref().map_or(0, |i| i.simulated_ops);
+            let ops = checked.info.as_ref().map_or(0, |i| i.simulated_ops());
             summary = format!(
                 "{summary}, {} check diagnostics, {ops} simulated operations",
                 checked.diags.len()

@@ -324,6 +324,19 @@ pub struct Env {
     pub coords: Vec<u64>,
 }
 
+impl Env {
+    /// The environment of every rank of `n`, the world shaped `world`.
+    pub fn all(n: u64, world: &Shape) -> Vec<Env> {
+        (0..n)
+            .map(|rank| Env {
+                rank,
+                n_ranks: n,
+                coords: world.coords(rank),
+            })
+            .collect()
+    }
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub enum EvalError {
     /// `coord(i)` with i beyond the topology's dimensions.

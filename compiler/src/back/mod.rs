@@ -1,6 +1,6 @@
 //! Back ends: a checked (and usually scaled) skeleton → the files of a program that runs
-//! it. Back ends only read the IR; they take `&check::Info`, which only the checker
-//! creates, so unchecked IR cannot reach them.
+//! it. Back ends only read the IR; they take a [`Verified`] program, which only the
+//! checker makes, so unchecked IR cannot reach them.
 //!
 //! Every generated program times itself between a barrier after set-up and one before
 //! finalize, and rank 0 prints one [`RunResult`] line (see [`RunResult::line`]) that
@@ -16,9 +16,9 @@ pub mod rust;
 
 use std::fmt;
 
-use perfskel_grammar::ast::{Block, Program, Stmt, StmtKind};
+use perfskel_grammar::ast::{Block, Stmt, StmtKind};
 
-use crate::check::Info;
+use crate::check::Verified;
 
 /// What a back end needs besides the program.
 #[derive(Clone, Debug, PartialEq)]
@@ -45,17 +45,16 @@ impl Options {
     }
 }
 
-/// Emits the files of a program for `backend`. The program must be the one `info` was
-/// computed for (usually the scaled skeleton, checked again after scaling).
+/// Emits the files of a verified program for `backend` (usually the scaled skeleton,
+/// verified again after scaling).
 pub fn emit(
-    program: &Program,
-    info: &Info,
+    verified: &Verified,
     backend: Backend,
     options: &Options,
 ) -> Result<Vec<GeneratedFile>, String> {
     match backend {
-        Backend::C => Ok(c::emit(program, info, options)),
-        Backend::Rust => Ok(rust::emit(program, info, options)),
+        Backend::C => Ok(c::emit(verified, options)),
+        Backend::Rust => Ok(rust::emit(verified, options)),
     }
 }
 

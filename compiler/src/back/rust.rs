@@ -23,7 +23,7 @@ pub use syntax::to_rust_ident;
 use perfskel_grammar::ast::Program;
 
 use super::{GeneratedFile, Options};
-use crate::check::Info;
+use crate::check::Verified;
 
 /// The runtime crate's files, as `perfskel-runtime/<path>` in the generated project.
 pub const RUNTIME_FILES: [(&str, &str); 10] = [
@@ -72,8 +72,9 @@ pub const RUNTIME_FILES: [(&str, &str); 10] = [
 /// The name of the executable every back end builds.
 pub const BINARY: &str = "skeleton";
 
-/// Emits the cargo project for `program`.
-pub fn emit(program: &Program, info: &Info, options: &Options) -> Vec<GeneratedFile> {
+/// Emits the cargo project of a verified skeleton.
+pub fn emit(verified: &Verified, options: &Options) -> Vec<GeneratedFile> {
+    let (program, info) = (verified.program(), verified.info());
     let mut files = vec![
         GeneratedFile {
             path: "Cargo.toml".into(),

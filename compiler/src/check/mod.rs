@@ -1,6 +1,8 @@
 //! Checker: a parsed [`Program`] → diagnostics, and for a program without errors the
-//! [`Info`] that back ends need. Back ends take `&Info`, which only this module creates,
-//! so unchecked IR cannot reach them.
+//! [`Info`] that back ends need. Back ends and the scaler take a [`Verified`] program,
+//! which only [`verify`] makes (the program together with the `Info` of that very
+//! program; both have private fields), so unchecked IR cannot reach them and a scaled
+//! program reaches a back end only through a check of its own.
 //!
 //! Two passes:
 //! - a static pass over the text (this file and `requests.rs`): header consistency,
@@ -25,21 +27,85 @@ use crate::semantics::Shape;
 
 pub use sim::RankStats;
 
-/// Facts about a checked program.
-#[derive(Clone, Debug)]
+/// Facts about a checked program; only [`check`] makes one.
+#[derive(Debug)]
 pub struct Info {
+    world: Shape,
+    comms: Vec<CommInfo>,
+    requests: Vec<String>,
+    simulated_ops: u64,
+    simulation_complete: bool,
+    ranks: Vec<RankStats>,
+}
+
+impl Info {
     /// The world communicator's shape.
-    pub world: Shape,
+    pub fn world(&self) -> &Shape {
+        &self.world
+    }
+
     /// Declared communicators in declaration order (not including `world`).
-    pub comms: Vec<CommInfo>,
+    pub fn comms(&self) -> &[CommInfo] {
+        &self.comms
+    }
+
     /// Every request handle name, sorted.
-    pub requests: Vec<String>,
+    pub fn requests(&self) -> &[String] {
+        &self.requests
+    }
+
     /// Point-to-point and collective operations the simulation executed, over all ranks.
-    pub simulated_ops: u64,
+    pub fn simulated_ops(&self) -> u64 {
+        self.simulated_ops
+    }
+
     /// Whether the simulation covered the whole program (it stops after a budget).
-    pub simulation_complete: bool,
+    pub fn simulation_complete(&self) -> bool {
+        self.simulation_complete
+    }
+
     /// What each rank did in the simulation, indexed by rank.
-    pub ranks: Vec<RankStats>,
+    pub fn ranks(&self) -> &[RankStats] {
+        &self.ranks
+    }
+}
+
+/// A program that passed the checker, with its [`Info`] and the warnings found: what
+/// the scaler and the back ends take. Only [`verify`] makes one.
+#[derive(Debug)]
+pub struct Verified {
+    program: Program,
+    info: Info,
+    warnings: Vec<Diag>,
+}
+
+impl Verified {
+    pub fn program(&self) -> &Program {
+        &self.program
+    }
+
+    pub fn info(&self) -> &Info {
+        &self.info
+    }
+
+    /// The checker's warnings (a verified program has no error).
+    pub fn warnings(&self) -> &[Diag] {
+        &self.warnings
+    }
+}
+
+/// Checks `program` (its text is `source`, for explanations); the verified program
+/// when no diagnostic is an error, else every diagnostic.
+pub fn verify(program: Program, source: &str, options: Options) -> Result<Verified, Vec<Diag>> {
+    let checked = check(&program, source, options);
+    match checked.info {
+        Some(info) => Ok(Verified {
+            program,
+            info,
+            warnings: checked.diags,
+        }),
+        None => Err(checked.diags),
+    }
 }
 
 #[derive(Clone, Debug)]

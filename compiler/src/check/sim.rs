@@ -36,7 +36,7 @@ use super::{ranks_phrase, ranks_verb, Lines, Options};
 use crate::exec::comms::{CommError, Comms};
 use crate::exec::cursor::{Cursor, Fault, Memo, Stop, Work};
 use crate::exec::plan::{self, Bytes, CollPlan, Op, P2pPlan, PeerRef, Plan};
-use crate::exec::queue::{Envelope, Gatherings, Queues};
+use crate::exec::queue::{Gatherings, Queues};
 use crate::semantics::{eval_int_in, msg_bytes, Env, EvalError, PeerError, MAX_SIMULATED_RANKS};
 
 pub(super) struct Outcome {
@@ -86,13 +86,7 @@ pub(super) fn simulate(
         .map(|(i, name)| (name.as_str(), i))
         .collect();
     let plan = plan::lower(program, &handle_index);
-    let envs: Vec<Env> = (0..n)
-        .map(|rank| Env {
-            rank,
-            n_ranks: n,
-            coords: statics.world.coords(rank),
-        })
-        .collect();
+    let envs = Env::all(n, &statics.world);
     let comms = match Comms::create(program, &plan, &statics.world, &envs) {
         Ok(comms) => comms,
         Err(fault) => {
@@ -190,23 +184,7 @@ struct PendingRecv {
     req: ReqId,
 }
 
-impl Envelope for PendingSend {
-    fn src(&self) -> u32 {
-        self.src
-    }
-    fn tag(&self) -> u32 {
-        self.tag
-    }
-}
-
-impl Envelope for PendingRecv {
-    fn src(&self) -> u32 {
-        self.src
-    }
-    fn tag(&self) -> u32 {
-        self.tag
-    }
-}
+crate::exec::queue::envelope!(PendingSend, PendingRecv);
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum CollKey {

@@ -19,6 +19,21 @@ pub(crate) trait Envelope {
     fn tag(&self) -> u32;
 }
 
+/// Implements [`Envelope`] for structs with `src` and `tag` fields.
+macro_rules! envelope {
+    ($($t:ty),*) => {
+        $(impl $crate::exec::queue::Envelope for $t {
+            fn src(&self) -> u32 {
+                self.src
+            }
+            fn tag(&self) -> u32 {
+                self.tag
+            }
+        })*
+    };
+}
+pub(crate) use envelope;
+
 /// Pending sends and receives, by destination slot (an instance's base plus the
 /// destination's rank in it).
 pub(crate) struct Queues<S, R> {

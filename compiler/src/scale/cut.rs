@@ -46,13 +46,7 @@ pub struct Plan {
 /// Plans the loop cuts for ratio `k`.
 pub fn plan(program: &Program, world: &Shape, k: f64) -> Plan {
     let n = program.ranks.value;
-    let envs: Vec<Env> = (0..n)
-        .map(|rank| Env {
-            rank,
-            n_ranks: n,
-            coords: world.coords(rank),
-        })
-        .collect();
+    let envs = Env::all(n, world);
     let mut planner = Planner {
         envs,
         plan: Plan::default(),

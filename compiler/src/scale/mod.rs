@@ -24,7 +24,7 @@ use perfskel_grammar::Diag;
 pub use model::Model;
 pub use timing::{simulate, Timing, TimingError};
 
-use crate::check::Info;
+use crate::check::Verified;
 use crate::semantics::MAX_SIMULATED_RANKS;
 use cut::{plan, ratio_text, Plan};
 
@@ -87,13 +87,16 @@ pub struct Scaled {
     pub warnings: Vec<Diag>,
 }
 
-/// Scales `program` (which passed `check`, giving `info`) to 1:`options.ratio`.
+/// Scales a verified skeleton to 1:`options.ratio`. The scaled program is not verified:
+/// it reaches a back end only through a check of its own.
 /// Errors are diagnostics: a skeleton too short for the ratio, or too large to simulate.
-pub fn scale(program: &Program, info: &Info, options: &ScaleOptions) -> Result<Scaled, Box<Diag>> {
+pub fn scale(verified: &Verified, options: &ScaleOptions) -> Result<Scaled, Box<Diag>> {
+    let program = verified.program();
+    let world = verified.info().world();
     let k = options.ratio.max(1) as f64;
     let app_time = program.app_time.value.seconds();
     let model = &options.model;
-    let unscaled_model_s = simulate(program, info, model, SIMULATION_BUDGET / 10)
+    let unscaled_model_s = simulate(program, world, model, SIMULATION_BUDGET / 10)
         .ok()
         .map(|t| t.total_s());
     // The time the unscaled skeleton stands for.
@@ -130,11 +133,11 @@ pub fn scale(program: &Program, info: &Info, options: &ScaleOptions) -> Result<S
             TimingError::TooManyRanks(program.ranks.value),
         ));
     }
-    let plan = plan(program, &info.world, k);
+    let plan = plan(program, world, k);
     let mut warnings = plan.warnings.clone();
     let time = |c: f64, s: f64| -> Result<f64, TimingError> {
         let p = apply(program, &plan, c, s, target);
-        simulate(&p, info, model, SIMULATION_BUDGET).map(|t| t.total_s())
+        simulate(&p, world, model, SIMULATION_BUDGET).map(|t| t.total_s())
     };
     let (c, s) = solve_factors(&time, target).map_err(|e| too_large(program, e))?;
     if s < 1.0 {
@@ -155,7 +158,7 @@ pub fn scale(program: &Program, info: &Info, options: &ScaleOptions) -> Result<S
     }
 
     let scaled = apply(program, &plan, c, s, target);
-    let expected = simulate(&scaled, info, model, SIMULATION_BUDGET)
+    let expected = simulate(&scaled, world, model, SIMULATION_BUDGET)
         .map_err(|e| too_large(program, e))?
         .total_s();
     let ratio_reached = if expected > 0.0 {
@@ -186,7 +189,7 @@ pub fn scale(program: &Program, info: &Info, options: &ScaleOptions) -> Result<S
             )),
         );
     }
-    warnings.extend(unscaled_communication(program, &plan, model, info, target));
+    warnings.extend(unscaled_communication(program, &plan, model, target));
     let mut program = scaled;
     program.name.trivia.leading.extend([
         format!(
@@ -467,16 +470,9 @@ fn scale_size(size: Spanned<Size>, s: f64) -> Spanned<Size> {
 /// Warnings for communication outside every loop that was left much too long: it runs
 /// once in the scaled skeleton as in the application, and costs a noticeable part of
 /// the target.
-fn unscaled_communication(
-    program: &Program,
-    plan: &Plan,
-    model: &Model,
-    info: &Info,
-    target: f64,
-) -> Vec<Diag> {
+fn unscaled_communication(program: &Program, plan: &Plan, model: &Model, target: f64) -> Vec<Diag> {
     // Sub-communicators are costed as the world: an upper bound, for a warning.
     let n = program.ranks.value;
-    let _ = info;
     let mut out = Vec::new();
     for stmt in &program.body.stmts {
         let residual = plan

@@ -6,18 +6,14 @@ use perfskel_grammar::ast::*;
 use perfskel_grammar::{parse, print};
 
 use super::*;
-use crate::check::{check, Options};
+use crate::check::{check, verify, Options};
 
 fn scaled(source: &str, ratio: u64) -> Result<Scaled, Box<Diag>> {
     let (program, diags) = parse(source);
     assert!(diags.is_empty(), "{diags:?}");
-    let checked = check(&program, source, Options::default());
-    let info = checked
-        .info
-        .unwrap_or_else(|| panic!("{:?}", checked.diags));
+    let verified = verify(program, source, Options::default()).unwrap_or_else(|d| panic!("{d:?}"));
     let result = scale(
-        &program,
-        &info,
+        &verified,
         &ScaleOptions {
             ratio,
             model: Model::default(),
@@ -237,16 +233,14 @@ fn the_model_target_keeps_compute_as_written() {
     let source =
         "skeleton t\nranks 2\ntopology ring\napp_time 2 s\nloop 100 {\n    compute 10 ms\n}\n";
     let (program, _) = parse(source);
-    let info = check(&program, source, Options::default())
-        .info
-        .expect("checks");
+    let verified = verify(program, source, Options::default()).expect("checks");
     let at = |target| {
         let options = ScaleOptions {
             ratio: 10,
             model: Model::default(),
             target,
         };
-        scale(&program, &info, &options).expect("scales")
+        scale(&verified, &options).expect("scales")
     };
     let app = at(Target::AppTime);
     assert!(
@@ -284,7 +278,7 @@ fn loops_reading_their_variable_keep_whole_periods() {
             .info
             .expect("checks");
         assert!(info
-            .ranks
+            .ranks()
             .iter()
             .all(|r| r.collectives == allreduces + barriers));
     }

@@ -19,12 +19,11 @@ use rustc_hash::FxHashMap as HashMap;
 use smallvec::SmallVec;
 
 use super::model::Model;
-use crate::check::Info;
 use crate::exec::comms::{CommError, Comms};
 use crate::exec::cursor::{Cursor, Fault, Memo, Stop, Work};
 use crate::exec::plan::{self, Bytes, Op, P2pPlan, PeerRef, Plan};
-use crate::exec::queue::{Envelope, Gatherings, Queues, ANY};
-use crate::semantics::{eval_int_in, msg_bytes, Env, MAX_SIMULATED_RANKS};
+use crate::exec::queue::{Gatherings, Queues, ANY};
+use crate::semantics::{eval_int_in, msg_bytes, Env, Shape, MAX_SIMULATED_RANKS};
 
 /// What the timed simulation found.
 #[derive(Clone, Debug, PartialEq)]
@@ -68,10 +67,12 @@ impl From<Fault> for TimingError {
     }
 }
 
-/// Simulates `program` (checked; `info` is its `Info`) under `model`.
+/// Simulates `program` under `model`, its world shaped `world`. The program is a
+/// checked one or derived from one by scaling (loops cut, compute and sizes scaled),
+/// which cannot deadlock; anything else may end in [`TimingError::Stuck`].
 pub fn simulate(
     program: &Program,
-    info: &Info,
+    world: &Shape,
     model: &Model,
     budget: u64,
 ) -> Result<Timing, TimingError> {
@@ -97,14 +98,8 @@ pub fn simulate(
         .map(|(i, &name)| (name, i))
         .collect();
     let plan = plan::lower(program, &handle_index);
-    let envs: Vec<Env> = (0..n)
-        .map(|rank| Env {
-            rank,
-            n_ranks: n,
-            coords: info.world.coords(rank),
-        })
-        .collect();
-    let comms = Comms::create(program, &plan, &info.world, &envs).map_err(|e| match e {
+    let envs = Env::all(n, world);
+    let comms = Comms::create(program, &plan, world, &envs).map_err(|e| match e {
         CommError::Eval(_, e) => stuck(e.message()),
         CommError::UnknownParent => stuck("unknown parent communicator"),
     })?;
@@ -159,23 +154,7 @@ struct Recv {
     req: usize,
 }
 
-impl Envelope for Send {
-    fn src(&self) -> u32 {
-        self.src
-    }
-    fn tag(&self) -> u32 {
-        self.tag
-    }
-}
-
-impl Envelope for Recv {
-    fn src(&self) -> u32 {
-        self.src
-    }
-    fn tag(&self) -> u32 {
-        self.tag
-    }
-}
+crate::exec::queue::envelope!(Send, Recv);
 
 struct Coll {
     reqs: Vec<usize>,
@@ -630,7 +609,7 @@ mod tests {
         assert!(diags.is_empty(), "{diags:?}");
         let checked = check(&program, source, Options::default());
         let info = checked.info.expect("checks");
-        simulate(&program, &info, model, 1_000_000).expect("simulates")
+        simulate(&program, info.world(), model, 1_000_000).expect("simulates")
     }
 
     fn model() -> Model {
@@ -706,7 +685,7 @@ mod tests {
             .info
             .expect("checks");
         assert_eq!(
-            simulate(&program, &info, &model(), 100),
+            simulate(&program, info.world(), &model(), 100),
             Err(TimingError::Budget(100))
         );
     }

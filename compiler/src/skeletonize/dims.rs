@@ -2327,7 +2327,7 @@ mod properties {
         let checked = check(&program, src, Options::default());
         assert!(checked.diags.is_empty(), "{:?}\n{src}", checked.diags);
         let info = checked.info.expect("checked");
-        info.ranks
+        info.ranks()
             .iter()
             .map(|r| {
                 (

@@ -563,7 +563,7 @@ fn memory_header(
     records: &BTreeMap<u32, crate::trace::Memory>,
     ranks: &[u32],
 ) -> Option<Decl<perfskel_grammar::ast::Memory>> {
-    use crate::validate::evaluate::median;
+    use crate::stats::median;
     let mut sets = Vec::new();
     let mut rates = Vec::new();
     for rank in ranks {

@@ -22,7 +22,7 @@ mod text;
 
 use super::namer::{Language, Namer};
 use super::{GeneratedFile, Options};
-use crate::check::Info;
+use crate::check::{Info, Verified};
 use crate::semantics::Shape;
 use text::{c_string, comment_safe, number, seconds_text};
 
@@ -61,8 +61,9 @@ const RESERVED: &[&str] = &[
     "ps_src",
 ];
 
-/// Emits the files of the C program for `program` (checked, giving `info`).
-pub fn emit(program: &Program, info: &Info, options: &Options) -> Vec<GeneratedFile> {
+/// Emits the files of the C program of a verified skeleton.
+pub fn emit(verified: &Verified, options: &Options) -> Vec<GeneratedFile> {
+    let (program, info) = (verified.program(), verified.info());
     let name = file_stem(&program.name.value.name);
     let source = Writer::new(program, info, options).program();
     vec![
@@ -190,11 +191,11 @@ impl<'a> Writer<'a> {
         let mut namer = Namer::new(Language::C, RESERVED);
         let mut comms = BTreeMap::new();
         comms.insert("world".to_string(), "world".to_string());
-        for comm in &info.comms {
+        for comm in info.comms() {
             comms.insert(comm.name.clone(), namer.call(&comm.name));
         }
         let requests = info
-            .requests
+            .requests()
             .iter()
             .map(|r| (r.clone(), namer.call(r)))
             .collect();
@@ -238,13 +239,13 @@ impl<'a> Writer<'a> {
 
     fn shape_of(&self, comm: &str) -> &'a Shape {
         if comm == "world" {
-            return &self.info.world;
+            return self.info.world();
         }
         self.info
-            .comms
+            .comms()
             .iter()
             .find(|c| c.name == comm)
-            .map_or(&self.info.world, |c| &c.shape)
+            .map_or(self.info.world(), |c| &c.shape)
     }
 
     // ---- planning: neighbours and buffers -------------------------------------------
@@ -412,7 +413,7 @@ impl<'a> Writer<'a> {
         for table in std::mem::take(&mut self.tables) {
             self.out.push_str(&table);
         }
-        if let Shape::Graph { neighbors } = &self.info.world {
+        if let Shape::Graph { neighbors } = self.info.world() {
             let mut starts = vec![0usize];
             let mut lists = Vec::new();
             for list in neighbors {
@@ -509,7 +510,7 @@ impl<'a> Writer<'a> {
                 ));
             }
         }
-        if matches!(self.info.world, Shape::Grid { .. }) {
+        if matches!(self.info.world(), Shape::Grid { .. }) {
             self.line("MPI_Comm_free(&world);");
         }
         self.line("MPI_Finalize();");
@@ -521,7 +522,7 @@ impl<'a> Writer<'a> {
     fn setup_world(&mut self) {
         let topology = printer::topology(&self.program.topology.value);
         self.line(&format!("/* topology {topology} */"));
-        match &self.info.world {
+        match self.info.world() {
             Shape::Grid { dims, periodic } => {
                 let n = dims.len();
                 let d: Vec<String> = dims.iter().map(u64::to_string).collect();

@@ -62,9 +62,9 @@ struct Gen {
 /// communicator, a request or another loop variable has that name.
 fn loop_vars(body: &Block, info: &Info) -> LoopVars {
     let mut taken: BTreeSet<String> = info
-        .requests
+        .requests()
         .iter()
-        .chain(info.comms.iter().map(|c| &c.name))
+        .chain(info.comms().iter().map(|c| &c.name))
         .map(|n| ident(n))
         .collect();
     let mut vars = LoopVars::new();
@@ -105,9 +105,9 @@ impl Gen {
             self.out.push('\n');
         }
         let names = info
-            .requests
+            .requests()
             .iter()
-            .chain(info.comms.iter().map(|c| &c.name))
+            .chain(info.comms().iter().map(|c| &c.name))
             .map(String::as_str)
             .chain(crate::back::loop_var_names(&program.body));
         if names.into_iter().any(|n| !is_snake_case(n)) {
@@ -153,7 +153,7 @@ impl Gen {
         let has_body = !program.body.stmts.is_empty();
         let mut builder = format!(
             "let {}sk = Skeleton::builder({:?}, {})",
-            if has_body || !info.requests.is_empty() {
+            if has_body || !info.requests().is_empty() {
                 "mut "
             } else {
                 ""
@@ -205,10 +205,10 @@ impl Gen {
         if uses.2 {
             self.line(1, "let coords = sk.coords();");
         }
-        if !info.requests.is_empty() {
+        if !info.requests().is_empty() {
             self.line(1, "");
             self.line(1, "// Request handles (`req NAME = ...`).");
-            for handle in request_order(&program.body, &info.requests) {
+            for handle in request_order(&program.body, info.requests()) {
                 let var = ident(&handle);
                 self.line(1, &format!("let {var} = sk.request({handle:?});"));
             }

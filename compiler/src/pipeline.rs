@@ -1,0 +1,120 @@
+//! The pipeline from skeleton text to a program, as library functions: what
+//! `perfskel check` and `perfskel compile` run, and what tests call without the CLI.
+//!
+//! `compile` is parse → check → scale → check again → back end. The second check is
+//! the gate: a back end takes only a [`Verified`] program, so the scaled skeleton is
+//! emitted only once it checks on its own.
+
+use perfskel_grammar::Diag;
+
+use crate::back::{self, Backend, GeneratedFile};
+use crate::check::{check, verify, Options as CheckOptions, Verified};
+use crate::scale::{self, seconds_text, Model, ScaleOptions, Scaled, Target};
+
+/// A compiled skeleton: the scaled program, its generated files, the diagnostics
+/// (warnings) and a one-line report of what scaling reached.
+pub struct Compiled {
+    pub scaled: Scaled,
+    pub files: Vec<GeneratedFile>,
+    pub diags: Vec<Diag>,
+    pub report: String,
+}
+
+/// Why a skeleton did not compile: diagnostics to show with the source, or a message.
+pub enum CompileError {
+    Diags(Vec<Diag>),
+    Message(String),
+}
+
+/// Parses, checks, scales and emits one skeleton. `source_name` is the file name used
+/// in generated comments; `files` is empty when `backend` is `None` (only scaling).
+pub fn compile(
+    source_name: &str,
+    source: &str,
+    ratio: u64,
+    backend: Option<Backend>,
+    model: &Model,
+    target: Target,
+) -> Result<Compiled, CompileError> {
+    let (program, mut diags) = perfskel_grammar::parse(source);
+    if diags.iter().any(Diag::is_error) {
+        return Err(CompileError::Diags(diags));
+    }
+    let verified = match verify(program, source, CheckOptions::default()) {
+        Ok(v) => v,
+        Err(found) => {
+            diags.extend(found);
+            return Err(CompileError::Diags(diags));
+        }
+    };
+    diags.extend(verified.warnings().iter().cloned());
+    let options = ScaleOptions {
+        ratio,
+        model: model.clone(),
+        target,
+    };
+    let scaled = scale::scale(&verified, &options).map_err(|d| {
+        diags.push(*d);
+        CompileError::Diags(diags.clone())
+    })?;
+    diags.extend(scaled.warnings.iter().cloned());
+    let rechecked: Verified = match verify(scaled.program.clone(), source, CheckOptions::default())
+    {
+        Ok(v) => v,
+        Err(found) => {
+            diags.extend(found);
+            diags.push(Diag::error(
+                "scaling-broke-check",
+                "the scaled skeleton does not check: this is a bug in the scaling pass",
+            ));
+            return Err(CompileError::Diags(diags));
+        }
+    };
+    let report = format!(
+        "{source_name} at 1:{ratio}: expected skeleton time {} (target {}), ratio reached 1:{:.1}; compute x{:.4}, message sizes x{:.4}; model {}{}",
+        seconds_text(scaled.expected_skeleton_s),
+        seconds_text(scaled.target_s),
+        scaled.ratio_reached,
+        scaled.compute_factor,
+        scaled.size_factor,
+        model.mpi,
+        scaled
+            .unscaled_model_s
+            .map(|t| format!("; the model gives the unscaled skeleton {}", seconds_text(t)))
+            .unwrap_or_default()
+    );
+    let files = match backend {
+        None => Vec::new(),
+        Some(backend) => {
+            let options = back::Options {
+                ratio,
+                app_time_s: verified.program().app_time.value.seconds(),
+                source_name: source_name.to_string(),
+                source: source.to_string(),
+            };
+            back::emit(&rechecked, backend, &options).map_err(CompileError::Message)?
+        }
+    };
+    Ok(Compiled {
+        scaled,
+        files,
+        diags,
+        report,
+    })
+}
+
+/// Parses and checks one file's text; the checker runs only on a program that parsed.
+pub fn check_source(source: &str, options: CheckOptions) -> Vec<Diag> {
+    let (program, mut diags) = perfskel_grammar::parse(source);
+    if diags.iter().any(Diag::is_error) {
+        return diags;
+    }
+    diags.extend(check(&program, source, options).diags);
+    perfskel_grammar::diagnostic::sort(&mut diags);
+    // Freeing a large syntax tree takes about a millisecond per megabyte: do it on
+    // another thread while this one reports and goes on to the next file.
+    if source.len() >= 1 << 20 {
+        std::thread::spawn(move || drop(program));
+    }
+    diags
+}
