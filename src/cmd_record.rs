@@ -17,10 +17,13 @@ use crate::launcher;
 
 const TRACER_SOURCES: &[(&str, &str)] = &[
     ("tracer.c", include_str!("../runtime/tracer/tracer.c")),
-    ("core.h", include_str!("../runtime/tracer/core.h")),
-    ("wrap_c.h", include_str!("../runtime/tracer/wrap_c.h")),
-    ("wrap_f.h", include_str!("../runtime/tracer/wrap_f.h")),
-    ("wrap_f_nb.h", include_str!("../runtime/tracer/wrap_f_nb.h")),
+    ("core.inc", include_str!("../runtime/tracer/core.inc")),
+    ("wrap_c.inc", include_str!("../runtime/tracer/wrap_c.inc")),
+    ("wrap_f.inc", include_str!("../runtime/tracer/wrap_f.inc")),
+    (
+        "wrap_f_nb.inc",
+        include_str!("../runtime/tracer/wrap_f_nb.inc"),
+    ),
     // Shared with the skeletons' C runtime: the same memory probe on both sides.
     ("memprobe.h", include_str!("../runtime/c/memprobe.h")),
 ];

@@ -1,5 +1,5 @@
 /* memprobe.h: the memory probe of trace format 3 and of the `memory` header line. The
- * tracer (runtime/tracer/core.h) runs it after PMPI_Finalize and the C runtime
+ * tracer (runtime/tracer/core.inc) runs it after PMPI_Finalize and the C runtime
  * (perfskel.h) at a skeleton's start, so both sides run this same code; the Rust
  * runtime's `kernel::memory_probe` is its translation. Header-only, C99, clean under
  * -Wall -Wextra -Werror. See runtime/tracer/FORMAT.md. */

@@ -35,7 +35,7 @@ use super::statics::Statics;
 use super::{ranks_phrase, ranks_verb, Lines, Options};
 use crate::exec::comms::{CommError, Comms};
 use crate::exec::cursor::{Cursor, Fault, Memo, Stop, Work};
-use crate::exec::plan::{self, Bytes, CollPlan, Op, P2pPlan, PeerRef, Plan};
+use crate::exec::plan::{self, Bytes, CollPlan, Op, P2pPlan, PeerCache, PeerRef, Plan};
 use crate::exec::queue::{Gatherings, Queues};
 use crate::semantics::{eval_int_in, msg_bytes, Env, EvalError, PeerError, MAX_SIMULATED_RANKS};
 
@@ -206,10 +206,6 @@ struct CollEntry<'p> {
     arrived: Vec<u64>,
 }
 
-/// Peer table entries: not computed yet, no neighbour, or the peer's rank.
-const PEER_UNKNOWN: u32 = u32::MAX;
-const PEER_MISSING: u32 = u32::MAX - 1;
-
 /// The requests one statement waits for; almost always one or two.
 type Reqs = SmallVec<[ReqId; 4]>;
 
@@ -234,7 +230,6 @@ struct RankState<'p> {
 struct Sim<'p, 'd> {
     lines: &'p Lines<'p>,
     diags: &'d mut Vec<Diag>,
-    n: u64,
     plan: &'p Plan<'p>,
     ranks: Vec<RankState<'p>>,
     comms: Comms,
@@ -248,9 +243,8 @@ struct Sim<'p, 'd> {
     colls: Gatherings<CollEntry<'p>>,
     /// Emptied request and rank lists of completed collectives, for reuse.
     spare_lists: Vec<(Vec<ReqId>, Vec<u64>)>,
-    /// Peer tables of the plan, flat: `table * n + rank` → `PEER_UNKNOWN`,
-    /// `PEER_MISSING` or the peer's rank in the communicator.
-    peers: Vec<u32>,
+    /// Peers of the plan's tables resolved so far.
+    peers: PeerCache,
     /// Rank-dependent conditions and loop counts evaluated so far.
     memo: Memo,
     ready: std::collections::VecDeque<u32>,
@@ -288,8 +282,7 @@ impl<'p, 'd> Sim<'p, 'd> {
         Sim {
             lines,
             diags,
-            n,
-            peers: vec![PEER_UNKNOWN; plan.tables.len() * n as usize],
+            peers: PeerCache::new(plan, n as usize),
             memo: Memo::new(plan, n as usize),
             plan,
             ranks,
@@ -603,18 +596,13 @@ impl<'p, 'd> Sim<'p, 'd> {
         me: u32,
         peer: PeerRef<'p>,
     ) -> Result<Option<u32>, Abort> {
-        let Some(t) = peer.table else {
-            return self.resolve(rank, inst, me, peer.peer);
-        };
-        let slot = t * self.n as usize + rank as usize;
-        match self.peers[slot] {
-            PEER_MISSING => Ok(None),
-            PEER_UNKNOWN => {
+        match self.peers.get(peer, rank) {
+            Ok(known) => Ok(known),
+            Err(slot) => {
                 let found = self.resolve(rank, inst, me, peer.peer)?;
-                self.peers[slot] = found.unwrap_or(PEER_MISSING);
+                self.peers.store(slot, found);
                 Ok(found)
             }
-            p => Ok(Some(p)),
         }
     }
 

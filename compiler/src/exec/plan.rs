@@ -481,3 +481,48 @@ impl<'p> Lowering<'p, '_> {
         }
     }
 }
+
+/// Peer table entries: not computed yet, no neighbour, or the peer's rank.
+const PEER_UNKNOWN: u32 = u32::MAX;
+const PEER_MISSING: u32 = u32::MAX - 1;
+
+/// The peers of the plan's tables, per rank, filled as a run resolves them: an
+/// argument-free direction's peer depends only on the communicator and the rank.
+pub(crate) struct PeerCache {
+    n: usize,
+    /// `table * n + rank` → `PEER_UNKNOWN`, `PEER_MISSING` or the peer's rank in the
+    /// communicator.
+    slots: Vec<u32>,
+}
+
+impl PeerCache {
+    pub fn new(plan: &Plan, n: usize) -> PeerCache {
+        PeerCache {
+            n,
+            slots: vec![PEER_UNKNOWN; plan.tables.len() * n],
+        }
+    }
+
+    /// The peer `rank` has through `peer`: `Ok` when known (`None`: no neighbour),
+    /// `Err(slot)` when the caller must resolve it and [`PeerCache::store`] it there
+    /// (or resolve it every time: a peer without a table).
+    #[inline]
+    pub fn get(&self, peer: PeerRef, rank: u32) -> Result<Option<u32>, Option<usize>> {
+        let Some(t) = peer.table else {
+            return Err(None);
+        };
+        let slot = t * self.n + rank as usize;
+        match self.slots[slot] {
+            PEER_MISSING => Ok(None),
+            PEER_UNKNOWN => Err(Some(slot)),
+            p => Ok(Some(p)),
+        }
+    }
+
+    #[inline]
+    pub fn store(&mut self, slot: Option<usize>, found: Option<u32>) {
+        if let Some(slot) = slot {
+            self.slots[slot] = found.unwrap_or(PEER_MISSING);
+        }
+    }
+}

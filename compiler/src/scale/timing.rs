@@ -21,7 +21,7 @@ use smallvec::SmallVec;
 use super::model::Model;
 use crate::exec::comms::{CommError, Comms};
 use crate::exec::cursor::{Cursor, Fault, Memo, Stop, Work};
-use crate::exec::plan::{self, Bytes, Op, P2pPlan, PeerRef, Plan};
+use crate::exec::plan::{self, Bytes, Op, P2pPlan, PeerCache, PeerRef, Plan};
 use crate::exec::queue::{Gatherings, Queues, ANY};
 use crate::semantics::{eval_int_in, msg_bytes, Env, Shape, MAX_SIMULATED_RANKS};
 
@@ -118,10 +118,6 @@ pub fn simulate(
 /// No request bound to a handle.
 const NO_REQ: usize = usize::MAX;
 
-/// Peer table entries: not computed yet, no neighbour, or the peer's rank.
-const PEER_UNKNOWN: u32 = u32::MAX;
-const PEER_MISSING: u32 = u32::MAX - 1;
-
 /// The requests a blocked rank waits for; almost always one or two.
 type Reqs = SmallVec<[usize; 4]>;
 
@@ -166,12 +162,11 @@ struct Timed<'p> {
     plan: &'p Plan<'p>,
     model: &'p Model,
     work: Work,
-    n: usize,
     ranks: Vec<Rank<'p>>,
     comms: Comms,
     memo: Memo,
-    /// Peer tables of the plan: `table * n + rank`.
-    peers: Vec<u32>,
+    /// Peers of the plan's tables resolved so far.
+    peers: PeerCache,
     /// The size a collective of the plan is timed with (the largest entry of a `v`
     /// form's table).
     coll_bytes: Vec<u64>,
@@ -240,13 +235,12 @@ impl<'p> Timed<'p> {
             plan,
             model,
             work: Work { ops: 0, budget },
-            n,
             ranks,
             queues: Queues::new(comms.slots),
             colls: Gatherings::new(comms.insts.len()),
             comms,
             memo: Memo::new(plan, n),
-            peers: vec![PEER_UNKNOWN; plan.tables.len() * n],
+            peers: PeerCache::new(plan, n),
             coll_bytes,
             reqs: Vec::new(),
             ready: (0..n as u32).map(|r| Reverse((Clock(0.0), r))).collect(),
@@ -403,18 +397,13 @@ impl<'p> Timed<'p> {
         me: u32,
         peer: PeerRef<'p>,
     ) -> Result<Option<u32>, TimingError> {
-        let Some(t) = peer.table else {
-            return self.resolve(rank, inst, me, &peer.peer.value);
-        };
-        let slot = t * self.n + rank as usize;
-        match self.peers[slot] {
-            PEER_MISSING => Ok(None),
-            PEER_UNKNOWN => {
+        match self.peers.get(peer, rank) {
+            Ok(known) => Ok(known),
+            Err(slot) => {
                 let found = self.resolve(rank, inst, me, &peer.peer.value)?;
-                self.peers[slot] = found.unwrap_or(PEER_MISSING);
+                self.peers.store(slot, found);
                 Ok(found)
             }
-            p => Ok(Some(p)),
         }
     }
 

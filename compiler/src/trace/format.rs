@@ -1,5 +1,5 @@
 //! The perfskel trace format, version 5 (reads versions 1 to 4 too): takes nothing, gives the constants shared with
-//! the C tracer (`runtime/tracer/core.h`) — magic, version, record tags, field bits and
+//! the C tracer (`runtime/tracer/core.inc`) — magic, version, record tags, field bits and
 //! operation codes. `runtime/tracer/FORMAT.md` describes the layout in prose.
 
 /// First 8 bytes of every rank file.
@@ -225,5 +225,104 @@ impl Op {
 impl std::fmt::Display for Op {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.mpi_name())
+    }
+}
+
+/// The tracer (`runtime/tracer/core.inc`), this reader and the format's documentation
+/// (`runtime/tracer/FORMAT.md`) must give every operation code the same routine.
+#[cfg(test)]
+mod codes_agree {
+    use std::collections::BTreeMap;
+
+    use super::Op;
+
+    fn read(path: &str) -> String {
+        let full = format!("{}/../{path}", env!("CARGO_MANIFEST_DIR"));
+        std::fs::read_to_string(&full).unwrap_or_else(|e| panic!("{full}: {e}"))
+    }
+
+    /// `OP_REDUCE_SCATTER_BLOCK` → `MPI_Reduce_scatter_block`.
+    fn mpi_name(constant: &str) -> String {
+        let rest = constant.trim_start_matches("OP_").to_lowercase();
+        let mut chars = rest.chars();
+        let first = chars.next().map(|c| c.to_ascii_uppercase());
+        format!(
+            "MPI_{}{}",
+            first.map(String::from).unwrap_or_default(),
+            chars.as_str()
+        )
+    }
+
+    /// The tracer's `enum` of operation codes: explicit values, and one more than the
+    /// previous constant where none is given.
+    fn tracer_codes() -> BTreeMap<u8, String> {
+        let header = read("runtime/tracer/core.inc");
+        let start = header
+            .find("OP_INIT = 1")
+            .expect("core.inc names OP_INIT = 1");
+        let end = start + header[start..].find("};").expect("the enum ends");
+        let mut body = header[start..end].to_string();
+        // Comments out.
+        while let Some(a) = body.find("/*") {
+            let b = a + body[a..].find("*/").expect("comment ends") + 2;
+            body.replace_range(a..b, " ");
+        }
+        let mut codes = BTreeMap::new();
+        let mut next = 0u8;
+        for item in body.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            let (name, code) = match item.split_once('=') {
+                Some((name, value)) => (name.trim(), value.trim().parse().expect("a number")),
+                None => (item, next),
+            };
+            assert!(
+                codes.insert(code, mpi_name(name)).is_none(),
+                "code {code} twice in core.inc"
+            );
+            next = code + 1;
+        }
+        codes
+    }
+
+    /// The tables of FORMAT.md's "Operation codes" section: `| code | MPI_Name |` pairs.
+    fn documented_codes() -> BTreeMap<u8, String> {
+        let doc = read("runtime/tracer/FORMAT.md");
+        let start = doc
+            .find("### Operation codes")
+            .expect("FORMAT.md has the section");
+        let section = &doc[start..];
+        let end = section[4..].find("\n## ").map_or(section.len(), |e| e + 4);
+        let mut codes = BTreeMap::new();
+        for line in section[..end].lines().filter(|l| l.starts_with('|')) {
+            let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+            for pair in cells.windows(2) {
+                if let (Ok(code), name) = (pair[0].parse::<u8>(), pair[1]) {
+                    let name = name.split_whitespace().next().unwrap_or_default();
+                    if name.starts_with("MPI_") {
+                        let old = codes.insert(code, name.to_string());
+                        assert!(old.is_none(), "code {code} twice in FORMAT.md");
+                    }
+                }
+            }
+        }
+        codes
+    }
+
+    #[test]
+    fn the_tracer_the_reader_and_the_format_document_agree_on_every_code() {
+        let reader: BTreeMap<u8, String> = Op::ALL
+            .iter()
+            .map(|op| (op.code(), op.mpi_name().to_string()))
+            .collect();
+        let tracer = tracer_codes();
+        let documented = documented_codes();
+        assert!(reader.len() > 90, "{} codes", reader.len());
+        assert_eq!(
+            tracer, reader,
+            "core.inc (left) and trace/format.rs (right)"
+        );
+        assert_eq!(
+            documented, reader,
+            "FORMAT.md (left) and trace/format.rs (right)"
+        );
     }
 }
