@@ -85,7 +85,7 @@ pub fn emit(verified: &Verified, options: &Options) -> Vec<GeneratedFile> {
         },
         GeneratedFile {
             path: "job.slurm".into(),
-            contents: slurm(program, options),
+            contents: super::job_slurm(program, options, "C-MPI back end"),
         },
     ]
 }
@@ -129,28 +129,6 @@ fn makefile(name: &str) -> String {
          \n\
          .PHONY: clean FORCE\n\
          FORCE:\n"
-    )
-}
-
-fn slurm(program: &Program, options: &Options) -> String {
-    let name = &program.name.value.name;
-    let ranks = program.ranks.value;
-    let target = options.app_time_s / options.ratio.max(1) as f64;
-    // Generous: set-up, calibration and a slow machine fit in it.
-    let minutes = ((target * 20.0) / 60.0).ceil().max(5.0) as u64;
-    format!(
-        "#!/bin/bash\n\
-         # Performance skeleton `{name}` at 1:{ratio}: the application's predicted time is\n\
-         # the skeleton's time x {ratio}. Build it first with `make` (MPICC=your mpicc).\n\
-         #SBATCH --job-name={name}-skeleton\n\
-         #SBATCH --ntasks={ranks}\n\
-         #SBATCH --time={h:02}:{m:02}:00\n\
-         #SBATCH --output={name}-skeleton-%j.out\n\
-         \n\
-         srun ./skeleton\n",
-        ratio = options.ratio,
-        h = minutes / 60,
-        m = minutes % 60
     )
 }
 
@@ -460,10 +438,7 @@ impl<'a> Writer<'a> {
             .max()
             .unwrap_or(0);
         self.line(&format!("ps_buffers({}, {regions_end});", self.send_bytes));
-        let mut sets: Vec<u64> = Vec::new();
-        collect_working_sets(&p.body, &mut sets);
-        sets.sort_unstable();
-        sets.dedup();
+        let sets = super::working_sets(&p.body);
         if sets.is_empty() {
             self.line("ps_calibrate(NULL, 0);");
         } else {
@@ -711,33 +686,5 @@ fn axis_of(d: &Direction) -> (u32, i32) {
         Direction::Axis(a) => (a.dim, if a.forward { 1 } else { -1 }),
         Direction::Prev => (0, -1),
         _ => (0, 1),
-    }
-}
-
-fn collect_working_sets(block: &Block, out: &mut Vec<u64>) {
-    for stmt in &block.stmts {
-        match &stmt.kind {
-            StmtKind::Compute(c) => {
-                if let Some(ws) = c.working_set.and_then(|w| w.value.bytes()) {
-                    out.push(ws);
-                }
-            }
-            StmtKind::Loop(l) => collect_working_sets(&l.body, out),
-            StmtKind::If(i) => {
-                let mut current = i;
-                loop {
-                    collect_working_sets(&current.then_block, out);
-                    match &current.else_branch {
-                        None => break,
-                        Some(Else::Block(b)) => {
-                            collect_working_sets(b, out);
-                            break;
-                        }
-                        Some(Else::If(next)) => current = next,
-                    }
-                }
-            }
-            _ => {}
-        }
     }
 }

@@ -141,14 +141,8 @@ impl Gen {
                 printer::duration(program.app_time.value)
             ),
         );
-        let mut working_sets = BTreeSet::new();
-        let mut buffer_bytes = 0;
-        scan(
-            &program.body,
-            program.ranks.value,
-            &mut working_sets,
-            &mut buffer_bytes,
-        );
+        let working_sets = super::super::working_sets(&program.body);
+        let buffer_bytes = largest_buffer(&program.body, program.ranks.value);
         let ws: Vec<String> = working_sets.iter().map(|&b| bytes_literal(b)).collect();
         let has_body = !program.body.stmts.is_empty();
         let mut builder = format!(
@@ -502,14 +496,11 @@ fn used_comms(block: &Block) -> BTreeSet<String> {
     used
 }
 
-/// Working-set sizes and the largest message buffer any statement needs.
-fn scan(block: &Block, n_ranks: u64, working_sets: &mut BTreeSet<u64>, buffer: &mut u64) {
+/// The largest message buffer any statement of `block` needs.
+fn largest_buffer(block: &Block, n_ranks: u64) -> u64 {
+    let mut largest = 0;
+    let buffer = &mut largest;
     visit(block, &mut |stmt| match &stmt.kind {
-        StmtKind::Compute(c) => {
-            if let Some(bytes) = c.working_set.and_then(|w| w.value.bytes()) {
-                working_sets.insert(bytes);
-            }
-        }
         StmtKind::P2p(p) => {
             let recv = p.recv.as_deref().map_or(0, |(_, s)| s.max_bytes());
             *buffer = (*buffer).max(p.size.max_bytes()).max(recv);
@@ -544,6 +535,7 @@ fn scan(block: &Block, n_ranks: u64, working_sets: &mut BTreeSet<u64>, buffer: &
         }
         _ => {}
     });
+    largest
 }
 
 /// 1-based line numbers of byte offsets in the source.
