@@ -28,21 +28,7 @@ pub fn read_source(path: &Path) -> Result<String, String> {
     })
 }
 
-/// Renders diagnostics as plain text (no colour): what tests snapshot.
-pub fn render_plain(name: &str, source: &str, diags: &[Diag]) -> String {
-    let file = SimpleFile::new(name, source);
-    let config = Config::default();
-    let mut out = String::new();
-    for diag in diags {
-        if let Err(e) = term::emit_to_string(&mut out, &config, &file, &diag.to_codespan(())) {
-            out.push_str(&format!(
-                "{}: {} (could not show the source: {e})\n",
-                name, diag.message
-            ));
-        }
-    }
-    out
-}
+pub use perfskel_grammar::diagnostic::render_plain;
 
 /// Prints diagnostics to standard error, in colour on a terminal.
 pub fn emit(name: &str, source: &str, diags: &[Diag]) {

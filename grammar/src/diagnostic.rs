@@ -1,6 +1,7 @@
 //! Diagnostics as data: every front-end and checker error is a [`Diag`] with spans into
 //! one source file. [`Diag::to_codespan`] is the one place they become
-//! codespan-reporting diagnostics; only the CLI renders them.
+//! codespan-reporting diagnostics, and [`render_plain`] the one text rendering; where
+//! rendered diagnostics go (a terminal, in colour) the CLI decides.
 
 use codespan_reporting::diagnostic::{Diagnostic, Label as CsLabel};
 
@@ -124,4 +125,23 @@ impl Diag {
 /// Sorts diagnostics by position so output is deterministic and reads top to bottom.
 pub fn sort(diags: &mut [Diag]) {
     diags.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
+}
+
+/// Renders diagnostics of the file `name` (its text `source`) as plain text, without
+/// colour: what people read in logs and what tests snapshot.
+pub fn render_plain(name: &str, source: &str, diags: &[Diag]) -> String {
+    use codespan_reporting::files::SimpleFile;
+    use codespan_reporting::term::{self, Config};
+    let file = SimpleFile::new(name, source);
+    let config = Config::default();
+    let mut out = String::new();
+    for diag in diags {
+        if let Err(e) = term::emit_to_string(&mut out, &config, &file, &diag.to_codespan(())) {
+            out.push_str(&format!(
+                "{}: {} (could not show the source: {e})\n",
+                name, diag.message
+            ));
+        }
+    }
+    out
 }
