@@ -1,15 +1,15 @@
 //! `perfskel analyze`: reads profile files and directories, runs the statistical
-//! scalability analysis of `perfskel_compiler::analyze`, prints the report and writes
+//! scalability analysis of `perfskel_studies::analyze`, prints the report and writes
 //! plots and exports. All file access of the analysis is here.
 
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use perfskel_compiler::analyze::{self, extrap, plot, report, Experiment, InputFormat, Options};
 use perfskel_compiler::trace::format;
 use perfskel_compiler::trace::stats::StatsBuilder;
 use perfskel_compiler::trace::Manifest;
+use perfskel_studies::analyze::{self, extrap, plot, report, Experiment, InputFormat, Options};
 
 use crate::cmd_trace::{self, Symbols};
 

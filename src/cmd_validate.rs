@@ -2,7 +2,7 @@
 //! report of how well skeletons predict the applications' times. It writes the example
 //! applications (embedded here), a timing shim, a competing CPU-bound job and one
 //! launcher script per scenario into a work directory, then drives
-//! `perfskel_compiler::validate::driver` with the real [`runner::ProcessRunner`] and
+//! `perfskel_studies::validate::driver` with the real [`runner::ProcessRunner`] and
 //! renders the evaluation (table or JSON on stdout; JSON, CSV, text and SVG in the work
 //! directory). The method and the scenarios are documented in `docs/validate.md`.
 
@@ -16,9 +16,9 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use perfskel_compiler::back::Backend;
-use perfskel_compiler::validate::driver::{drive, Runner};
-use perfskel_compiler::validate::evaluate::{evaluate, Report};
-use perfskel_compiler::validate::{
+use perfskel_studies::validate::driver::{drive, Runner};
+use perfskel_studies::validate::evaluate::{evaluate, Report};
+use perfskel_studies::validate::{
     plot, report, Mode, Mpi, Plan, Request, Scenario, APPS, SCENARIOS,
 };
 

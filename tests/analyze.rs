@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 
 use crate::common::{files_in, root, text};
-use perfskel_compiler::analyze::{
+use perfskel_studies::analyze::{
     self, extrap, mpip, report, tabular, AnalyzeError, Experiment, Options,
 };
 

@@ -12,8 +12,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use perfskel_compiler::back::{Backend, RunResult};
-use perfskel_compiler::validate::driver::Runner;
-use perfskel_compiler::validate::{AppSpec, Mpi, RunError, Scenario};
+use perfskel_studies::validate::driver::Runner;
+use perfskel_studies::validate::{AppSpec, Mpi, RunError, Scenario};
 
 /// The line the timing shim prints on rank 0: time between `MPI_Init` and
 /// `MPI_Finalize`.

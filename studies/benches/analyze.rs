@@ -3,7 +3,7 @@
 //! profilers print them) and in a shuffled order (the hashing fallback).
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use perfskel_compiler::analyze::{
+use perfskel_studies::analyze::{
     analyze, CallSiteKey, CallSiteProfile, Experiment, Options, TaskStats,
 };
 

@@ -114,7 +114,7 @@ pub struct TraceCheck {
     pub error_pct: Option<f64>,
 }
 
-pub use crate::stats::{mean, median};
+pub use perfskel_compiler::stats::{mean, median};
 
 /// Signed relative error in percent; `None` when nothing was measured.
 pub fn error_pct(predicted: f64, measured: f64) -> Option<f64> {
@@ -123,7 +123,7 @@ pub fn error_pct(predicted: f64, measured: f64) -> Option<f64> {
 }
 
 /// The method name of a back end's skeleton.
-pub fn skeleton_method(backend: crate::back::Backend) -> String {
+pub fn skeleton_method(backend: perfskel_compiler::back::Backend) -> String {
     format!("skeleton-{}", backend.name())
 }
 
@@ -331,7 +331,7 @@ mod tests {
     use super::super::driver::SkeletonObservation;
     use super::super::{Mode, Request};
     use super::*;
-    use crate::back::Backend;
+    use perfskel_compiler::back::Backend;
 
     fn plan(apps: &[&str], scenarios: &[&str]) -> Plan {
         let request = Request {

@@ -20,10 +20,10 @@
 use std::collections::BTreeMap;
 
 use super::{mpip, CallSiteKey, CallSiteProfile, Experiment, InputError, TaskStats};
-use crate::trace::format::{self, Op};
-use crate::trace::manifest::Manifest;
-use crate::trace::stats::{SiteKey, StatsBuilder, Totals};
-use crate::trace::symbolize::Location;
+use perfskel_compiler::trace::format::{self, Op};
+use perfskel_compiler::trace::manifest::Manifest;
+use perfskel_compiler::trace::stats::{SiteKey, StatsBuilder, Totals};
+use perfskel_compiler::trace::symbolize::Location;
 
 /// Builds the experiment of the trace `name` (its directory, for messages).
 ///

@@ -232,7 +232,7 @@ pub(crate) mod tests {
     use super::super::evaluate::evaluate;
     use super::super::{Failure, Mode, Plan, Request, RunError, Step};
     use super::*;
-    use crate::back::Backend;
+    use perfskel_compiler::back::Backend;
 
     fn sample_input() -> (Plan, Observations) {
         let request = Request {

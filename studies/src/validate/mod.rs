@@ -17,7 +17,7 @@ pub mod plot;
 pub mod report;
 pub mod scenario;
 
-use crate::back::Backend;
+use perfskel_compiler::back::Backend;
 
 pub use apps::{AppSpec, Sizes, APPS};
 pub use scenario::{Expectation, Mpi, Problem, Scenario, BASE, SCENARIOS};

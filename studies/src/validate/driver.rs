@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 
 use super::evaluate::median;
 use super::{AppSpec, Failure, Mpi, Plan, Problem, RunError, Scenario, Step, BASE};
-use crate::back::{Backend, RunResult};
+use perfskel_compiler::back::{Backend, RunResult};
 
 /// What the harness needs done. Each method is one step; an error stops what depends
 /// on it, never the whole validation.
