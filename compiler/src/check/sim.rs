@@ -35,9 +35,9 @@ use super::statics::Statics;
 use super::{ranks_phrase, ranks_verb, Lines, Options};
 use crate::exec::comms::{CommError, Comms};
 use crate::exec::cursor::{Cursor, Fault, Memo, Stop, Work};
-use crate::exec::plan::{self, Bytes, CollPlan, Op, P2pPlan, PeerCache, PeerRef, Plan};
+use crate::exec::plan::{self, Bytes, CollPlan, Op, P2pPlan, PeerCache, PeerFault, PeerRef, Plan};
 use crate::exec::queue::{Gatherings, Queues};
-use crate::semantics::{eval_int_in, msg_bytes, Env, EvalError, PeerError, MAX_SIMULATED_RANKS};
+use crate::semantics::{eval_int_in, msg_bytes, Env, EvalError, MAX_SIMULATED_RANKS};
 
 pub(super) struct Outcome {
     pub ops: u64,
@@ -587,8 +587,9 @@ impl<'p, 'd> Sim<'p, 'd> {
         }
     }
 
-    /// The peer of a point-to-point operation, from its table when it has one.
-    #[inline]
+    /// The peer of a point-to-point operation, its rank in the communicator (`None`:
+    /// a missing neighbour); a peer out of range is reported.
+    #[inline(always)]
     fn peer(
         &mut self,
         rank: u32,
@@ -596,14 +597,41 @@ impl<'p, 'd> Sim<'p, 'd> {
         me: u32,
         peer: PeerRef<'p>,
     ) -> Result<Option<u32>, Abort> {
-        match self.peers.get(peer, rank) {
-            Ok(known) => Ok(known),
-            Err(slot) => {
-                let found = self.resolve(rank, inst, me, peer.peer)?;
-                self.peers.store(slot, found);
-                Ok(found)
-            }
-        }
+        let state = &self.ranks[rank as usize];
+        let found = self.peers.peer(
+            peer,
+            rank,
+            &self.comms.insts[inst as usize],
+            me,
+            &state.cursor.env,
+            &state.cursor.vars,
+        );
+        found.map_err(|fault| self.bad_peer(u64::from(rank), peer.peer, fault))
+    }
+
+    #[cold]
+    fn bad_peer(&mut self, rank: u64, peer: &Spanned<Peer>, fault: PeerFault) -> Abort {
+        let message = match fault {
+            PeerFault::Eval(e) => return self.eval_error(rank, e),
+            PeerFault::OutOfRange(v, size) => format!(
+                "`{}` is {v} on rank {rank}{}, but the communicator has ranks 0 to {}",
+                printer::peer(&peer.value),
+                self.iteration(rank),
+                size - 1
+            ),
+            PeerFault::BadArgument(why) => match self.iteration_list(rank) {
+                Some(at) => format!("{why} (on rank {rank}, at {at})"),
+                None => format!("{why} (on rank {rank})"),
+            },
+            PeerFault::NotInTopology => format!(
+                "`{}` is not a direction of this communicator",
+                printer::peer(&peer.value)
+            ),
+        };
+        self.report_once("bad-peer", peer.pos, || {
+            Diag::error("bad-peer", message).at(peer.pos, "peer")
+        });
+        Abort
     }
 
     /// Completes the wait if its requests allow; consumes what it completes.
@@ -719,7 +747,7 @@ impl<'p, 'd> Sim<'p, 'd> {
 
     /// The peer's rank in the communicator, or `None` for a missing neighbour.
     /// A message's size on `rank` at its current iteration.
-    #[inline]
+    #[inline(always)]
     fn bytes(&mut self, rank: u32, bytes: Bytes<'p>) -> Result<u64, Abort> {
         match bytes {
             Bytes::Const(n) => Ok(n),
@@ -727,60 +755,6 @@ impl<'p, 'd> Sim<'p, 'd> {
                 let state = &self.ranks[rank as usize];
                 msg_bytes(size, &state.cursor.env, &state.cursor.vars)
                     .map_err(|e| self.eval_error(u64::from(rank), e))
-            }
-        }
-    }
-
-    fn resolve(
-        &mut self,
-        rank: u32,
-        inst: u32,
-        me: u32,
-        peer: &Spanned<Peer>,
-    ) -> Result<Option<u32>, Abort> {
-        let rank = u64::from(rank);
-        let inst = inst as usize;
-        let size = self.comms.insts[inst].members.len() as u64;
-        let state = &self.ranks[rank as usize];
-        let (env, vars) = (&state.cursor.env, state.cursor.vars.as_slice());
-        let result = match &peer.value {
-            Peer::Any => Ok(None),
-            Peer::Rank(e) => match eval_int_in(e, env, vars) {
-                Ok(v) if v >= 0 && (v as u64) < size => Ok(Some(v as u64)),
-                Ok(v) => Err(format!(
-                    "`{}` is {v} on rank {rank}{}, but the communicator has ranks 0 to {}",
-                    printer::peer(&peer.value),
-                    self.iteration(rank),
-                    size - 1
-                )),
-                Err(e) => return Err(self.eval_error(rank, e)),
-            },
-            Peer::Dir(dir) => {
-                match self.comms.insts[inst]
-                    .shape
-                    .peer_in(u64::from(me), size, dir, env, vars)
-                {
-                    Ok(p) => Ok(p),
-                    Err(PeerError::Eval(e)) => return Err(self.eval_error(rank, e)),
-                    Err(PeerError::BadArgument(why)) => Err(match self.iteration_list(rank) {
-                        Some(at) => format!("{why} (on rank {rank}, at {at})"),
-                        None => format!("{why} (on rank {rank})"),
-                    }),
-                    Err(PeerError::NotInTopology) => Err(format!(
-                        "`{}` is not a direction of this communicator",
-                        printer::peer(&peer.value)
-                    )),
-                }
-            }
-        };
-        match result {
-            // Communicators have at most `MAX_SIMULATED_RANKS` ranks.
-            Ok(p) => Ok(p.map(|p| p as u32)),
-            Err(message) => {
-                self.report_once("bad-peer", peer.pos, || {
-                    Diag::error("bad-peer", message).at(peer.pos, "peer")
-                });
-                Err(Abort)
             }
         }
     }

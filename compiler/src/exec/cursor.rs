@@ -97,6 +97,7 @@ impl<'p> Cursor<'p> {
     /// Runs loops, branches and compute until the next operation with other ranks.
     /// Compute adds to `compute`, or, with `stop_at_compute`, stops the run with its
     /// time. `rank` indexes the memo.
+    #[inline(always)]
     pub fn advance(
         &mut self,
         plan: &'p Plan<'p>,
@@ -108,11 +109,15 @@ impl<'p> Cursor<'p> {
     ) -> Result<Stop<'p>, Fault> {
         let ops: &'p [Op<'p>] = &plan.ops;
         let n = memo.n;
+        // The program counter lives in a local while the rank runs and is stored when
+        // the run stops (on an error the rank runs no more).
+        let mut pc = self.pc;
         loop {
-            let Some(op) = ops.get(self.pc) else {
+            let Some(op) = ops.get(pc) else {
+                self.pc = pc;
                 return Ok(Stop::Done);
             };
-            self.pc += 1;
+            pc += 1;
             match op {
                 Op::Compute(time) => {
                     let s = match time {
@@ -120,15 +125,16 @@ impl<'p> Cursor<'p> {
                         time => time.seconds(self.env.rank),
                     };
                     if stop_at_compute {
+                        self.pc = pc;
                         return Ok(Stop::Compute(s));
                     }
                     *compute += s;
                 }
-                Op::Jump(to) => self.pc = *to,
+                Op::Jump(to) => pc = *to,
                 Op::EndLoop { start, var } => match self.loops.last_mut() {
                     Some(left) if *left > 1 => {
                         *left -= 1;
-                        self.pc = start + 1;
+                        pc = start + 1;
                         if *var {
                             if let Some((_, i)) = self.vars.last_mut() {
                                 *i += 1;
@@ -176,15 +182,17 @@ impl<'p> Cursor<'p> {
                         let left = work.budget.saturating_add(1).saturating_sub(work.ops);
                         let mut spent = left;
                         let s = loop_compute(l, count, &self.env, &mut vars, &mut spent)?;
-                        self.pc = end + 1;
+                        pc = end + 1;
                         if spent < left {
                             work.ops += left - spent;
                         }
                         if stop_at_compute {
+                            self.pc = pc;
                             return Ok(Stop::Compute(s));
                         }
                         *compute += s;
                         if work.ops > work.budget {
+                            self.pc = pc;
                             return Ok(Stop::Budget);
                         }
                     } else if count > 0 {
@@ -193,7 +201,7 @@ impl<'p> Cursor<'p> {
                             self.vars.push((v.name.as_str(), 0));
                         }
                     } else {
-                        self.pc = end + 1;
+                        pc = end + 1;
                     }
                 }
                 Op::If { arms, otherwise } => {
@@ -220,9 +228,10 @@ impl<'p> Cursor<'p> {
                             break;
                         }
                     }
-                    self.pc = to;
+                    pc = to;
                 }
                 Op::P2p(_) | Op::Collective(_) | Op::CommDecl { .. } | Op::Wait { .. } => {
+                    self.pc = pc;
                     return Ok(Stop::Op(op));
                 }
             }

@@ -12,7 +12,8 @@ use rustc_hash::FxHashMap as HashMap;
 
 use perfskel_grammar::ast::*;
 
-use crate::semantics::reads_vars;
+use super::comms::Inst;
+use crate::semantics::{eval_int_in, reads_vars, Env, EvalError, PeerError, Vars};
 
 /// The interned id of a condition or loop count that reads loop variables: it is
 /// evaluated on every execution, with the current iteration numbers.
@@ -506,8 +507,8 @@ impl PeerCache {
     /// The peer `rank` has through `peer`: `Ok` when known (`None`: no neighbour),
     /// `Err(slot)` when the caller must resolve it and [`PeerCache::store`] it there
     /// (or resolve it every time: a peer without a table).
-    #[inline]
-    pub fn get(&self, peer: PeerRef, rank: u32) -> Result<Option<u32>, Option<usize>> {
+    #[inline(always)]
+    fn get(&self, peer: PeerRef, rank: u32) -> Result<Option<u32>, Option<usize>> {
         let Some(t) = peer.table else {
             return Err(None);
         };
@@ -519,10 +520,74 @@ impl PeerCache {
         }
     }
 
-    #[inline]
-    pub fn store(&mut self, slot: Option<usize>, found: Option<u32>) {
+    #[inline(always)]
+    fn store(&mut self, slot: Option<usize>, found: Option<u32>) {
         if let Some(slot) = slot {
             self.slots[slot] = found.unwrap_or(PEER_MISSING);
         }
     }
+
+    /// The peer of a point-to-point operation of `rank`, which is rank `me` of `inst`
+    /// (its environment `env`, its loop variables `vars`): the peer's rank in the
+    /// communicator, or `None` for a missing neighbour; from the table when the plan
+    /// gives one (resolved the first time).
+    #[inline(always)]
+    pub fn peer(
+        &mut self,
+        peer: PeerRef,
+        rank: u32,
+        inst: &Inst,
+        me: u32,
+        env: &Env,
+        vars: Vars,
+    ) -> Result<Option<u32>, PeerFault> {
+        match self.get(peer, rank) {
+            Ok(known) => Ok(known),
+            Err(slot) => {
+                let found = resolve(&peer.peer.value, inst, me, env, vars)?;
+                self.store(slot, found);
+                Ok(found)
+            }
+        }
+    }
+}
+
+/// Why a peer has no rank: a simulation reports it or treats it its own way.
+pub(crate) enum PeerFault {
+    Eval(EvalError),
+    /// `rank(E)` whose value is not a rank of the communicator (its size given).
+    OutOfRange(i64, u64),
+    /// A direction's argument is out of range; the string says how.
+    BadArgument(String),
+    /// A direction this communicator's topology does not have.
+    NotInTopology,
+}
+
+/// The peer `peer` names for rank `me` of `inst`; `None`: a missing neighbour (or
+/// `any`, which has no single peer).
+fn resolve(
+    peer: &Peer,
+    inst: &Inst,
+    me: u32,
+    env: &Env,
+    vars: Vars,
+) -> Result<Option<u32>, PeerFault> {
+    let size = inst.members.len() as u64;
+    let found = match peer {
+        Peer::Any => None,
+        Peer::Rank(e) => match eval_int_in(e, env, vars).map_err(PeerFault::Eval)? {
+            v if v >= 0 && (v as u64) < size => Some(v as u64),
+            v => return Err(PeerFault::OutOfRange(v, size)),
+        },
+        Peer::Dir(dir) => inst
+            .shape
+            .peer_in(u64::from(me), size, dir, env, vars)
+            .map_err(|e| match e {
+                PeerError::Eval(e) => PeerFault::Eval(e),
+                PeerError::BadArgument(why) => PeerFault::BadArgument(why),
+                PeerError::NotInTopology => PeerFault::NotInTopology,
+            })?,
+    };
+    // Communicators have at most `MAX_SIMULATED_RANKS` ranks.
+    Ok(found.map(|p| p as u32))
 }

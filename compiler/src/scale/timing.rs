@@ -21,9 +21,9 @@ use smallvec::SmallVec;
 use super::model::Model;
 use crate::exec::comms::{CommError, Comms};
 use crate::exec::cursor::{Cursor, Fault, Memo, Stop, Work};
-use crate::exec::plan::{self, Bytes, Op, P2pPlan, PeerCache, PeerRef, Plan};
+use crate::exec::plan::{self, Bytes, Op, P2pPlan, PeerCache, PeerFault, PeerRef, Plan};
 use crate::exec::queue::{Gatherings, Queues, ANY};
-use crate::semantics::{eval_int_in, msg_bytes, Env, Shape, MAX_SIMULATED_RANKS};
+use crate::semantics::{msg_bytes, Env, Shape, MAX_SIMULATED_RANKS};
 
 /// What the timed simulation found.
 #[derive(Clone, Debug, PartialEq)]
@@ -388,8 +388,9 @@ impl<'p> Timed<'p> {
         }
     }
 
-    /// The peer's rank in the communicator, or `None` for a missing neighbour; from
-    /// the plan's table when it has one.
+    /// The peer of a point-to-point operation, its rank in the communicator; `None`
+    /// for a missing neighbour (and, as MPI_PROC_NULL, for a rank out of range, which
+    /// the checker reports).
     fn peer(
         &mut self,
         rank: u32,
@@ -397,39 +398,14 @@ impl<'p> Timed<'p> {
         me: u32,
         peer: PeerRef<'p>,
     ) -> Result<Option<u32>, TimingError> {
-        match self.peers.get(peer, rank) {
-            Ok(known) => Ok(known),
-            Err(slot) => {
-                let found = self.resolve(rank, inst, me, &peer.peer.value)?;
-                self.peers.store(slot, found);
-                Ok(found)
-            }
-        }
-    }
-
-    fn resolve(
-        &self,
-        rank: u32,
-        inst: u32,
-        me: u32,
-        peer: &Peer,
-    ) -> Result<Option<u32>, TimingError> {
-        let inst = &self.comms.insts[inst as usize];
-        let size = inst.members.len() as u64;
         let c = &self.ranks[rank as usize].cursor;
-        let found = match peer {
-            Peer::Any => None,
-            Peer::Rank(e) => {
-                let v = eval_int_in(e, &c.env, &c.vars).map_err(|e| stuck(e.message()))?;
-                u64::try_from(v).ok().filter(|&v| v < size)
-            }
-            Peer::Dir(dir) => inst
-                .shape
-                .peer_in(u64::from(me), size, dir, &c.env, &c.vars)
-                .map_err(|_| stuck("a direction the checker accepted cannot be resolved"))?,
-        };
-        // Communicators have at most `MAX_SIMULATED_RANKS` ranks.
-        Ok(found.map(|p| p as u32))
+        let inst = &self.comms.insts[inst as usize];
+        match self.peers.peer(peer, rank, inst, me, &c.env, &c.vars) {
+            Ok(found) => Ok(found),
+            Err(PeerFault::OutOfRange(..)) => Ok(None),
+            Err(PeerFault::Eval(e)) => Err(stuck(e.message())),
+            Err(_) => Err(stuck("a direction the checker accepted cannot be resolved")),
+        }
     }
 
     fn new_req(&mut self, owner: u32, done: Option<f64>) -> usize {
