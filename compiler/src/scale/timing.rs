@@ -344,9 +344,22 @@ impl<'p> Timed<'p> {
     fn p2p(&mut self, rank: u32, p: &'p P2pPlan<'p>) -> Result<bool, TimingError> {
         self.work.ops += 1;
         let (inst, me) = self.member(rank, p.comm, p.comm_name)?;
+        // The peer's rank in the communicator; `None` for a missing neighbour.
+        let peer_of = |sim: &mut Self, peer: PeerRef<'p>| {
+            let c = &sim.ranks[rank as usize].cursor;
+            let found = sim.peers.peer(
+                peer,
+                rank,
+                &sim.comms.insts[inst as usize],
+                me,
+                &c.env,
+                &c.vars,
+            );
+            timed_peer(found)
+        };
         let mut reqs = Reqs::new();
         if let Some((peer, bytes)) = p.send {
-            let to = self.peer(rank, inst, me, peer)?;
+            let to = peer_of(self, peer)?;
             let bytes = self.bytes(rank, bytes)?;
             reqs.push(self.post_send(rank, inst, me, to, p.tag, bytes));
         }
@@ -354,7 +367,7 @@ impl<'p> Timed<'p> {
             let from = if peer.any {
                 Some(ANY)
             } else {
-                self.peer(rank, inst, me, peer)?
+                peer_of(self, peer)?
             };
             reqs.push(self.post_recv(rank, inst, me, from, p.tag));
         }
@@ -385,26 +398,6 @@ impl<'p> Timed<'p> {
                 let c = &self.ranks[rank as usize].cursor;
                 msg_bytes(size, &c.env, &c.vars).map_err(|e| stuck(e.message()))
             }
-        }
-    }
-
-    /// The peer of a point-to-point operation, its rank in the communicator; `None`
-    /// for a missing neighbour (and, as MPI_PROC_NULL, for a rank out of range, which
-    /// the checker reports).
-    fn peer(
-        &mut self,
-        rank: u32,
-        inst: u32,
-        me: u32,
-        peer: PeerRef<'p>,
-    ) -> Result<Option<u32>, TimingError> {
-        let c = &self.ranks[rank as usize].cursor;
-        let inst = &self.comms.insts[inst as usize];
-        match self.peers.peer(peer, rank, inst, me, &c.env, &c.vars) {
-            Ok(found) => Ok(found),
-            Err(PeerFault::OutOfRange(..)) => Ok(None),
-            Err(PeerFault::Eval(e)) => Err(stuck(e.message())),
-            Err(_) => Err(stuck("a direction the checker accepted cannot be resolved")),
         }
     }
 
@@ -561,6 +554,17 @@ impl<'p> Timed<'p> {
             None if reqs.is_empty() => true,
             None => false,
         }
+    }
+}
+
+/// A peer as the timed simulation takes it: a rank out of range is MPI_PROC_NULL (the
+/// checker reports it; a scaled program has none).
+fn timed_peer(found: Result<Option<u32>, PeerFault>) -> Result<Option<u32>, TimingError> {
+    match found {
+        Ok(found) => Ok(found),
+        Err(PeerFault::OutOfRange(..)) => Ok(None),
+        Err(PeerFault::Eval(e)) => Err(stuck(e.message())),
+        Err(_) => Err(stuck("a direction the checker accepted cannot be resolved")),
     }
 }
 
