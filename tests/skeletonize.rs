@@ -1355,11 +1355,12 @@ fn data_addressed_exchange(mpi: Mpi) {
         .as_u64()
         .expect("exchange events");
     assert!(exchanged * 100 >= raw * 95, "{exchanged} of {raw}\n{text}");
-    assert_eq!(
-        text.matches("loop nranks - 1 as other {").count(),
-        2,
-        "{text}"
-    );
+    // The two exchanges, or one loop over the rounds of both when the fold joins them
+    // (`loop 58 as i { if i % 33 == 0 { barrier } loop nranks - 1 as other { ... } }`
+    // for exchanges of 33 and 25 rounds, each after a barrier): the count of messages
+    // below holds either way.
+    let exchanges = text.matches("loop nranks - 1 as other {").count();
+    assert!((1..=2).contains(&exchanges), "{text}");
     let sent = traced_sends(&trace);
     let written = checked_sends(&text);
     // Rounds are the mean per rank over nranks - 1 peers, rounded: within half a round
