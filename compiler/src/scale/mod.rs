@@ -76,7 +76,8 @@ pub struct Scaled {
     pub target_s: f64,
     /// The skeleton time the model predicts for the scaled program, in seconds.
     pub expected_skeleton_s: f64,
-    /// `target_s × K / expected_skeleton_s`: K when the target was hit.
+    /// `target_s × K / expected_skeleton_s`: K when the target was hit; 1 at 1:1, where
+    /// nothing is scaled (the skeleton is the trace, whatever the model expects).
     pub ratio_reached: f64,
     /// The factor applied to all compute spans beyond what loop cutting left.
     pub compute_factor: f64,
@@ -139,7 +140,14 @@ pub fn scale(verified: &Verified, options: &ScaleOptions) -> Result<Scaled, Box<
         let p = apply(program, &plan, c, s, target);
         simulate(&p, world, model, SIMULATION_BUDGET).map(|t| t.total_s())
     };
-    let (c, s) = solve_factors(&time, target).map_err(|e| too_large(program, e))?;
+    // At 1:1 the skeleton is the trace: nothing is cut and no compute is added to make
+    // up for what the model does not explain (the model's error is not the
+    // application's time).
+    let (c, s) = if k > 1.0 {
+        solve_factors(&time, target).map_err(|e| too_large(program, e))?
+    } else {
+        (1.0, 1.0)
+    };
     if s < 1.0 {
         warnings.push(
             Diag::warning(
@@ -161,7 +169,9 @@ pub fn scale(verified: &Verified, options: &ScaleOptions) -> Result<Scaled, Box<
     let expected = simulate(&scaled, world, model, SIMULATION_BUDGET)
         .map_err(|e| too_large(program, e))?
         .total_s();
-    let ratio_reached = if expected > 0.0 {
+    let ratio_reached = if k <= 1.0 {
+        1.0
+    } else if expected > 0.0 {
         reference / expected
     } else {
         f64::INFINITY

@@ -86,7 +86,13 @@ fn outer_loops_are_cut_first() {
 
 #[test]
 fn expected_time_hits_the_target_and_compute_absorbs_communication() {
-    for k in [1, 10, 100, 1000] {
+    // At 1:1 nothing is scaled: compute stays as written and the model's time is the
+    // application's plus the messages it models.
+    let s = scaled(NEST, 1).expect("scales");
+    assert_eq!(computes(&s.program)[0], 10e-3);
+    assert!(s.expected_skeleton_s > 10.0, "{}", s.expected_skeleton_s);
+    assert!(s.warnings.is_empty(), "{:?}", s.warnings);
+    for k in [10, 100, 1000] {
         let s = scaled(NEST, k).expect("scales");
         let target = 10.0 / k as f64;
         assert!(
@@ -371,4 +377,31 @@ fn partner_loops_with_variables_keep_whole_periods() {
                   loop 4 as j {\n    if rank == 0 {\n        loop 3 * (j + 1) {\n            recv any 1 KiB\n        }\n    } else {\n        loop 100 {\n            compute 10 ms\n        }\n        loop j + 1 {\n            send hub 1 KiB\n        }\n    }\n}\n";
     let s = scaled(frozen, 10).expect("scales");
     assert_eq!(counts(&s.program), vec!["4", "3 * (j + 1)", "100", "j + 1"]);
+}
+
+/// At 1:1 the skeleton is the trace: no loop is cut and no compute is added where the
+/// model expects less than `app_time` (here a skeleton whose content accounts for half
+/// of it), and the ratio reached is 1.
+#[test]
+fn at_one_to_one_nothing_is_filled() {
+    let source =
+        "skeleton t\nranks 2\ntopology ring\napp_time 2 s\nloop 100 {\n    compute 10 ms\n}\n";
+    let s = scaled(source, 1).expect("scales");
+    assert_eq!(s.compute_factor, 1.0);
+    assert_eq!(s.size_factor, 1.0);
+    assert_eq!(s.ratio_reached, 1.0);
+    assert!(
+        (s.expected_skeleton_s - 1.0).abs() < 1e-9,
+        "{}",
+        s.expected_skeleton_s
+    );
+    assert_eq!(counts(&s.program), vec!["100".to_string()]);
+    assert!(
+        print(&s.program).contains("compute 10 ms"),
+        "{}",
+        print(&s.program)
+    );
+    // Above 1:1 the target is still app_time / K: compute makes up the rest.
+    let s = scaled(source, 2).expect("scales");
+    assert!(s.compute_factor > 1.5, "{}", s.compute_factor);
 }
