@@ -22,7 +22,7 @@
 //! record, and each distinct condition or loop count is evaluated once per rank (those
 //! that read loop variables on every execution, with the rank's iteration numbers).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use rustc_hash::FxHashMap as HashMap;
 use smallvec::SmallVec;
@@ -91,8 +91,7 @@ pub(super) fn simulate(
         Ok(comms) => comms,
         Err(fault) => {
             if let CommError::Eval(rank, e) = fault {
-                let message = format!("{} on rank {rank}", e.message());
-                diags.push(Diag::error("bad-expression", message).at(e.pos(), "evaluated here"));
+                diags.push(bad_expression(rank, &e, ""));
             }
             // An aborted run reported its problem; it is not an incomplete check.
             return Outcome {
@@ -247,7 +246,7 @@ struct Sim<'p, 'd> {
     peers: PeerCache,
     /// Rank-dependent conditions and loop counts evaluated so far.
     memo: Memo,
-    ready: std::collections::VecDeque<u32>,
+    ready: VecDeque<u32>,
     in_ready: Vec<bool>,
     /// Operations run so far, against the budget.
     work: Work,
@@ -308,10 +307,8 @@ impl<'p, 'd> Sim<'p, 'd> {
     }
 
     fn eval_error(&mut self, rank: u64, e: EvalError) -> Abort {
-        let message = format!("{} on rank {rank}{}", e.message(), self.iteration(rank));
-        self.report_once("bad-expression", e.pos(), || {
-            Diag::error("bad-expression", message).at(e.pos(), "evaluated here")
-        });
+        let at = self.iteration(rank);
+        self.report_once("bad-expression", e.pos(), || bad_expression(rank, &e, &at));
         Abort
     }
 
@@ -372,7 +369,6 @@ impl<'p, 'd> Sim<'p, 'd> {
             let stop = state.cursor.advance(
                 plan,
                 &mut self.memo,
-                r,
                 &mut state.stats.compute_seconds,
                 &mut self.work,
                 false,
@@ -1229,6 +1225,16 @@ impl<'p, 'd> Sim<'p, 'd> {
             }
         }
     }
+}
+
+/// An expression that cannot be evaluated on `rank`; `at` names the iteration (" (at i
+/// = 3)") or is empty.
+fn bad_expression(rank: u64, e: &EvalError, at: &str) -> Diag {
+    Diag::error(
+        "bad-expression",
+        format!("{} on rank {rank}{at}", e.message()),
+    )
+    .at(e.pos(), "evaluated here")
 }
 
 #[cfg(test)]

@@ -76,13 +76,16 @@ impl Comms {
         let id_of = |name: &str| plan.comm_names.iter().position(|&c| c == name);
         let mut membership: Vec<Option<Members>> = vec![None; plan.comm_names.len()];
         membership[WORLD] = Some((0..n).map(|r| Some((0, r))).collect());
-        let decls = program.body.stmts.iter().filter_map(|s| match &s.kind {
-            StmtKind::CommDecl(decl) => Some(decl),
-            _ => None,
-        });
-        let mut ordinals = 0;
-        for (ordinal, decl) in decls.enumerate() {
-            ordinals = ordinal + 1;
+        let decls: Vec<&CommDecl> = program
+            .body
+            .stmts
+            .iter()
+            .filter_map(|s| match &s.kind {
+                StmtKind::CommDecl(decl) => Some(&**decl),
+                _ => None,
+            })
+            .collect();
+        for (ordinal, decl) in decls.iter().enumerate() {
             let Some(parent) =
                 id_of(decl.def.parent().name.as_str()).and_then(|id| membership[id].clone())
             else {
@@ -158,7 +161,7 @@ impl Comms {
             member_of: flat,
             n,
             slots,
-            decls: ordinals + 1,
+            decls: decls.len() + 1,
         })
     }
 

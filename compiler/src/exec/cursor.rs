@@ -96,19 +96,19 @@ impl<'p> Cursor<'p> {
 
     /// Runs loops, branches and compute until the next operation with other ranks.
     /// Compute adds to `compute`, or, with `stop_at_compute`, stops the run with its
-    /// time. `rank` indexes the memo.
+    /// time.
     #[inline(always)]
     pub fn advance(
         &mut self,
         plan: &'p Plan<'p>,
         memo: &mut Memo,
-        rank: usize,
         compute: &mut f64,
         work: &mut Work,
         stop_at_compute: bool,
     ) -> Result<Stop<'p>, Fault> {
         let ops: &'p [Op<'p>] = &plan.ops;
         let n = memo.n;
+        let rank = self.env.rank as usize;
         // The program counter lives in a local while the rank runs and is stored when
         // the run stops (on an error the rank runs no more).
         let mut pc = self.pc;

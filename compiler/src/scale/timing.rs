@@ -274,14 +274,10 @@ impl<'p> Timed<'p> {
         let r = rank as usize;
         let state = &mut self.ranks[r];
         let mut unused = 0.0;
-        let stop = state.cursor.advance(
-            self.plan,
-            &mut self.memo,
-            r,
-            &mut unused,
-            &mut self.work,
-            true,
-        )?;
+        let stop =
+            state
+                .cursor
+                .advance(self.plan, &mut self.memo, &mut unused, &mut self.work, true)?;
         let op = match stop {
             Stop::Op(op) => op,
             Stop::Compute(t) => {

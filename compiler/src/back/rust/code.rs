@@ -498,12 +498,11 @@ fn used_comms(block: &Block) -> BTreeSet<String> {
 
 /// The largest message buffer any statement of `block` needs.
 fn largest_buffer(block: &Block, n_ranks: u64) -> u64 {
-    let mut largest = 0;
-    let buffer = &mut largest;
+    let mut buffer = 0;
     visit(block, &mut |stmt| match &stmt.kind {
         StmtKind::P2p(p) => {
             let recv = p.recv.as_deref().map_or(0, |(_, s)| s.max_bytes());
-            *buffer = (*buffer).max(p.size.max_bytes()).max(recv);
+            buffer = buffer.max(p.size.max_bytes()).max(recv);
         }
         StmtKind::Collective(c) => {
             let total = match &c.size {
@@ -531,11 +530,11 @@ fn largest_buffer(block: &Block, n_ranks: u64) -> u64 {
                 }
                 None => 0,
             };
-            *buffer = (*buffer).max(total);
+            buffer = buffer.max(total);
         }
         _ => {}
     });
-    largest
+    buffer
 }
 
 /// 1-based line numbers of byte offsets in the source.
