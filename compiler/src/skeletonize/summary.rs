@@ -150,7 +150,9 @@ impl Summary {
         if self.compression_ratio > 0.0 && self.compression_ratio < 4.0 && self.statements > 20 {
             notes.push(format!(
                 "long skeleton: {} raw events became {} statements; the call sequence has little repetition ({} % of the time is inside loops)",
-                self.raw_events, self.statements, self.loop_time_pct
+                self.raw_events,
+                self.statements,
+                (self.loop_time_pct * 10.0).round() / 10.0
             ));
         }
         if self.explicit_peer_statements > 0 {
