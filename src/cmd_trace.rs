@@ -17,7 +17,7 @@ use perfskel_compiler::trace::manifest::{Manifest, RankSummary};
 use perfskel_compiler::trace::stats::{SiteKey, StatsBuilder, StatsReport};
 use perfskel_compiler::trace::symbolize::{Location, Symbolizer};
 use perfskel_compiler::trace::{
-    AppSpan, Completion, Event, RankReader, TraceError, TraceErrorKind,
+    AppSpan, Clock, Completion, Event, RankReader, TraceError, TraceErrorKind,
 };
 
 #[derive(clap::Args)]
@@ -441,7 +441,7 @@ fn render_text(r: &StatsReport, errors: &[String]) -> String {
     for e in errors {
         let _ = writeln!(s, "unreadable: {e}");
     }
-    let _ = writeln!(
+    let _ = write!(
         s,
         "time summed over ranks: app {:.3} ms = MPI {:.3} ms ({:.1}%) + compute {:.3} ms ({:.1}%)",
         ms(r.app_ns),
@@ -450,6 +450,43 @@ fn render_text(r: &StatsReport, errors: &[String]) -> String {
         ms(r.compute_ns),
         pct(r.compute_ns, r.app_ns)
     );
+    // Between MPI calls, the time the ranks waited for a core (format version 6).
+    let measured = r
+        .ranks
+        .iter()
+        .any(|k| matches!(k.clock, Some(Clock::OffCpu)));
+    if measured {
+        let _ = write!(
+            s,
+            " + off the core {:.3} ms ({:.1}%)",
+            ms(r.off_cpu_ns),
+            pct(r.off_cpu_ns, r.app_ns)
+        );
+    }
+    let _ = writeln!(s);
+    let unmeasured: Vec<String> = r
+        .ranks
+        .iter()
+        .filter_map(|k| match k.clock {
+            Some(Clock::Wall { errno }) => Some(format!(
+                "rank {}: {}",
+                k.rank,
+                match i32::try_from(errno) {
+                    Ok(0) => "PERFSKEL_TRACE_OFFCPU=0".to_string(),
+                    Ok(e) => std::io::Error::from_raw_os_error(e).to_string(),
+                    Err(_) => format!("error {errno}"),
+                }
+            )),
+            _ => None,
+        })
+        .collect();
+    if let Some(first) = unmeasured.first() {
+        let _ = writeln!(
+            s,
+            "time off the core not measured on {} rank(s) ({first}): their compute holds any wait for a core",
+            unmeasured.len()
+        );
+    }
     let _ = writeln!(s, "\nper operation, all ranks:");
     let _ = writeln!(
         s,
@@ -491,13 +528,14 @@ fn render_text(r: &StatsReport, errors: &[String]) -> String {
     let _ = writeln!(s, "\nper rank:");
     let _ = writeln!(
         s,
-        "  {:>5} {:<10} {:>9} {:>12} {:>12} {:>12} {:>7} {:>12} {:>11}",
+        "  {:>5} {:<10} {:>9} {:>12} {:>12} {:>12} {:>12} {:>7} {:>12} {:>11}",
         "rank",
         "status",
         "events",
         "app ms",
         "MPI ms",
         "compute ms",
+        "off-core ms",
         "MPI %",
         "working set",
         "memory GB/s"
@@ -515,9 +553,13 @@ fn render_text(r: &StatsReport, errors: &[String]) -> String {
             ),
             None => ("-".into(), "-".into()),
         };
+        let off = match rank.clock {
+            Some(Clock::OffCpu) => format!("{:.3}", ms(rank.off_cpu_ns)),
+            _ => "-".into(),
+        };
         let _ = writeln!(
             s,
-            "  {:>5} {:<10} {:>9} {:>12.3} {:>12.3} {:>12.3} {:>7.1} {ws:>12} {rate:>11}",
+            "  {:>5} {:<10} {:>9} {:>12.3} {:>12.3} {:>12.3} {off:>12} {:>7.1} {ws:>12} {rate:>11}",
             rank.rank,
             if rank.complete {
                 "complete"

@@ -533,6 +533,7 @@ impl Synth {
                 n_events: self.events.len() as u64,
             },
             memory: None,
+            clock: None,
             events: self.events,
             sites,
             comms: [(0, (0..i64::from(n_ranks)).collect())].into(),

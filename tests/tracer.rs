@@ -12,7 +12,7 @@ use std::process::{Command, Output};
 use perfskel_compiler::trace::format::{self, PEER_ANY_SOURCE, PEER_PROC_NULL};
 use perfskel_compiler::trace::symbolize::Symbolizer;
 use perfskel_compiler::trace::{
-    Completion, Event, Header, Manifest, Op, OpClass, RankReader, RankStatus, RankTrace,
+    Clock, Completion, Event, Header, Manifest, Op, OpClass, RankReader, RankStatus, RankTrace,
     TraceErrorKind,
 };
 
@@ -651,6 +651,52 @@ fn check_memory(mpi: Mpi) {
     }
 }
 
+/// Four ranks on one core, each computing 20 ms of CPU time a round at once: the gaps
+/// last about four times that, and the tracer counts the rest as time off the core, so
+/// the compute left is the ranks' own (the clock record, format 6).
+fn check_core_share(mpi: Mpi) {
+    let launcher = format!("mpirun.{}", mpi.name());
+    let np = N_RANKS.to_string();
+    let mut cmd = vec![launcher.as_str()];
+    if mpi == Mpi::OpenMpi {
+        cmd.extend(["--bind-to", "none"]);
+    }
+    cmd.extend(["-np", np.as_str(), "taskset", "-c", "0"]);
+    let rounds = 8;
+    let t = trace_launched(mpi, "test:core_share", &cmd, &[&rounds.to_string()]);
+    for (rank, rt) in t.ranks.iter().enumerate() {
+        assert_eq!(rt.clock, Some(Clock::OffCpu), "rank {rank}");
+        // The gaps before the barriers: compute and the wait for the core.
+        let (mut wall, mut off) = (0u64, 0u64);
+        let mut prev_end = None;
+        for ev in &rt.events {
+            if ev.op() == Op::Barrier {
+                wall += ev.start_ns - prev_end.unwrap_or(ev.start_ns);
+                off += ev.off_cpu_ns;
+            }
+            prev_end = Some(ev.end_ns);
+        }
+        let compute = (wall - off) as f64 / f64::from(rounds) / 1e6;
+        assert!(
+            (17.0..24.0).contains(&compute),
+            "rank {rank}: {compute:.2} ms of compute a round (20 ms of CPU time), {:.2} ms of wall time",
+            wall as f64 / f64::from(rounds) / 1e6
+        );
+        assert!(
+            off as f64 > 0.3 * wall as f64,
+            "rank {rank}: {off} ns off the core of {wall} ns: four ranks share one core"
+        );
+    }
+}
+
+#[test]
+fn core_share_openmpi() {
+    check_core_share(Mpi::OpenMpi);
+}
+#[test]
+fn core_share_mpich() {
+    check_core_share(Mpi::Mpich);
+}
 #[test]
 fn memory_openmpi() {
     check_memory(Mpi::OpenMpi);
@@ -885,6 +931,15 @@ struct RankFile {
 
 impl RankFile {
     fn new(rank: u32, n_ranks: u32, version: u16) -> RankFile {
+        RankFile::with_first(rank, n_ranks, version, |_| {})
+    }
+    /// A file whose records start with what `first` writes (the clock record).
+    fn with_first(
+        rank: u32,
+        n_ranks: u32,
+        version: u16,
+        first: impl FnOnce(&mut Vec<u8>),
+    ) -> RankFile {
         let mut f = RankFile {
             bytes: rank_header(&Header {
                 version,
@@ -898,6 +953,7 @@ impl RankFile {
             record_starts: Vec::new(),
             n_events: 0,
         };
+        f.record(first);
         f.record(|b| {
             b.push(format::R_OBJECT);
             varint(b, 1);
@@ -1285,6 +1341,76 @@ fn reader_reads_the_memory_record_of_version_3_only() {
         (err.offset, err.kind),
         (at as u64, TraceErrorKind::UnknownRecord(format::R_MEMORY))
     );
+}
+
+/// Version 6's clock record and off-CPU field read; in older versions the record is
+/// unknown and the field's bit an unknown field; off-CPU time longer than its gap, or a
+/// clock record after an event, is corrupt.
+#[test]
+fn reader_reads_the_clock_and_off_cpu_time_of_version_6_only() {
+    use format::field;
+    let clock = |source: u64, errno: u64| {
+        move |b: &mut Vec<u8>| {
+            b.push(format::R_CLOCK);
+            varint(b, source);
+            varint(b, errno);
+        }
+    };
+    // Measured: 40 ns of the send's 100 ns gap were off the core.
+    let mut f = RankFile::with_first(0, 2, 6, clock(1, 0));
+    f.event(
+        Op::Send,
+        500,
+        &[
+            (field::PEER, 2),
+            (field::TAG, 0),
+            (field::BYTES, 64),
+            (field::COMM, 0),
+            (field::OFF_CPU, 40),
+        ],
+    );
+    let bytes = f.finish();
+    let mut reader = RankReader::new(&bytes[..], Some(0)).expect("header");
+    let events: Vec<Event> = reader.by_ref().map(|e| e.expect("event")).collect();
+    assert_eq!(reader.clock(), Some(Clock::OffCpu));
+    assert_eq!(events[1].op(), Op::Send);
+    assert_eq!(events[1].off_cpu_ns, 40);
+    assert_eq!(events[1].bytes, Some(64));
+    assert_eq!(events[2].off_cpu_ns, 0);
+    // Not measured: the errno perf_event_open gave (EACCES).
+    let bytes = RankFile::with_first(0, 2, 6, clock(0, 13)).finish();
+    let mut reader = RankReader::new(&bytes[..], Some(0)).expect("header");
+    for ev in reader.by_ref() {
+        ev.expect("event");
+    }
+    assert_eq!(reader.clock(), Some(Clock::Wall { errno: 13 }));
+    // Off the core longer than the gap (100 ns).
+    let mut f = RankFile::with_first(0, 2, 6, clock(1, 0));
+    f.event(Op::Barrier, 10, &[(field::COMM, 0), (field::OFF_CPU, 101)]);
+    let at = f.record_starts[f.record_starts.len() - 1];
+    let err = read_all(&f.finish(), 0).expect_err("off the core longer than the gap");
+    assert_eq!(err.offset, at as u64);
+    assert!(
+        matches!(err.kind, TraceErrorKind::BadRecord(w) if w.contains("off the CPU")),
+        "{err:?}"
+    );
+    // A clock record of an unknown source, and one after the first event.
+    let f = RankFile::with_first(0, 2, 6, clock(2, 0));
+    let err = read_all(&f.finish(), 0).expect_err("unknown source");
+    assert!(matches!(err.kind, TraceErrorKind::BadRecord(w) if w.contains("unknown source")));
+    let mut f = RankFile::new(0, 2, 6);
+    f.record(clock(1, 0));
+    let at = f.record_starts[f.record_starts.len() - 1];
+    let err = read_all(&f.finish(), 0).expect_err("clock after an event");
+    assert_eq!(err.offset, at as u64);
+    // Version 5: no clock record, and bit 12 is not a field.
+    let err = read_all(&RankFile::with_first(0, 2, 5, clock(1, 0)).finish(), 0)
+        .expect_err("no clock record in version 5");
+    assert_eq!(err.kind, TraceErrorKind::UnknownRecord(format::R_CLOCK));
+    let mut f = RankFile::new(0, 2, 5);
+    f.event(Op::Barrier, 10, &[(field::COMM, 0), (field::OFF_CPU, 1)]);
+    let err = read_all(&f.finish(), 0).expect_err("no off-CPU field in version 5");
+    assert_eq!(err.kind, TraceErrorKind::UnknownFields(field::OFF_CPU));
 }
 
 #[test]

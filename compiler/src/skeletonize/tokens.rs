@@ -312,9 +312,12 @@ impl<'a> Tokenizer<'a> {
         index: u64,
         out: &mut dyn FnMut(Token),
     ) {
-        let gap = self
-            .prev_end
-            .map_or(0, |end| ev.start_ns.saturating_sub(end));
+        // The gap is compute only while the rank held its core (the clock record).
+        let gap = self.prev_end.map_or(0, |end| {
+            ev.start_ns
+                .saturating_sub(end)
+                .saturating_sub(ev.off_cpu_ns)
+        });
         self.prev_end = Some(ev.end_ns);
         self.span.see(ev);
         if index == ex.first {
@@ -390,9 +393,12 @@ impl<'a> Tokenizer<'a> {
         if self.span.finalized() {
             return None;
         }
-        let gap = self
-            .prev_end
-            .map_or(0, |end| ev.start_ns.saturating_sub(end));
+        // The gap is compute only while the rank held its core (the clock record).
+        let gap = self.prev_end.map_or(0, |end| {
+            ev.start_ns
+                .saturating_sub(end)
+                .saturating_sub(ev.off_cpu_ns)
+        });
         self.prev_end = Some(ev.end_ns);
         self.span.see(ev);
         match ev.op {

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::io::Read;
 
-use super::reader::{Completion, Event, Header, Memory, RankReader, Site, TraceError};
+use super::reader::{Clock, Completion, Event, Header, Memory, RankReader, Site, TraceError};
 use super::stats::SiteKey;
 
 /// Everything one rank file holds.
@@ -24,6 +24,8 @@ pub struct RankTrace {
     pub completion: Completion,
     /// Working set and memory probe (format version 3).
     pub memory: Option<Memory>,
+    /// Whether the events' off-CPU time was measured (format version 6).
+    pub clock: Option<Clock>,
 }
 
 impl RankTrace {
@@ -42,6 +44,7 @@ impl RankTrace {
             grids: comm_grids(&reader),
             completion: completion(&reader),
             memory: reader.memory(),
+            clock: reader.clock(),
         })
     }
 }

@@ -1,18 +1,19 @@
-//! The perfskel trace format, version 5 (reads versions 1 to 4 too): takes nothing, gives the constants shared with
+//! The perfskel trace format, version 6 (reads versions 1 to 5 too): takes nothing, gives the constants shared with
 //! the C tracer (`runtime/tracer/core.inc`) — magic, version, record tags, field bits and
 //! operation codes. `runtime/tracer/FORMAT.md` describes the layout in prose.
 
 /// First 8 bytes of every rank file.
 pub const MAGIC: &[u8; 8] = b"PSKTRACE";
 /// The format version the tracer writes.
-pub const VERSION: u16 = 5;
+pub const VERSION: u16 = 6;
 /// The oldest version this reader reads. Version 1 lacks operation codes 72–75
 /// (`MPI_Ireduce_scatter`, `MPI_Ireduce_scatter_block`, `MPI_Iscan`, `MPI_Iexscan`) and
 /// is otherwise the same, so a version-1 file reads as it always did. Version 3 added
 /// the memory record ([`R_MEMORY`]); older files have none. Version 4 added the
 /// one-sided and intercommunicator operations (codes 90–116). Version 5 added the
 /// Cartesian grid of a communicator to its record ([`GRID_SINCE`]) and `MPI_Cancel`
-/// (code 117).
+/// (code 117). Version 6 added the clock record ([`R_CLOCK`]) and the off-CPU field
+/// ([`field::OFF_CPU`]).
 pub const MIN_VERSION: u16 = 1;
 /// File name of rank `r` inside a trace directory.
 pub fn rank_file_name(rank: u32) -> String {
@@ -27,7 +28,11 @@ pub const R_SITE: u8 = 0xF1;
 pub const R_COMM: u8 = 0xF2;
 /// Version 3: the rank's working set and the memory probe's rate over it.
 pub const R_MEMORY: u8 = 0xF3;
+/// Version 6: how the tracer told compute from waiting for a core (see [`Clock`]).
+pub const R_CLOCK: u8 = 0xF4;
 pub const R_END: u8 = 0xFF;
+/// The first version with [`R_CLOCK`] and [`field::OFF_CPU`].
+pub const CLOCK_SINCE: u16 = 6;
 /// The first version with [`R_MEMORY`].
 pub const MEMORY_SINCE: u16 = 3;
 /// The first version whose communicator records end with the communicator's Cartesian
@@ -50,8 +55,12 @@ pub mod field {
     pub const RBYTES: u64 = 1 << 9;
     pub const NEWCOMM: u64 = 1 << 10;
     pub const FLAG: u64 = 1 << 11;
+    /// Version 6: ns of the gap before the event the rank spent off its core.
+    pub const OFF_CPU: u64 = 1 << 12;
     /// Every bit this version defines.
-    pub const ALL: u64 = (1 << 12) - 1;
+    pub const ALL: u64 = (1 << 13) - 1;
+    /// Every bit versions 1 to 5 define.
+    pub const ALL_V5: u64 = (1 << 12) - 1;
 }
 
 /// Peer value of `MPI_PROC_NULL` (peers are world ranks otherwise).

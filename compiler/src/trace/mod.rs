@@ -16,5 +16,5 @@ pub use collect::RankTrace;
 pub use format::{Op, OpClass};
 pub use manifest::{Manifest, RankEntry, RankStatus};
 pub use reader::{
-    AppSpan, Completion, Event, Header, Memory, RankReader, TraceError, TraceErrorKind,
+    AppSpan, Clock, Completion, Event, Header, Memory, RankReader, TraceError, TraceErrorKind,
 };

@@ -56,6 +56,10 @@ pub struct Event {
     pub newcomm: Option<u64>,
     /// Outcome flag of tests and probes; error code of `MPI_Abort`.
     pub flag: Option<u64>,
+    /// Of the time between the previous event's end and this start, the ns the rank
+    /// was off its core (waiting for it, or blocked); 0 where not measured (see
+    /// [`Clock`]). The rest of the gap is the application's compute.
+    pub off_cpu_ns: u64,
 }
 
 impl Event {
@@ -140,6 +144,20 @@ pub struct Memory {
     pub probe_bytes: u64,
     /// The probe's best rate, bytes of working set per second; 0 when it did not run.
     pub probe_rate: u64,
+}
+
+/// What a rank's clock record says (format version 6): whether the tracer measured how
+/// long the rank waited for a core in each gap between MPI calls.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "source", rename_all = "snake_case")]
+pub enum Clock {
+    /// The tracer watched the thread's task clock: each event carries the ns of its gap
+    /// the rank spent off its core ([`Event::off_cpu_ns`]).
+    OffCpu,
+    /// Wall time only: the kernel refused the task clock (`perf_event_open`'s errno:
+    /// `perf_event_paranoid` above 2, a seccomp filter), or `PERFSKEL_TRACE_OFFCPU=0`
+    /// (errno 0).
+    Wall { errno: u64 },
 }
 
 /// How a rank file ended.
@@ -238,6 +256,7 @@ pub struct RankReader<R> {
     sites: Vec<Site>,
     comms: BTreeMap<u64, Comm>,
     memory: Option<Memory>,
+    clock: Option<Clock>,
 }
 
 enum Decode {
@@ -327,6 +346,7 @@ impl<R: Read> RankReader<R> {
             sites: Vec::new(),
             comms: BTreeMap::new(),
             memory: None,
+            clock: None,
         };
         let err = |offset: u64, kind| TraceError { rank, offset, kind };
         // The magic and version come first so a newer format is told apart from garbage.
@@ -417,6 +437,11 @@ impl<R: Read> RankReader<R> {
     /// The memory record, once read (it comes just before the end record; version 3).
     pub fn memory(&self) -> Option<Memory> {
         self.memory
+    }
+    /// The clock record (version 6; it follows the header): `None` in older files, which
+    /// measured wall time only.
+    pub fn clock(&self) -> Option<Clock> {
+        self.clock
     }
     /// How the file ended; `None` until [`RankReader::next_event`] returned `Ok(false)`.
     pub fn completion(&self) -> Option<Completion> {
@@ -589,6 +614,29 @@ impl<R: Read> RankReader<R> {
                 self.pos += c.at;
                 Ok(None)
             }
+            format::R_CLOCK if self.header.version >= format::CLOCK_SINCE => {
+                let source = c.varint()?;
+                let errno = c.varint()?;
+                let clock = match source {
+                    0 => Clock::Wall { errno },
+                    1 => Clock::OffCpu,
+                    _ => {
+                        return Err(Decode::Bad(
+                            TraceErrorKind::BadRecord("a clock record of an unknown source"),
+                            0,
+                        ));
+                    }
+                };
+                if self.clock.is_some() || self.n_events > 0 {
+                    return Err(Decode::Bad(
+                        TraceErrorKind::BadRecord("a clock record after the first event"),
+                        0,
+                    ));
+                }
+                self.clock = Some(clock);
+                self.pos += c.at;
+                Ok(None)
+            }
             format::R_END => {
                 let end_ns = c.varint()?;
                 let n_events = c.varint()?;
@@ -618,11 +666,13 @@ impl<R: Read> RankReader<R> {
                     .filter(|op| op.since_version() <= self.header.version)
                     .ok_or(Decode::Bad(TraceErrorKind::UnknownRecord(code), 0))?;
                 let mask = c.varint()?;
-                if mask & !field::ALL != 0 {
-                    return Err(Decode::Bad(
-                        TraceErrorKind::UnknownFields(mask & !field::ALL),
-                        1,
-                    ));
+                let all = if self.header.version >= format::CLOCK_SINCE {
+                    field::ALL
+                } else {
+                    field::ALL_V5
+                };
+                if mask & !all != 0 {
+                    return Err(Decode::Bad(TraceErrorKind::UnknownFields(mask & !all), 1));
                 }
                 let gap = c.varint()?;
                 let dur = c.varint()?;
@@ -691,6 +741,17 @@ impl<R: Read> RankReader<R> {
                 } else {
                     None
                 };
+                ev.off_cpu_ns = if mask & field::OFF_CPU != 0 {
+                    c.varint()?
+                } else {
+                    0
+                };
+                if ev.off_cpu_ns > gap {
+                    return Err(Decode::Bad(
+                        TraceErrorKind::BadRecord("an event off the CPU longer than its gap"),
+                        0,
+                    ));
+                }
                 ev.start_ns = self.prev_end.saturating_add(gap);
                 ev.end_ns = ev.start_ns.saturating_add(dur);
                 self.prev_end = ev.end_ns;

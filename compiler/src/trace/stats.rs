@@ -9,7 +9,7 @@ use std::io::Read;
 use serde::Serialize;
 
 use super::format::Op;
-use super::reader::{Completion, Event, Memory, RankReader, TraceError};
+use super::reader::{Clock, Completion, Event, Memory, RankReader, TraceError};
 use super::symbolize::Location;
 
 /// A call site independent of where the object was loaded: the object's path and the
@@ -75,11 +75,16 @@ pub struct RankStats {
     pub app_ns: u64,
     /// Time inside MPI calls other than init and finalize.
     pub mpi_ns: u64,
+    /// Time between MPI calls the rank spent off its core (format version 6; 0 before).
+    pub off_cpu_ns: u64,
+    /// The rest: the application's own work.
     pub compute_ns: u64,
     pub ops: BTreeMap<Op, Totals>,
     pub sites: BTreeMap<(Op, SiteKey), Totals>,
     /// The memory record (format version 3).
     pub memory: Option<Memory>,
+    /// The clock record (format version 6).
+    pub clock: Option<Clock>,
 }
 
 /// Collects statistics rank by rank.
@@ -119,9 +124,13 @@ pub struct RankRow {
     pub events: u64,
     pub app_ns: u64,
     pub mpi_ns: u64,
+    /// Time between MPI calls spent off the core (waiting for it, or blocked).
+    pub off_cpu_ns: u64,
     pub compute_ns: u64,
     /// Working set and memory probe (trace format version 3; `null` before).
     pub memory: Option<Memory>,
+    /// Whether off-CPU time was measured (trace format version 6; `null` before).
+    pub clock: Option<Clock>,
     pub ops: Vec<OpRow>,
     /// This rank's call sites (`n_ranks` is 1), most time first.
     pub sites: Vec<SiteRow>,
@@ -136,6 +145,7 @@ pub struct StatsReport {
     pub events: u64,
     pub app_ns: u64,
     pub mpi_ns: u64,
+    pub off_cpu_ns: u64,
     pub compute_ns: u64,
     pub ops: Vec<OpRow>,
     pub sites: Vec<SiteRow>,
@@ -187,6 +197,7 @@ impl StatsBuilder {
                 Op::Finalize => app_end = Some(ev.start_ns),
                 _ => st.mpi_ns += dur,
             }
+            st.off_cpu_ns += ev.off_cpu_ns;
             let bytes = ev.bytes.unwrap_or(0) + ev.rbytes.unwrap_or(0);
             // `bytes` is what a receive received; for every other operation it is sent.
             let sent = match op {
@@ -209,9 +220,14 @@ impl StatsBuilder {
         }
         st.complete = matches!(reader.completion(), Some(Completion::Complete { .. }));
         st.memory = reader.memory();
+        st.clock = reader.clock();
         let start = app_start.unwrap_or(0);
         st.app_ns = app_end.unwrap_or(last_end).saturating_sub(start);
-        st.compute_ns = st.app_ns.saturating_sub(st.mpi_ns);
+        st.off_cpu_ns = st.off_cpu_ns.min(st.app_ns.saturating_sub(st.mpi_ns));
+        st.compute_ns = st
+            .app_ns
+            .saturating_sub(st.mpi_ns)
+            .saturating_sub(st.off_cpu_ns);
         self.ranks.insert(rank, st);
         Ok(())
     }
@@ -237,10 +253,12 @@ impl StatsBuilder {
         let mut ops: BTreeMap<Op, Totals> = BTreeMap::new();
         let mut sites: BTreeMap<(Op, SiteKey), (Totals, u32)> = BTreeMap::new();
         let (mut events, mut app_ns, mut mpi_ns, mut compute_ns) = (0, 0, 0, 0);
+        let mut off_cpu_ns = 0;
         for st in self.ranks.values() {
             events += st.events;
             app_ns += st.app_ns;
             mpi_ns += st.mpi_ns;
+            off_cpu_ns += st.off_cpu_ns;
             compute_ns += st.compute_ns;
             for (op, t) in &st.ops {
                 ops.entry(*op).or_default().merge(t);
@@ -272,6 +290,7 @@ impl StatsBuilder {
             events,
             app_ns,
             mpi_ns,
+            off_cpu_ns,
             compute_ns,
             ops: op_rows(&ops),
             sites: all_sites,
@@ -284,8 +303,10 @@ impl StatsBuilder {
                     events: r.events,
                     app_ns: r.app_ns,
                     mpi_ns: r.mpi_ns,
+                    off_cpu_ns: r.off_cpu_ns,
                     compute_ns: r.compute_ns,
                     memory: r.memory,
+                    clock: r.clock,
                     ops: op_rows(&r.ops),
                     sites: site_rows(
                         r.sites.iter().map(|(k, t)| (k.clone(), (*t, 1))).collect(),
