@@ -40,13 +40,13 @@ pub struct Args {
     /// `--mpi`, or built-in defaults.
     #[arg(long)]
     model: Option<PathBuf>,
-    /// What the program's time is 1/K of: `app-time` (the skeleton's app_time; compute is
-    /// adjusted to make up what the model does not explain, which counts waiting time
-    /// twice when the traced run waited a lot, e.g. on a loaded machine) or `model` (the
-    /// model's time of the unscaled skeleton; compute stays as written but for what loop
-    /// cutting changes: closer to the application for skeletons of traces, see the
-    /// README's fidelity table).
-    #[arg(long, value_enum, default_value = "app-time")]
+    /// What the program's time is 1/K of: `model` (the default: the model's time of the
+    /// unscaled skeleton; compute stays as traced but for what loop cutting changes, and
+    /// the model's errors are on both sides of the ratio) or `app-time` (the skeleton's
+    /// app_time; compute is stretched or shrunk to make up what the model does not
+    /// explain, which counts waiting time twice when the traced run waited, e.g. on a
+    /// loaded machine).
+    #[arg(long, value_enum, default_value = "model")]
     target: TargetArg,
     /// Whose saved model to use when `--model` is not given.
     #[arg(long, value_enum, default_value = "openmpi")]

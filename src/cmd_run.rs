@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
 use perfskel_compiler::back::RunResult;
+use perfskel_compiler::scale::MIN_RELIABLE_S;
 
 use crate::cmd_calibrate::cache_dir;
 use crate::cmd_record::MpiKind;
@@ -24,7 +25,20 @@ pub struct Args {
     /// `-np N ./skeleton` is appended.
     #[arg(long)]
     mpirun: Option<String>,
+    /// Runs of the program; the prediction is their median, with their spread. By
+    /// default at least 3, and up to 10 while they spread more than 10 %.
+    #[arg(long)]
+    repeat: Option<u32>,
 }
+
+/// Runs at least this many times by default...
+const MIN_RUNS: usize = 3;
+/// ...and up to this many while the runs spread more than [`STABLE_SPREAD`].
+const MAX_RUNS: usize = 10;
+/// (max - min) / median under which the median of the runs is a stable answer.
+const STABLE_SPREAD: f64 = 0.10;
+/// After this much time spent running, no more runs are started for a stable spread.
+const RUN_BUDGET_S: f64 = 120.0;
 
 pub fn run(args: Args) -> Result<ExitCode, String> {
     build(&args.dir, args.mpi)?;
@@ -32,30 +46,106 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
         Some(cmd) => cmd.split_whitespace().map(str::to_string).collect(),
         None => vec![default_launcher(args.mpi)],
     };
-    let output = launch(&args.dir, args.mpi, &launcher, args.np, "./skeleton", &[])?;
-    print!("{}", output.stdout);
-    eprint!("{}", output.stderr);
-    let Some(result) = RunResult::find_in(&output.stdout) else {
-        return Err(format!(
-            "the program printed no perfskel-result line ({})",
-            output.status
-        ));
+    if args.repeat == Some(0) {
+        return Err("--repeat must be at least 1".into());
+    }
+    let (min_runs, max_runs) = match args.repeat {
+        Some(n) => (n as usize, n as usize),
+        None => (MIN_RUNS, MAX_RUNS),
+    };
+    let started = std::time::Instant::now();
+    let mut results: Vec<RunResult> = Vec::new();
+    let mut success = true;
+    while results.len() < min_runs
+        || (results.len() < max_runs
+            && spread(&results) > STABLE_SPREAD
+            && started.elapsed().as_secs_f64() < RUN_BUDGET_S)
+    {
+        let output = launch(&args.dir, args.mpi, &launcher, args.np, "./skeleton", &[])?;
+        print!("{}", output.stdout);
+        eprint!("{}", output.stderr);
+        let Some(result) = RunResult::find_in(&output.stdout) else {
+            return Err(format!(
+                "the program printed no perfskel-result line ({})",
+                output.status
+            ));
+        };
+        success &= output.success;
+        results.push(result);
+    }
+    let result = median_result(&results);
+    if results.len() > 1 {
+        // The median run's line, last, for tools that read the last result line.
+        println!("{}", result.line());
+    }
+    let runs = if results.len() > 1 {
+        let times: Vec<f64> = results.iter().map(|r| r.skeleton_s).collect();
+        let (lo, hi) = times
+            .iter()
+            .fold((f64::INFINITY, 0f64), |(lo, hi), &t| (lo.min(t), hi.max(t)));
+        format!(
+            "median of {} runs ({:.6} … {:.6} s, spread {:.1} %)",
+            results.len(),
+            lo,
+            hi,
+            100.0 * spread(&results)
+        )
+    } else {
+        "1 run".to_string()
     };
     println!(
-        "skeleton `{}` on {} ranks ({} back end): {:.6} s × {} = predicted application time {:.3} s (the skeleton stands for {:.3} s where it was made)",
+        "skeleton `{}` on {} ranks ({} back end): {:.6} s ({runs}) × {} = predicted application time {:.3} s (the skeleton stands for {:.3} s where it was made)",
         result.skeleton,
         result.ranks,
         result.backend,
         result.skeleton_s,
-        result.ratio,
+        result.reached,
         result.predicted_s,
         result.app_time_s
     );
-    Ok(if output.success {
+    if result.skeleton_s < MIN_RELIABLE_S {
+        eprintln!(
+            "perfskel run: warning: the skeleton ran {:.1} ms, too short to time reliably (at least {:.0} ms): compile it at a smaller ratio",
+            1e3 * result.skeleton_s,
+            1e3 * MIN_RELIABLE_S
+        );
+    }
+    if results.len() > 1 && spread(&results) > STABLE_SPREAD {
+        eprintln!(
+            "perfskel run: warning: the runs spread {:.1} % (more than {:.0} %): this machine is noisy now (other jobs, more ranks than cores); the prediction is no better than that",
+            100.0 * spread(&results),
+            100.0 * STABLE_SPREAD
+        );
+    }
+    Ok(if success {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// (max - min) / median of the runs' skeleton times; 0 for fewer than two runs.
+fn spread(results: &[RunResult]) -> f64 {
+    if results.len() < 2 {
+        return 0.0;
+    }
+    let times: Vec<f64> = results.iter().map(|r| r.skeleton_s).collect();
+    let lo = times.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = times.iter().copied().fold(0.0, f64::max);
+    let median = perfskel_compiler::stats::median(&times).unwrap_or(0.0);
+    if median > 0.0 {
+        (hi - lo) / median
+    } else {
+        0.0
+    }
+}
+
+/// The run whose time is the median (the lower middle run for an even count, so the
+/// line is one a program printed).
+fn median_result(results: &[RunResult]) -> RunResult {
+    let mut sorted: Vec<&RunResult> = results.iter().collect();
+    sorted.sort_by(|a, b| a.skeleton_s.total_cmp(&b.skeleton_s));
+    sorted[(sorted.len() - 1) / 2].clone()
 }
 
 /// The compiler wrapper of `mpi`: `mpicc.openmpi`/`mpicc.mpich` when installed, else

@@ -190,7 +190,7 @@ fn compile_and_run(scratch: &Path, skeleton: &str) -> Result<bool, String> {
         }
     }
     println!(
-        "\n   measured: the traced run's time (end of MPI_Init to start of MPI_Finalize); predicted: skeleton time x K."
+        "\n   measured: the traced run's time (end of MPI_Init to start of MPI_Finalize); predicted: skeleton time x the ratio reached (K where the target was hit)."
     );
     Ok(ok)
 }

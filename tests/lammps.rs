@@ -165,7 +165,7 @@ fn a_tiny_lammps_melt_goes_from_trace_to_a_running_skeleton() {
     assert_ok("compile", &compiled);
     let ran = {
         let _guard = MPI_LOCK.lock().unwrap_or_else(|e| e.into_inner());
-        perfskel(dir, &["run", "out", "-np", &np])
+        perfskel(dir, &["run", "out", "-np", &np, "--repeat", "1"])
     };
     assert_ok("run", &ran);
     let stdout = text(&ran.stdout);

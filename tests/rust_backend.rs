@@ -32,6 +32,7 @@ fn emit(source_name: &str, source: &str) -> (Program, Vec<GeneratedFile>) {
     };
     let options = back::Options {
         ratio: 1,
+        ratio_reached: 1.0,
         app_time_s: verified.program().app_time.value.seconds(),
         source_name: source_name.to_string(),
         source: source.to_string(),

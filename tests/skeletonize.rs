@@ -1436,6 +1436,8 @@ fn compile_and_run_1to1_np(mpi: Mpi, dir: &tempfile::TempDir, trace: &Path, n_ra
             &n_ranks.to_string(),
             "--mpi",
             mpi.name(),
+            "--repeat",
+            "1",
         ])
     };
     assert!(

@@ -88,6 +88,8 @@ pub fn compile(
         Some(backend) => {
             let options = back::Options {
                 ratio,
+                // Four decimals, as the program prints it.
+                ratio_reached: (scaled.ratio_reached * 1e4).round() / 1e4,
                 app_time_s: verified.program().app_time.value.seconds(),
                 source_name: source_name.to_string(),
                 source: source.to_string(),

@@ -165,6 +165,12 @@ def main():
                         help="runs recorded for the comparison's trace, the median one "
                         "kept (`perfskel record --runs`; default 3; 1 with --quick, which "
                         "reuses the 4-rank trace)")
+    parser.add_argument("--ratios", default="1",
+                        help="comma-separated K of the ratios 1:K the comparison "
+                        "compiles and runs on the default path (default 1)")
+    parser.add_argument("--compare-ranks", type=int,
+                        help="rank count of the comparison for every application "
+                        "(default 2, 4 for rowcol; 4 with --quick)")
     parser.add_argument("--timeout", type=float, default=900.0,
                         help="seconds allowed to each step (default 900)")
     args = parser.parse_args()
@@ -213,6 +219,12 @@ class Runner:
         self.out = Path(args.out).resolve()
         self.mode = "quick" if args.quick else "full"
         self.repeats = args.repeats if args.repeats else (2 if args.quick else 5)
+        try:
+            self.ratios = [int(k) for k in args.ratios.split(",") if k.strip()]
+        except ValueError:
+            sys.exit(f"real-apps: --ratios {args.ratios}: not a list of integers")
+        if not self.ratios or min(self.ratios) < 1:
+            sys.exit(f"real-apps: --ratios {args.ratios}: K of 1:K is at least 1")
         self.record_runs = args.record_runs if args.record_runs else (1 if args.quick else 3)
         self.mpirun = shutil.which("mpirun.openmpi") or "mpirun"
         self.mpicc = shutil.which("mpicc.openmpi") or "mpicc"
@@ -375,7 +387,8 @@ class Runner:
     def compare_case(self, app, rows):
         """The 1:1 skeleton against the untraced application at the comparison rank count
         (quick mode: the 4-rank trace already recorded)."""
-        n_ranks = 4 if self.args.quick else app.compare_ranks
+        n_ranks = (self.args.compare_ranks or 4) if self.args.quick else (
+            self.args.compare_ranks or app.compare_ranks)
         row = {"app": app.name, "case": self.case_label(app), "ranks": n_ranks,
                "mode": self.mode, "status": "ok"}
         done = [r for r in rows if r["app"] == app.name and r["ranks"] == n_ranks]
@@ -406,32 +419,43 @@ class Runner:
                 row["status"] = f"skeletonize failed ({describe(status)})"
                 return row
         row["dir"] = str(cwd)
-        log(f"{app.name} at {n_ranks} ranks: compile 1:1")
-        out_dir = cwd / "skeleton-1to1"
-        if out_dir.exists():
-            shutil.rmtree(out_dir)
-        status, _, _ = self.step(
-            "compile",
-            [self.perfskel, "compile", str(cwd / "app.skel"), "--ratio", "1:1", "-o",
-             str(out_dir)],
-            cwd, cwd / "compile.log")
-        if status != 0:
-            row["status"] = f"compile failed ({describe(status)})"
-            return row
+        # The default path: `compile --ratio 1:K` and `run` with no other flag; each
+        # prediction is the skeleton's time times the ratio it reaches.
+        ratios = self.ratios
+        out_dirs = {}
+        for k in ratios:
+            log(f"{app.name} at {n_ranks} ranks: compile 1:{k}")
+            out_dirs[k] = cwd / f"skeleton-1to{k}"
+            if out_dirs[k].exists():
+                shutil.rmtree(out_dirs[k])
+            status, _, _ = self.step(
+                "compile",
+                [self.perfskel, "compile", str(cwd / "app.skel"), "--ratio", f"1:{k}",
+                 "-o", str(out_dirs[k])],
+                cwd, cwd / f"compile-1to{k}.log")
+            if status != 0:
+                row["status"] = f"compile 1:{k} failed ({describe(status)})"
+                return row
         # The application and its skeleton in turn, so that a slow phase of the machine
         # falls on both; medians, and the application's own spread as the noise.
-        untraced, skeleton, walls = [], [], []
+        untraced, walls = [], []
+        predicted = {k: [] for k in ratios}
         cmd = [self.mpirun, "--oversubscribe", "-np", str(n_ranks), "-x",
                f"LD_PRELOAD={self.out / 'app_time.so'}"] + self.app_command(app, n_ranks, cwd)
-        skel_cmd = [self.perfskel, "run", str(out_dir), "-np", str(n_ranks)]
+        # One run each: the runs of the application and of its skeletons are interleaved
+        # here, so that a slow phase of the machine falls on all of them.
+        steps = [("untraced run", cmd, "untraced",
+                  r"perfskel-app-time seconds=([0-9.]+)", untraced)]
+        for k in ratios:
+            steps.append((f"run 1:{k}",
+                          [self.perfskel, "run", str(out_dirs[k]), "-np", str(n_ranks),
+                           "--repeat", "1"],
+                          f"run-1to{k}", r"perfskel-result .*\bpredicted_s=([0-9.]+)",
+                          predicted[k]))
         for k in range(self.repeats):
-            log(f"{app.name} at {n_ranks} ranks: untraced run and 1:1 skeleton "
+            log(f"{app.name} at {n_ranks} ranks: untraced run and skeletons "
                 f"({k + 1} of {self.repeats})")
-            for what, command, name, pattern, into in (
-                    ("untraced run", cmd, "untraced",
-                     r"perfskel-app-time seconds=([0-9.]+)", untraced),
-                    ("run", skel_cmd, "run",
-                     r"perfskel-result .*\bskeleton_s=([0-9.]+)", skeleton)):
+            for what, command, name, pattern, into in steps:
                 status, seconds, stdout = self.step(what, command, cwd,
                                                     cwd / f"{name}-{k}.log")
                 (cwd / f"{name}-{k}.out").write_text(stdout)
@@ -444,12 +468,20 @@ class Runner:
                     walls.append(seconds)
         row["runs"] = self.repeats
         row["app_untraced_runs_s"] = untraced
-        row["skeleton_runs_s"] = skeleton
         row["app_time_untraced_s"] = median(untraced)
         row["mpirun_wall_s"] = round(median(walls), 3)
-        row["skeleton_s"] = median(skeleton)
         row["app_spread"] = spread(untraced)
-        row["skeleton_spread"] = spread(skeleton)
+        row["ratios"] = ratios
+        for k in ratios:
+            row[f"predicted_1to{k}_runs_s"] = predicted[k]
+            row[f"predicted_1to{k}_s"] = median(predicted[k])
+            row[f"predicted_1to{k}_spread"] = spread(predicted[k])
+            row[f"error_1to{k}"] = round(
+                row[f"predicted_1to{k}_s"] / row["app_time_untraced_s"] - 1, 4)
+        first = ratios[0]
+        row["skeleton_runs_s"] = predicted[first]
+        row["skeleton_s"] = median(predicted[first])
+        row["skeleton_spread"] = spread(predicted[first])
         row["skeleton_over_app"] = round(row["skeleton_s"] / row["app_time_untraced_s"], 3)
         if row.get("app_time_traced_s"):
             row["skeleton_over_traced"] = round(row["skeleton_s"] / row["app_time_traced_s"], 3)
@@ -517,6 +549,36 @@ class Runner:
                     f"| {fmt(r.get('skeleton_over_traced'))} "
                     f"| {r['skeleton_over_app']:.3f} |")
             lines.append("")
+            ratios = self.ratios
+            lines += [
+                "### Default path: prediction against the application",
+                "",
+                "`compile --ratio 1:K` and `run` with no other flag; prediction = the "
+                "skeleton's time x the ratio it reaches; error = prediction / the "
+                "untraced application's median - 1 (medians of the interleaved runs); "
+                "`app spread` is the application's own run-to-run spread.",
+                "",
+                "| app | ranks | app untraced (s) | app spread | "
+                + " | ".join(f"1:{k} predicted (s) | 1:{k} error" for k in ratios) + " |",
+                "|---|---:|---:|---:|" + "---:|---:|" * len(ratios),
+            ]
+            errors = {k: [] for k in ratios}
+            for r in compare:
+                if r["status"] != "ok":
+                    lines.append(f"| {r['app']} | {r['ranks']} | {r['status']} |")
+                    continue
+                cells = []
+                for k in ratios:
+                    errors[k].append(abs(r[f"error_1to{k}"]))
+                    cells.append(f"{r[f'predicted_1to{k}_s']:.3f} | "
+                                 f"{100 * r[f'error_1to{k}']:+.1f} %")
+                lines.append(f"| {r['app']} | {r['ranks']} | "
+                             f"{r['app_time_untraced_s']:.3f} | "
+                             f"{100 * r['app_spread']:.1f} % | " + " | ".join(cells) + " |")
+            summary = ", ".join(
+                f"1:{k}: median |error| {100 * median(errors[k]):.1f} %, "
+                f"worst {100 * max(errors[k]):.1f} %" for k in ratios if errors[k])
+            lines += ["", summary, ""]
         text = "\n".join(lines)
         print(text)
         (self.out / "real-apps.md").write_text(text + "\n")

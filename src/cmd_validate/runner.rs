@@ -349,7 +349,8 @@ impl Runner for ProcessRunner {
             .arg(self.program_dir(app, backend, scenario.mpi))
             .arg("-np")
             .arg(self.n_ranks.to_string())
-            .args(["--mpi", scenario.mpi.name(), "--mpirun"])
+            // The study repeats and interleaves runs itself.
+            .args(["--repeat", "1", "--mpi", scenario.mpi.name(), "--mpirun"])
             .arg(self.launcher(scenario));
         let label = format!("skeleton {} {backend} {}", app.name, scenario.name);
         // The first run of a program builds it (`make`; for Rust, cargo and rsmpi), which

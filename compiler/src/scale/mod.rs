@@ -31,8 +31,17 @@ use cut::{plan, ratio_text, Plan};
 /// The shortest skeleton run that can be timed reliably between two barriers.
 pub const MIN_SKELETON_S: f64 = 100e-6;
 
+/// Runs shorter than this are mostly the machine's noise (scheduler ticks of 1-4 ms,
+/// timer and launcher jitter): `compile` warns when a scaled skeleton is expected to
+/// run less, and `perfskel run` when one did.
+pub const MIN_RELIABLE_S: f64 = 0.05;
+
 /// Operations the timed simulation may run for one evaluation.
 pub const SIMULATION_BUDGET: u64 = 50_000_000;
+
+/// A scaled skeleton may reach a ratio at most this factor from the one asked; farther,
+/// compile refuses and names the ratio it reaches.
+const MAX_RATIO_MISS: f64 = 2.0;
 
 /// Compute may shrink to this fraction of its proportional share before message sizes
 /// are cut instead.
@@ -56,14 +65,15 @@ pub enum Target {
     /// ranks spent waiting on a loaded machine, an uncalibrated model), the difference
     /// becomes compute, and the skeleton then both waits and computes it: `perfskel
     /// validate` measured compute factors of 3.9–6.1 and predictions 2–5 times too long
-    /// this way on a loaded machine. The default: it is what a skeleton's `app_time`
-    /// promises, and hand-written skeletons state `app_time` without a model behind it.
-    #[default]
+    /// this way on a loaded machine. It is what a skeleton's `app_time`
+    /// promises, but it inflates compute to cover the model's error.
     AppTime,
     /// The model's time of the unscaled skeleton / K: compute keeps the times the
     /// skeleton gives and only makes up for what loop cutting changes (communication
     /// that does not shrink). The model's errors are on both sides of the ratio, so they
-    /// cancel: the choice for skeletons of runs on a loaded machine.
+    /// cancel. The default: the skeleton stays the trace, and `run` multiplies by the
+    /// ratio reached.
+    #[default]
     Model,
 }
 
@@ -109,23 +119,34 @@ pub fn scale(verified: &Verified, options: &ScaleOptions) -> Result<Scaled, Box<
     // At 1:1 nothing is cut: the skeleton runs as written, however short it is.
     if k > 1.0 && target < MIN_SKELETON_S {
         let largest = (reference / MIN_SKELETON_S).floor();
-        return Err(Box::new(
-            Diag::error(
-                "too-short-to-scale",
-                format!(
+        // Against the model, a skeleton whose statements take far less than its
+        // app_time (a hand-written one with a placeholder) says so.
+        let mismatch = (reference < 0.5 * app_time).then(|| {
+            format!(
+                "the model gives the unscaled skeleton {}, far less than its app_time {}; `--target app-time` scales against app_time",
+                seconds_text(reference),
+                seconds_text(app_time)
+            )
+        });
+        let error = Diag::error(
+            "too-short-to-scale",
+            format!(
                 "at 1:{} the skeleton would run {}, too short to time: a run must last at least {}",
                 options.ratio,
                 seconds_text(target),
                 seconds_text(MIN_SKELETON_S)
             ),
-            )
-            .at(program.app_time.pos, "the application's time")
-            .with_note(if largest >= 1.0 {
-                format!("the largest ratio for this skeleton is 1:{largest:.0}")
-            } else {
-                "the unscaled skeleton itself is shorter than that; record a longer run".to_string()
-            }),
-        ));
+        )
+        .at(program.app_time.pos, "the application's time")
+        .with_note(if largest >= 1.0 {
+            format!("the largest ratio for this skeleton is 1:{largest:.0}")
+        } else {
+            "the unscaled skeleton itself is shorter than that; record a longer run".to_string()
+        });
+        return Err(Box::new(match mismatch {
+            Some(note) => error.with_note(note),
+            None => error,
+        }));
     }
     // The cut plan and the timed simulation keep state for every rank.
     if program.ranks.value > MAX_SIMULATED_RANKS {
@@ -134,10 +155,18 @@ pub fn scale(verified: &Verified, options: &ScaleOptions) -> Result<Scaled, Box<
             TimingError::TooManyRanks(program.ranks.value),
         ));
     }
-    let plan = plan(program, world, k);
+    let mut plan = plan(program, world, k);
+    // Against the model's own time, compute is never stretched: where whole iterations
+    // cut more than 1/K (one of 140 at 1:100), the skeleton reaches a higher ratio
+    // (1:140) and `run` multiplies by it.
+    if options.target == Target::Model {
+        for r in plan.residual.values_mut() {
+            *r = r.max(1.0);
+        }
+    }
     let mut warnings = plan.warnings.clone();
     let time = |c: f64, s: f64| -> Result<f64, TimingError> {
-        let p = apply(program, &plan, c, s, target);
+        let p = apply(program, &plan, c, s, app_time / k);
         simulate(&p, world, model, SIMULATION_BUDGET).map(|t| t.total_s())
     };
     // At 1:1 the skeleton is the trace: nothing is cut and no compute is added to make
@@ -147,6 +176,11 @@ pub fn scale(verified: &Verified, options: &ScaleOptions) -> Result<Scaled, Box<
         solve_factors(&time, target).map_err(|e| too_large(program, e))?
     } else {
         (1.0, 1.0)
+    };
+    let (c, s) = if options.target == Target::Model && c > 1.0 {
+        (1.0, 1.0)
+    } else {
+        (c, s)
     };
     if s < 1.0 {
         warnings.push(
@@ -165,7 +199,7 @@ pub fn scale(verified: &Verified, options: &ScaleOptions) -> Result<Scaled, Box<
         );
     }
 
-    let scaled = apply(program, &plan, c, s, target);
+    let scaled = apply(program, &plan, c, s, app_time / k);
     let expected = simulate(&scaled, world, model, SIMULATION_BUDGET)
         .map_err(|e| too_large(program, e))?
         .total_s();
@@ -176,27 +210,67 @@ pub fn scale(verified: &Verified, options: &ScaleOptions) -> Result<Scaled, Box<
     } else {
         f64::INFINITY
     };
+    // Durations are written to four significant digits: within 0.1 % the target was hit.
+    let ratio_reached = if (ratio_reached / k - 1.0).abs() < 1e-3 {
+        k
+    } else {
+        ratio_reached
+    };
     if (ratio_reached / k).ln().abs() > 1.05f64.ln() {
         let why = if ratio_reached < k {
             "its communication cannot be made faster (latency floor)"
+        } else if options.target == Target::Model {
+            "loops keep whole iterations, and compute is not stretched to make up for them"
         } else {
             "it has too little compute to stretch to the target"
         };
+        // Far from the ratio asked, the prediction would rest on the model's
+        // extrapolation rather than on the skeleton: refused, with the ratio reached.
+        let far = (ratio_reached / k).ln().abs() > MAX_RATIO_MISS.ln();
+        let message = format!(
+            "the scaled skeleton reaches 1:{} instead of 1:{}: {why}",
+            ratio_text(ratio_reached),
+            options.ratio
+        );
+        let diag = if far {
+            Diag::error("ratio-far-from-asked", message)
+        } else {
+            Diag::warning("ratio-not-reached", message)
+        }
+        .at(program.app_time.pos, "the application's time")
+        .with_note(format!(
+            "the model expects {} for the scaled skeleton; the target is {}",
+            seconds_text(expected),
+            seconds_text(target)
+        ));
+        if far {
+            return Err(Box::new(diag.with_note(format!(
+                "ask for a ratio near 1:{} (within {MAX_RATIO_MISS}x of what it reaches)",
+                ratio_text(ratio_reached)
+            ))));
+        }
+        warnings.push(diag);
+    }
+    // Where the trace was taken the scaled skeleton runs about app_time over the ratio
+    // it reaches (the model's own time is only a ratio's two sides).
+    let runs_s = app_time / ratio_reached;
+    if k > 1.0 && runs_s < MIN_RELIABLE_S {
+        let largest = (app_time / MIN_RELIABLE_S).floor();
         warnings.push(
             Diag::warning(
-                "ratio-not-reached",
+                "too-short-to-time",
                 format!(
-                    "the scaled skeleton reaches 1:{} instead of 1:{}: {why}",
-                    ratio_text(ratio_reached),
-                    options.ratio
+                    "the scaled skeleton would run about {} where the trace was taken, too short to time reliably (at least {})",
+                    seconds_text(runs_s),
+                    seconds_text(MIN_RELIABLE_S)
                 ),
             )
             .at(program.app_time.pos, "the application's time")
-            .with_note(format!(
-                "the model expects {} for the scaled skeleton; the target is {}",
-                seconds_text(expected),
-                seconds_text(target)
-            )),
+            .with_note(if largest >= 2.0 {
+                format!("1:{largest:.0} or a smaller ratio keeps it above that")
+            } else {
+                "only 1:1 keeps it above that; record a longer run".to_string()
+            }),
         );
     }
     warnings.extend(unscaled_communication(program, &plan, model, target));
@@ -319,10 +393,11 @@ fn bisect(
 }
 
 /// The program with loops cut, compute spans multiplied by `c / residual` and message
-/// sizes by `s`; its `app_time` becomes the target.
-fn apply(program: &Program, plan: &Plan, c: f64, s: f64, target: f64) -> Program {
+/// sizes by `s`; its `app_time` becomes `app_time`, 1/K of the application's: what the
+/// scaled skeleton stands for.
+fn apply(program: &Program, plan: &Plan, c: f64, s: f64, app_time: f64) -> Program {
     let mut out = program.clone();
-    out.app_time.value = duration_of(target, program.app_time.value.unit);
+    out.app_time.value = duration_of(app_time, program.app_time.value.unit);
     out.body = rewrite_block(&program.body, plan, c, s);
     out
 }
@@ -415,6 +490,9 @@ fn duration_of(seconds: f64, fallback: TimeUnit) -> Duration {
     if seconds.is_nan() || seconds <= 0.0 || !seconds.is_finite() {
         return Duration::new(0.0, fallback);
     }
+    // Four significant digits first, so that 0.99999 ms reads `1 ms`, not `1000 us`.
+    let p = 10f64.powi(3 - seconds.log10().floor() as i32);
+    let seconds = (seconds * p).round() / p;
     let unit = if seconds >= 1.0 {
         TimeUnit::S
     } else if seconds >= 1e-3 {

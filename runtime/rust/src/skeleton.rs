@@ -81,6 +81,7 @@ pub struct Builder {
     topology: Topology,
     ranks: Option<u64>,
     ratio: u64,
+    reached: Option<f64>,
     app_time: Duration,
     working_sets: Vec<u64>,
     memory: Option<(u64, f64)>,
@@ -98,6 +99,13 @@ impl Builder {
     /// K of the target ratio 1:K: the skeleton runs 1/K of the application's time.
     pub fn ratio(mut self, k: u64) -> Builder {
         self.ratio = k.max(1);
+        self
+    }
+
+    /// The ratio the scaled skeleton reaches (`perfskel compile` reports it; K when the
+    /// target was hit, the default): the prediction is the skeleton's time times this.
+    pub fn reached(mut self, ratio: f64) -> Builder {
+        self.reached = Some(ratio);
         self
     }
 
@@ -234,6 +242,10 @@ impl Builder {
             name: self.name,
             backend: self.backend,
             ratio: self.ratio,
+            reached: self
+                .reached
+                .filter(|r| r.is_finite() && *r > 0.0)
+                .unwrap_or(self.ratio as f64),
             app_time: self.app_time,
             rank,
             n_ranks,
@@ -262,6 +274,7 @@ pub struct Skeleton {
     name: String,
     backend: String,
     ratio: u64,
+    reached: f64,
     app_time: Duration,
     rank: u64,
     n_ranks: u64,
@@ -289,6 +302,7 @@ impl Skeleton {
             topology,
             ranks: None,
             ratio: 1,
+            reached: None,
             app_time: Duration::ZERO,
             working_sets: Vec::new(),
             memory: None,
@@ -488,7 +502,7 @@ impl Skeleton {
                     &self.name,
                     &self.backend,
                     self.n_ranks,
-                    self.ratio,
+                    (self.ratio, self.reached),
                     skeleton_s,
                     self.app_time.as_secs_f64(),
                     self.warmup_s
@@ -552,14 +566,14 @@ pub fn result_line(
     name: &str,
     backend: &str,
     n_ranks: u64,
-    ratio: u64,
+    (ratio, reached): (u64, f64),
     skeleton_s: f64,
     app_time_s: f64,
     warmup_s: f64,
 ) -> String {
     format!(
-        "perfskel-result skeleton={name} backend={backend} ranks={n_ranks} ratio={ratio} skeleton_s={skeleton_s:.6} predicted_s={:.6} app_time_s={app_time_s:.6} warmup_s={warmup_s:.6}",
-        skeleton_s * ratio as f64
+        "perfskel-result skeleton={name} backend={backend} ranks={n_ranks} ratio={ratio} skeleton_s={skeleton_s:.6} predicted_s={:.6} app_time_s={app_time_s:.6} warmup_s={warmup_s:.6} reached={reached:.4}",
+        skeleton_s * reached
     )
 }
 
@@ -570,8 +584,8 @@ mod tests {
     #[test]
     fn result_line_has_the_compiler_format() {
         assert_eq!(
-            result_line("stencil2d", "c", 4, 100, 0.12, 11.8, 0.004),
-            "perfskel-result skeleton=stencil2d backend=c ranks=4 ratio=100 skeleton_s=0.120000 predicted_s=12.000000 app_time_s=11.800000 warmup_s=0.004000"
+            result_line("stencil2d", "c", 4, (100, 98.7633), 0.12, 11.8, 0.004),
+            "perfskel-result skeleton=stencil2d backend=c ranks=4 ratio=100 skeleton_s=0.120000 predicted_s=11.851596 app_time_s=11.800000 warmup_s=0.004000 reached=98.7633"
         );
     }
 }

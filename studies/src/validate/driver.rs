@@ -77,6 +77,8 @@ pub struct SkeletonObservation {
     pub skeleton_runs: Vec<f64>,
     /// `app_time_s` of the skeleton: the traced application's time.
     pub app_time_s: Option<f64>,
+    /// The ratio the scaled skeleton reaches, which its time is multiplied by.
+    pub reached: Option<f64>,
 }
 
 impl Observation {
@@ -221,6 +223,7 @@ pub fn drive(plan: &Plan, runner: &mut impl Runner) -> Observations {
                         backend,
                         skeleton_runs: Vec::new(),
                         app_time_s: None,
+                        reached: None,
                     };
                     let mut runs = 0;
                     while runs < plan.skeleton_repeats
@@ -236,6 +239,7 @@ pub fn drive(plan: &Plan, runner: &mut impl Runner) -> Observations {
                             Ok(r) => {
                                 skeleton.skeleton_runs.push(r.skeleton_s);
                                 skeleton.app_time_s = Some(r.app_time_s);
+                                skeleton.reached = Some(r.reached);
                             }
                             Err(e) => {
                                 observations.failures.push(fail(
@@ -398,6 +402,7 @@ mod tests {
                 predicted_s: slowdown(scenario),
                 app_time_s: 1.0,
                 warmup_s: 0.0,
+                reached: 10.0,
             })
         }
     }

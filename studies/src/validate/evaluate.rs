@@ -157,11 +157,19 @@ pub fn evaluate(plan: &Plan, observations: &Observations) -> Report {
                 .find(|s| s.backend == backend)
                 .and_then(|s| mean(&s.skeleton_runs))
         };
+        // The skeleton's time times the ratio it reaches (K where the target was hit).
+        let reached = |o: &Observation, backend| {
+            o.skeletons
+                .iter()
+                .find(|s| s.backend == backend)
+                .and_then(|s| s.reached)
+                .unwrap_or(plan.ratio as f64)
+        };
         let mut predicted: Vec<(String, Option<f64>)> = plan
             .backends
             .iter()
             .map(|&backend| {
-                let time = skeleton_s(obs, backend).map(|t| t * plan.ratio as f64);
+                let time = skeleton_s(obs, backend).map(|t| t * reached(obs, backend));
                 (skeleton_method(backend), time)
             })
             .collect();
@@ -359,6 +367,7 @@ mod tests {
                 backend: Backend::C,
                 skeleton_runs: vec![skel],
                 app_time_s: Some(t),
+                reached: None,
             }],
         }
     }

@@ -250,6 +250,7 @@ pub(crate) mod tests {
                 backend: Backend::C,
                 skeleton_runs: vec![skel],
                 app_time_s: Some(10.0),
+                reached: None,
             }],
         };
         let observations = Observations {

@@ -473,8 +473,9 @@ impl<'a> Writer<'a> {
         self.out.push_str(&body);
         self.line("}");
         let end = format!(
-            "ps_end(\"{}\", {ratio}ULL, {});",
+            "ps_end(\"{}\", {ratio}ULL, {}, {});",
             c_string(name),
+            number(self.options.ratio_reached),
             number(self.options.app_time_s)
         );
         self.line(&end);

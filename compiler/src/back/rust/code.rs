@@ -157,8 +157,8 @@ impl Gen {
         );
         let _ = write!(
             builder,
-            "\n        .ranks({})\n        .ratio({})\n        .app_time(secs({:?}))",
-            program.ranks.value, options.ratio, options.app_time_s
+            "\n        .ranks({})\n        .ratio({})\n        .reached({:?})\n        .app_time(secs({:?}))",
+            program.ranks.value, options.ratio, options.ratio_reached, options.app_time_s
         );
         if !ws.is_empty() {
             let _ = write!(builder, "\n        .working_sets(&[{}])", ws.join(", "));
