@@ -527,8 +527,9 @@ class Runner:
                 "over it, how closely the skeleton replays its trace; `mpirun wall` is "
                 "the whole untraced command, launch included (median)."
                 + (f" More ranks than this machine's {os.cpu_count()} cores: the "
-                   "skeleton's timed compute spans also count the time its ranks wait "
-                   "for a core, so these ratios are not fidelity figures."
+                   "trace leaves the time ranks waited for a core out of the compute "
+                   "spans (trace format 6), and the skeleton's ranks wait for theirs "
+                   "again when they share the cores."
                    if any(r["ranks"] > (os.cpu_count() or 1) for r in compare) else ""),
                 "",
                 "| app | ranks | app untraced (s) | spread | app traced (s) "

@@ -177,10 +177,14 @@ pub fn scale(verified: &Verified, options: &ScaleOptions) -> Result<Scaled, Box<
     } else {
         (1.0, 1.0)
     };
-    let (c, s) = if options.target == Target::Model && c > 1.0 {
-        (1.0, 1.0)
-    } else {
-        (c, s)
+    // Nor are message sizes cut, and compute shrinks no further than its floor: where
+    // communication that loops do not cut takes more than the target, the skeleton
+    // reaches a lower ratio (an error far from the one asked) instead of sending
+    // messages the application never sent.
+    let (c, s) = match options.target {
+        Target::Model if s < 1.0 => (COMPUTE_FLOOR, 1.0),
+        Target::Model => (c.min(1.0), 1.0),
+        Target::AppTime => (c, s),
     };
     if s < 1.0 {
         warnings.push(
@@ -217,7 +221,9 @@ pub fn scale(verified: &Verified, options: &ScaleOptions) -> Result<Scaled, Box<
         ratio_reached
     };
     if (ratio_reached / k).ln().abs() > 1.05f64.ln() {
-        let why = if ratio_reached < k {
+        let why = if ratio_reached < k && options.target == Target::Model {
+            "communication that loops do not cut takes more than the target, and compute shrinks no further than half (message sizes are kept)"
+        } else if ratio_reached < k {
             "its communication cannot be made faster (latency floor)"
         } else if options.target == Target::Model {
             "loops keep whole iterations, and compute is not stretched to make up for them"

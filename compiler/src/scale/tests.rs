@@ -210,6 +210,54 @@ fn latency_floors_and_missing_compute_are_reported() {
     assert_eq!(counts(&s.program), ["100"]);
 }
 
+/// Against the model's own time message sizes are kept and compute shrinks to half at
+/// most: communication outside loops that takes more than the target lowers the ratio
+/// reached (a warning within 2x of the ratio asked, an error naming it beyond).
+#[test]
+fn the_model_target_keeps_message_sizes() {
+    let scale_model = |source: &str, ratio| {
+        let (program, diags) = parse(source);
+        assert!(diags.is_empty(), "{diags:?}");
+        let verified =
+            verify(program, source, Options::default()).unwrap_or_else(|d| panic!("{d:?}"));
+        scale(
+            &verified,
+            &ScaleOptions {
+                ratio,
+                model: Model::default(),
+                target: Target::Model,
+            },
+        )
+    };
+    // 1 MiB broadcast once (about 470 us under the default model) and 100 ms of compute
+    // in a loop: at 1:100 (a target of about 1 ms) compute shrinks to make up for it.
+    let source = "skeleton t\nranks 8\ntopology ring\napp_time 100 ms\nbcast 1 MiB root 0\nloop 100 {\n    compute 1 ms\n}\n";
+    let s = scale_model(source, 100).expect("scales");
+    assert_eq!((s.size_factor, s.ratio_reached), (1.0, 100.0));
+    assert!(
+        s.compute_factor > 0.5 && s.compute_factor < 0.6,
+        "{}",
+        s.compute_factor
+    );
+    // At 1:200 it would have to shrink below half: half, and a lower ratio.
+    let s = scale_model(source, 200).expect("scales");
+    assert_eq!((s.size_factor, s.compute_factor), (1.0, 0.5));
+    assert!(
+        s.ratio_reached > 100.0 && s.ratio_reached < 200.0,
+        "{}",
+        s.ratio_reached
+    );
+    assert!(s.warnings.iter().any(|d| d.code == "ratio-not-reached"));
+    // At 1:1000 the broadcast alone is 5 times the target: refused.
+    let e = scale_model(source, 1000).expect_err("far from the ratio asked");
+    assert_eq!(e.code, "ratio-far-from-asked");
+    assert!(
+        e.message.contains("message sizes are kept"),
+        "{}",
+        e.message
+    );
+}
+
 /// Against the model's own time compute is never stretched: a loop of 140 iterations
 /// at 1:100 keeps one, and the skeleton reaches 1:140 (within 2x: a warning).
 #[test]
