@@ -142,7 +142,7 @@ fn spread(results: &[RunResult]) -> f64 {
 
 /// The run whose time is the median (the lower middle run for an even count, so the
 /// line is one a program printed).
-fn median_result(results: &[RunResult]) -> RunResult {
+pub fn median_result(results: &[RunResult]) -> RunResult {
     let mut sorted: Vec<&RunResult> = results.iter().collect();
     sorted.sort_by(|a, b| a.skeleton_s.total_cmp(&b.skeleton_s));
     sorted[(sorted.len() - 1) / 2].clone()
