@@ -43,13 +43,17 @@ pub struct Plan {
     pub warnings: Vec<Diag>,
 }
 
-/// Plans the loop cuts for ratio `k`.
-pub fn plan(program: &Program, world: &Shape, k: f64) -> Plan {
+/// Plans the loop cuts for ratio `k`. `conservative`: point-to-point loops in blocks
+/// whose rank branches have partners a common divisor cannot reach are kept whole (see
+/// [`Planner::block`]); the scaler asks for it when the plain plan does not run.
+pub fn plan(program: &Program, world: &Shape, k: f64, conservative: bool) -> Plan {
     let n = program.ranks.value;
     let envs = Env::all(n, world);
     let mut planner = Planner {
         envs,
         plan: Plan::default(),
+        frozen: std::collections::HashSet::new(),
+        conservative,
     };
     planner.block(&program.body, k);
     planner.plan
@@ -58,6 +62,31 @@ pub fn plan(program: &Program, world: &Shape, k: f64) -> Plan {
 struct Planner {
     envs: Vec<Env>,
     plan: Plan,
+    /// Loops kept whole: point-to-point loops whose partners a common divisor cannot
+    /// reach (see [`Planner::block`]).
+    frozen: std::collections::HashSet<*const Loop>,
+    conservative: bool,
+}
+
+/// Whether a block sends or receives point to point anywhere inside.
+fn has_p2p(stmts: &[Stmt]) -> bool {
+    stmts.iter().any(|s| {
+        matches!(s.kind, StmtKind::P2p(_)) || stmt_blocks(s).into_iter().any(|b| has_p2p(&b.stmts))
+    })
+}
+
+/// Every loop with point-to-point communication inside, at any depth.
+fn p2p_loops<'p>(stmts: &'p [Stmt], out: &mut Vec<&'p Loop>) {
+    for s in stmts {
+        if let StmtKind::Loop(l) = &s.kind {
+            if has_p2p(&l.body.stmts) {
+                out.push(l);
+            }
+        }
+        for b in stmt_blocks(s) {
+            p2p_loops(&b.stmts, out);
+        }
+    }
 }
 
 /// The loops of a block that must be cut together: those under `if`s of the block and
@@ -198,11 +227,38 @@ impl Planner {
     fn block(&mut self, block: &Block, k: f64) {
         let mut coupled = Vec::new();
         coupled_loops(&block.stmts, false, &mut coupled);
+        // Point-to-point loops in rank branches talk to partner loops elsewhere in the
+        // block: in other branches (the group's common divisor keeps them matched), but
+        // also at the block's top level or nested inside a group loop (HPCC's panel
+        // broadcasts: `if rank == 0 { loop 3 as i { loop 9 { send rank(i + 1) .. } } }`
+        // against `loop 9 { recv rank(..) }` on the others), which one divisor does not
+        // reach. There every point-to-point loop of the block is kept whole, and the
+        // ratio falls to compute.
+        let mut frozen = false;
+        if self.conservative && !coupled.is_empty() && has_p2p(&block.stmts) {
+            let nested = coupled.iter().any(|l| {
+                let mut inner = Vec::new();
+                p2p_loops(&l.body.stmts, &mut inner);
+                !inner.is_empty()
+            });
+            let loose = block.stmts.iter().any(|s| match &s.kind {
+                StmtKind::Loop(l) => {
+                    !coupled.iter().any(|c| std::ptr::eq(*c, &**l)) && has_p2p(&l.body.stmts)
+                }
+                _ => false,
+            });
+            if nested || loose {
+                frozen = true;
+                let mut all = Vec::new();
+                p2p_loops(&block.stmts, &mut all);
+                self.frozen
+                    .extend(all.into_iter().map(|l| l as *const Loop));
+            }
+        }
         if !coupled.is_empty() {
             // Each loop keeps a whole number of the periods of its variable's use: the
             // divisor divides count / period. A count that reads a loop variable, or a
             // body without a known period, leaves the whole group uncut.
-            let mut frozen = false;
             let mut counts: Vec<u64> = Vec::new();
             for l in &coupled {
                 if reads_vars(&l.count, None) {
@@ -253,6 +309,11 @@ impl Planner {
         for stmt in stmts {
             match &stmt.kind {
                 StmtKind::Loop(l) if self.plan.loops.contains_key(&(&**l as *const Loop)) => {}
+                StmtKind::Loop(l) if self.frozen.contains(&(&**l as *const Loop)) => {
+                    // Partners a common divisor cannot reach: kept whole.
+                    self.plan.loops.insert(&**l as *const Loop, l.count.clone());
+                    self.body(l, k, k, 1.0, None, None);
+                }
                 StmtKind::Loop(l) if reads_vars(&l.count, None) => {
                     // Its count changes with an enclosing loop's iterations: kept.
                     self.plan.loops.insert(&**l as *const Loop, l.count.clone());

@@ -155,7 +155,28 @@ pub fn scale(verified: &Verified, options: &ScaleOptions) -> Result<Scaled, Box<
             TimingError::TooManyRanks(program.ranks.value),
         ));
     }
-    let mut plan = plan(program, world, k);
+    // Loops in rank branches are cut by a common divisor so that their messages still
+    // match; where partners sit outside the branches (or nested in their loops) a cut
+    // plan can leave messages unmatched, which its timed run shows: then every
+    // point-to-point loop of such blocks is kept whole.
+    let mut plan = {
+        let plain = plan(program, world, k, false);
+        let stuck = k > 1.0
+            && matches!(
+                simulate(
+                    &apply(program, &plain, 1.0, 1.0, app_time / k),
+                    world,
+                    model,
+                    SIMULATION_BUDGET
+                ),
+                Err(TimingError::Stuck(_))
+            );
+        if stuck {
+            plan(program, world, k, true)
+        } else {
+            plain
+        }
+    };
     // Against the model's own time, compute is never stretched: where whole iterations
     // cut more than 1/K (one of 140 at 1:100), the skeleton reaches a higher ratio
     // (1:140) and `run` multiplies by it.

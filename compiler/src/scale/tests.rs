@@ -210,6 +210,36 @@ fn latency_floors_and_missing_compute_are_reported() {
     assert_eq!(counts(&s.program), ["100"]);
 }
 
+/// Partner loops that one common divisor does not reach (HPCC's panel broadcast: a
+/// loop nested in a branch's loop against a loop of the other branch) would be cut
+/// apart and leave messages unmatched: the plan keeps every point-to-point loop of such
+/// a block whole, and the scaled program still runs.
+#[test]
+fn partner_loops_out_of_one_divisors_reach_are_kept_whole() {
+    let source = "skeleton t\nranks 2\ntopology ring\napp_time 1 s\nloop 100 {\n    compute 10 ms\n}\nif rank == 0 {\n    loop 2 {\n        loop 9 {\n            send rank(1) 8 B\n            recv rank(1) 8 B\n        }\n    }\n} else {\n    loop 18 {\n        recv rank(0) 8 B\n        send rank(0) 8 B\n    }\n}\n";
+    // Cut by the common divisor 2 (loop 2 to 1, loop 18 to 9), the nested loop of 9
+    // would be cut again and rank 0 would send 2 messages where rank 1 waits for 9.
+    let s = scaled(source, 10).expect("scales");
+    assert_eq!(counts(&s.program), ["10", "2", "9", "18"]);
+    let (program, _) = parse(source);
+    let verified = verify(program, source, Options::default()).unwrap_or_else(|d| panic!("{d:?}"));
+    let plain = cut::plan(verified.program(), verified.info().world(), 10.0, false);
+    let cut = apply(verified.program(), &plain, 1.0, 1.0, 0.1);
+    assert!(
+        matches!(
+            simulate(
+                &cut,
+                verified.info().world(),
+                &Model::default(),
+                SIMULATION_BUDGET
+            ),
+            Err(TimingError::Stuck(_))
+        ),
+        "the plain plan leaves messages unmatched:\n{}",
+        print(&cut)
+    );
+}
+
 /// Against the model's own time message sizes are kept and compute shrinks to half at
 /// most: communication outside loops that takes more than the target lowers the ratio
 /// reached (a warning within 2x of the ratio asked, an error naming it beyond).
