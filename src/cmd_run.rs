@@ -53,42 +53,25 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
         Some(n) => (n as usize, n as usize),
         None => (MIN_RUNS, MAX_RUNS),
     };
-    let started = std::time::Instant::now();
-    let mut results: Vec<RunResult> = Vec::new();
-    let mut success = true;
-    while results.len() < min_runs
-        || (results.len() < max_runs
-            && spread(&results) > STABLE_SPREAD
-            && started.elapsed().as_secs_f64() < RUN_BUDGET_S)
-    {
-        let output = launch(&args.dir, args.mpi, &launcher, args.np, "./skeleton", &[])?;
-        print!("{}", output.stdout);
-        eprint!("{}", output.stderr);
-        let Some(result) = RunResult::find_in(&output.stdout) else {
-            return Err(format!(
-                "the program printed no perfskel-result line ({})",
-                output.status
-            ));
-        };
-        success &= output.success;
-        results.push(result);
-    }
+    let (results, success) = run_repeated(
+        &args.dir,
+        args.mpi,
+        &launcher,
+        args.np,
+        (min_runs, max_runs),
+        true,
+    )?;
     let result = median_result(&results);
     if results.len() > 1 {
         // The median run's line, last, for tools that read the last result line.
         println!("{}", result.line());
     }
     let runs = if results.len() > 1 {
-        let times: Vec<f64> = results.iter().map(|r| r.skeleton_s).collect();
-        let (lo, hi) = times
-            .iter()
-            .fold((f64::INFINITY, 0f64), |(lo, hi), &t| (lo.min(t), hi.max(t)));
+        let (lo, hi, spread) = range(&results);
         format!(
-            "median of {} runs ({:.6} … {:.6} s, spread {:.1} %)",
+            "median of {} runs ({lo:.6} … {hi:.6} s, spread {:.1} %)",
             results.len(),
-            lo,
-            hi,
-            100.0 * spread(&results)
+            100.0 * spread
         )
     } else {
         "1 run".to_string()
@@ -110,10 +93,11 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
             1e3 * MIN_RELIABLE_S
         );
     }
-    if results.len() > 1 && spread(&results) > STABLE_SPREAD {
+    let (_, _, spread) = range(&results);
+    if spread > STABLE_SPREAD {
         eprintln!(
             "perfskel run: warning: the runs spread {:.1} % (more than {:.0} %): this machine is noisy now (other jobs, more ranks than cores); the prediction is no better than that",
-            100.0 * spread(&results),
+            100.0 * spread,
             100.0 * STABLE_SPREAD
         );
     }
@@ -124,20 +108,61 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
     })
 }
 
-/// (max - min) / median of the runs' skeleton times; 0 for fewer than two runs.
-fn spread(results: &[RunResult]) -> f64 {
-    if results.len() < 2 {
-        return 0.0;
+/// Launches the program in `dir` at least `min` and at most `max` times, the runs past
+/// `min` only while they spread more than [`STABLE_SPREAD`] and within
+/// [`RUN_BUDGET_S`]; `echo` passes each run's output through. Gives each run's result
+/// line and whether every run exited 0.
+pub fn run_repeated(
+    dir: &Path,
+    mpi: MpiKind,
+    launcher: &[String],
+    np: u64,
+    (min, max): (usize, usize),
+    echo: bool,
+) -> Result<(Vec<RunResult>, bool), String> {
+    let started = std::time::Instant::now();
+    let mut results: Vec<RunResult> = Vec::new();
+    let mut success = true;
+    while results.len() < min
+        || (results.len() < max
+            && range(&results).2 > STABLE_SPREAD
+            && started.elapsed().as_secs_f64() < RUN_BUDGET_S)
+    {
+        let output = launch(dir, mpi, launcher, np, "./skeleton", &[])?;
+        if echo {
+            print!("{}", output.stdout);
+            eprint!("{}", output.stderr);
+        }
+        let Some(result) = RunResult::find_in(&output.stdout) else {
+            return Err(format!(
+                "the program printed no perfskel-result line ({}){}",
+                output.status,
+                if echo {
+                    String::new()
+                } else {
+                    format!(": {}", output.stderr.lines().last().unwrap_or(""))
+                }
+            ));
+        };
+        success &= output.success;
+        results.push(result);
     }
+    Ok((results, success))
+}
+
+/// The fastest and slowest runs' skeleton times and their spread, (max - min) / median;
+/// a spread of 0 for fewer than two runs.
+fn range(results: &[RunResult]) -> (f64, f64, f64) {
     let times: Vec<f64> = results.iter().map(|r| r.skeleton_s).collect();
     let lo = times.iter().copied().fold(f64::INFINITY, f64::min);
     let hi = times.iter().copied().fold(0.0, f64::max);
     let median = perfskel_compiler::stats::median(&times).unwrap_or(0.0);
-    if median > 0.0 {
+    let spread = if times.len() > 1 && median > 0.0 {
         (hi - lo) / median
     } else {
         0.0
-    }
+    };
+    (lo, hi, spread)
 }
 
 /// The run whose time is the median (the lower middle run for an even count, so the

@@ -224,17 +224,14 @@ fn compile_run_one(
     let launcher = [cmd_run::default_launcher(MpiKind::Openmpi)];
     let np: u64 = N_RANKS.parse().map_err(|_| "bad rank count".to_string())?;
     // The median of three runs, as `perfskel run` takes at least three.
-    let mut results = Vec::new();
-    for _ in 0..DEMO_RUNS {
-        let launched = cmd_run::launch(&dir, MpiKind::Openmpi, &launcher, np, "./skeleton", &[])?;
-        results.push(RunResult::find_in(&launched.stdout).ok_or_else(|| {
-            format!(
-                "no perfskel-result line ({}): {}",
-                launched.status,
-                launched.stderr.lines().last().unwrap_or("")
-            )
-        })?);
-    }
+    let (results, _) = cmd_run::run_repeated(
+        &dir,
+        MpiKind::Openmpi,
+        &launcher,
+        np,
+        (DEMO_RUNS, DEMO_RUNS),
+        false,
+    )?;
     Ok(cmd_run::median_result(&results))
 }
 

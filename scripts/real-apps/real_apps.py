@@ -452,13 +452,13 @@ class Runner:
                            "--repeat", "1"],
                           f"run-1to{k}", r"perfskel-result .*\bpredicted_s=([0-9.]+)",
                           predicted[k]))
-        for k in range(self.repeats):
+        for run in range(self.repeats):
             log(f"{app.name} at {n_ranks} ranks: untraced run and skeletons "
-                f"({k + 1} of {self.repeats})")
+                f"({run + 1} of {self.repeats})")
             for what, command, name, pattern, into in steps:
                 status, seconds, stdout = self.step(what, command, cwd,
-                                                    cwd / f"{name}-{k}.log")
-                (cwd / f"{name}-{k}.out").write_text(stdout)
+                                                    cwd / f"{name}-{run}.log")
+                (cwd / f"{name}-{run}.out").write_text(stdout)
                 match = re.search(pattern, stdout)
                 if status != 0 or not match:
                     row["status"] = f"{what} failed ({describe(status)})"

@@ -194,18 +194,10 @@ pub fn scale(verified: &Verified, options: &ScaleOptions) -> Result<Scaled, Box<
     // up for what the model does not explain (the model's error is not the
     // application's time).
     let (c, s) = if k > 1.0 {
-        solve_factors(&time, target).map_err(|e| too_large(program, e))?
+        solve_factors(&time, target, options.target == Target::Model)
+            .map_err(|e| too_large(program, e))?
     } else {
         (1.0, 1.0)
-    };
-    // Nor are message sizes cut, and compute shrinks no further than its floor: where
-    // communication that loops do not cut takes more than the target, the skeleton
-    // reaches a lower ratio (an error far from the one asked) instead of sending
-    // messages the application never sent.
-    let (c, s) = match options.target {
-        Target::Model if s < 1.0 => (COMPUTE_FLOOR, 1.0),
-        Target::Model => (c.min(1.0), 1.0),
-        Target::AppTime => (c, s),
     };
     if s < 1.0 {
         warnings.push(
@@ -334,14 +326,22 @@ pub fn scale(verified: &Verified, options: &ScaleOptions) -> Result<Scaled, Box<
 
 /// The compute factor `c` and message size factor `s` that make the simulated time hit
 /// `target`: compute first; messages only when compute would fall below its floor.
+/// `faithful` (against the model's own time): compute is never stretched and message
+/// sizes are kept, so where communication that loops do not cut takes more than the
+/// target compute stays at its floor and the skeleton reaches a lower ratio (an error
+/// far from the one asked) instead of sending messages the application never sent.
 fn solve_factors(
     time: &impl Fn(f64, f64) -> Result<f64, TimingError>,
     target: f64,
+    faithful: bool,
 ) -> Result<(f64, f64), TimingError> {
     let (t0, t1) = (time(0.0, 1.0)?, time(1.0, 1.0)?);
     let c = solve(|c| time(c, 1.0), 0.0, t0, 1.0, t1, target)?;
     if c >= COMPUTE_FLOOR || t1 <= t0 {
-        return Ok((c, 1.0));
+        return Ok((if faithful { c.min(1.0) } else { c }, 1.0));
+    }
+    if faithful {
+        return Ok((COMPUTE_FLOOR, 1.0));
     }
     // Communication takes too much of the target: shrink messages, keeping compute at
     // the floor of its share.

@@ -21,7 +21,7 @@
 
 use serde::Serialize;
 
-use super::driver::{Observation, Observations};
+use super::driver::{Observation, Observations, SkeletonObservation};
 use super::scenario::NEGATIVE_CONTROL_MIN_ERROR_PCT;
 use super::{Expectation, Failure, Plan, BASE};
 
@@ -128,6 +128,14 @@ pub fn skeleton_method(backend: perfskel_compiler::back::Backend) -> String {
 }
 
 /// Computes predictions, errors and summaries.
+/// The runs of `backend`'s skeleton in one cell.
+fn skeleton_of(
+    o: &Observation,
+    backend: perfskel_compiler::back::Backend,
+) -> Option<&SkeletonObservation> {
+    o.skeletons.iter().find(|s| s.backend == backend)
+}
+
 pub fn evaluate(plan: &Plan, observations: &Observations) -> Report {
     let mut methods: Vec<String> = plan.backends.iter().map(|b| skeleton_method(*b)).collect();
     methods.extend(
@@ -151,25 +159,15 @@ pub fn evaluate(plan: &Plan, observations: &Observations) -> Report {
             continue;
         };
         let measured = obs.app_s();
-        let skeleton_s = |o: &Observation, backend| {
-            o.skeletons
-                .iter()
-                .find(|s| s.backend == backend)
-                .and_then(|s| mean(&s.skeleton_runs))
-        };
+        let skeleton_s = |o: &Observation, backend| mean(&skeleton_of(o, backend)?.skeleton_runs);
         // The skeleton's time times the ratio it reaches (K where the target was hit).
-        let reached = |o: &Observation, backend| {
-            o.skeletons
-                .iter()
-                .find(|s| s.backend == backend)
-                .and_then(|s| s.reached)
-                .unwrap_or(plan.ratio as f64)
-        };
         let mut predicted: Vec<(String, Option<f64>)> = plan
             .backends
             .iter()
             .map(|&backend| {
-                let time = skeleton_s(obs, backend).map(|t| t * reached(obs, backend));
+                let time = skeleton_of(obs, backend).and_then(|s| {
+                    Some(mean(&s.skeleton_runs)? * s.reached.unwrap_or(plan.ratio as f64))
+                });
                 (skeleton_method(backend), time)
             })
             .collect();
