@@ -29,8 +29,16 @@ use perfskel_grammar::ast::*;
 use perfskel_grammar::Diag;
 
 use crate::semantics::{
-    depends_on_rank, eval_int, reads_vars, stmt_blocks, stmt_exprs, Env, Shape,
+    depends_on_rank, eval_bool_in, eval_int, reads_vars, stmt_blocks, stmt_exprs, Env, Shape,
 };
+
+/// A loop whose whole periods miss its share by more than this factor is cut by weight
+/// (see [`Planner::weighted`]); nearer, whole periods keep every branch in proportion
+/// and the ratio reached says how far they are.
+const MISSED_SHARE: f64 = 1.25;
+
+/// The most iterations a loop cut by weight may have (each evaluates its conditions).
+const WEIGHING_BUDGET: u64 = 10_000_000;
 
 /// The decisions of loop cutting. Statements are identified by address within the
 /// program the plan was made for.
@@ -53,6 +61,7 @@ pub fn plan(program: &Program, world: &Shape, k: f64, conservative: bool) -> Pla
         envs,
         plan: Plan::default(),
         frozen: std::collections::HashSet::new(),
+        weighted: std::collections::HashSet::new(),
         conservative,
     };
     planner.block(&program.body, k);
@@ -65,6 +74,9 @@ struct Planner {
     /// Loops kept whole: point-to-point loops whose partners a common divisor cannot
     /// reach (see [`Planner::block`]).
     frozen: std::collections::HashSet<*const Loop>,
+    /// `if`s whose conditions read only the variable of a loop cut by weight (see
+    /// [`Planner::weighted`]): their branches are planned with their own residuals.
+    weighted: std::collections::HashSet<*const If>,
     conservative: bool,
 }
 
@@ -91,18 +103,25 @@ fn p2p_loops<'p>(stmts: &'p [Stmt], out: &mut Vec<&'p Loop>) {
 
 /// The loops of a block that must be cut together: those under `if`s of the block and
 /// those whose count depends on the rank (not looking inside loops).
-fn coupled_loops<'p>(stmts: &'p [Stmt], under_if: bool, out: &mut Vec<&'p Loop>) {
+/// `skip`: `if`s planned by weight, whose branches every rank takes at once.
+fn coupled_loops<'p>(
+    stmts: &'p [Stmt],
+    under_if: bool,
+    skip: &std::collections::HashSet<*const If>,
+    out: &mut Vec<&'p Loop>,
+) {
     for stmt in stmts {
         match &stmt.kind {
             StmtKind::Loop(l) if under_if || depends_on_rank(&l.count) => out.push(l),
+            StmtKind::If(i) if skip.contains(&(&**i as *const If)) => {}
             StmtKind::If(i) => {
                 let mut current = i;
                 loop {
-                    coupled_loops(&current.then_block.stmts, true, out);
+                    coupled_loops(&current.then_block.stmts, true, skip, out);
                     match &current.else_branch {
                         None => break,
                         Some(Else::Block(b)) => {
-                            coupled_loops(&b.stmts, true, out);
+                            coupled_loops(&b.stmts, true, skip, out);
                             break;
                         }
                         Some(Else::If(next)) => current = next,
@@ -226,7 +245,7 @@ impl Planner {
     /// A block at residual `k`: cuts its coupled loops by a common divisor, then walks it.
     fn block(&mut self, block: &Block, k: f64) {
         let mut coupled = Vec::new();
-        coupled_loops(&block.stmts, false, &mut coupled);
+        coupled_loops(&block.stmts, false, &self.weighted, &mut coupled);
         // Point-to-point loops in rank branches talk to partner loops elsewhere in the
         // block: in other branches (the group's common divisor keeps them matched), but
         // also at the block's top level or nested inside a group loop (HPCC's panel
@@ -339,6 +358,14 @@ impl Planner {
                         ((n as f64 / k).round() as u64).max(1)
                     };
                     let factor = if cut == 0 { 1.0 } else { n as f64 / cut as f64 };
+                    // Whole periods far from the share: the rare iterations are weighed.
+                    if period > 1
+                        && k > 1.0
+                        && (factor / k).ln().abs() > MISSED_SHARE.ln()
+                        && self.weighted(l, n, k)
+                    {
+                        continue;
+                    }
                     let count = if cut == n {
                         l.count.clone()
                     } else {
@@ -351,6 +378,7 @@ impl Planner {
                     let kept = (period > 1).then_some(raw);
                     self.body(l, k / factor, k, factor, None, kept);
                 }
+                StmtKind::If(i) if self.weighted.contains(&(&**i as *const If)) => {}
                 StmtKind::If(i) => {
                     let mut current = i;
                     loop {
@@ -370,6 +398,83 @@ impl Planner {
                 }
             }
         }
+    }
+
+    /// Cuts `l` (`n` iterations at share `k`) to its first `m = round(n / k)` iterations
+    /// with its conditions as written, and weighs the branches they choose: a branch that
+    /// ran in `c` of the application's iterations and runs in `c'` of the kept ones is
+    /// left the residual `k · c' / c`, so its compute stands for `c / k` runs and its
+    /// loops are cut by that. Periodic bodies whose whole periods are far from the share
+    /// (LAMMPS's 501 steps re-neighbouring at `i % 20 == 0`, writing thermo at `i % 50 ==
+    /// 0`, setting up at `i == 0`, at 1:100) are cut this way. Only when the body reads the
+    /// variable in conditions alone (see [`weighable`]) and every branch that ran still
+    /// runs in the kept iterations; `false`, with nothing planned, otherwise.
+    fn weighted(&mut self, l: &Loop, n: u64, k: f64) -> bool {
+        let Some(var) = l.var.as_ref().map(|v| v.name.as_str()) else {
+            return false;
+        };
+        let m = ((n as f64 / k).round() as u64).max(1);
+        if m >= n || n > WEIGHING_BUDGET || !weighable(&l.body.stmts, var) {
+            return false;
+        }
+        let Some(env) = self.envs.first() else {
+            return false;
+        };
+        let (mut branches, mut ifs) = (Vec::new(), Vec::new());
+        let mask = vec![true; n as usize];
+        if weigh(
+            &l.body.stmts,
+            var,
+            env,
+            &mask,
+            m as usize,
+            &mut branches,
+            &mut ifs,
+        )
+        .is_none()
+        {
+            return false;
+        }
+        self.weighted.extend(ifs);
+        self.plan.loops.insert(
+            l as *const Loop,
+            Expr {
+                kind: ExprKind::Int(m as i64),
+                pos: l.count.pos,
+            },
+        );
+        self.block(&l.body, k * m as f64 / n as f64);
+        let mut diag = Diag::warning(
+            "loop-cut-by-weight",
+            format!(
+                "loop of {n} iterations keeps its first {m}: the iterations its body tells apart by `{var}` cannot all keep their share of 1:{}",
+                ratio_text(k)
+            ),
+        )
+        .at(l.count.pos, format!("cut to {m}"));
+        for b in &branches {
+            let r = if b.ran == 0 {
+                k
+            } else {
+                k * b.kept as f64 / b.ran as f64
+            };
+            self.block(b.block, r);
+            if let Some(c) = b.cond {
+                diag = diag.with_secondary(
+                    c.pos,
+                    format!(
+                        "true in {} of {n} iterations, {} of the {m} kept",
+                        b.ran, b.kept
+                    ),
+                );
+            }
+        }
+        self.plan.warnings.push(diag.with_note(format!(
+            "a branch that ran c times in the application and runs c' times in the kept iterations stands for c / {} runs: its compute spans are scaled by c / ({} c') and its loops cut by that; its communication is not shortened, and the ratio reached says what the skeleton stands for",
+            ratio_text(k),
+            ratio_text(k)
+        )));
+        true
     }
 
     /// Plans a loop's body at residual `body_k`, and warns when statements directly in it
@@ -427,6 +532,136 @@ impl Planner {
         }
         self.block(&l.body, body_k);
     }
+}
+
+/// Whether `e` reads a loop variable other than `var`.
+fn reads_other_vars(e: &Expr, var: &str) -> bool {
+    match &e.kind {
+        ExprKind::Var(v) => v.name != var,
+        ExprKind::Unary(_, x) | ExprKind::Pick(_, x) => reads_other_vars(x, var),
+        ExprKind::Binary(_, l, r) => reads_other_vars(l, var) || reads_other_vars(r, var),
+        _ => false,
+    }
+}
+
+/// The conditions of an `if` chain and its branches (the `else` block last, with no
+/// condition).
+fn chain(i: &If) -> Vec<(Option<&Expr>, &Block)> {
+    let mut out = vec![(Some(&i.cond), &i.then_block)];
+    let mut current = i;
+    loop {
+        match &current.else_branch {
+            None => return out,
+            Some(Else::Block(b)) => {
+                out.push((None, b));
+                return out;
+            }
+            Some(Else::If(next)) => {
+                out.push((Some(&next.cond), &next.then_block));
+                current = next;
+            }
+        }
+    }
+}
+
+/// Whether a loop body reads its variable `var` only in conditions of `if`s that every
+/// rank evaluates alike (no rank, no other loop variable in them), at its top level or in
+/// the branches of such `if`s: then which branch runs depends on the iteration alone.
+fn weighable(stmts: &[Stmt], var: &str) -> bool {
+    stmts.iter().all(|stmt| match &stmt.kind {
+        StmtKind::If(i) => {
+            let branches = chain(i);
+            let reads = branches
+                .iter()
+                .any(|(c, _)| c.is_some_and(|c| reads_vars(c, Some(var))));
+            if reads {
+                branches.iter().all(|(c, b)| {
+                    c.is_none_or(|c| !depends_on_rank(c) && !reads_other_vars(c, var))
+                        && weighable(&b.stmts, var)
+                })
+            } else {
+                branches.iter().all(|(c, b)| {
+                    c.is_none_or(|c| !reads_vars(c, Some(var))) && !block_reads(b, var)
+                })
+            }
+        }
+        _ => {
+            !stmt_exprs(stmt).iter().any(|e| reads_vars(e, Some(var)))
+                && !stmt_blocks(stmt).iter().any(|b| block_reads(b, var))
+        }
+    })
+}
+
+fn block_reads(b: &Block, var: &str) -> bool {
+    crate::semantics::block_reads_var(b, var)
+}
+
+/// A branch of an `if` that reads a weighed loop's variable.
+struct Weighed<'p> {
+    block: &'p Block,
+    /// Its condition (`None`: an `else`).
+    cond: Option<&'p Expr>,
+    /// Iterations it runs in of the application's, and of the kept ones.
+    ran: u64,
+    kept: u64,
+}
+
+/// The branches of the `if`s of `stmts` that read `var` (recursively), with how often
+/// each runs in the iterations of `mask` and in its first `m`; the `if`s into `ifs`.
+/// `None` when a condition cannot be evaluated or a branch that runs would not run in
+/// the first `m` iterations.
+fn weigh<'p>(
+    stmts: &'p [Stmt],
+    var: &str,
+    env: &Env,
+    mask: &[bool],
+    m: usize,
+    out: &mut Vec<Weighed<'p>>,
+    ifs: &mut Vec<*const If>,
+) -> Option<()> {
+    for stmt in stmts {
+        let StmtKind::If(i) = &stmt.kind else {
+            continue;
+        };
+        let branches = chain(i);
+        if !branches
+            .iter()
+            .any(|(c, _)| c.is_some_and(|c| reads_vars(c, Some(var))))
+        {
+            continue;
+        }
+        ifs.push(&**i as *const If);
+        let mut remaining = mask.to_vec();
+        for (cond, block) in branches {
+            let mut taken = vec![false; mask.len()];
+            for (index, left) in remaining.iter_mut().enumerate() {
+                if !*left {
+                    continue;
+                }
+                let holds = match cond {
+                    None => true,
+                    Some(c) => eval_bool_in(c, env, &[(var, index as i64)]).ok()?,
+                };
+                if holds {
+                    taken[index] = true;
+                    *left = false;
+                }
+            }
+            let ran = taken.iter().filter(|&&t| t).count() as u64;
+            let kept = taken[..m].iter().filter(|&&t| t).count() as u64;
+            if ran > 0 && kept == 0 {
+                return None;
+            }
+            out.push(Weighed {
+                block,
+                cond,
+                ran,
+                kept,
+            });
+            weigh(&block.stmts, var, env, &taken, m, out, ifs)?;
+        }
+    }
+    Some(())
 }
 
 /// Whether statements other than loops run directly in a block (through `if`s).

@@ -9,6 +9,10 @@ use super::*;
 use crate::check::{check, verify, Options};
 
 fn scaled(source: &str, ratio: u64) -> Result<Scaled, Box<Diag>> {
+    scaled_for(source, ratio, Target::AppTime)
+}
+
+fn scaled_for(source: &str, ratio: u64, target: Target) -> Result<Scaled, Box<Diag>> {
     let (program, diags) = parse(source);
     assert!(diags.is_empty(), "{diags:?}");
     let verified = verify(program, source, Options::default()).unwrap_or_else(|d| panic!("{d:?}"));
@@ -17,7 +21,7 @@ fn scaled(source: &str, ratio: u64) -> Result<Scaled, Box<Diag>> {
         &ScaleOptions {
             ratio,
             model: Model::default(),
-            target: Target::AppTime,
+            target,
         },
     );
     if let Ok(s) = &result {
@@ -396,24 +400,19 @@ const PATTERN: &str = "skeleton t\nranks 4\ntopology ring\napp_time 1 s\n\
 
 #[test]
 fn loops_reading_their_variable_keep_whole_periods() {
-    // The body reads `i` with period lcm(20, 50) = 100. At 1:10 the 50 iterations of a
-    // plain cut become one period; at 1:2 the 250 are 2.5 periods, rounded half away
-    // from zero to 3: 300 iterations. Conditions are unchanged, so the scaled program
-    // still runs an allreduce every 20 iterations and a barrier every 50.
-    for (ratio, kept, allreduces, barriers) in [(10, "100", 5, 2), (2, "300", 15, 6)] {
-        let s = scaled(PATTERN, ratio).expect("scales");
-        assert_eq!(counts(&s.program), vec![kept], "1:{ratio}");
-        let text = print(&s.program);
-        assert!(text.contains("if i % 20 == 19 {"), "{text}");
-        assert!(text.contains("if i % 50 == 49 {"), "{text}");
-        let info = check(&s.program, "", Options::default())
-            .info
-            .expect("checks");
-        assert!(info
-            .ranks()
-            .iter()
-            .all(|r| r.collectives == allreduces + barriers));
-    }
+    // The body reads `i` with period lcm(20, 50) = 100. At 1:2 the 250 iterations are
+    // 2.5 periods, rounded half away from zero to 3: 300 iterations (1:1.67, near
+    // enough to 1:2). Conditions are unchanged, so the scaled program still runs an
+    // allreduce every 20 iterations and a barrier every 50.
+    let s = scaled(PATTERN, 2).expect("scales");
+    assert_eq!(counts(&s.program), vec!["300"]);
+    let text = print(&s.program);
+    assert!(text.contains("if i % 20 == 19 {"), "{text}");
+    assert!(text.contains("if i % 50 == 49 {"), "{text}");
+    let info = check(&s.program, "", Options::default())
+        .info
+        .expect("checks");
+    assert!(info.ranks().iter().all(|r| r.collectives == 15 + 6));
     // A rotating partner has the period of the rank count: 500 / 10 = 50 iterations
     // are 12.5 periods of 4, so 13 periods.
     let rotate = "skeleton t\nranks 4\ntopology ring\napp_time 1 s\n\
@@ -428,9 +427,97 @@ fn loops_reading_their_variable_keep_whole_periods() {
     assert_eq!(counts(&s.program), vec!["50"]);
 }
 
+/// The compute spans directly in the branches of the `if`s of a program's loops, by the
+/// text of each condition (`else` for an else block).
+fn branch_computes(program: &Program) -> Vec<(String, f64)> {
+    fn walk(block: &Block, out: &mut Vec<(String, f64)>) {
+        for stmt in &block.stmts {
+            match &stmt.kind {
+                StmtKind::Loop(l) => walk(&l.body, out),
+                StmtKind::If(i) => {
+                    let mut branches =
+                        vec![(perfskel_grammar::printer::expr(&i.cond), &i.then_block)];
+                    if let Some(Else::Block(b)) = &i.else_branch {
+                        branches.push(("else".to_string(), b));
+                    }
+                    for (cond, b) in branches {
+                        for s in &b.stmts {
+                            if let StmtKind::Compute(c) = &s.kind {
+                                out.push((cond.clone(), c.time.mean_seconds()));
+                            }
+                        }
+                        walk(b, out);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(&program.body, &mut out);
+    out
+}
+
+#[test]
+fn rare_iterations_of_a_step_loop_are_weighed() {
+    // A time-step loop: a set-up step (`i == 0`), a re-neighbouring every 20 steps and
+    // an output every 50, over 501 steps. At 1:100 whole periods of 100 would keep 100
+    // steps (1:5): the loop keeps its first 5 steps instead, and each branch's compute
+    // stands for how often it ran: the set-up once for 1 (x 1/100), the re-neighbouring
+    // once for 26 (x 26/100), the output once for 11 (x 11/100), the ordinary step 4
+    // times for 475 (x 475/400: stretched on the app-time target).
+    let source = "skeleton t\nranks 2\ntopology ring\napp_time 10 s\n\
+                  loop 501 as i {\n    if i % 20 == 0 {\n        compute 10 ms\n        loop 4 {\n            compute 1 ms\n            sendrecv to next 1 KiB from prev 1 KiB\n        }\n    } else {\n        compute 2 ms\n    }\n    compute 16 ms\n    if i == 0 {\n        compute 100 ms\n        barrier\n    }\n    if i % 50 == 0 {\n        compute 1 ms\n        allreduce 8 B\n    }\n}\n";
+    let s = scaled(source, 100).expect("scales");
+    // The re-neighbouring's inner loop is cut by its own residual 100 / 26 = 3.85.
+    assert_eq!(counts(&s.program), vec!["5", "1"]);
+    let warning = s
+        .warnings
+        .iter()
+        .find(|w| w.code == "loop-cut-by-weight")
+        .expect("a warning says the loop was weighed");
+    assert!(warning.message.contains("keeps its first 5"), "{warning:?}");
+    assert!(
+        warning
+            .secondary
+            .iter()
+            .any(|l| l.message == "true in 26 of 501 iterations, 1 of the 5 kept"),
+        "{warning:?}"
+    );
+    // Against the model, compute is never stretched: the ordinary step keeps its time,
+    // the rare ones shrink by their weight.
+    let model = scaled_for(source, 100, Target::Model).expect("scales");
+    let c = model.compute_factor;
+    let got = branch_computes(&model.program);
+    let want = [
+        ("i % 20 == 0", 10e-3 * 0.26),
+        ("else", 2e-3),
+        ("i == 0", 100e-3 / 100.0),
+        ("i % 50 == 0", 1e-3 * 0.11),
+    ];
+    for (cond, t) in want {
+        let (_, v) = got
+            .iter()
+            .find(|(c, _)| c == cond)
+            .unwrap_or_else(|| panic!("{cond}: {got:?}"));
+        assert!((v / (t * c) - 1.0).abs() < 0.01, "{cond}: {v} vs {t} x {c}");
+    }
+    // The five steps stand for the 501: the ratio reached is near the one asked.
+    assert!(
+        (model.ratio_reached / 100.0 - 1.0).abs() < 0.1,
+        "{}",
+        model.ratio_reached
+    );
+    // A branch that would not run in the kept steps (`i == 499`) keeps the loop whole.
+    let late = source.replace("i == 0", "i == 499");
+    let s = scaled(&late, 100).expect("scales");
+    assert_eq!(counts(&s.program)[0], "501");
+}
+
 #[test]
 fn loops_reading_their_variable_without_a_period_are_not_cut() {
-    for cond in ["i == 499", "i < 10", "i / 2 % 2 == 0 or i == 3"] {
+    // Branches the first iterations do not reach keep every iteration.
+    for cond in ["i == 499", "i > 100"] {
         let source = PATTERN.replace("i % 50 == 49", cond);
         let s = scaled(&source, 10).unwrap_or_else(|e| panic!("{cond}: {e:?}"));
         assert_eq!(counts(&s.program), vec!["500"], "{cond}");
