@@ -43,6 +43,52 @@ pub fn cache_dir() -> PathBuf {
     std::env::temp_dir().join("perfskel-cache")
 }
 
+/// What a cached model of `mpi` must have been measured on to be used: this host, its
+/// processor and core count, the MPI library's version (its launcher's `--version`) and
+/// this perfskel. A model measured elsewhere, with another MPI release or by another
+/// perfskel is stale.
+pub fn machine_key(mpi: MpiKind) -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_else(|_| "unknown host".into());
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|text| {
+            text.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_string())
+        })
+        .unwrap_or_else(|| std::env::consts::ARCH.to_string());
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let launcher = default_launcher(mpi);
+    let version = Command::new(&launcher)
+        .arg("--version")
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()
+        .map(|out| {
+            let text = String::from_utf8_lossy(&out.stdout).into_owned();
+            // Open MPI: "mpirun (Open MPI) 4.1.4"; MPICH's Hydra: "Version: 4.0.2".
+            text.lines()
+                .find(|l| l.trim_start().starts_with("Version:"))
+                .map(|l| format!("{launcher} {}", l.split_whitespace().last().unwrap_or("")))
+                .or_else(|| {
+                    text.lines()
+                        .find(|l| !l.trim().is_empty())
+                        .map(str::to_string)
+                })
+                .unwrap_or_default()
+        })
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| format!("{launcher} (no version)"));
+    format!(
+        "{host}; {cpu} x {cores}; {version}; perfskel {}",
+        env!("CARGO_PKG_VERSION")
+    )
+}
+
 /// Where `calibrate` saves the model of `mpi` and `compile` looks for it.
 pub fn default_model_path(mpi: MpiKind) -> PathBuf {
     cache_dir().join(format!("model-{}.json", mpi.name()))
@@ -52,11 +98,44 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
     if args.np < 2 {
         return Err("calibrate needs at least 2 ranks (-np 2)".into());
     }
-    let dir = cache_dir().join(format!("calibrate-{}", args.mpi.name()));
+    let launcher: Vec<String> = match &args.mpirun {
+        Some(cmd) => cmd.split_whitespace().map(str::to_string).collect(),
+        None => vec![default_launcher(args.mpi)],
+    };
+    let model = measure(args.mpi, args.np, &launcher)?;
+    let path = args.output.unwrap_or_else(|| default_model_path(args.mpi));
+    save(&model, &path)?;
+    println!(
+        "{}: latency {:.2} us, bandwidth {:.2} GB/s, communicator creation {:.1} us; saved to {}",
+        args.mpi.name(),
+        model.latency_s * 1e6,
+        model.bandwidth_bytes_per_s / 1e9,
+        model.comm_create_s * 1e6,
+        path.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Builds the ping-pong program with `mpi`'s compiler, runs it on `np` ranks with
+/// `launcher` and fits the model, marked with [`machine_key`].
+pub fn measure(mpi: MpiKind, np: u64, launcher: &[String]) -> Result<Model, String> {
+    // A folder of this process's own: two compiles may measure at once.
+    let dir = cache_dir().join(format!("calibrate-{}-{}", mpi.name(), std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let model = measure_in(&dir, mpi, np, launcher);
+    let _ = std::fs::remove_dir_all(&dir);
+    model
+}
+
+fn measure_in(
+    dir: &std::path::Path,
+    mpi: MpiKind,
+    np: u64,
+    launcher: &[String],
+) -> Result<Model, String> {
     std::fs::write(dir.join("calibrate.c"), PINGPONG)
         .map_err(|e| format!("cannot write the ping-pong program: {e}"))?;
-    let cc = mpicc(args.mpi);
+    let cc = mpicc(mpi);
     let out = Command::new(&cc)
         .args([
             "-O2",
@@ -67,7 +146,7 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
             "calibrate",
             "calibrate.c",
         ])
-        .current_dir(&dir)
+        .current_dir(dir)
         .output()
         .map_err(|e| format!("cannot run {cc}: {e}"))?;
     if !out.status.success() {
@@ -76,34 +155,29 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
             String::from_utf8_lossy(&out.stderr)
         ));
     }
-    let launcher: Vec<String> = match &args.mpirun {
-        Some(cmd) => cmd.split_whitespace().map(str::to_string).collect(),
-        None => vec![default_launcher(args.mpi)],
-    };
-    let run = launch(&dir, args.mpi, &launcher, args.np, "./calibrate", &[])?;
+    let run = launch(dir, mpi, launcher, np, "./calibrate", &[])?;
     if !run.success {
         return Err(format!(
             "the ping-pong program failed ({}):\n{}",
             run.status, run.stderr
         ));
     }
-    let model = fit(args.mpi.name(), &run.stdout)?;
-    let path = args.output.unwrap_or_else(|| default_model_path(args.mpi));
+    let mut model = fit(mpi.name(), &run.stdout)?;
+    model.measured_on = Some(machine_key(mpi));
+    Ok(model)
+}
+
+/// Writes `model` to `path` (its folder created).
+pub fn save(model: &Model, path: &std::path::Path) -> Result<(), String> {
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent)
             .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
     }
-    std::fs::write(&path, model.to_json() + "\n")
-        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-    println!(
-        "{}: latency {:.2} us, bandwidth {:.2} GB/s, communicator creation {:.1} us; saved to {}",
-        args.mpi.name(),
-        model.latency_s * 1e6,
-        model.bandwidth_bytes_per_s / 1e9,
-        model.comm_create_s * 1e6,
-        path.display()
-    );
-    Ok(ExitCode::SUCCESS)
+    // Written aside and renamed, so a compile reading it never sees half a model.
+    let aside = path.with_extension(format!("json.{}", std::process::id()));
+    std::fs::write(&aside, model.to_json() + "\n")
+        .map_err(|e| format!("cannot write {}: {e}", aside.display()))?;
+    std::fs::rename(&aside, path).map_err(|e| format!("cannot write {}: {e}", path.display()))
 }
 
 /// The model from the ping-pong output: latency is the half round trip of an empty
@@ -163,6 +237,7 @@ pub fn fit(mpi: &str, output: &str) -> Result<Model, String> {
         bandwidth_bytes_per_s: 1.0 / slope,
         eager_limit_bytes: defaults.eager_limit_bytes,
         comm_create_s: split.unwrap_or(defaults.comm_create_s),
+        measured_on: None,
     })
 }
 

@@ -51,6 +51,10 @@ pub struct Args {
     /// Whose saved model to use when `--model` is not given.
     #[arg(long, value_enum, default_value = "openmpi")]
     mpi: MpiKind,
+    /// When no model of this machine and `--mpi` is cached, use the built-in defaults
+    /// instead of measuring it (about 4 s, once; `PERFSKEL_NO_CALIBRATE=1` does the same).
+    #[arg(long)]
+    no_calibrate: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -111,7 +115,8 @@ pub const BUILD_PRODUCTS: &[&str] = &["skeleton", ".build-flags", "Cargo.lock", 
 pub fn run(args: Args) -> Result<ExitCode, String> {
     let name = args.file.display().to_string();
     let source = read_source(&args.file)?;
-    let (model, model_from) = load_model(args.model.as_deref(), args.mpi)?;
+    let calibrate = !args.no_calibrate && std::env::var_os("PERFSKEL_NO_CALIBRATE").is_none();
+    let (model, model_from) = load_model(args.model.as_deref(), args.mpi, calibrate)?;
     let source_name = args
         .file
         .file_name()
@@ -153,23 +158,70 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The model to scale with and where it came from.
-pub fn load_model(path: Option<&Path>, mpi: MpiKind) -> Result<(Model, String), String> {
+/// The model to scale with and where it came from: `path` as given, or the cached model
+/// of `mpi` when it was measured on this machine with this MPI and perfskel (see
+/// [`cmd_calibrate::machine_key`]; a stale one is never used), or, when none is and
+/// `calibrate`, one measured now and cached (`perfskel calibrate`, once per machine and
+/// MPI), else the built-in defaults. The default target divides the model's time of the
+/// scaled skeleton by its time of the whole one, so the model's errors mostly cancel;
+/// where communication that loops do not cut decides the ratio reached, a measured model
+/// decides it better.
+pub fn load_model(
+    path: Option<&Path>,
+    mpi: MpiKind,
+    calibrate: bool,
+) -> Result<(Model, String), String> {
     let (path, explicit) = match path {
         Some(p) => (p.to_path_buf(), true),
         None => (cmd_calibrate::default_model_path(mpi), false),
     };
-    if !explicit && !path.is_file() {
+    if explicit || path.is_file() {
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| format!("cannot read the model {}: {e}", path.display()))?;
+        let model = Model::from_json(&text)
+            .map_err(|e| format!("{} is not a perfskel model: {e}", path.display()))?;
+        if explicit {
+            return Ok((model, path.display().to_string()));
+        }
+        let here = cmd_calibrate::machine_key(mpi);
+        if model.measured_on.as_deref() == Some(here.as_str()) {
+            return Ok((model, path.display().to_string()));
+        }
+        eprintln!(
+            "perfskel compile: the cached model {} was measured on {}, not on {here}: not used",
+            path.display(),
+            model
+                .measured_on
+                .as_deref()
+                .unwrap_or("an unrecorded machine"),
+        );
+    }
+    if !calibrate {
         return Ok((
             Model::default(),
-            "built-in defaults (run `perfskel calibrate` to measure this machine)".into(),
+            format!(
+                "built-in defaults (`perfskel calibrate --mpi {}` measures this machine)",
+                mpi.name()
+            ),
         ));
     }
-    let text = std::fs::read_to_string(&path)
-        .map_err(|e| format!("cannot read the model {}: {e}", path.display()))?;
-    let model = Model::from_json(&text)
-        .map_err(|e| format!("{} is not a perfskel model: {e}", path.display()))?;
-    Ok((model, path.display().to_string()))
+    eprintln!(
+        "perfskel compile: measuring this machine with {} once (a ping-pong on 2 ranks, as `perfskel calibrate` does; --no-calibrate skips it)",
+        mpi.name()
+    );
+    let launcher = vec![crate::cmd_run::default_launcher(mpi)];
+    match cmd_calibrate::measure(mpi, 2, &launcher)
+        .and_then(|model| cmd_calibrate::save(&model, &path).map(|()| model))
+    {
+        Ok(model) => Ok((model, format!("{} (measured now)", path.display()))),
+        Err(e) => {
+            let first = e.lines().next().unwrap_or("").to_string();
+            Ok((
+                Model::default(),
+                format!("built-in defaults (measuring this machine failed: {first})"),
+            ))
+        }
+    }
 }
 
 /// Writes `files` into `dir`. Refuses a directory with files perfskel did not write

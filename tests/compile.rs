@@ -43,6 +43,7 @@ fn perfskel_with(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> std::proces
         .args(args)
         .current_dir(dir)
         .env("PERFSKEL_CACHE_DIR", work_dir().join("cache"))
+        .env("PERFSKEL_NO_CALIBRATE", "1")
         .envs(env.iter().copied())
         .output()
         .expect("the perfskel binary runs")
@@ -680,4 +681,65 @@ fn rank_counts_beyond_the_simulations_are_refused_not_attempted() {
             "error[cannot-simulate]: scaling simulates every rank's time: 99999999999 ranks are more than it handles (65536)",
         );
     }
+}
+
+/// With no model of this machine cached, `compile` measures one (the ping-pong of
+/// `perfskel calibrate`, under Open MPI) and caches it keyed by host, processor, MPI
+/// version and perfskel; the next compile uses it; a cached model measured elsewhere is
+/// never used (it is measured again); `--no-calibrate` keeps the built-in defaults.
+#[test]
+fn the_model_is_measured_on_first_use_and_never_used_stale() {
+    let dir = scratch("first-use");
+    let cache = dir.join("cache");
+    let cache_text = cache.to_str().expect("utf-8").to_string();
+    let compile = |extra: &[&str]| {
+        let mut args = vec!["compile", "tiny.skel", "--ratio", "1:10", "--emit", "skel"];
+        args.extend_from_slice(extra);
+        let _guard = MPI_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_perfskel"))
+            .args(&args)
+            .current_dir(&dir)
+            .env("PERFSKEL_CACHE_DIR", &cache_text)
+            .env_remove("PERFSKEL_NO_CALIBRATE")
+            .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+            .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+            .output()
+            .expect("the perfskel binary runs");
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        text(&out.stderr)
+    };
+    let model_file = cache.join("model-openmpi.json");
+    let first = compile(&[]);
+    assert!(
+        first.contains("measuring this machine with openmpi once"),
+        "{first}"
+    );
+    assert!(first.contains("(measured now)"), "{first}");
+    let saved = std::fs::read_to_string(&model_file).expect("the model is cached");
+    let json: serde_json::Value = serde_json::from_str(&saved).expect("json");
+    let key = json["measured_on"].as_str().expect("a key").to_string();
+    assert!(key.contains("perfskel "), "{key}");
+    assert!(
+        json["latency_s"]
+            .as_f64()
+            .is_some_and(|l| l > 0.0 && l < 1e-3),
+        "{saved}"
+    );
+    let second = compile(&[]);
+    assert!(!second.contains("measuring"), "{second}");
+    assert!(second.contains("model-openmpi.json)"), "{second}");
+    // A model of another machine is not used, and is measured again.
+    std::fs::write(&model_file, saved.replace(&key, "another host; x 64")).expect("write");
+    let stale = compile(&[]);
+    assert!(
+        stale.contains("was measured on another host; x 64") && stale.contains("not used"),
+        "{stale}"
+    );
+    assert!(stale.contains("(measured now)"), "{stale}");
+    let again = std::fs::read_to_string(&model_file).expect("cached");
+    assert!(again.contains(&key), "{again}");
+    std::fs::remove_file(&model_file).expect("remove");
+    let plain = compile(&["--no-calibrate"]);
+    assert!(plain.contains("built-in defaults"), "{plain}");
+    assert!(!model_file.exists());
 }

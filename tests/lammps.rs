@@ -21,6 +21,7 @@ fn perfskel(dir: &Path, args: &[&str]) -> Output {
         .args(args)
         .current_dir(dir)
         .env("PERFSKEL_CACHE_DIR", shared_cache_dir())
+        .env("PERFSKEL_NO_CALIBRATE", "1")
         .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
         .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
         .env("OMPI_MCA_rmaps_base_oversubscribe", "1")

@@ -130,6 +130,22 @@ APPS = [
         "(recursive doubling in rows, transpose partner); 2^k ranks",
     ),
     App(
+        "bucket_sort",
+        "pattern",
+        full={"args": ["4000000", "20"]},
+        quick={"args": ["200000", "4"]},
+        about="tests/apps/bucket_sort.c: an integer bucket sort (Alltoall of counts, "
+        "Alltoallv of keys whose sizes vary with the data, Allreduce)",
+    ),
+    App(
+        "multigrid",
+        "pattern",
+        full={"args": ["64", "20"]},
+        quick={"args": ["16", "4"]},
+        about="tests/apps/multigrid.c: a 3-D multigrid V-cycle (six-face Irecv/Isend/"
+        "Waitall exchanges on every level, faces from 32 KiB to 32 B, Allreduce)",
+    ),
+    App(
         "halo_dims",
         "pattern",
         full={"args": ["48", "32", "24", "400"]},

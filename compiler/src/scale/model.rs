@@ -26,6 +26,10 @@ pub struct Model {
     pub eager_limit_bytes: u64,
     /// Fixed cost of creating a communicator (split, dup, cart_sub), beyond its messages.
     pub comm_create_s: f64,
+    /// Where it was measured (host, processor, MPI library version, perfskel version):
+    /// a cached model is used only where this still holds (see `perfskel calibrate`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measured_on: Option<String>,
 }
 
 impl Default for Model {
@@ -38,6 +42,7 @@ impl Default for Model {
             bandwidth_bytes_per_s: 4.0e9,
             eager_limit_bytes: 65_536,
             comm_create_s: 20.0e-6,
+            measured_on: None,
         }
     }
 }
