@@ -89,6 +89,20 @@ pub fn machine_key(mpi: MpiKind) -> String {
     )
 }
 
+/// The 1-minute load average when it is over half the cores (other work would slow
+/// the ping-pong down, and its model would stand for a loaded machine), `None` when the
+/// machine is quiet enough or the load is unknown.
+pub fn busy() -> Option<f64> {
+    let load: f64 = std::fs::read_to_string("/proc/loadavg")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()?;
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    (load > 0.5 * cores).then_some(load)
+}
+
 /// Where `calibrate` saves the model of `mpi` and `compile` looks for it.
 pub fn default_model_path(mpi: MpiKind) -> PathBuf {
     cache_dir().join(format!("model-{}.json", mpi.name()))
@@ -102,6 +116,11 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
         Some(cmd) => cmd.split_whitespace().map(str::to_string).collect(),
         None => vec![default_launcher(args.mpi)],
     };
+    if let Some(load) = busy() {
+        eprintln!(
+            "perfskel calibrate: warning: the machine is busy (load average {load:.2}): the model will stand for a loaded machine; measure when it is idle"
+        );
+    }
     let model = measure(args.mpi, args.np, &launcher)?;
     let path = args.output.unwrap_or_else(|| default_model_path(args.mpi));
     save(&model, &path)?;

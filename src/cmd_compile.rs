@@ -210,18 +210,35 @@ pub fn load_model(
         mpi.name()
     );
     let launcher = vec![crate::cmd_run::default_launcher(mpi)];
-    match cmd_calibrate::measure(mpi, 2, &launcher)
-        .and_then(|model| cmd_calibrate::save(&model, &path).map(|()| model))
-    {
-        Ok(model) => Ok((model, format!("{} (measured now)", path.display()))),
-        Err(e) => {
-            let first = e.lines().next().unwrap_or("").to_string();
-            Ok((
-                Model::default(),
-                format!("built-in defaults (measuring this machine failed: {first})"),
-            ))
-        }
+    // On a busy machine the model is used for this compile but not kept: it would stand
+    // for the load, not the machine.
+    let busy = cmd_calibrate::busy();
+    let measured = cmd_calibrate::measure(mpi, 2, &launcher);
+    match (measured, busy) {
+        (Ok(model), Some(load)) => Ok((
+            model,
+            format!(
+                "measured now on a busy machine (load average {load:.2}), not cached: `perfskel calibrate --mpi {}` on the idle machine keeps one",
+                mpi.name()
+            ),
+        )),
+        (measured, None) => match measured
+            .and_then(|model| cmd_calibrate::save(&model, &path).map(|()| model))
+        {
+            Ok(model) => Ok((model, format!("{} (measured now)", path.display()))),
+            Err(e) => Ok(defaults_after(&e)),
+        },
+        (Err(e), Some(_)) => Ok(defaults_after(&e)),
     }
+}
+
+/// The built-in defaults, after measuring failed with `error`.
+fn defaults_after(error: &str) -> (Model, String) {
+    let first = error.lines().next().unwrap_or("");
+    (
+        Model::default(),
+        format!("built-in defaults (measuring this machine failed: {first})"),
+    )
 }
 
 /// Writes `files` into `dir`. Refuses a directory with files perfskel did not write
