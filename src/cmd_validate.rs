@@ -22,7 +22,8 @@ use perfskel_studies::validate::{
     plot, report, Mode, Mpi, Plan, Request, Scenario, APPS, SCENARIOS,
 };
 
-/// The example applications, embedded so the harness works outside the repository.
+/// The example applications and the pattern programs of `tests/apps/`, embedded so the
+/// harness works outside the repository.
 const APP_SOURCES: &[(&str, &str)] = &[
     ("stencil.c", include_str!("../examples/apps/stencil.c")),
     ("cg.c", include_str!("../examples/apps/cg.c")),
@@ -37,6 +38,9 @@ const APP_SOURCES: &[(&str, &str)] = &[
         "master_worker.c",
         include_str!("../examples/apps/master_worker.c"),
     ),
+    ("halo_dims.c", include_str!("../tests/apps/halo_dims.c")),
+    ("bucket_sort.c", include_str!("../tests/apps/bucket_sort.c")),
+    ("multigrid.c", include_str!("../tests/apps/multigrid.c")),
 ];
 
 /// Linked into every application: a PMPI wrapper of `MPI_Init` and `MPI_Finalize` that
@@ -239,7 +243,7 @@ fn exit_code(report: &Report) -> ExitCode {
 }
 
 fn listing() -> String {
-    let mut out = String::from("applications (examples/apps/, embedded):\n");
+    let mut out = String::from("applications (examples/apps/ and tests/apps/, embedded):\n");
     for app in APPS {
         let _ = writeln!(
             out,
@@ -255,7 +259,7 @@ fn listing() -> String {
     }
     out.push_str("\nscenarios (see docs/validate.md):\n");
     for s in SCENARIOS {
-        let _ = writeln!(out, "  {:<17} {}", s.name, s.summary);
+        let _ = writeln!(out, "  {:<22} {}", s.name, s.summary);
     }
     out
 }

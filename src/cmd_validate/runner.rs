@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use perfskel_compiler::back::{Backend, RunResult};
 use perfskel_studies::validate::driver::Runner;
-use perfskel_studies::validate::{AppSpec, Mpi, RunError, Scenario};
+use perfskel_studies::validate::{AppSpec, Mpi, RunError, Scenario, BASE};
 
 /// The line the timing shim prints on rank 0: time between `MPI_Init` and
 /// `MPI_Finalize`.
@@ -81,18 +81,55 @@ impl ProcessRunner {
             .join(app.name)
     }
 
-    fn trace_dir(&self, app: &AppSpec) -> PathBuf {
-        self.workdir.join("trace").join(app.name)
+    /// The name of a skeleton: the application's, and the scenario's it was traced in
+    /// unless that is base.
+    fn skeleton_name(app: &AppSpec, traced_in: &Scenario) -> String {
+        if traced_in.name == BASE {
+            app.name.to_string()
+        } else {
+            format!("{}-{}", app.name, traced_in.name)
+        }
     }
 
-    fn skel_file(&self, app: &AppSpec) -> PathBuf {
-        self.workdir.join("skel").join(format!("{}.skel", app.name))
-    }
-
-    fn program_dir(&self, app: &AppSpec, backend: Backend, mpi: Mpi) -> PathBuf {
+    fn trace_dir(&self, app: &AppSpec, traced_in: &Scenario) -> PathBuf {
         self.workdir
-            .join("out")
-            .join(format!("{}-{backend}-{}", app.name, mpi.name()))
+            .join("trace")
+            .join(Self::skeleton_name(app, traced_in))
+    }
+
+    fn skel_file(&self, app: &AppSpec, traced_in: &Scenario) -> PathBuf {
+        self.workdir
+            .join("skel")
+            .join(format!("{}.skel", Self::skeleton_name(app, traced_in)))
+    }
+
+    fn program_dir(
+        &self,
+        app: &AppSpec,
+        traced_in: &Scenario,
+        backend: Backend,
+        mpi: Mpi,
+    ) -> PathBuf {
+        self.workdir.join("out").join(format!(
+            "{}-{backend}-{}",
+            Self::skeleton_name(app, traced_in),
+            mpi.name()
+        ))
+    }
+
+    /// The ranks of the runs in `scenario`.
+    fn ranks(&self, scenario: &Scenario) -> u32 {
+        scenario.traced_ranks.unwrap_or(self.n_ranks)
+    }
+
+    /// Where the skeleton that runs in `scenario` was traced: the scenario itself when it
+    /// is traced at its own rank count, else base.
+    fn traced_in(scenario: &Scenario) -> &Scenario {
+        if scenario.traced_ranks.is_some() {
+            scenario
+        } else {
+            perfskel_studies::validate::scenario::find(BASE).unwrap_or(scenario)
+        }
     }
 
     fn launcher(&self, scenario: &Scenario) -> PathBuf {
@@ -245,27 +282,28 @@ impl Runner for ProcessRunner {
         &mut self,
         app: &AppSpec,
         args: &[&str],
-        base: &Scenario,
+        traced_in: &Scenario,
         runs: u32,
     ) -> Result<(), RunError> {
         let mut command = self.perfskel();
         command
-            .args(["record", "--mpi", base.mpi.name(), "--runs"])
+            .args(["record", "--mpi", traced_in.mpi.name(), "--runs"])
             .arg(runs.to_string())
             .arg("-o")
-            .arg(self.trace_dir(app))
+            .arg(self.trace_dir(app, traced_in))
             .arg("--")
-            .arg(self.launcher(base))
+            .arg(self.launcher(traced_in))
             .arg("-np")
-            .arg(self.n_ranks.to_string())
-            .arg(self.plain_binary(app, base.mpi))
+            .arg(self.ranks(traced_in).to_string())
+            .arg(self.plain_binary(app, traced_in.mpi))
             .args(args);
-        self.run(&format!("record {}", app.name), command, 0)
+        let label = format!("record {}", Self::skeleton_name(app, traced_in));
+        self.run(&label, command, traced_in.competing_jobs)
             .map(drop)
     }
 
-    fn skeletonize(&mut self, app: &AppSpec) -> Result<(), RunError> {
-        let skel = self.skel_file(app);
+    fn skeletonize(&mut self, app: &AppSpec, traced_in: &Scenario) -> Result<(), RunError> {
+        let skel = self.skel_file(app, traced_in);
         // The work directory is the harness's own: a skeleton of an earlier validation
         // is replaced.
         if skel.exists() {
@@ -274,16 +312,17 @@ impl Runner for ProcessRunner {
         let mut command = self.perfskel();
         command
             .arg("skeletonize")
-            .arg(self.trace_dir(app))
+            .arg(self.trace_dir(app, traced_in))
             .arg("-o")
             .arg(&skel);
-        self.run(&format!("skeletonize {}", app.name), command, 0)
-            .map(drop)
+        let label = format!("skeletonize {}", Self::skeleton_name(app, traced_in));
+        self.run(&label, command, 0).map(drop)
     }
 
     fn compile(
         &mut self,
         app: &AppSpec,
+        traced_in: &Scenario,
         backend: Backend,
         mpi: Mpi,
         ratio: u64,
@@ -291,7 +330,7 @@ impl Runner for ProcessRunner {
         let mut command = self.perfskel();
         command
             .arg("compile")
-            .arg(self.skel_file(app))
+            .arg(self.skel_file(app, traced_in))
             .args([
                 "--ratio",
                 &format!("1:{ratio}"),
@@ -299,7 +338,7 @@ impl Runner for ProcessRunner {
                 backend.name(),
                 "-o",
             ])
-            .arg(self.program_dir(app, backend, mpi))
+            .arg(self.program_dir(app, traced_in, backend, mpi))
             .arg("--force")
             // Skeletons of traces: compute stays as traced, the model only makes up for
             // what loop cutting changes (scripts/fidelity.sh measured this closer to the
@@ -308,12 +347,12 @@ impl Runner for ProcessRunner {
         if let Some(model) = &self.model {
             command.arg("--model").arg(model);
         }
-        self.run(
-            &format!("compile {} {backend} {}", app.name, mpi.name()),
-            command,
-            0,
-        )
-        .map(drop)
+        let label = format!(
+            "compile {} {backend} {}",
+            Self::skeleton_name(app, traced_in),
+            mpi.name()
+        );
+        self.run(&label, command, 0).map(drop)
     }
 
     fn run_app(
@@ -325,7 +364,7 @@ impl Runner for ProcessRunner {
         let mut command = Command::new(self.launcher(scenario));
         command
             .arg("-np")
-            .arg(self.n_ranks.to_string())
+            .arg(self.ranks(scenario).to_string())
             .arg(self.app_binary(app, scenario.mpi))
             .args(args);
         let label = format!("app {} {} {}", app.name, scenario.name, args.join("-"));
@@ -343,19 +382,20 @@ impl Runner for ProcessRunner {
         backend: Backend,
         scenario: &Scenario,
     ) -> Result<RunResult, RunError> {
+        let traced_in = Self::traced_in(scenario);
+        let dir = self.program_dir(app, traced_in, backend, scenario.mpi);
         let mut command = self.perfskel();
         command
             .arg("run")
-            .arg(self.program_dir(app, backend, scenario.mpi))
+            .arg(&dir)
             .arg("-np")
-            .arg(self.n_ranks.to_string())
+            .arg(self.ranks(scenario).to_string())
             // The study repeats and interleaves runs itself.
             .args(["--repeat", "1", "--mpi", scenario.mpi.name(), "--mpirun"])
             .arg(self.launcher(scenario));
         let label = format!("skeleton {} {backend} {}", app.name, scenario.name);
         // The first run of a program builds it (`make`; for Rust, cargo and rsmpi), which
         // may take minutes: it gets a longer limit. The build is not in the timed region.
-        let dir = self.program_dir(app, backend, scenario.mpi);
         let limit = if self.built_programs.contains(&dir) {
             self.limit
         } else {

@@ -16,11 +16,12 @@ pub struct Sizes {
     pub different: &'static [&'static str],
 }
 
-/// One example application.
+/// One application of the harness.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AppSpec {
     pub name: &'static str,
-    /// The file name in `examples/apps/`.
+    /// The file name in `examples/apps/`, or in `tests/apps/` for the programs that
+    /// reproduce a real code's pattern.
     pub source_file: &'static str,
     /// What the application does, for `--list`.
     pub summary: &'static str,
@@ -141,6 +142,51 @@ pub const APPS: &[AppSpec] = &[
             traced: &["20000", "20"],
             small: &["5000", "10"],
             different: &["40000", "20"],
+        },
+    },
+    AppSpec {
+        name: "halo_dims",
+        source_file: "halo_dims.c",
+        summary: "3-D ghost exchange as LAMMPS's CommBrick writes it: x, y, z in turn, two Irecv/Send/Wait swaps per dimension, faces of three sizes; an Allreduce every 10th step",
+        full: Sizes {
+            traced: &["96", "64", "48", "3800"],
+            small: &["48", "32", "24", "1000"],
+            different: &["120", "80", "60", "3800"],
+        },
+        quick: Sizes {
+            traced: &["48", "32", "24", "400"],
+            small: &["24", "16", "12", "200"],
+            different: &["60", "40", "30", "400"],
+        },
+    },
+    AppSpec {
+        name: "bucket_sort",
+        source_file: "bucket_sort.c",
+        summary: "integer bucket sort: Alltoall of the bucket counts, Alltoallv of the keys (sizes vary with the data), a counting sort, an Allreduce",
+        full: Sizes {
+            traced: &["500000", "1400"],
+            small: &["100000", "250"],
+            different: &["1000000", "1400"],
+        },
+        quick: Sizes {
+            traced: &["100000", "200"],
+            small: &["20000", "100"],
+            different: &["200000", "200"],
+        },
+    },
+    AppSpec {
+        name: "multigrid",
+        source_file: "multigrid.c",
+        summary: "3-D multigrid V-cycle: six-face Irecv/Isend/Waitall exchanges on every level (faces from 32 KiB to 32 B), an Allreduce on the coarsest level and one per cycle",
+        full: Sizes {
+            traced: &["64", "460"],
+            small: &["32", "180"],
+            different: &["64", "920"],
+        },
+        quick: Sizes {
+            traced: &["32", "40"],
+            small: &["16", "40"],
+            different: &["32", "80"],
         },
     },
 ];

@@ -17,22 +17,24 @@ pub trait Runner {
     fn calibrate(&mut self, base: &Scenario) -> Result<(), RunError>;
     /// Builds `app` with `mpi`'s compiler wrapper.
     fn build(&mut self, app: &AppSpec, mpi: Mpi) -> Result<(), RunError>;
-    /// Traces `app` with `args` in the base scenario (`perfskel record`), keeping the
-    /// median of `runs` runs.
+    /// Traces `app` with `args` in `traced_in` (base, or a scenario with its own trace:
+    /// [`Scenario::traced_ranks`]) with `perfskel record`, keeping the median of `runs`
+    /// runs.
     fn record(
         &mut self,
         app: &AppSpec,
         args: &[&str],
-        base: &Scenario,
+        traced_in: &Scenario,
         runs: u32,
     ) -> Result<(), RunError>;
-    /// Turns the trace into a skeleton (`perfskel skeletonize`).
-    fn skeletonize(&mut self, app: &AppSpec) -> Result<(), RunError>;
-    /// Generates the skeleton program at 1:`ratio` for `backend`, to be built with
-    /// `mpi` (`perfskel compile`).
+    /// Turns the trace taken in `traced_in` into a skeleton (`perfskel skeletonize`).
+    fn skeletonize(&mut self, app: &AppSpec, traced_in: &Scenario) -> Result<(), RunError>;
+    /// Generates the program of the skeleton traced in `traced_in` at 1:`ratio` for
+    /// `backend`, to be built with `mpi` (`perfskel compile`).
     fn compile(
         &mut self,
         app: &AppSpec,
+        traced_in: &Scenario,
         backend: Backend,
         mpi: Mpi,
         ratio: u64,
@@ -45,8 +47,9 @@ pub trait Runner {
         args: &[&str],
         scenario: &Scenario,
     ) -> Result<f64, RunError>;
-    /// Builds if needed and runs the skeleton in `scenario` (`perfskel run`); gives the
-    /// result line it printed.
+    /// Builds if needed and runs the skeleton in `scenario` (`perfskel run`): base's, or
+    /// the scenario's own when it has [`Scenario::traced_ranks`]; gives the result line
+    /// it printed.
     fn run_skeleton(
         &mut self,
         app: &AppSpec,
@@ -144,42 +147,15 @@ pub fn drive(plan: &Plan, runner: &mut impl Runner) -> Observations {
         }
         let mut compiled = BTreeSet::new();
         if let (Some(base), true) = (base, built.contains(&Mpi::OpenMpi)) {
-            runner.progress(&format!("{}: record in base", app.name));
-            let skeleton = runner
-                .record(app, sizes.traced, base, plan.record_runs)
-                .map_err(|e| fail(Step::Record, None, None, e))
-                .and_then(|()| {
-                    runner.progress(&format!("{}: skeletonize", app.name));
-                    runner
-                        .skeletonize(app)
-                        .map_err(|e| fail(Step::Skeletonize, None, None, e))
-                });
-            match skeleton {
-                Ok(()) => {
-                    for &backend in &plan.backends {
-                        for mpi in plan.mpis() {
-                            runner.progress(&format!(
-                                "{}: compile 1:{} for {backend} under {}",
-                                app.name,
-                                plan.ratio,
-                                mpi.name()
-                            ));
-                            match runner.compile(app, backend, mpi, plan.ratio) {
-                                Ok(()) => {
-                                    compiled.insert((backend, mpi));
-                                }
-                                Err(e) => observations.failures.push(fail(
-                                    Step::Compile,
-                                    None,
-                                    Some(backend),
-                                    e,
-                                )),
-                            }
-                        }
-                    }
-                }
-                Err(failure) => observations.failures.push(failure),
-            }
+            compiled = prepare(
+                runner,
+                plan,
+                app,
+                sizes.traced,
+                base,
+                &plan.mpis(),
+                &mut observations.failures,
+            );
         }
         for scenario in &plan.scenarios {
             let mut cell = Observation {
@@ -194,11 +170,31 @@ pub fn drive(plan: &Plan, runner: &mut impl Runner) -> Observations {
                     Problem::Traced => sizes.traced,
                     Problem::Different => sizes.different,
                 };
+                // A scenario traced at its own rank count has its own skeleton, and no
+                // small-problem baseline (base runs another rank count).
+                let own = scenario.traced_ranks.is_some();
+                let compiled = if own {
+                    prepare(
+                        runner,
+                        plan,
+                        app,
+                        sizes.traced,
+                        scenario,
+                        &[scenario.mpi],
+                        &mut observations.failures,
+                    )
+                } else {
+                    compiled.clone()
+                };
                 let what = format!("{} in {}", app.name, scenario.name);
+                let small: &[&str] = if own { &[] } else { sizes.small };
                 for (step, args, runs) in [
                     (Step::RunApp, args, &mut cell.app_runs),
-                    (Step::RunSmall, sizes.small, &mut cell.small_runs),
+                    (Step::RunSmall, small, &mut cell.small_runs),
                 ] {
+                    if args.is_empty() {
+                        continue;
+                    }
                     for _ in 0..plan.app_repeats {
                         runner.progress(&format!("{what}: {}", step.name()));
                         match runner.run_app(app, args, scenario) {
@@ -234,7 +230,7 @@ pub fn drive(plan: &Plan, runner: &mut impl Runner) -> Observations {
                         runner.progress(&format!("{what}: {backend} skeleton"));
                         let result = runner
                             .run_skeleton(app, backend, scenario)
-                            .and_then(|r| consistent(r, plan));
+                            .and_then(|r| consistent(r, plan, scenario));
                         match result {
                             Ok(r) => {
                                 skeleton.skeleton_runs.push(r.skeleton_s);
@@ -261,6 +257,59 @@ pub fn drive(plan: &Plan, runner: &mut impl Runner) -> Observations {
     observations
 }
 
+/// Traces `app` in `traced_in`, skeletonizes the trace and compiles it for every back end
+/// and each of `mpis`; gives what compiled, the failures into `failures`.
+fn prepare(
+    runner: &mut impl Runner,
+    plan: &Plan,
+    app: &AppSpec,
+    args: &[&str],
+    traced_in: &Scenario,
+    mpis: &[Mpi],
+    failures: &mut Vec<Failure>,
+) -> BTreeSet<(Backend, Mpi)> {
+    let own = (traced_in.name != BASE).then(|| traced_in.name.to_string());
+    let fail = |step: Step, backend: Option<Backend>, error| Failure {
+        app: Some(app.name.to_string()),
+        scenario: own.clone(),
+        step,
+        backend: backend.map(|b| b.name().to_string()),
+        error,
+    };
+    let mut compiled = BTreeSet::new();
+    runner.progress(&format!("{}: record in {}", app.name, traced_in.name));
+    let skeleton = runner
+        .record(app, args, traced_in, plan.record_runs)
+        .map_err(|e| fail(Step::Record, None, e))
+        .and_then(|()| {
+            runner.progress(&format!("{}: skeletonize", app.name));
+            runner
+                .skeletonize(app, traced_in)
+                .map_err(|e| fail(Step::Skeletonize, None, e))
+        });
+    if let Err(failure) = skeleton {
+        failures.push(failure);
+        return compiled;
+    }
+    for &backend in &plan.backends {
+        for &mpi in mpis {
+            runner.progress(&format!(
+                "{}: compile 1:{} for {backend} under {}",
+                app.name,
+                plan.ratio,
+                mpi.name()
+            ));
+            match runner.compile(app, traced_in, backend, mpi, plan.ratio) {
+                Ok(()) => {
+                    compiled.insert((backend, mpi));
+                }
+                Err(e) => failures.push(fail(Step::Compile, Some(backend), e)),
+            }
+        }
+    }
+    compiled
+}
+
 /// When a skeleton's runs differ by more than [`SPREAD`] (slowest over fastest), it
 /// runs up to this many times its usual number of runs: its mean counts, and a few short
 /// runs give a poor mean of a bimodal time.
@@ -275,11 +324,12 @@ fn spread(runs: &[f64]) -> bool {
 }
 
 /// A result line must be for the ratio and rank count the harness asked for.
-fn consistent(result: RunResult, plan: &Plan) -> Result<RunResult, RunError> {
-    if result.ratio != plan.ratio || result.ranks != u64::from(plan.n_ranks) {
+fn consistent(result: RunResult, plan: &Plan, scenario: &Scenario) -> Result<RunResult, RunError> {
+    let ranks = plan.ranks_in(scenario);
+    if result.ratio != plan.ratio || result.ranks != u64::from(ranks) {
         return Err(RunError::failed(format!(
-            "the skeleton reported ratio 1:{} at {} ranks, the harness asked for 1:{} at {}",
-            result.ratio, result.ranks, plan.ratio, plan.n_ranks
+            "the skeleton reported ratio 1:{} at {} ranks, the harness asked for 1:{} at {ranks}",
+            result.ratio, result.ranks, plan.ratio
         )));
     }
     if !(result.skeleton_s.is_finite() && result.skeleton_s >= 0.0) {
@@ -329,19 +379,24 @@ mod tests {
             &mut self,
             app: &AppSpec,
             args: &[&str],
-            base: &Scenario,
+            traced_in: &Scenario,
             runs: u32,
         ) -> Result<(), RunError> {
             self.calls.push(format!(
                 "record {} {} {} runs {runs}",
                 app.name,
                 args.join(" "),
-                base.name
+                traced_in.name
             ));
             Ok(())
         }
-        fn skeletonize(&mut self, app: &AppSpec) -> Result<(), RunError> {
-            self.calls.push(format!("skeletonize {}", app.name));
+        fn skeletonize(&mut self, app: &AppSpec, traced_in: &Scenario) -> Result<(), RunError> {
+            if traced_in.name == BASE {
+                self.calls.push(format!("skeletonize {}", app.name));
+            } else {
+                self.calls
+                    .push(format!("skeletonize {} {}", app.name, traced_in.name));
+            }
             if self.fail_skeletonize == Some(app.name) {
                 return Err(RunError::failed("no loops found"));
             }
@@ -350,12 +405,18 @@ mod tests {
         fn compile(
             &mut self,
             app: &AppSpec,
+            traced_in: &Scenario,
             backend: Backend,
             mpi: Mpi,
             ratio: u64,
         ) -> Result<(), RunError> {
+            let from = if traced_in.name == BASE {
+                String::new()
+            } else {
+                format!(" from {}", traced_in.name)
+            };
             self.calls.push(format!(
-                "compile {} {backend} {} 1:{ratio}",
+                "compile {} {backend} {} 1:{ratio}{from}",
                 app.name,
                 mpi.name()
             ));
@@ -393,7 +454,7 @@ mod tests {
             Ok(RunResult {
                 skeleton: app.name.into(),
                 backend: backend.name().into(),
-                ranks: 2,
+                ranks: scenario.traced_ranks.unwrap_or(2).into(),
                 ratio: 10,
                 skeleton_s: self
                     .skeleton_times
@@ -446,6 +507,34 @@ mod tests {
         assert_eq!(obs.cells.len(), 3);
         assert_eq!(obs.cells[2].app_runs, [40.0]);
         assert_eq!(obs.cells[0].skeletons[0].skeleton_runs, [0.1]);
+    }
+
+    #[test]
+    fn a_scenario_traced_at_its_own_rank_count_gets_its_own_skeleton() {
+        let plan = quick_plan(&["cg"], &["traced-oversubscribed"]);
+        let mut fake = Fake::default();
+        let obs = drive(&plan, &mut fake);
+        assert_eq!(
+            fake.calls,
+            [
+                "calibrate base",
+                "build cg openmpi",
+                "record cg 50000 400 base runs 1",
+                "skeletonize cg",
+                "compile cg c openmpi 1:10",
+                "app cg 50000 400 base",
+                "app cg 10000 100 base",
+                "skeleton cg c base",
+                "record cg 50000 400 traced-oversubscribed runs 1",
+                "skeletonize cg traced-oversubscribed",
+                "compile cg c openmpi 1:10 from traced-oversubscribed",
+                "app cg 50000 400 traced-oversubscribed",
+                "skeleton cg c traced-oversubscribed",
+            ]
+        );
+        assert!(obs.failures.is_empty(), "{:?}", obs.failures);
+        assert!(obs.cells[1].small_runs.is_empty());
+        assert_eq!(obs.cells[1].skeletons[0].skeleton_runs, [0.1]);
     }
 
     #[test]

@@ -172,7 +172,8 @@ pub fn evaluate(plan: &Plan, observations: &Observations) -> Report {
             })
             .collect();
         for &backend in &plan.backends {
-            let relative = (obs.scenario != BASE)
+            // Relative to base, at base's rank count: nothing for a scenario traced at its own.
+            let relative = (obs.scenario != BASE && scenario.traced_ranks.is_none())
                 .then(|| {
                     let here = skeleton_s(obs, backend)?;
                     let base = skeleton_s(cell(obs.app, BASE)?, backend)?;
@@ -181,7 +182,7 @@ pub fn evaluate(plan: &Plan, observations: &Observations) -> Report {
                 .flatten();
             predicted.push((skeleton_method(backend) + RELATIVE_SUFFIX, relative));
         }
-        let (average, small) = if obs.scenario == BASE {
+        let (average, small) = if obs.scenario == BASE || scenario.traced_ranks.is_some() {
             (None, None)
         } else {
             (

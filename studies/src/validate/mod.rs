@@ -78,6 +78,11 @@ pub struct Request {
 }
 
 impl Plan {
+    /// The ranks the application and the skeleton run with in `scenario`.
+    pub fn ranks_in(&self, scenario: &Scenario) -> u32 {
+        scenario.traced_ranks.unwrap_or(self.n_ranks)
+    }
+
     /// Checks the names and fills in the defaults of `mode`. The base scenario is always
     /// run (the trace and both baselines refer to it), even when not named.
     pub fn new(mode: Mode, request: &Request) -> Result<Plan, String> {

@@ -77,6 +77,13 @@ pub struct Scenario {
     pub competing_jobs: u32,
     pub problem: Problem,
     pub expectation: Expectation,
+    /// `Some(n)`: this scenario runs `n` ranks, more than the machine has cores, and the
+    /// application is traced in it: the skeleton is its own, made from that trace (compute
+    /// recorded as work, the time a rank waited for a core left out), and predicts the
+    /// application in the same conditions. The relative methods and the baselines, defined
+    /// against base at the plan's rank count, predict nothing here. `None`: the plan's
+    /// rank count and base's skeleton.
+    pub traced_ranks: Option<u32>,
 }
 
 /// The scenario everything else is compared with; the trace is taken in it.
@@ -96,6 +103,7 @@ pub const SCENARIOS: &[Scenario] = &[
         competing_jobs: 0,
         problem: Problem::Traced,
         expectation: Expectation::Accurate,
+        traced_ranks: None,
     },
     Scenario {
         name: "mpich",
@@ -106,6 +114,7 @@ pub const SCENARIOS: &[Scenario] = &[
         competing_jobs: 0,
         problem: Problem::Traced,
         expectation: Expectation::Accurate,
+        traced_ranks: None,
     },
     Scenario {
         name: "oversubscribed",
@@ -123,6 +132,7 @@ pub const SCENARIOS: &[Scenario] = &[
         competing_jobs: 0,
         problem: Problem::Traced,
         expectation: Expectation::Accurate,
+        traced_ranks: None,
     },
     Scenario {
         name: "competing",
@@ -133,6 +143,7 @@ pub const SCENARIOS: &[Scenario] = &[
         competing_jobs: 1,
         problem: Problem::Traced,
         expectation: Expectation::Accurate,
+        traced_ranks: None,
     },
     Scenario {
         name: "pinned",
@@ -152,6 +163,7 @@ pub const SCENARIOS: &[Scenario] = &[
         competing_jobs: 0,
         problem: Problem::Traced,
         expectation: Expectation::Accurate,
+        traced_ranks: None,
     },
     Scenario {
         name: "spread",
@@ -162,6 +174,7 @@ pub const SCENARIOS: &[Scenario] = &[
         competing_jobs: 0,
         problem: Problem::Traced,
         expectation: Expectation::Accurate,
+        traced_ranks: None,
     },
     Scenario {
         name: "slow-net",
@@ -186,6 +199,7 @@ pub const SCENARIOS: &[Scenario] = &[
         competing_jobs: 0,
         problem: Problem::Traced,
         expectation: Expectation::Accurate,
+        traced_ranks: None,
     },
     Scenario {
         name: "negative-control",
@@ -196,6 +210,18 @@ pub const SCENARIOS: &[Scenario] = &[
         competing_jobs: 0,
         problem: Problem::Different,
         expectation: Expectation::ErrorMustShow,
+        traced_ranks: None,
+    },
+    Scenario {
+        name: "traced-oversubscribed",
+        summary: "4 ranks on the 2 cores, traced there: the skeleton of that trace against the application, both oversubscribed (Open MPI yields when it sees more ranks than cores)",
+        mpi: Mpi::OpenMpi,
+        cpu_list: None,
+        mpirun_options: &["--oversubscribe", "--bind-to", "none"],
+        competing_jobs: 0,
+        problem: Problem::Traced,
+        expectation: Expectation::Accurate,
+        traced_ranks: Some(4),
     },
 ];
 
