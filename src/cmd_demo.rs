@@ -1,6 +1,6 @@
 //! `perfskel demo`: the main job. It checks, formats and summarizes the bundled example
 //! skeletons, then runs the trace pipeline on a bundled application: builds
-//! `examples/apps/stencil.c` with `mpicc`, records it at 4 ranks with `perfskel record`
+//! `examples/apps/stencil.c` with `mpicc`, records it at 2 ranks with `perfskel record --runs 3`
 //! under `mpirun`, skeletonizes the trace and checks the result, printing what each step
 //! gives. Later stages of the pipeline join it as they land.
 

@@ -847,7 +847,7 @@ fn near_equal_sizes_merge_into_one_loop() {
 }
 
 /// `perfskel demo` builds, records, skeletonizes, checks, compiles for 1:10 and 1:100
-/// with both back ends and runs the four programs: the skeleton has the app's 4000
+/// with both back ends and runs the four programs: the skeleton has the app's 16000
 /// iterations, and every program prints a prediction. (The accuracy of the predictions is
 /// measured by `scripts/fidelity.sh` and `perfskel validate`, not here.)
 #[test]
@@ -876,7 +876,7 @@ fn demo_runs_the_pipeline() {
     ] {
         assert!(stdout.contains(step), "{step}:\n{stdout}");
     }
-    assert!(stdout.contains("    loop 4000 {"), "{stdout}");
+    assert!(stdout.contains("    loop 16000 {"), "{stdout}");
     for row in [
         "c          1:10",
         "c         1:100",

@@ -47,13 +47,16 @@ class App:
     """One application: how to run it, at which sizes, and its smallest rank count for
     the comparison table."""
 
-    def __init__(self, name, kind, full, quick, compare_ranks=2, about=""):
+    def __init__(self, name, kind, full, quick, compare_ranks=2, about="", long=None):
         self.name = name
         # "lammps", "hpcc", "example" (examples/apps) or "pattern" (tests/apps: our own
         # programs with a real code's pattern, built with mpicc)
         self.kind = kind
         self.full = full
         self.quick = quick
+        # `--long`: the same per-iteration problem for about 5 s at 2 ranks, so that a
+        # 1:100 skeleton runs about 50 ms (None: `full` already runs that long).
+        self.long = long
         self.compare_ranks = compare_ranks
         self.about = about
 
@@ -89,6 +92,7 @@ APPS = [
         full={"args": ["700", "800"]},
         quick={"args": ["256", "400"]},
         about="examples/apps/stencil.c: 2-D halo exchange (Sendrecv), Allreduce",
+        long={"args": ["700", "6400"]},
     ),
     App(
         "cg",
@@ -96,6 +100,7 @@ APPS = [
         full={"args": ["250000", "800"]},
         quick={"args": ["50000", "400"]},
         about="examples/apps/cg.c: 1-D Irecv/Isend halo, two Allreduce",
+        long={"args": ["250000", "6400"]},
     ),
     App(
         "rowcol",
@@ -112,6 +117,7 @@ APPS = [
         full={"args": ["128", "400"]},
         quick={"args": ["64", "200"]},
         about="examples/apps/transpose.c: Alltoall of B x B blocks",
+        long={"args": ["128", "25600"]},
     ),
     App(
         "sparse_scatter",
@@ -136,6 +142,7 @@ APPS = [
         quick={"args": ["200000", "4"]},
         about="tests/apps/bucket_sort.c: an integer bucket sort (Alltoall of counts, "
         "Alltoallv of keys whose sizes vary with the data, Allreduce)",
+        long={"args": ["4000000", "160"]},
     ),
     App(
         "multigrid",
@@ -144,6 +151,7 @@ APPS = [
         quick={"args": ["16", "4"]},
         about="tests/apps/multigrid.c: a 3-D multigrid V-cycle (six-face Irecv/Isend/"
         "Waitall exchanges on every level, faces from 32 KiB to 32 B, Allreduce)",
+        long={"args": ["64", "460"]},
     ),
     App(
         "halo_dims",
@@ -152,6 +160,7 @@ APPS = [
         quick={"args": ["24", "16", "12", "20"]},
         about="tests/apps/halo_dims.c: a 3-D ghost exchange along x, y, z in turn, two "
         "swaps per dimension, faces of three sizes (LAMMPS's CommBrick)",
+        long={"args": ["48", "32", "24", "20000"]},
     ),
 ]
 
@@ -167,6 +176,10 @@ def main():
     parser.add_argument("--quick", action="store_true",
                         help="one small case per application, 4 ranks only "
                         "(the comparison reuses the 4-rank traces)")
+    parser.add_argument("--long", action="store_true",
+                        help="problems of about 5 s at 2 ranks for the example and pattern "
+                        "programs (the same iterations, more of them), so that 1:100 "
+                        "skeletons run about 50 ms")
     parser.add_argument("--apps", help="comma-separated (default: all): "
                         + ",".join(a.name for a in APPS))
     parser.add_argument("--ranks", help="comma-separated rank counts (default 4,8,16)")
@@ -302,10 +315,18 @@ class Runner:
 
     # Applications.
 
+    def size(self, app):
+        """The problem of `app` in this run's mode."""
+        if self.args.quick:
+            return app.quick
+        if self.args.long and app.long:
+            return app.long
+        return app.full
+
     def app_command(self, app, n_ranks, cwd):
         """The application's command line (after `mpirun -np N`), writing the input files
         it needs into `cwd`."""
-        size = app.quick if self.args.quick else app.full
+        size = self.size(app)
         if app.kind == "lammps":
             cmd = ["lmp", "-in", str(HERE / size["input"]), "-log", "none",
                    "-screen", "none"]
@@ -320,7 +341,7 @@ class Runner:
         return [str(self.out / "build" / app.name)] + size["args"]
 
     def case_label(self, app):
-        size = app.quick if self.args.quick else app.full
+        size = self.size(app)
         if app.kind == "lammps":
             return " ".join(f"{k}={v}" for k, v in size["vars"].items())
         if app.kind == "hpcc":
