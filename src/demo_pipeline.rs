@@ -101,14 +101,20 @@ fn steps(scratch: &Path) -> Result<bool, String> {
     if !out.status.success() {
         return Err(format!("demo: perfskel record failed:\n{stderr}"));
     }
-    let line = stderr
+    // The trace's summary line, and which of the runs was kept.
+    let summary = stderr
         .lines()
-        .find(|l| l.starts_with("perfskel record:"))
+        .find(|l| l.starts_with("perfskel record: ") && l.contains(" ranks, "))
         .unwrap_or("perfskel record: done");
-    let line = line.split(" in /").next().unwrap_or(line);
+    let summary = summary.split(" in /").next().unwrap_or(summary);
+    let kept = stderr
+        .lines()
+        .find(|l| l.starts_with("perfskel record: kept run"))
+        .map(|l| format!("; {}", l.trim_start_matches("perfskel record: ")))
+        .unwrap_or_default();
     println!(
-        "2. record     {} ({:.1} s)",
-        line.trim_start_matches("perfskel record: "),
+        "2. record     {}{kept} ({:.1} s)",
+        summary.trim_start_matches("perfskel record: "),
         started.elapsed().as_secs_f64()
     );
 
