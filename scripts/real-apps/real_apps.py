@@ -85,6 +85,7 @@ APPS = [
         quick={"n": "500"},
         about="HPC Challenge (scripts/real-apps/hpccinf.txt): HPL, PTRANS, "
         "RandomAccess, FFT, STREAM, latency/bandwidth rings",
+        long={"n": "2500"},
     ),
     App(
         "stencil",
