@@ -41,6 +41,12 @@ const APP_SOURCES: &[(&str, &str)] = &[
     ("halo_dims.c", include_str!("../tests/apps/halo_dims.c")),
     ("bucket_sort.c", include_str!("../tests/apps/bucket_sort.c")),
     ("multigrid.c", include_str!("../tests/apps/multigrid.c")),
+    // Inputs of the installed programs (LAMMPS, HPCC).
+    ("in.melt", include_str!("../scripts/real-apps/in.melt")),
+    (
+        "hpccinf.txt",
+        include_str!("../scripts/real-apps/hpccinf.txt"),
+    ),
 ];
 
 /// Linked into every application: a PMPI wrapper of `MPI_Init` and `MPI_Finalize` that

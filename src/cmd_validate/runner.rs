@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use perfskel_compiler::back::{Backend, RunResult};
 use perfskel_studies::validate::driver::Runner;
-use perfskel_studies::validate::{AppSpec, Mpi, RunError, Scenario, BASE};
+use perfskel_studies::validate::{AppSpec, Input, Mpi, RunError, Scenario, BASE};
 
 /// The line the timing shim prints on rank 0: time between `MPI_Init` and
 /// `MPI_Finalize`.
@@ -65,15 +65,75 @@ pub struct ProcessRunner {
 const FIRST_RUN_LIMIT: Duration = Duration::from_secs(900);
 
 impl ProcessRunner {
-    /// The application with the timing shim linked in: what the scenarios run.
+    /// The application with the timing shim linked in: what the scenarios run (an
+    /// installed program as it is, the shim preloaded: see [`Self::app_command`]).
     pub fn app_binary(&self, app: &AppSpec, mpi: Mpi) -> PathBuf {
-        self.workdir.join("build").join(mpi.name()).join(app.name)
+        match app.installed {
+            Some(i) => PathBuf::from(i.program),
+            None => self.workdir.join("build").join(mpi.name()).join(app.name),
+        }
+    }
+
+    /// The timing shim as a shared library, preloaded into installed programs.
+    fn shim_library(&self, mpi: Mpi) -> PathBuf {
+        self.workdir
+            .join("build")
+            .join(mpi.name())
+            .join("app_time.so")
+    }
+
+    /// `launcher [-x LD_PRELOAD=shim] -np N program args` for `app` in a scenario whose
+    /// launcher is `launcher`: an installed program gets the timing shim preloaded when
+    /// `timed`, and HPCC its `hpccinf.txt` in a run directory of its own, where it runs.
+    fn app_command(
+        &self,
+        launcher: &Path,
+        app: &AppSpec,
+        args: &[&str],
+        mpi: Mpi,
+        ranks: u32,
+        binary: PathBuf,
+        timed: bool,
+    ) -> Result<(Vec<std::ffi::OsString>, Option<PathBuf>), RunError> {
+        let mut argv: Vec<std::ffi::OsString> = vec![launcher.into()];
+        let mut cwd = None;
+        let mut rest: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        if let Some(installed) = app.installed {
+            if timed {
+                argv.push("-x".into());
+                argv.push(format!("LD_PRELOAD={}", self.shim_library(mpi).display()).into());
+            }
+            if installed.input == Input::HpccInf {
+                let n = args.first().copied().unwrap_or("1000");
+                let dir = self
+                    .workdir
+                    .join("runs")
+                    .join(format!("{}-{n}-{ranks}", app.name));
+                std::fs::create_dir_all(&dir).map_err(|e| io_error(&dir, e))?;
+                let template_path = self.workdir.join("src").join(app.source_file);
+                let template = std::fs::read_to_string(&template_path)
+                    .map_err(|e| io_error(&template_path, e))?;
+                let input = dir.join("hpccinf.txt");
+                std::fs::write(&input, hpcc_input(&template, n, ranks))
+                    .map_err(|e| io_error(&input, e))?;
+                cwd = Some(dir);
+                rest.clear();
+            }
+        }
+        argv.push("-np".into());
+        argv.push(ranks.to_string().into());
+        argv.push(binary.into());
+        argv.extend(rest.into_iter().map(Into::into));
+        Ok((argv, cwd))
     }
 
     /// The application as it is: what is traced. The shim cannot be in the traced
     /// binary: its `MPI_Init` and `MPI_Finalize` would hide the tracer's (the
     /// executable's definitions come before preloaded libraries).
     pub fn plain_binary(&self, app: &AppSpec, mpi: Mpi) -> PathBuf {
+        if let Some(i) = app.installed {
+            return PathBuf::from(i.program);
+        }
         // Same file name as the application, so the skeleton is named after it.
         self.workdir
             .join("build")
@@ -163,8 +223,10 @@ impl ProcessRunner {
         let err_path = logs.join(format!("{stem}.err"));
         let out = File::create(&out_path).map_err(|e| io_error(&out_path, e))?;
         let err = File::create(&err_path).map_err(|e| io_error(&err_path, e))?;
+        if command.get_current_dir().is_none() {
+            command.current_dir(&self.workdir);
+        }
         command
-            .current_dir(&self.workdir)
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err)
@@ -258,6 +320,21 @@ impl Runner for ProcessRunner {
 
     fn build(&mut self, app: &AppSpec, mpi: Mpi) -> Result<(), RunError> {
         let src = self.workdir.join("src");
+        if let Some(installed) = app.installed {
+            if find_in_path(installed.program).is_none() {
+                return Err(RunError::failed(format!(
+                    "`{}` is not installed: Debian's package {} has it (scripts/setup.sh installs it)",
+                    installed.program, installed.package
+                )));
+            }
+            let mut shim = Command::new(mpi.mpicc());
+            shim.args(["-O2", "-shared", "-fPIC", "-o"])
+                .arg(self.shim_library(mpi))
+                .arg(src.join("timing.c"));
+            return self
+                .run(&format!("build app_time.so {}", mpi.name()), shim, 0)
+                .map(drop);
+        }
         let mut timed = Command::new(mpi.mpicc());
         timed
             .args(["-O2", "-o"])
@@ -285,6 +362,15 @@ impl Runner for ProcessRunner {
         traced_in: &Scenario,
         runs: u32,
     ) -> Result<(), RunError> {
+        let (argv, cwd) = self.app_command(
+            &self.launcher(traced_in),
+            app,
+            args,
+            traced_in.mpi,
+            self.ranks(traced_in),
+            self.plain_binary(app, traced_in.mpi),
+            false,
+        )?;
         let mut command = self.perfskel();
         command
             .args(["record", "--mpi", traced_in.mpi.name(), "--runs"])
@@ -292,11 +378,10 @@ impl Runner for ProcessRunner {
             .arg("-o")
             .arg(self.trace_dir(app, traced_in))
             .arg("--")
-            .arg(self.launcher(traced_in))
-            .arg("-np")
-            .arg(self.ranks(traced_in).to_string())
-            .arg(self.plain_binary(app, traced_in.mpi))
-            .args(args);
+            .args(argv);
+        if let Some(dir) = cwd {
+            command.current_dir(dir);
+        }
         let label = format!("record {}", Self::skeleton_name(app, traced_in));
         self.run(&label, command, traced_in.competing_jobs)
             .map(drop)
@@ -361,12 +446,20 @@ impl Runner for ProcessRunner {
         args: &[&str],
         scenario: &Scenario,
     ) -> Result<f64, RunError> {
-        let mut command = Command::new(self.launcher(scenario));
-        command
-            .arg("-np")
-            .arg(self.ranks(scenario).to_string())
-            .arg(self.app_binary(app, scenario.mpi))
-            .args(args);
+        let (argv, cwd) = self.app_command(
+            &self.launcher(scenario),
+            app,
+            args,
+            scenario.mpi,
+            self.ranks(scenario),
+            self.app_binary(app, scenario.mpi),
+            true,
+        )?;
+        let mut command = Command::new(&argv[0]);
+        command.args(&argv[1..]);
+        if let Some(dir) = cwd {
+            command.current_dir(dir);
+        }
         let label = format!("app {} {} {}", app.name, scenario.name, args.join("-"));
         let stdout = self.run(&label, command, scenario.competing_jobs)?;
         app_time(&stdout).ok_or_else(|| {
@@ -496,6 +589,46 @@ fn tail(stderr: &str, stdout: &str) -> String {
     }
 }
 
+/// A program on `PATH`.
+fn find_in_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+}
+
+/// HPCC's input: `template` with its `Ns` line set to `n` and its `Ps`/`Qs` lines to a
+/// P x Q grid of `ranks` (P the largest divisor not above the square root), as
+/// scripts/real-apps.sh writes it.
+pub fn hpcc_input(template: &str, n: &str, ranks: u32) -> String {
+    let p = (1..=ranks)
+        .take_while(|d| d * d <= ranks)
+        .filter(|d| ranks.is_multiple_of(*d))
+        .max()
+        .unwrap_or(1);
+    let q = ranks / p.max(1);
+    let mut out = String::new();
+    for line in template.lines() {
+        let label = line
+            .split_once(char::is_whitespace)
+            .map(|(_, l)| l.trim_start());
+        let value = match label {
+            Some("Ns") => Some(n.to_string()),
+            Some("Ps") => Some(p.to_string()),
+            Some("Qs") => Some(q.to_string()),
+            _ => None,
+        };
+        match (value, label) {
+            (Some(v), Some(l)) => out.push_str(&format!("{v:<13}{l}\n")),
+            _ => {
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+    }
+    out
+}
+
 fn io_error(path: &Path, error: std::io::Error) -> RunError {
     RunError::failed(format!("{}: {error}", path.display()))
 }
@@ -503,6 +636,25 @@ fn io_error(path: &Path, error: std::io::Error) -> RunError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hpcc_input_sets_the_size_and_a_grid_of_the_ranks() {
+        let template = "HPLinpack benchmark input file\n1            # of problems sizes (N)\n1000         Ns\n1            # of process grids (P x Q)\n1            Ps\n1            Qs\n16.0         threshold\n";
+        let text = hpcc_input(template, "2500", 4);
+        assert!(text.contains("2500         Ns\n"), "{text}");
+        assert!(
+            text.contains("2            Ps\n2            Qs\n"),
+            "{text}"
+        );
+        assert!(text.contains("16.0         threshold\n"), "{text}");
+        let six = hpcc_input(template, "500", 6);
+        assert!(six.contains("2            Ps\n3            Qs\n"), "{six}");
+        let prime = hpcc_input(template, "500", 7);
+        assert!(
+            prime.contains("1            Ps\n7            Qs\n"),
+            "{prime}"
+        );
+    }
 
     #[test]
     fn app_time_reads_the_last_shim_line() {

@@ -3,6 +3,8 @@
 //! problem of the "small problem size" baseline and the different problem of the negative
 //! control. The CLI embeds the sources and builds them.
 
+use super::scenario::Mpi;
+
 /// The arguments an application gets in one mode.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Sizes {
@@ -16,13 +18,39 @@ pub struct Sizes {
     pub different: &'static [&'static str],
 }
 
+/// How an installed program reads its problem.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Input {
+    /// The arguments are its command line (paths relative to the work directory).
+    Args,
+    /// HPCC: the one argument is N, which the runner writes with a P x Q grid of the
+    /// ranks into `hpccinf.txt` (from the embedded template) in a run directory of its own.
+    HpccInf,
+}
+
+/// A program Debian installs, run as it is: the harness does not build it, so it is
+/// timed with the shim preloaded (`LD_PRELOAD`) instead of linked in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Installed {
+    /// The program, found on `PATH`.
+    pub program: &'static str,
+    /// The Debian package that installs it (`scripts/setup.sh` does).
+    pub package: &'static str,
+    /// The only MPI it runs with: Debian builds it against Open MPI.
+    pub mpi: Mpi,
+    pub input: Input,
+}
+
 /// One application of the harness.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AppSpec {
     pub name: &'static str,
     /// The file name in `examples/apps/`, or in `tests/apps/` for the programs that
-    /// reproduce a real code's pattern.
+    /// reproduce a real code's pattern; for an installed program, its input file
+    /// (embedded as well).
     pub source_file: &'static str,
+    /// `Some`: a program Debian installs (LAMMPS, HPCC), not built from a source here.
+    pub installed: Option<Installed>,
     /// What the application does, for `--list`.
     pub summary: &'static str,
     /// Full mode: the traced problem runs for about 4–5 s at 2 ranks on an idle
@@ -42,6 +70,7 @@ pub const APPS: &[AppSpec] = &[
     AppSpec {
         name: "stencil",
         source_file: "stencil.c",
+        installed: None,
         summary: "2-D Jacobi stencil: four Sendrecv halo exchanges and an Allreduce per iteration",
         full: Sizes {
             traced: &["1400", "1500"],
@@ -57,6 +86,7 @@ pub const APPS: &[AppSpec] = &[
     AppSpec {
         name: "cg",
         source_file: "cg.c",
+        installed: None,
         summary: "CG-like 1-D Laplacian solver: Irecv/Isend halo exchange and two Allreduce dot products per iteration",
         full: Sizes {
             traced: &["1000000", "1500"],
@@ -72,6 +102,7 @@ pub const APPS: &[AppSpec] = &[
     AppSpec {
         name: "ring",
         source_file: "ring.c",
+        installed: None,
         summary: "ring pipeline: each rank receives a block from the left, transforms it and sends it right",
         full: Sizes {
             traced: &["200000", "1500"],
@@ -87,6 +118,7 @@ pub const APPS: &[AppSpec] = &[
     AppSpec {
         name: "transpose",
         source_file: "transpose.c",
+        installed: None,
         summary: "all-to-all transpose: one Alltoall of B x B blocks per iteration, then a local smoothing",
         full: Sizes {
             traced: &["512", "800"],
@@ -102,6 +134,7 @@ pub const APPS: &[AppSpec] = &[
     AppSpec {
         name: "tree_reduce",
         source_file: "tree_reduce.c",
+        installed: None,
         summary: "tree reduction: partial sums sent up a binary tree with Send/Recv, then a Bcast",
         full: Sizes {
             traced: &["2000000", "1500"],
@@ -117,6 +150,7 @@ pub const APPS: &[AppSpec] = &[
     AppSpec {
         name: "rowcol",
         source_file: "rowcol.c",
+        installed: None,
         summary: "row and column communicators from Comm_split: Allreduce along rows, Bcast down columns",
         full: Sizes {
             traced: &["400000", "1200"],
@@ -132,6 +166,7 @@ pub const APPS: &[AppSpec] = &[
     AppSpec {
         name: "master_worker",
         source_file: "master_worker.c",
+        installed: None,
         summary: "master/worker: rank 0 hands out ranges, workers count primes and answer (MPI_ANY_SOURCE)",
         full: Sizes {
             traced: &["100000", "120"],
@@ -147,6 +182,7 @@ pub const APPS: &[AppSpec] = &[
     AppSpec {
         name: "halo_dims",
         source_file: "halo_dims.c",
+        installed: None,
         summary: "3-D ghost exchange as LAMMPS's CommBrick writes it: x, y, z in turn, two Irecv/Send/Wait swaps per dimension, faces of three sizes; an Allreduce every 10th step",
         full: Sizes {
             traced: &["96", "64", "48", "3800"],
@@ -162,6 +198,7 @@ pub const APPS: &[AppSpec] = &[
     AppSpec {
         name: "bucket_sort",
         source_file: "bucket_sort.c",
+        installed: None,
         summary: "integer bucket sort: Alltoall of the bucket counts, Alltoallv of the keys (sizes vary with the data), a counting sort, an Allreduce",
         full: Sizes {
             traced: &["500000", "1400"],
@@ -177,6 +214,7 @@ pub const APPS: &[AppSpec] = &[
     AppSpec {
         name: "multigrid",
         source_file: "multigrid.c",
+        installed: None,
         summary: "3-D multigrid V-cycle: six-face Irecv/Isend/Waitall exchanges on every level (faces from 32 KiB to 32 B), an Allreduce on the coarsest level and one per cycle",
         full: Sizes {
             traced: &["64", "460"],
@@ -189,10 +227,78 @@ pub const APPS: &[AppSpec] = &[
             different: &["32", "80"],
         },
     },
+    AppSpec {
+        name: "lammps-melt",
+        source_file: "in.melt",
+        installed: Some(Installed {
+            program: "lmp",
+            package: "lammps",
+            mpi: Mpi::OpenMpi,
+            input: Input::Args,
+        }),
+        summary: "LAMMPS (Debian's lmp), the Lennard-Jones melt: 3-D ghost exchanges, atom migration every 20 steps, thermo output every 50",
+        full: Sizes {
+            traced: &[
+                "-in", "src/in.melt", "-var", "cells", "20", "-var", "steps", "500", "-log",
+                "none", "-screen", "none",
+            ],
+            small: &[
+                "-in", "src/in.melt", "-var", "cells", "8", "-var", "steps", "500", "-log",
+                "none", "-screen", "none",
+            ],
+            different: &[
+                "-in", "src/in.melt", "-var", "cells", "25", "-var", "steps", "500", "-log",
+                "none", "-screen", "none",
+            ],
+        },
+        quick: Sizes {
+            traced: &[
+                "-in", "src/in.melt", "-var", "cells", "8", "-var", "steps", "100", "-log",
+                "none", "-screen", "none",
+            ],
+            small: &[
+                "-in", "src/in.melt", "-var", "cells", "5", "-var", "steps", "100", "-log",
+                "none", "-screen", "none",
+            ],
+            different: &[
+                "-in", "src/in.melt", "-var", "cells", "10", "-var", "steps", "100", "-log",
+                "none", "-screen", "none",
+            ],
+        },
+    },
+    AppSpec {
+        name: "hpcc",
+        source_file: "hpccinf.txt",
+        installed: Some(Installed {
+            program: "hpcc",
+            package: "hpcc",
+            mpi: Mpi::OpenMpi,
+            input: Input::HpccInf,
+        }),
+        summary: "HPC Challenge (Debian's hpcc): HPL, PTRANS, RandomAccess, FFT, STREAM, latency and bandwidth rings; the argument is N",
+        full: Sizes {
+            traced: &["2500"],
+            small: &["900"],
+            different: &["3000"],
+        },
+        quick: Sizes {
+            traced: &["500"],
+            small: &["300"],
+            different: &["700"],
+        },
+    },
 ];
 
 /// The applications quick mode runs when `--apps` is not given.
 pub const QUICK_APPS: &[&str] = &["stencil", "cg"];
+
+impl AppSpec {
+    /// Whether it runs with `mpi` (an installed program only with the MPI it was built
+    /// against).
+    pub fn runs_with(&self, mpi: Mpi) -> bool {
+        self.installed.is_none_or(|i| i.mpi == mpi)
+    }
+}
 
 /// The application called `name`.
 pub fn find(name: &str) -> Option<&'static AppSpec> {

@@ -136,7 +136,14 @@ pub fn drive(plan: &Plan, runner: &mut impl Runner) -> Observations {
             error,
         };
         let mut built = BTreeSet::new();
-        for mpi in plan.mpis() {
+        // An installed program runs only with the MPI it was built against: scenarios of
+        // another MPI leave its cells empty.
+        let mpis: Vec<Mpi> = plan
+            .mpis()
+            .into_iter()
+            .filter(|m| app.runs_with(*m))
+            .collect();
+        for &mpi in &mpis {
             runner.progress(&format!("{}: build with {}", app.name, mpi.mpicc()));
             match runner.build(app, mpi) {
                 Ok(()) => {
@@ -153,7 +160,7 @@ pub fn drive(plan: &Plan, runner: &mut impl Runner) -> Observations {
                 app,
                 sizes.traced,
                 base,
-                &plan.mpis(),
+                &mpis,
                 &mut observations.failures,
             );
         }
@@ -535,6 +542,29 @@ mod tests {
         assert!(obs.failures.is_empty(), "{:?}", obs.failures);
         assert!(obs.cells[1].small_runs.is_empty());
         assert_eq!(obs.cells[1].skeletons[0].skeleton_runs, [0.1]);
+    }
+
+    #[test]
+    fn an_installed_program_runs_only_with_the_mpi_it_was_built_against() {
+        let plan = quick_plan(&["hpcc"], &["mpich"]);
+        let mut fake = Fake::default();
+        let obs = drive(&plan, &mut fake);
+        assert_eq!(
+            fake.calls,
+            [
+                "calibrate base",
+                "build hpcc openmpi",
+                "record hpcc 500 base runs 1",
+                "skeletonize hpcc",
+                "compile hpcc c openmpi 1:10",
+                "app hpcc 500 base",
+                "app hpcc 300 base",
+                "skeleton hpcc c base",
+            ]
+        );
+        assert!(obs.failures.is_empty(), "{:?}", obs.failures);
+        let mpich = obs.cells.iter().find(|c| c.scenario == "mpich").unwrap();
+        assert!(mpich.app_runs.is_empty() && mpich.skeletons.is_empty());
     }
 
     #[test]

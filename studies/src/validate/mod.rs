@@ -19,7 +19,7 @@ pub mod scenario;
 
 use perfskel_compiler::back::Backend;
 
-pub use apps::{AppSpec, Sizes, APPS};
+pub use apps::{AppSpec, Input, Installed, Sizes, APPS};
 pub use scenario::{Expectation, Mpi, Problem, Scenario, BASE, SCENARIOS};
 
 /// Every run uses this many ranks: the machine the harness was written for has 2 cores,
