@@ -82,20 +82,24 @@ impl ProcessRunner {
             .join("app_time.so")
     }
 
-    /// `launcher [-x LD_PRELOAD=shim] -np N program args` for `app` in a scenario whose
-    /// launcher is `launcher`: an installed program gets the timing shim preloaded when
-    /// `timed`, and HPCC its `hpccinf.txt` in a run directory of its own, where it runs.
+    /// `launcher [-x LD_PRELOAD=shim] -np N program args` for `app` in `scenario` at its
+    /// rank count: the timed application when `timed`, else the one to trace; an
+    /// installed program gets the timing shim preloaded when timed, and HPCC its
+    /// `hpccinf.txt` in a run directory of its own, where it runs.
     fn app_command(
         &self,
-        launcher: &Path,
+        scenario: &Scenario,
         app: &AppSpec,
         args: &[&str],
-        mpi: Mpi,
-        ranks: u32,
-        binary: PathBuf,
         timed: bool,
     ) -> Result<(Vec<std::ffi::OsString>, Option<PathBuf>), RunError> {
-        let mut argv: Vec<std::ffi::OsString> = vec![launcher.into()];
+        let (mpi, ranks) = (scenario.mpi, self.ranks(scenario));
+        let binary = if timed {
+            self.app_binary(app, mpi)
+        } else {
+            self.plain_binary(app, mpi)
+        };
+        let mut argv: Vec<std::ffi::OsString> = vec![self.launcher(scenario).into()];
         let mut cwd = None;
         let mut rest: Vec<String> = args.iter().map(|a| a.to_string()).collect();
         if let Some(installed) = app.installed {
@@ -362,15 +366,7 @@ impl Runner for ProcessRunner {
         traced_in: &Scenario,
         runs: u32,
     ) -> Result<(), RunError> {
-        let (argv, cwd) = self.app_command(
-            &self.launcher(traced_in),
-            app,
-            args,
-            traced_in.mpi,
-            self.ranks(traced_in),
-            self.plain_binary(app, traced_in.mpi),
-            false,
-        )?;
+        let (argv, cwd) = self.app_command(traced_in, app, args, false)?;
         let mut command = self.perfskel();
         command
             .args(["record", "--mpi", traced_in.mpi.name(), "--runs"])
@@ -446,15 +442,7 @@ impl Runner for ProcessRunner {
         args: &[&str],
         scenario: &Scenario,
     ) -> Result<f64, RunError> {
-        let (argv, cwd) = self.app_command(
-            &self.launcher(scenario),
-            app,
-            args,
-            scenario.mpi,
-            self.ranks(scenario),
-            self.app_binary(app, scenario.mpi),
-            true,
-        )?;
+        let (argv, cwd) = self.app_command(scenario, app, args, true)?;
         let mut command = Command::new(&argv[0]);
         command.args(&argv[1..]);
         if let Some(dir) = cwd {
