@@ -40,6 +40,8 @@ pub struct Report {
     pub mode: String,
     pub ratio: u64,
     pub n_ranks: u32,
+    /// Scenarios traced and run at their own rank count, with it.
+    pub own_ranks: Vec<(String, u32)>,
     /// Column order: skeleton methods first, then the baselines.
     pub methods: Vec<String>,
     pub rows: Vec<Row>,
@@ -115,6 +117,17 @@ pub struct TraceCheck {
 }
 
 pub use perfskel_compiler::stats::{mean, median};
+
+impl Report {
+    /// "2 ranks", or "2 ranks; 4 in traced-oversubscribed" when a scenario runs its own.
+    pub fn ranks_text(&self) -> String {
+        let mut text = format!("{} ranks", self.n_ranks);
+        for (scenario, n) in &self.own_ranks {
+            text.push_str(&format!("; {n} in {scenario}"));
+        }
+        text
+    }
+}
 
 /// Signed relative error in percent; `None` when nothing was measured.
 pub fn error_pct(predicted: f64, measured: f64) -> Option<f64> {
@@ -254,6 +267,11 @@ pub fn evaluate(plan: &Plan, observations: &Observations) -> Report {
         mode: plan.mode.name().into(),
         ratio: plan.ratio,
         n_ranks: plan.n_ranks,
+        own_ranks: plan
+            .scenarios
+            .iter()
+            .filter_map(|s| Some((s.name.to_string(), s.traced_ranks?)))
+            .collect(),
         methods,
         rows,
         summary,
@@ -398,6 +416,18 @@ mod tests {
         assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), Some(2.5));
         assert_eq!(median(&[]), None);
         assert_eq!(median(&[f64::NAN, 1.0]), Some(1.0));
+    }
+
+    #[test]
+    fn the_rank_counts_name_scenarios_traced_at_their_own() {
+        let request = crate::validate::Request {
+            apps: Some(vec!["cg".into()]),
+            scenarios: Some(vec!["traced-oversubscribed".into()]),
+            ..crate::validate::Request::default()
+        };
+        let plan = Plan::new(crate::validate::Mode::Quick, &request).unwrap();
+        let report = evaluate(&plan, &Observations::default());
+        assert_eq!(report.ranks_text(), "2 ranks; 4 in traced-oversubscribed");
     }
 
     #[test]

@@ -52,8 +52,9 @@ pub fn render(report: &Report) -> Result<String, String> {
         let mut chart = ChartBuilder::on(&root)
             .caption(
                 format!(
-                    "perfskel validate: predicted vs measured time (1:{}, {} ranks)",
-                    report.ratio, report.n_ranks
+                    "perfskel validate: predicted vs measured time (1:{}, {})",
+                    report.ratio,
+                    report.ranks_text()
                 ),
                 ("sans-serif", 20),
             )

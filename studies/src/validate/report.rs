@@ -13,8 +13,10 @@ pub fn table(report: &Report) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "perfskel validate: {} mode, ratio 1:{}, {} ranks; times in seconds, error = (predicted - measured) / measured",
-        report.mode, report.ratio, report.n_ranks
+        "perfskel validate: {} mode, ratio 1:{}, {}; times in seconds, error = (predicted - measured) / measured",
+        report.mode,
+        report.ratio,
+        report.ranks_text()
     );
     let app_w = column_width(report.rows.iter().map(|r| r.app.as_str()), "app");
     let scen_w = column_width(report.rows.iter().map(|r| r.scenario.as_str()), "scenario");
