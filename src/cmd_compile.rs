@@ -115,8 +115,7 @@ pub const BUILD_PRODUCTS: &[&str] = &["skeleton", ".build-flags", "Cargo.lock", 
 pub fn run(args: Args) -> Result<ExitCode, String> {
     let name = args.file.display().to_string();
     let source = read_source(&args.file)?;
-    let calibrate = !args.no_calibrate && std::env::var_os("PERFSKEL_NO_CALIBRATE").is_none();
-    let (model, model_from) = load_model(args.model.as_deref(), args.mpi, calibrate)?;
+    let (model, model_from) = load_model(args.model.as_deref(), args.mpi, !args.no_calibrate)?;
     let source_name = args
         .file
         .file_name()
@@ -161,8 +160,8 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
 /// The model to scale with and where it came from: `path` as given, or the cached model
 /// of `mpi` when it was measured on this machine with this MPI and perfskel (see
 /// [`cmd_calibrate::machine_key`]; a stale one is never used), or, when none is and
-/// `calibrate`, one measured now and cached (`perfskel calibrate`, once per machine and
-/// MPI), else the built-in defaults. The default target divides the model's time of the
+/// `calibrate` (and `PERFSKEL_NO_CALIBRATE` is not set), one measured now and cached
+/// (`perfskel calibrate`, once per machine and MPI), else the built-in defaults. The default target divides the model's time of the
 /// scaled skeleton by its time of the whole one, so the model's errors mostly cancel;
 /// where communication that loops do not cut decides the ratio reached, a measured model
 /// decides it better.
@@ -196,7 +195,7 @@ pub fn load_model(
                 .unwrap_or("an unrecorded machine"),
         );
     }
-    if !calibrate {
+    if !calibrate || std::env::var_os("PERFSKEL_NO_CALIBRATE").is_some() {
         return Ok((
             Model::default(),
             format!(
@@ -213,23 +212,18 @@ pub fn load_model(
     // On a busy machine the model is used for this compile but not kept: it would stand
     // for the load, not the machine.
     let busy = cmd_calibrate::busy();
-    let measured = cmd_calibrate::measure(mpi, 2, &launcher);
-    match (measured, busy) {
-        (Ok(model), Some(load)) => Ok((
+    let kept = cmd_calibrate::measure(mpi, 2, &launcher).and_then(|model| match busy {
+        Some(load) => Ok((
             model,
             format!(
                 "measured now on a busy machine (load average {load:.2}), not cached: `perfskel calibrate --mpi {}` on the idle machine keeps one",
                 mpi.name()
             ),
         )),
-        (measured, None) => match measured
-            .and_then(|model| cmd_calibrate::save(&model, &path).map(|()| model))
-        {
-            Ok(model) => Ok((model, format!("{} (measured now)", path.display()))),
-            Err(e) => Ok(defaults_after(&e)),
-        },
-        (Err(e), Some(_)) => Ok(defaults_after(&e)),
-    }
+        None => cmd_calibrate::save(&model, &path)
+            .map(|()| (model, format!("{} (measured now)", path.display()))),
+    });
+    Ok(kept.unwrap_or_else(|e| defaults_after(&e)))
 }
 
 /// The built-in defaults, after measuring failed with `error`.

@@ -262,13 +262,6 @@ fn clear_old_trace(dir: &Path) -> Result<(), String> {
     Ok(())
 }
 
-fn find_in_path(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|d| d.join(name))
-        .find(|p| p.is_file())
-}
-
 /// FNV-1a: a stable hash for the cache key (std's hasher may change between releases).
 fn fnv1a(parts: &[&[u8]]) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
@@ -302,8 +295,8 @@ pub fn ensure_tracer(mpi: MpiKind) -> Result<PathBuf, String> {
         Ok(cc) if !cc.is_empty() => PathBuf::from(cc),
         _ => {
             let suffixed = format!("mpicc.{}", mpi.name());
-            find_in_path(&suffixed)
-                .or_else(|| find_in_path("mpicc"))
+            crate::files::find_in_path(&suffixed)
+                .or_else(|| crate::files::find_in_path("mpicc"))
                 .ok_or_else(|| format!("record: neither {suffixed} nor mpicc is on PATH"))?
         }
     };

@@ -286,7 +286,7 @@ fn check_tools(plan: &Plan) -> Result<(), String> {
     tools.push("make");
     let missing: Vec<&str> = tools
         .into_iter()
-        .filter(|t| find_in_path(t).is_none())
+        .filter(|t| crate::files::find_in_path(t).is_none())
         .collect();
     if missing.is_empty() {
         Ok(())
@@ -296,13 +296,6 @@ fn check_tools(plan: &Plan) -> Result<(), String> {
             missing.join(", ")
         ))
     }
-}
-
-fn find_in_path(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|d| d.join(name))
-        .find(|p| p.is_file())
 }
 
 /// Creates the work directory (or reuses one of ours) and writes the sources and

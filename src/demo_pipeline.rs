@@ -162,11 +162,7 @@ fn steps(scratch: &Path) -> Result<bool, String> {
 /// Steps 5 and 6: compile the skeleton for every ratio and back end, run each program
 /// and compare its prediction with the application's measured time.
 fn compile_and_run(scratch: &Path, skeleton: &str) -> Result<bool, String> {
-    let (model, model_from) = cmd_compile::load_model(
-        None,
-        MpiKind::Openmpi,
-        std::env::var_os("PERFSKEL_NO_CALIBRATE").is_none(),
-    )?;
+    let (model, model_from) = cmd_compile::load_model(None, MpiKind::Openmpi, true)?;
     println!(
         "\n5. compile    1:{} and 1:{} with the C and Rust back ends (model: {model_from})",
         RATIOS[0], RATIOS[1]

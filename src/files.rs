@@ -65,3 +65,11 @@ pub fn plural(n: usize, word: &str) -> String {
         format!("{n} {word}s")
     }
 }
+
+/// The program `name` on `PATH`, if any.
+pub fn find_in_path(name: &str) -> Option<std::path::PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+}

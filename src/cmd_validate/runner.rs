@@ -325,7 +325,7 @@ impl Runner for ProcessRunner {
     fn build(&mut self, app: &AppSpec, mpi: Mpi) -> Result<(), RunError> {
         let src = self.workdir.join("src");
         if let Some(installed) = app.installed {
-            if find_in_path(installed.program).is_none() {
+            if crate::files::find_in_path(installed.program).is_none() {
                 return Err(RunError::failed(format!(
                     "`{}` is not installed: Debian's package {} has it (scripts/setup.sh installs it)",
                     installed.program, installed.package
@@ -575,14 +575,6 @@ fn tail(stderr: &str, stdout: &str) -> String {
     } else {
         joined
     }
-}
-
-/// A program on `PATH`.
-fn find_in_path(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|d| d.join(name))
-        .find(|p| p.is_file())
 }
 
 /// HPCC's input: `template` with its `Ns` line set to `n` and its `Ps`/`Qs` lines to a

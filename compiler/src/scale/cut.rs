@@ -29,7 +29,8 @@ use perfskel_grammar::ast::*;
 use perfskel_grammar::Diag;
 
 use crate::semantics::{
-    depends_on_rank, eval_bool_in, eval_int, reads_vars, stmt_blocks, stmt_exprs, Env, Shape,
+    block_reads_var, depends_on_rank, eval_bool_in, eval_int, reads_vars, stmt_blocks, stmt_exprs,
+    Env, Shape,
 };
 
 /// A loop whose whole periods miss its share by more than this factor is cut by weight
@@ -61,7 +62,7 @@ pub fn plan(program: &Program, world: &Shape, k: f64, conservative: bool) -> Pla
         envs,
         plan: Plan::default(),
         frozen: std::collections::HashSet::new(),
-        weighted: std::collections::HashSet::new(),
+        weighed_ifs: std::collections::HashSet::new(),
         conservative,
     };
     planner.block(&program.body, k);
@@ -76,7 +77,7 @@ struct Planner {
     frozen: std::collections::HashSet<*const Loop>,
     /// `if`s whose conditions read only the variable of a loop cut by weight (see
     /// [`Planner::weighted`]): their branches are planned with their own residuals.
-    weighted: std::collections::HashSet<*const If>,
+    weighed_ifs: std::collections::HashSet<*const If>,
     conservative: bool,
 }
 
@@ -245,7 +246,7 @@ impl Planner {
     /// A block at residual `k`: cuts its coupled loops by a common divisor, then walks it.
     fn block(&mut self, block: &Block, k: f64) {
         let mut coupled = Vec::new();
-        coupled_loops(&block.stmts, false, &self.weighted, &mut coupled);
+        coupled_loops(&block.stmts, false, &self.weighed_ifs, &mut coupled);
         // Point-to-point loops in rank branches talk to partner loops elsewhere in the
         // block: in other branches (the group's common divisor keeps them matched), but
         // also at the block's top level or nested inside a group loop (HPCC's panel
@@ -378,7 +379,7 @@ impl Planner {
                     let kept = (period > 1).then_some(raw);
                     self.body(l, k / factor, k, factor, None, kept);
                 }
-                StmtKind::If(i) if self.weighted.contains(&(&**i as *const If)) => {}
+                StmtKind::If(i) if self.weighed_ifs.contains(&(&**i as *const If)) => {}
                 StmtKind::If(i) => {
                     let mut current = i;
                     loop {
@@ -435,7 +436,7 @@ impl Planner {
         {
             return false;
         }
-        self.weighted.extend(ifs);
+        self.weighed_ifs.extend(ifs);
         self.plan.loops.insert(
             l as *const Loop,
             Expr {
@@ -564,36 +565,31 @@ fn chain(i: &If) -> Vec<(Option<&Expr>, &Block)> {
     }
 }
 
+/// The branches of `i` when one of its conditions reads `var`: an `if` that is weighed.
+fn weighed_chain<'p>(i: &'p If, var: &str) -> Option<Vec<(Option<&'p Expr>, &'p Block)>> {
+    let branches = chain(i);
+    branches
+        .iter()
+        .any(|(c, _)| c.is_some_and(|c| reads_vars(c, Some(var))))
+        .then_some(branches)
+}
+
 /// Whether a loop body reads its variable `var` only in conditions of `if`s that every
 /// rank evaluates alike (no rank, no other loop variable in them), at its top level or in
 /// the branches of such `if`s: then which branch runs depends on the iteration alone.
 fn weighable(stmts: &[Stmt], var: &str) -> bool {
     stmts.iter().all(|stmt| match &stmt.kind {
-        StmtKind::If(i) => {
-            let branches = chain(i);
-            let reads = branches
-                .iter()
-                .any(|(c, _)| c.is_some_and(|c| reads_vars(c, Some(var))));
-            if reads {
-                branches.iter().all(|(c, b)| {
-                    c.is_none_or(|c| !depends_on_rank(c) && !reads_other_vars(c, var))
-                        && weighable(&b.stmts, var)
-                })
-            } else {
-                branches.iter().all(|(c, b)| {
-                    c.is_none_or(|c| !reads_vars(c, Some(var))) && !block_reads(b, var)
-                })
-            }
+        StmtKind::If(i) if let Some(branches) = weighed_chain(i, var) => {
+            branches.iter().all(|(c, b)| {
+                c.is_none_or(|c| !depends_on_rank(c) && !reads_other_vars(c, var))
+                    && weighable(&b.stmts, var)
+            })
         }
         _ => {
             !stmt_exprs(stmt).iter().any(|e| reads_vars(e, Some(var)))
-                && !stmt_blocks(stmt).iter().any(|b| block_reads(b, var))
+                && !stmt_blocks(stmt).iter().any(|b| block_reads_var(b, var))
         }
     })
-}
-
-fn block_reads(b: &Block, var: &str) -> bool {
-    crate::semantics::block_reads_var(b, var)
 }
 
 /// A branch of an `if` that reads a weighed loop's variable.
@@ -623,13 +619,9 @@ fn weigh<'p>(
         let StmtKind::If(i) = &stmt.kind else {
             continue;
         };
-        let branches = chain(i);
-        if !branches
-            .iter()
-            .any(|(c, _)| c.is_some_and(|c| reads_vars(c, Some(var))))
-        {
+        let Some(branches) = weighed_chain(i, var) else {
             continue;
-        }
+        };
         ifs.push(&**i as *const If);
         let mut remaining = mask.to_vec();
         for (cond, block) in branches {

@@ -18,6 +18,27 @@ pub struct Sizes {
     pub different: &'static [&'static str],
 }
 
+/// LAMMPS's command line for the melt (`scripts/real-apps/in.melt`, written into the
+/// work directory's `src/`) at `cells`^3 fcc cells and `steps` time steps.
+macro_rules! melt {
+    ($cells:literal, $steps:literal) => {
+        &[
+            "-in",
+            "src/in.melt",
+            "-var",
+            "cells",
+            $cells,
+            "-var",
+            "steps",
+            $steps,
+            "-log",
+            "none",
+            "-screen",
+            "none",
+        ]
+    };
+}
+
 /// How an installed program reads its problem.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Input {
@@ -238,32 +259,14 @@ pub const APPS: &[AppSpec] = &[
         }),
         summary: "LAMMPS (Debian's lmp), the Lennard-Jones melt: 3-D ghost exchanges, atom migration every 20 steps, thermo output every 50",
         full: Sizes {
-            traced: &[
-                "-in", "src/in.melt", "-var", "cells", "20", "-var", "steps", "500", "-log",
-                "none", "-screen", "none",
-            ],
-            small: &[
-                "-in", "src/in.melt", "-var", "cells", "8", "-var", "steps", "500", "-log",
-                "none", "-screen", "none",
-            ],
-            different: &[
-                "-in", "src/in.melt", "-var", "cells", "25", "-var", "steps", "500", "-log",
-                "none", "-screen", "none",
-            ],
+            traced: melt!("20", "500"),
+            small: melt!("8", "500"),
+            different: melt!("25", "500"),
         },
         quick: Sizes {
-            traced: &[
-                "-in", "src/in.melt", "-var", "cells", "8", "-var", "steps", "100", "-log",
-                "none", "-screen", "none",
-            ],
-            small: &[
-                "-in", "src/in.melt", "-var", "cells", "5", "-var", "steps", "100", "-log",
-                "none", "-screen", "none",
-            ],
-            different: &[
-                "-in", "src/in.melt", "-var", "cells", "10", "-var", "steps", "100", "-log",
-                "none", "-screen", "none",
-            ],
+            traced: melt!("8", "100"),
+            small: melt!("5", "100"),
+            different: melt!("10", "100"),
         },
     },
     AppSpec {
