@@ -7,6 +7,9 @@
 #     wall times, measured slowdown, and the slowdown the per-event cost predicts
 #     (events per rank x cost / untraced time) — on a shared, oversubscribed machine the
 #     measured figure is mostly noise, the predicted one is not.
+#  2b. Failed polls: runtime/tracer/bench/pollrate.c, one MPI_Testany that finds nothing
+#     and one random update of a 128 MiB table per iteration, untraced and traced
+#     (medians of REPS): the tracer's fast path for runs of failed polls.
 #  3. Trace reading: `perfskel trace stats` end to end on the callrate trace, and the
 #     criterion reader benchmark (compiler/benches/trace_reader.rs).
 #
@@ -39,6 +42,7 @@ cargo build --release -q --manifest-path "$ROOT/Cargo.toml" --bin perfskel
 PERFSKEL="$ROOT/target/release/perfskel"
 make -s -C "$ROOT/examples/apps" MPI="$MPI" OUT="$WORK/bin" >/dev/null
 "mpicc.$MPI" -O2 -g -o "$WORK/bin/callrate" "$ROOT/runtime/tracer/bench/callrate.c"
+"mpicc.$MPI" -O2 -g -o "$WORK/bin/pollrate" "$ROOT/runtime/tracer/bench/pollrate.c"
 
 # app and arguments: sizes that run for about a second or more and make many calls.
 if [ "$QUICK" = 1 ]; then
@@ -80,6 +84,23 @@ CR_LINE=$(grep 'perfskel record:' "$WORK/record.err" | head -1)
 echo "cost per event ($MPI, callrate, $CALLS calls, best of $REPS):"
 echo "  untraced $P ns/call, traced $T ns/call => tracer cost $COST ns/event"
 echo "  ${CR_LINE#perfskel record: }"
+echo
+
+# Failed polls in a loop of cache misses: what the tracer's untimed fast path costs there.
+ITERS=10000000
+[ "$QUICK" = 1 ] && ITERS=4000000
+plain=(); traced=()
+for _ in $(seq "$REPS"); do
+  plain+=($("mpirun.$MPI" -np 1 "$WORK/bin/pollrate" $ITERS))
+  traced+=($("$PERFSKEL" record -o "$WORK/trace-pollrate" -- "mpirun.$MPI" -np 1 \
+    "$WORK/bin/pollrate" $ITERS 2>"$WORK/record.err"))
+done
+median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+PM=$(median "${plain[@]}"); TM=$(median "${traced[@]}")
+PR_LINE=$(grep 'perfskel record:' "$WORK/record.err" | head -1)
+echo "failed polls in a loop of cache misses ($MPI, pollrate, $ITERS iterations, median of $REPS):"
+echo "  untraced $PM ns/iteration, traced $TM ns/iteration (runs: ${plain[*]} | ${traced[*]})"
+echo "  ${PR_LINE#perfskel record: }"
 echo
 
 printf '%-14s %-14s %10s %10s %9s %9s %8s %11s\n' \

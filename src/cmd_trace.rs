@@ -304,6 +304,14 @@ fn show(args: ShowArgs) -> Result<ExitCode, String> {
             if let Some(f) = ev.flag {
                 let _ = write!(line, " flag={f}");
             }
+            if ev.polls > 1 {
+                // A run of failed polls is one record: its duration is the calls' sum.
+                let _ = write!(
+                    line,
+                    " polls={} (a run of failed calls, time summed)",
+                    ev.polls
+                );
+            }
             let _ = writeln!(line, "  @ {site}");
             w(&mut out, &line)?;
         }

@@ -935,6 +935,31 @@ fn nonblocking_collectives_and_completions() {
     assert_eq!(summary.rank_conditionals, 0, "{text}");
 }
 
+/// A run of failed polls (format 7: one event for 4000 calls, 3 ms of calls after 2 ms
+/// of gaps) leaves no statement, and its time, the rank's own, is compute before the next
+/// statement: 1 ms of gap before the run + 2 + 3 ms, then 1 ms before the barrier.
+#[test]
+fn failed_polls_are_the_ranks_own_time() {
+    let ranks: Vec<RankTrace> = (0..2)
+        .map(|rank| {
+            let mut s = Synth::new();
+            for _ in 0..3 {
+                s.call(1_000_000, Op::Testany, |e| {
+                    e.flag = Some(0);
+                    e.polls = 4000;
+                    e.start_ns += 2_000_000;
+                    e.end_ns = e.start_ns + 3_000_000;
+                });
+                s.call(1_000_000, Op::Barrier, |_| {});
+            }
+            s.finish(rank, 2)
+        })
+        .collect();
+    let (text, _) = run_synthetic(&ranks, Algorithm::Exact);
+    assert!(!text.contains("test"), "{text}");
+    assert!(text.contains("compute 7 ms"), "{text}");
+}
+
 /// A single rank exchanging with `MPI_PROC_NULL` only: those calls do nothing anywhere,
 /// so they and their requests are left out, and the summary says so.
 #[test]

@@ -1414,6 +1414,89 @@ fn reader_reads_the_clock_and_off_cpu_time_of_version_6_only() {
     assert_eq!(err.kind, TraceErrorKind::UnknownFields(field::OFF_CPU));
 }
 
+/// Version 7's runs of failed polls: a run reads as one event standing for its calls,
+/// and `trace stats` counts the calls; a run of fewer than two calls, a run of a call
+/// that is not a failed test or probe, or the field in version 6, is corrupt.
+#[test]
+fn reader_reads_runs_of_failed_polls_of_version_7_only() {
+    use format::field;
+    let mut f = RankFile::new(0, 2, 7);
+    f.event(
+        Op::Testany,
+        900,
+        &[(field::REQS, 0), (field::FLAG, 0), (field::POLLS, 300)],
+    );
+    f.event(
+        Op::Iprobe,
+        50,
+        &[
+            (field::PEER, 2),
+            (field::TAG, 10),
+            (field::BYTES, 0),
+            (field::COMM, 0),
+            (field::FLAG, 0),
+            (field::POLLS, 2),
+        ],
+    );
+    let bytes = f.finish();
+    let events: Vec<Event> = RankReader::new(&bytes[..], Some(0))
+        .expect("header")
+        .map(|e| e.expect("event"))
+        .collect();
+    assert_eq!(
+        (events[1].op(), events[1].polls, events[1].calls()),
+        (Op::Testany, 300, 300)
+    );
+    assert!(events[1].is_failed_poll());
+    assert_eq!(events[1].duration_ns(), 900);
+    assert_eq!((events[2].op(), events[2].calls()), (Op::Iprobe, 2));
+    assert_eq!(
+        (events[3].op(), events[3].polls, events[3].calls()),
+        (Op::Finalize, 0, 1)
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join(format::rank_file_name(0)), &bytes).expect("write");
+    let mut other = RankFile::new(1, 2, 7);
+    other.send(0, 8);
+    std::fs::write(dir.path().join(format::rank_file_name(1)), other.finish()).expect("write");
+    let path = dir.path().to_str().expect("utf-8 path");
+    let out = perfskel(&["trace", "stats", path]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    let row = stdout
+        .lines()
+        .find(|l| l.trim_start().starts_with("MPI_Testany"))
+        .unwrap_or_else(|| panic!("no MPI_Testany row:\n{stdout}"));
+    assert_eq!(row.split_whitespace().nth(1), Some("300"), "{row}");
+    let out = perfskel(&["trace", "show", "--rank", "0", path]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("polls=300"), "{stdout}");
+    // Corrupt runs: of one call, of a send, of a test that completed a request.
+    for (op, fields) in [
+        (
+            Op::Testany,
+            vec![(field::REQS, 0), (field::FLAG, 0), (field::POLLS, 1)],
+        ),
+        (Op::Barrier, vec![(field::COMM, 0), (field::POLLS, 5)]),
+        (Op::Test, vec![(field::FLAG, 1), (field::POLLS, 5)]),
+    ] {
+        let mut f = RankFile::new(0, 2, 7);
+        f.event(op, 10, &fields);
+        let at = f.record_starts[f.record_starts.len() - 1];
+        let err = read_all(&f.finish(), 0).expect_err("a corrupt run");
+        assert_eq!(err.offset, at as u64, "{op}");
+        assert!(
+            matches!(err.kind, TraceErrorKind::BadRecord(w) if w.contains("field polls")),
+            "{op}: {err:?}"
+        );
+    }
+    // Version 6: bit 13 is not a field.
+    let mut f = RankFile::new(0, 2, 6);
+    f.event(Op::Test, 10, &[(field::FLAG, 0), (field::POLLS, 3)]);
+    let err = read_all(&f.finish(), 0).expect_err("no polls field in version 6");
+    assert_eq!(err.kind, TraceErrorKind::UnknownFields(field::POLLS));
+}
+
 #[test]
 fn stats_and_show_report_a_missing_rank() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -1957,6 +2040,94 @@ fn check_calls_nb_trace(t: &Trace, mpi: Mpi, app: &str) {
         assert!(pos(precv[4]) < pos(nth(rt, Op::Barrier, 0)));
         assert!(pos(nth(rt, Op::Barrier, 0)) < pos(rsend));
     }
+}
+
+/// Runs of failed polls (tests/apps/polls.c): each of the even ranks' POLLS failed calls
+/// of MPI_Test, MPI_Iprobe, MPI_Testany, MPI_Testall and MPI_Testsome is one record
+/// counting them all (most untimed, a sample timed), and so is the run of MPI_Testany
+/// over 10 requests (every call timed); the test that completes the receive is an event
+/// of its own with the request; `trace stats` counts every call.
+fn check_polls(mpi: Mpi) {
+    const POLLS: u64 = 5000;
+    let t = trace(mpi, "test:polls", &[&POLLS.to_string()]);
+    for (r, rt) in t.ranks.iter().enumerate() {
+        let evs: Vec<&Event> = rt
+            .events
+            .iter()
+            .filter(|e| !matches!(e.op(), Op::Init | Op::Finalize))
+            .collect();
+        if r % 2 == 1 {
+            assert!(evs.iter().all(|e| e.polls == 0), "rank {r}");
+            continue;
+        }
+        let irecv = evs[0];
+        assert_eq!(irecv.op(), Op::Irecv, "rank {r}");
+        let runs: Vec<(Op, u64)> = evs[1..6].iter().map(|e| (e.op(), e.calls())).collect();
+        assert_eq!(
+            runs,
+            [Op::Test, Op::Iprobe, Op::Testany, Op::Testall, Op::Testsome]
+                .map(|op| (op, POLLS))
+                .to_vec(),
+            "rank {r}"
+        );
+        for e in &evs[1..6] {
+            assert!(e.is_failed_poll(), "rank {r}: {e:?}");
+            assert!(e.duration_ns() > 0, "rank {r}: a run takes time: {e:?}");
+        }
+        assert_eq!(evs[2].peer, Some(r as i64 + 1));
+        assert_eq!(evs[6].op(), Op::Send);
+        // Tests until the message is there: maybe failed ones (a run, or one), then the
+        // one that completes the receive.
+        let done = evs
+            .iter()
+            .position(|e| e.op() == Op::Test && e.flag == Some(1))
+            .expect("a successful test");
+        assert!(evs[7..done]
+            .iter()
+            .all(|e| e.op() == Op::Test && e.is_failed_poll()));
+        assert_eq!(evs[done].reqs, vec![irecv.req.unwrap_or(0)], "rank {r}");
+        let many = &evs[done + 11];
+        assert_eq!(
+            (many.op(), many.calls()),
+            (Op::Testany, POLLS),
+            "rank {r}: {many:?}"
+        );
+        assert!(many.is_failed_poll());
+        assert_eq!(evs[done + 12].op(), Op::Send);
+        assert_eq!(evs[done + 13].op(), Op::Waitall);
+        assert_eq!(evs[done + 13].reqs.len(), 10);
+    }
+    let out = perfskel(&[
+        "trace",
+        "stats",
+        t.dir.path().join("trace").to_str().expect("utf-8"),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    let count = |op: &str| -> u64 {
+        let row = stdout
+            .lines()
+            .find(|l| l.trim_start().starts_with(&format!("{op} ")))
+            .unwrap_or_else(|| panic!("no {op} row:\n{stdout}"));
+        row.split_whitespace()
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or_else(|| panic!("{row}"))
+    };
+    // Two even ranks.
+    assert_eq!(count("MPI_Iprobe"), 2 * POLLS, "{stdout}");
+    assert_eq!(count("MPI_Testany"), 4 * POLLS, "{stdout}");
+    assert_eq!(count("MPI_Testall"), 2 * POLLS, "{stdout}");
+    assert!(count("MPI_Test") > 2 * POLLS, "{stdout}");
+}
+
+#[test]
+fn runs_of_failed_polls_openmpi() {
+    check_polls(Mpi::OpenMpi);
+}
+#[test]
+fn runs_of_failed_polls_mpich() {
+    check_polls(Mpi::Mpich);
 }
 
 #[test]

@@ -77,11 +77,18 @@ pub struct Verified {
     program: Program,
     info: Info,
     warnings: Vec<Diag>,
+    /// The text the program was checked against (a program derived from it, such as a
+    /// scaled one, is checked against it too).
+    source: String,
 }
 
 impl Verified {
     pub fn program(&self) -> &Program {
         &self.program
+    }
+
+    pub fn source(&self) -> &str {
+        &self.source
     }
 
     pub fn info(&self) -> &Info {
@@ -103,6 +110,7 @@ pub fn verify(program: Program, source: &str, options: Options) -> Result<Verifi
             program,
             info,
             warnings: checked.diags,
+            source: source.to_string(),
         }),
         None => Err(checked.diags),
     }

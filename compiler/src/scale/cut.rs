@@ -49,13 +49,32 @@ pub struct Plan {
     pub loops: HashMap<*const Loop, Expr>,
     /// Residual factor of each non-loop statement (by the address of its `Stmt`).
     pub residual: HashMap<*const Stmt, f64>,
+    /// Statements left out ([`Mode::Rounded`]): an iteration of a rank branch's loop
+    /// that the trace shows written out on some ranks, whose share is under a half.
+    pub dropped: std::collections::HashSet<*const Stmt>,
     pub warnings: Vec<Diag>,
 }
 
-/// Plans the loop cuts for ratio `k`. `conservative`: point-to-point loops in blocks
-/// whose rank branches have partners a common divisor cannot reach are kept whole (see
-/// [`Planner::block`]); the scaler asks for it when the plain plan does not run.
-pub fn plan(program: &Program, world: &Shape, k: f64, conservative: bool) -> Plan {
+/// How loops in rank branches are cut (the scaler tries them in this order, each while
+/// the one before does not give a program that checks and runs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Each loop of a rank branch with no point-to-point communication inside (and a
+    /// count that does not depend on the rank) by its own share, `round(n / k)`, as if
+    /// it stood alone, none when that is under a half: HPCC's RandomAccess runs 4197
+    /// iterations of a barrier and an all-to-all on one rank and 4176 + 21 on the other,
+    /// whose only common divisor is 1, yet rounded alike they still match. Whether they
+    /// do is for the check of the scaled program to say.
+    Rounded,
+    /// The loops of a block's rank branches by one common divisor of their counts.
+    Plain,
+    /// As `Plain`, and point-to-point loops in blocks whose rank branches have partners
+    /// a common divisor cannot reach are kept whole (see [`Planner::block`]).
+    Conservative,
+}
+
+/// Plans the loop cuts for ratio `k` in `mode`.
+pub fn plan(program: &Program, world: &Shape, k: f64, mode: Mode) -> Plan {
     let n = program.ranks.value;
     let envs = Env::all(n, world);
     let mut planner = Planner {
@@ -63,7 +82,9 @@ pub fn plan(program: &Program, world: &Shape, k: f64, conservative: bool) -> Pla
         plan: Plan::default(),
         frozen: std::collections::HashSet::new(),
         weighed_ifs: std::collections::HashSet::new(),
-        conservative,
+        mode,
+        rank_branch: false,
+        loop_sites: std::collections::BTreeSet::new(),
     };
     planner.block(&program.body, k);
     planner.plan
@@ -78,7 +99,15 @@ struct Planner {
     /// `if`s whose conditions read only the variable of a loop cut by weight (see
     /// [`Planner::weighted`]): their branches are planned with their own residuals.
     weighed_ifs: std::collections::HashSet<*const If>,
-    conservative: bool,
+    mode: Mode,
+    /// Walking the branches of an `if` whose condition depends on the rank, in
+    /// [`Mode::Rounded`]: a loop whose share is under half an iteration keeps none (one
+    /// rank's 21 extra iterations at 1:100 are none, as the other rank's 4197 are 42
+    /// and its 4176 are 42 too).
+    rank_branch: bool,
+    /// In [`Mode::Rounded`], the call sites of the collectives in the bodies of the
+    /// loops of the current block's rank branches.
+    loop_sites: std::collections::BTreeSet<String>,
 }
 
 /// Whether a block sends or receives point to point anywhere inside.
@@ -102,27 +131,35 @@ fn p2p_loops<'p>(stmts: &'p [Stmt], out: &mut Vec<&'p Loop>) {
     }
 }
 
-/// The loops of a block that must be cut together: those under `if`s of the block and
-/// those whose count depends on the rank (not looking inside loops).
-/// `skip`: `if`s planned by weight, whose branches every rank takes at once.
+/// The loops of a block that must be cut together: those under `if`s of the block
+/// (unless `rounded` and they have no point-to-point communication inside: see
+/// [`Mode::Rounded`]) and those whose count depends on the rank (not looking inside
+/// loops). `skip`: `if`s planned by weight, whose branches every
+/// rank takes at once.
 fn coupled_loops<'p>(
     stmts: &'p [Stmt],
     under_if: bool,
+    rounded: bool,
     skip: &std::collections::HashSet<*const If>,
     out: &mut Vec<&'p Loop>,
 ) {
     for stmt in stmts {
         match &stmt.kind {
-            StmtKind::Loop(l) if under_if || depends_on_rank(&l.count) => out.push(l),
+            StmtKind::Loop(l)
+                if (under_if && (!rounded || has_p2p(&l.body.stmts)))
+                    || depends_on_rank(&l.count) =>
+            {
+                out.push(l)
+            }
             StmtKind::If(i) if skip.contains(&(&**i as *const If)) => {}
             StmtKind::If(i) => {
                 let mut current = i;
                 loop {
-                    coupled_loops(&current.then_block.stmts, true, skip, out);
+                    coupled_loops(&current.then_block.stmts, true, rounded, skip, out);
                     match &current.else_branch {
                         None => break,
                         Some(Else::Block(b)) => {
-                            coupled_loops(&b.stmts, true, skip, out);
+                            coupled_loops(&b.stmts, true, rounded, skip, out);
                             break;
                         }
                         Some(Else::If(next)) => current = next,
@@ -245,8 +282,49 @@ fn divisor_near(g: u64, k: f64) -> u64 {
 impl Planner {
     /// A block at residual `k`: cuts its coupled loops by a common divisor, then walks it.
     fn block(&mut self, block: &Block, k: f64) {
+        // Only the loops directly in a rank branch may round to none.
+        let outer = std::mem::replace(&mut self.rank_branch, false);
+        let mut sites = std::collections::BTreeSet::new();
+        if self.mode == Mode::Rounded {
+            rank_branch_loop_sites(&block.stmts, &mut sites);
+        }
+        let outer_sites = std::mem::replace(&mut self.loop_sites, sites);
+        self.block_inner(block, k);
+        self.rank_branch = outer;
+        self.loop_sites = outer_sites;
+    }
+
+    /// Whether `stmts`, a rank branch, is an iteration of a rank branch's loop of the
+    /// same block written out (collectives of the loop's call sites, compute): HPCC's
+    /// RandomAccess ends `if rank == 1 { loop 4168 { compute; barrier; alltoall } } else
+    /// { loop 4169 { .. } }`, a barrier and an all-to-all of another site, and `if rank
+    /// == 1 { barrier; alltoall }` of the loop's sites: rank 1's last iteration came
+    /// after the final exchange. Cut by its share it rounds to none, as rank 1's 4168
+    /// iterations round to 42 like rank 0's 4169.
+    fn written_out_iteration(&self, stmts: &[Stmt]) -> bool {
+        let mut any = false;
+        for s in stmts {
+            match &s.kind {
+                StmtKind::Compute(_) => {}
+                StmtKind::Collective(_) => match &s.site {
+                    Some(site) if self.loop_sites.contains(&site.text) => any = true,
+                    _ => return false,
+                },
+                _ => return false,
+            }
+        }
+        any
+    }
+
+    fn block_inner(&mut self, block: &Block, k: f64) {
         let mut coupled = Vec::new();
-        coupled_loops(&block.stmts, false, &self.weighed_ifs, &mut coupled);
+        coupled_loops(
+            &block.stmts,
+            false,
+            self.mode == Mode::Rounded,
+            &self.weighed_ifs,
+            &mut coupled,
+        );
         // Point-to-point loops in rank branches talk to partner loops elsewhere in the
         // block: in other branches (the group's common divisor keeps them matched), but
         // also at the block's top level or nested inside a group loop (HPCC's panel
@@ -255,7 +333,7 @@ impl Planner {
         // reach. There every point-to-point loop of the block is kept whole, and the
         // ratio falls to compute.
         let mut frozen = false;
-        if self.conservative && !coupled.is_empty() && has_p2p(&block.stmts) {
+        if self.mode == Mode::Conservative && !coupled.is_empty() && has_p2p(&block.stmts) {
             let nested = coupled.iter().any(|l| {
                 let mut inner = Vec::new();
                 p2p_loops(&l.body.stmts, &mut inner);
@@ -352,6 +430,8 @@ impl Planner {
                     let period = raw.map_or(n, |p| p.min(n));
                     let cut = if k <= 1.0 || n == 0 {
                         n
+                    } else if self.rank_branch && period <= 1 && (n as f64 / k).round() == 0.0 {
+                        0
                     } else if period > 1 {
                         let periods = (n as f64 / k / period as f64).round() as u64;
                         (periods.max(1) * period).min(n)
@@ -365,6 +445,12 @@ impl Planner {
                         && (factor / k).ln().abs() > MISSED_SHARE.ln()
                         && self.weighted(l, n, k)
                     {
+                        continue;
+                    }
+                    if cut == 0 {
+                        // None of its iterations run: nothing inside to scale.
+                        self.plan.loops.insert(&**l as *const Loop, Expr::int(0));
+                        self.block(&l.body, k);
                         continue;
                     }
                     let count = if cut == n {
@@ -381,24 +467,40 @@ impl Planner {
                 }
                 StmtKind::If(i) if self.weighed_ifs.contains(&(&**i as *const If)) => {}
                 StmtKind::If(i) => {
+                    let outer = self.rank_branch;
                     let mut current = i;
                     loop {
-                        self.walk(&current.then_block.stmts, k);
+                        self.rank_branch =
+                            outer || (self.mode == Mode::Rounded && depends_on_rank(&current.cond));
+                        self.branch(&current.then_block.stmts, k);
                         match &current.else_branch {
                             None => break,
                             Some(Else::Block(b)) => {
-                                self.walk(&b.stmts, k);
+                                self.branch(&b.stmts, k);
                                 break;
                             }
                             Some(Else::If(next)) => current = next,
                         }
                     }
+                    self.rank_branch = outer;
                 }
                 _ => {
                     self.plan.residual.insert(stmt as *const Stmt, k);
                 }
             }
         }
+    }
+
+    /// The statements of an `if` branch: walked, or in a rank branch left out when they
+    /// are a written-out iteration whose share rounds to none.
+    fn branch(&mut self, stmts: &[Stmt], k: f64) {
+        if self.rank_branch && (1.0 / k).round() == 0.0 && self.written_out_iteration(stmts) {
+            self.plan
+                .dropped
+                .extend(stmts.iter().map(|s| s as *const Stmt));
+            return;
+        }
+        self.walk(stmts, k);
     }
 
     /// Cuts `l` (`n` iterations at share `k`) to its first `m = round(n / k)` iterations
@@ -532,6 +634,35 @@ impl Planner {
             self.plan.warnings.push(diag);
         }
         self.block(&l.body, body_k);
+    }
+}
+
+/// The call sites of the collectives in the bodies (at any depth) of the loops directly
+/// in the branches of the rank-dependent `if`s of `stmts`.
+fn rank_branch_loop_sites(stmts: &[Stmt], out: &mut std::collections::BTreeSet<String>) {
+    fn sites(stmts: &[Stmt], out: &mut std::collections::BTreeSet<String>) {
+        for s in stmts {
+            if let (StmtKind::Collective(_), Some(site)) = (&s.kind, &s.site) {
+                out.insert(site.text.clone());
+            }
+            for b in stmt_blocks(s) {
+                sites(&b.stmts, out);
+            }
+        }
+    }
+    for s in stmts {
+        if let StmtKind::If(i) = &s.kind {
+            for (cond, block) in chain(i) {
+                if cond.is_some_and(|c| !depends_on_rank(c)) {
+                    continue;
+                }
+                for b in &block.stmts {
+                    if let StmtKind::Loop(l) = &b.kind {
+                        sites(&l.body.stmts, out);
+                    }
+                }
+            }
+        }
     }
 }
 

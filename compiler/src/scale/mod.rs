@@ -24,9 +24,9 @@ use perfskel_grammar::Diag;
 pub use model::Model;
 pub use timing::{simulate, Timing, TimingError};
 
-use crate::check::Verified;
+use crate::check::{verify, Options as CheckOptions, Verified};
 use crate::semantics::MAX_SIMULATED_RANKS;
-use cut::{plan, ratio_text, Plan};
+use cut::{plan, ratio_text, Mode, Plan};
 
 /// The shortest skeleton run that can be timed reliably between two barriers.
 pub const MIN_SKELETON_S: f64 = 100e-6;
@@ -159,22 +159,34 @@ pub fn scale(verified: &Verified, options: &ScaleOptions) -> Result<Scaled, Box<
     // match; where partners sit outside the branches (or nested in their loops) a cut
     // plan can leave messages unmatched, which its timed run shows: then every
     // point-to-point loop of such blocks is kept whole.
+    // Loops of rank branches rounded each by its own share come first, if they differ
+    // from the plain plan and the program they make checks (its messages and
+    // collectives still match).
     let mut plan = {
-        let plain = plan(program, world, k, false);
-        let stuck = k > 1.0
-            && matches!(
-                simulate(
-                    &apply(program, &plain, 1.0, 1.0, app_time / k),
-                    world,
-                    model,
-                    SIMULATION_BUDGET
-                ),
-                Err(TimingError::Stuck(_))
-            );
-        if stuck {
-            plan(program, world, k, true)
-        } else {
-            plain
+        let plain = plan(program, world, k, Mode::Plain);
+        let rounded = (k > 1.0)
+            .then(|| plan(program, world, k, Mode::Rounded))
+            .filter(|r| !same_counts(r, &plain))
+            .filter(|r| {
+                let candidate = apply(program, r, 1.0, 1.0, app_time / k);
+                verify(candidate, verified.source(), CheckOptions::default()).is_ok()
+            });
+        let stuck = || {
+            k > 1.0
+                && matches!(
+                    simulate(
+                        &apply(program, &plain, 1.0, 1.0, app_time / k),
+                        world,
+                        model,
+                        SIMULATION_BUDGET
+                    ),
+                    Err(TimingError::Stuck(_))
+                )
+        };
+        match rounded {
+            Some(r) => r,
+            None if stuck() => plan(program, world, k, Mode::Conservative),
+            None => plain,
         }
     };
     // Against the model's own time, compute is never stretched: where whole iterations
@@ -434,6 +446,7 @@ fn rewrite_block(block: &Block, plan: &Plan, c: f64, s: f64) -> Block {
         stmts: block
             .stmts
             .iter()
+            .filter(|stmt| !runs_none(stmt, plan))
             .map(|stmt| rewrite(stmt, plan, c, s))
             .collect(),
         end_comments: block.end_comments.clone(),
@@ -543,6 +556,31 @@ fn duration_of(seconds: f64, fallback: TimeUnit) -> Duration {
 /// A size multiplied by `s`, rounded down to whole bytes (at least 1 B when it was not
 /// empty), so that a receive at least as large as its send stays so.
 /// A compute time with every duration in it mapped by `d`.
+/// Whether the plan keeps none of a loop's iterations (a loop of a rank branch whose
+/// share is under half an iteration, see [`Mode::Rounded`]), or drops the statement (an
+/// iteration written out in a rank branch): it goes.
+fn runs_none(stmt: &Stmt, plan: &Plan) -> bool {
+    if plan.dropped.contains(&(stmt as *const Stmt)) {
+        return true;
+    }
+    match &stmt.kind {
+        StmtKind::Loop(l) => plan
+            .loops
+            .get(&(&**l as *const Loop))
+            .is_some_and(|c| matches!(c.kind, ExprKind::Int(0))),
+        _ => false,
+    }
+}
+
+/// Whether two plans give every loop the same count.
+fn same_counts(a: &Plan, b: &Plan) -> bool {
+    a.loops.len() == b.loops.len()
+        && a.dropped == b.dropped
+        && a.loops
+            .iter()
+            .all(|(l, count)| b.loops.get(l).is_some_and(|c| c == count))
+}
+
 fn scale_time(time: &TimeSpec, d: &dyn Fn(&Spanned<Duration>) -> Spanned<Duration>) -> TimeSpec {
     match time {
         TimeSpec::Fixed(t) => TimeSpec::Fixed(d(t)),

@@ -156,6 +156,53 @@ fn partner_loops_are_cut_by_a_common_divisor() {
     assert!((s.ratio_reached - 100.0).abs() < 1.0, "{}", s.ratio_reached);
 }
 
+/// Data-dependent iteration counts (HPCC's RandomAccess): rank 0 runs 4197 iterations
+/// of a barrier and an all-to-all, rank 1 runs 4176 and, after the final exchange, 21
+/// more, or 4168 and one written out; no common divisor but 1, yet each rank's loops
+/// rounded by their own share (the 21 and the written-out one to none) still match.
+/// Where rounding breaks the match (4149 + 1 against 4150 at 1:100: 41 + 0 against 42)
+/// the loops are cut by a common divisor as before.
+#[test]
+fn collective_loops_of_rank_branches_are_rounded_each_when_they_still_match() {
+    let body = "compute 15 us\n        barrier @ \"b\"\n        alltoall 8 KiB @ \"a\"";
+    let skel = |r1: &str, r0: &str, tail: &str| {
+        format!(
+            "skeleton ra\nranks 2\ntopology chain\napp_time 1 s\ncompute 500 ms\n\
+             if rank == 1 {{\n    loop {r1} {{\n        {body}\n    }}\n}} else {{\n    loop {r0} {{\n        {body}\n    }}\n}}\n\
+             barrier @ \"f\"\nalltoall 8 KiB @ \"g\"\n{tail}"
+        )
+    };
+    let extra_loop = skel(
+        "4176",
+        "4197",
+        &format!("if rank == 1 {{\n    loop 21 {{\n        {body}\n    }}\n}}\n"),
+    );
+    let s = scaled(&extra_loop, 100).expect("scales");
+    assert_eq!(counts(&s.program), ["42", "42"], "{}", print(&s.program));
+    assert!(!s.warnings.iter().any(|d| d.code == "loop-not-cut"));
+    let written_out = skel(
+        "4168",
+        "4169",
+        "if rank == 1 {\n    barrier @ \"b\"\n    alltoall 8 KiB @ \"a\"\n}\n",
+    );
+    let s = scaled(&written_out, 100).expect("scales");
+    assert_eq!(counts(&s.program), ["42", "42"], "{}", print(&s.program));
+    assert_eq!(print(&s.program).matches("alltoall").count(), 3);
+    // At 1:1 nothing is cut or left out.
+    let s = scaled(&written_out, 1).expect("scales");
+    assert_eq!(counts(&s.program), ["4168", "4169"]);
+    assert_eq!(print(&s.program).matches("alltoall").count(), 4);
+    // Rounded apart: a common divisor (1), with the warning.
+    let apart = skel(
+        "4149",
+        "4150",
+        "if rank == 1 {\n    barrier @ \"b\"\n    alltoall 8 KiB @ \"a\"\n}\n",
+    );
+    let s = scaled(&apart, 100).expect("scales");
+    assert_eq!(counts(&s.program), ["4149", "4150"]);
+    assert!(s.warnings.iter().any(|d| d.code == "loop-not-cut"));
+}
+
 #[test]
 fn rank_dependent_counts_stay_expressions() {
     let source = "skeleton t\nranks 4\ntopology ring\napp_time 40 s\n\
@@ -227,7 +274,12 @@ fn partner_loops_out_of_one_divisors_reach_are_kept_whole() {
     assert_eq!(counts(&s.program), ["10", "2", "9", "18"]);
     let (program, _) = parse(source);
     let verified = verify(program, source, Options::default()).unwrap_or_else(|d| panic!("{d:?}"));
-    let plain = cut::plan(verified.program(), verified.info().world(), 10.0, false);
+    let plain = cut::plan(
+        verified.program(),
+        verified.info().world(),
+        10.0,
+        cut::Mode::Plain,
+    );
     let cut = apply(verified.program(), &plain, 1.0, 1.0, 0.1);
     assert!(
         matches!(
@@ -581,7 +633,8 @@ fn partner_loops_with_variables_keep_whole_periods() {
     // The master's loop reads its variable with period 8: both partners are cut by one
     // divisor of gcd(400 / 8, 400) = 50 near 10, so the counts stay equal and the
     // master's a multiple of 8. A partner whose count reads a variable is not cut, and
-    // neither is the group.
+    // neither are the group's loops that communicate; a loop of compute alone is cut by
+    // its own share (there is nothing in it to match).
     let source = "skeleton t\nranks 4\ntopology star\napp_time 4 s\n\
                   if rank == 0 {\n    loop 400 as i {\n        if i % 8 == 0 {\n            compute 10 ms\n        }\n        recv any 1 KiB\n        recv any 1 KiB\n        recv any 1 KiB\n    }\n} else {\n    loop 400 {\n        compute 10 ms\n        send hub 1 KiB\n    }\n}\n";
     let s = scaled(source, 10).expect("scales");
@@ -589,7 +642,7 @@ fn partner_loops_with_variables_keep_whole_periods() {
     let frozen = "skeleton t\nranks 4\ntopology star\napp_time 4 s\n\
                   loop 4 as j {\n    if rank == 0 {\n        loop 3 * (j + 1) {\n            recv any 1 KiB\n        }\n    } else {\n        loop 100 {\n            compute 10 ms\n        }\n        loop j + 1 {\n            send hub 1 KiB\n        }\n    }\n}\n";
     let s = scaled(frozen, 10).expect("scales");
-    assert_eq!(counts(&s.program), vec!["4", "3 * (j + 1)", "100", "j + 1"]);
+    assert_eq!(counts(&s.program), vec!["4", "3 * (j + 1)", "10", "j + 1"]);
 }
 
 /// At 1:1 the skeleton is the trace: no loop is cut and no compute is added where the

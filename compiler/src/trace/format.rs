@@ -1,11 +1,11 @@
-//! The perfskel trace format, version 6 (reads versions 1 to 5 too): takes nothing, gives the constants shared with
+//! The perfskel trace format, version 7 (reads versions 1 to 6 too): takes nothing, gives the constants shared with
 //! the C tracer (`runtime/tracer/core.inc`) — magic, version, record tags, field bits and
 //! operation codes. `runtime/tracer/FORMAT.md` describes the layout in prose.
 
 /// First 8 bytes of every rank file.
 pub const MAGIC: &[u8; 8] = b"PSKTRACE";
 /// The format version the tracer writes.
-pub const VERSION: u16 = 6;
+pub const VERSION: u16 = 7;
 /// The oldest version this reader reads. Version 1 lacks operation codes 72–75
 /// (`MPI_Ireduce_scatter`, `MPI_Ireduce_scatter_block`, `MPI_Iscan`, `MPI_Iexscan`) and
 /// is otherwise the same, so a version-1 file reads as it always did. Version 3 added
@@ -13,7 +13,8 @@ pub const VERSION: u16 = 6;
 /// one-sided and intercommunicator operations (codes 90–116). Version 5 added the
 /// Cartesian grid of a communicator to its record ([`GRID_SINCE`]) and `MPI_Cancel`
 /// (code 117). Version 6 added the clock record ([`R_CLOCK`]) and the off-CPU field
-/// ([`field::OFF_CPU`]).
+/// ([`field::OFF_CPU`]). Version 7 added the polls field ([`field::POLLS`]): one
+/// record for a run of failed tests or probes.
 pub const MIN_VERSION: u16 = 1;
 /// File name of rank `r` inside a trace directory.
 pub fn rank_file_name(rank: u32) -> String {
@@ -33,6 +34,8 @@ pub const R_CLOCK: u8 = 0xF4;
 pub const R_END: u8 = 0xFF;
 /// The first version with [`R_CLOCK`] and [`field::OFF_CPU`].
 pub const CLOCK_SINCE: u16 = 6;
+/// The first version with [`field::POLLS`].
+pub const POLLS_SINCE: u16 = 7;
 /// The first version with [`R_MEMORY`].
 pub const MEMORY_SINCE: u16 = 3;
 /// The first version whose communicator records end with the communicator's Cartesian
@@ -57,8 +60,12 @@ pub mod field {
     pub const FLAG: u64 = 1 << 11;
     /// Version 6: ns of the gap before the event the rank spent off its core.
     pub const OFF_CPU: u64 = 1 << 12;
+    /// Version 7: the event stands for this many (at least 2) failed polls in a row.
+    pub const POLLS: u64 = 1 << 13;
     /// Every bit this version defines.
-    pub const ALL: u64 = (1 << 13) - 1;
+    pub const ALL: u64 = (1 << 14) - 1;
+    /// Every bit version 6 defines.
+    pub const ALL_V6: u64 = (1 << 13) - 1;
     /// Every bit versions 1 to 5 define.
     pub const ALL_V5: u64 = (1 << 12) - 1;
 }

@@ -60,11 +60,29 @@ pub struct Event {
     /// was off its core (waiting for it, or blocked); 0 where not measured (see
     /// [`Clock`]). The rest of the gap is the application's compute.
     pub off_cpu_ns: u64,
+    /// Version 7: a run of failed polls (tests or probes that completed nothing, called
+    /// one after another from one call site with the same arguments) is one event;
+    /// this is how many calls it stands for (at least 2), 0 for a single call. Its gap,
+    /// duration and `off_cpu_ns` are the calls' sums.
+    pub polls: u64,
 }
 
 impl Event {
     pub fn op(&self) -> Op {
         self.op
+    }
+    /// The MPI calls the event stands for: 1, or the calls of a run of failed polls.
+    pub fn calls(&self) -> u64 {
+        self.polls.max(1)
+    }
+    /// A test or probe that found nothing (flag 0, no request completed): the skeleton
+    /// makes no call for it.
+    pub fn is_failed_poll(&self) -> bool {
+        matches!(
+            self.op,
+            Op::Test | Op::Testall | Op::Testany | Op::Testsome | Op::Iprobe
+        ) && self.flag == Some(0)
+            && self.reqs.is_empty()
     }
     pub fn duration_ns(&self) -> u64 {
         self.end_ns.saturating_sub(self.start_ns)
@@ -666,8 +684,10 @@ impl<R: Read> RankReader<R> {
                     .filter(|op| op.since_version() <= self.header.version)
                     .ok_or(Decode::Bad(TraceErrorKind::UnknownRecord(code), 0))?;
                 let mask = c.varint()?;
-                let all = if self.header.version >= format::CLOCK_SINCE {
+                let all = if self.header.version >= format::POLLS_SINCE {
                     field::ALL
+                } else if self.header.version >= format::CLOCK_SINCE {
+                    field::ALL_V6
                 } else {
                     field::ALL_V5
                 };
@@ -749,6 +769,19 @@ impl<R: Read> RankReader<R> {
                 if ev.off_cpu_ns > gap {
                     return Err(Decode::Bad(
                         TraceErrorKind::BadRecord("an event off the CPU longer than its gap"),
+                        0,
+                    ));
+                }
+                ev.polls = if mask & field::POLLS != 0 {
+                    c.varint()?
+                } else {
+                    0
+                };
+                if mask & field::POLLS != 0 && (ev.polls < 2 || !ev.is_failed_poll()) {
+                    return Err(Decode::Bad(
+                        TraceErrorKind::BadRecord(
+                            "field polls: a run of polls is at least 2 failed tests or probes",
+                        ),
                         0,
                     ));
                 }

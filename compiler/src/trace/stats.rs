@@ -35,14 +35,18 @@ pub struct Totals {
 }
 
 impl Totals {
-    fn add(&mut self, dur: u64, bytes: u64, sent_bytes: u64) {
+    /// Adds `calls` calls that took `dur` ns in all: one call, or a run of failed polls
+    /// (format 7), whose calls count one by one and whose mean time stands for each in
+    /// the minimum and maximum.
+    fn add(&mut self, dur: u64, calls: u64, bytes: u64, sent_bytes: u64) {
+        let each = dur / calls.max(1);
         self.min_ns = if self.count == 0 {
-            dur
+            each
         } else {
-            self.min_ns.min(dur)
+            self.min_ns.min(each)
         };
-        self.max_ns = self.max_ns.max(dur);
-        self.count += 1;
+        self.max_ns = self.max_ns.max(each);
+        self.count += calls.max(1);
         self.total_ns += dur;
         self.bytes += bytes;
         self.sent_bytes += sent_bytes;
@@ -191,7 +195,7 @@ impl StatsBuilder {
             let op = ev.op();
             let dur = ev.duration_ns();
             last_end = ev.end_ns;
-            st.events += 1;
+            st.events += ev.calls();
             match op {
                 Op::Init | Op::InitThread => app_start = Some(ev.end_ns),
                 Op::Finalize => app_end = Some(ev.start_ns),
@@ -207,7 +211,7 @@ impl StatsBuilder {
             by_site
                 .entry((op, ev.site))
                 .or_default()
-                .add(dur, bytes, sent);
+                .add(dur, ev.calls(), bytes, sent);
         }
         for ((op, site), totals) in by_site {
             st.ops.entry(op).or_default().merge(&totals);
