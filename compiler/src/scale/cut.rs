@@ -49,28 +49,47 @@ pub struct Plan {
     pub loops: HashMap<*const Loop, Expr>,
     /// Residual factor of each non-loop statement (by the address of its `Stmt`).
     pub residual: HashMap<*const Stmt, f64>,
-    /// Statements left out ([`Mode::Rounded`]): an iteration of a rank branch's loop
+    /// Statements left out ([`Mode::rounded`]): an iteration of a rank branch's loop
     /// that the trace shows written out on some ranks, whose share is under a half.
     pub dropped: std::collections::HashSet<*const Stmt>,
     pub warnings: Vec<Diag>,
 }
 
-/// How loops in rank branches are cut (the scaler tries them in this order, each while
-/// the one before does not give a program that checks and runs).
+/// How loops in rank branches are cut. The scaler tries `ROUNDED`, `PLAIN`,
+/// `ROUNDED_CONSERVATIVE` and `CONSERVATIVE` in turn and keeps the first whose program
+/// passes the checker (its messages and collectives still match).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Mode {
+pub struct Mode {
     /// Each loop of a rank branch with no point-to-point communication inside (and a
     /// count that does not depend on the rank) by its own share, `round(n / k)`, as if
-    /// it stood alone, none when that is under a half: HPCC's RandomAccess runs 4197
-    /// iterations of a barrier and an all-to-all on one rank and 4176 + 21 on the other,
-    /// whose only common divisor is 1, yet rounded alike they still match. Whether they
-    /// do is for the check of the scaled program to say.
-    Rounded,
-    /// The loops of a block's rank branches by one common divisor of their counts.
-    Plain,
-    /// As `Plain`, and point-to-point loops in blocks whose rank branches have partners
-    /// a common divisor cannot reach are kept whole (see [`Planner::block`]).
-    Conservative,
+    /// it stood alone: HPCC's RandomAccess runs 4197 iterations of a barrier and an
+    /// all-to-all on one rank and 4176 + 21 on the other, whose only common divisor is
+    /// 1, yet rounded alike (the 21, more iterations of the other rank's loop, to none)
+    /// they still match. Without it, the loops of a block's rank branches are cut by
+    /// one common divisor of their counts.
+    pub rounded: bool,
+    /// Point-to-point loops in blocks whose rank branches have partners a common
+    /// divisor cannot reach are kept whole (see [`Planner::block`]).
+    pub conservative: bool,
+}
+
+impl Mode {
+    pub const ROUNDED: Mode = Mode {
+        rounded: true,
+        conservative: false,
+    };
+    pub const PLAIN: Mode = Mode {
+        rounded: false,
+        conservative: false,
+    };
+    pub const ROUNDED_CONSERVATIVE: Mode = Mode {
+        rounded: true,
+        conservative: true,
+    };
+    pub const CONSERVATIVE: Mode = Mode {
+        rounded: false,
+        conservative: true,
+    };
 }
 
 /// Plans the loop cuts for ratio `k` in `mode`.
@@ -84,7 +103,7 @@ pub fn plan(program: &Program, world: &Shape, k: f64, mode: Mode) -> Plan {
         weighed_ifs: std::collections::HashSet::new(),
         mode,
         rank_branch: false,
-        loop_sites: std::collections::BTreeSet::new(),
+        loop_sites: std::collections::BTreeMap::new(),
     };
     planner.block(&program.body, k);
     planner.plan
@@ -101,13 +120,13 @@ struct Planner {
     weighed_ifs: std::collections::HashSet<*const If>,
     mode: Mode,
     /// Walking the branches of an `if` whose condition depends on the rank, in
-    /// [`Mode::Rounded`]: a loop whose share is under half an iteration keeps none (one
+    /// [`Mode::rounded`]: a loop whose share is under half an iteration keeps none (one
     /// rank's 21 extra iterations at 1:100 are none, as the other rank's 4197 are 42
     /// and its 4176 are 42 too).
     rank_branch: bool,
-    /// In [`Mode::Rounded`], the call sites of the collectives in the bodies of the
-    /// loops of the current block's rank branches.
-    loop_sites: std::collections::BTreeSet<String>,
+    /// In [`Mode::rounded`], the call sites of the collectives in the bodies of the
+    /// loops of the current block's rank branches, and in how many of those loops each is.
+    loop_sites: std::collections::BTreeMap<String, usize>,
 }
 
 /// Whether a block sends or receives point to point anywhere inside.
@@ -133,7 +152,7 @@ fn p2p_loops<'p>(stmts: &'p [Stmt], out: &mut Vec<&'p Loop>) {
 
 /// The loops of a block that must be cut together: those under `if`s of the block
 /// (unless `rounded` and they have no point-to-point communication inside: see
-/// [`Mode::Rounded`]) and those whose count depends on the rank (not looking inside
+/// [`Mode::rounded`]) and those whose count depends on the rank (not looking inside
 /// loops). `skip`: `if`s planned by weight, whose branches every
 /// rank takes at once.
 fn coupled_loops<'p>(
@@ -284,8 +303,8 @@ impl Planner {
     fn block(&mut self, block: &Block, k: f64) {
         // Only the loops directly in a rank branch may round to none.
         let outer = std::mem::replace(&mut self.rank_branch, false);
-        let mut sites = std::collections::BTreeSet::new();
-        if self.mode == Mode::Rounded {
+        let mut sites = std::collections::BTreeMap::new();
+        if self.mode.rounded {
             rank_branch_loop_sites(&block.stmts, &mut sites);
         }
         let outer_sites = std::mem::replace(&mut self.loop_sites, sites);
@@ -302,18 +321,33 @@ impl Planner {
     /// after the final exchange. Cut by its share it rounds to none, as rank 1's 4168
     /// iterations round to 42 like rank 0's 4169.
     fn written_out_iteration(&self, stmts: &[Stmt]) -> bool {
-        let mut any = false;
-        for s in stmts {
-            match &s.kind {
-                StmtKind::Compute(_) => {}
-                StmtKind::Collective(_) => match &s.site {
-                    Some(site) if self.loop_sites.contains(&site.text) => any = true,
-                    _ => return false,
-                },
-                _ => return false,
-            }
+        self.collectives_of_loops(stmts, 1, false)
+    }
+
+    /// Whether `stmts` are compute and collectives (and loops of them, if `nested`), at
+    /// least one collective, each of a call site in at least `loops` of the block's
+    /// rank-branch loops.
+    fn collectives_of_loops(&self, stmts: &[Stmt], loops: usize, nested: bool) -> bool {
+        fn walk(
+            stmts: &[Stmt],
+            sites: &std::collections::BTreeMap<String, usize>,
+            (loops, nested): (usize, bool),
+            any: &mut bool,
+        ) -> bool {
+            stmts.iter().all(|s| match &s.kind {
+                StmtKind::Compute(_) => true,
+                StmtKind::Collective(_) => {
+                    *any = true;
+                    s.site
+                        .as_ref()
+                        .is_some_and(|site| sites.get(&site.text).is_some_and(|n| *n >= loops))
+                }
+                StmtKind::Loop(l) if nested => walk(&l.body.stmts, sites, (loops, nested), any),
+                _ => false,
+            })
         }
-        any
+        let mut any = false;
+        walk(stmts, &self.loop_sites, (loops, nested), &mut any) && any
     }
 
     fn block_inner(&mut self, block: &Block, k: f64) {
@@ -321,7 +355,7 @@ impl Planner {
         coupled_loops(
             &block.stmts,
             false,
-            self.mode == Mode::Rounded,
+            self.mode.rounded,
             &self.weighed_ifs,
             &mut coupled,
         );
@@ -333,7 +367,7 @@ impl Planner {
         // reach. There every point-to-point loop of the block is kept whole, and the
         // ratio falls to compute.
         let mut frozen = false;
-        if self.mode == Mode::Conservative && !coupled.is_empty() && has_p2p(&block.stmts) {
+        if self.mode.conservative && !coupled.is_empty() && has_p2p(&block.stmts) {
             let nested = coupled.iter().any(|l| {
                 let mut inner = Vec::new();
                 p2p_loops(&l.body.stmts, &mut inner);
@@ -430,7 +464,13 @@ impl Planner {
                     let period = raw.map_or(n, |p| p.min(n));
                     let cut = if k <= 1.0 || n == 0 {
                         n
-                    } else if self.rank_branch && period <= 1 && (n as f64 / k).round() == 0.0 {
+                    } else if self.rank_branch
+                        && period <= 1
+                        && (n as f64 / k).round() == 0.0
+                        && self.collectives_of_loops(&l.body.stmts, 2, true)
+                    {
+                        // More iterations of another rank branch's loop (its sites): one
+                        // rank's 21 after the 4176 that round to 42 like the other's 4197.
                         0
                     } else if period > 1 {
                         let periods = (n as f64 / k / period as f64).round() as u64;
@@ -471,7 +511,7 @@ impl Planner {
                     let mut current = i;
                     loop {
                         self.rank_branch =
-                            outer || (self.mode == Mode::Rounded && depends_on_rank(&current.cond));
+                            outer || (self.mode.rounded && depends_on_rank(&current.cond));
                         self.branch(&current.then_block.stmts, k);
                         match &current.else_branch {
                             None => break,
@@ -637,9 +677,10 @@ impl Planner {
     }
 }
 
-/// The call sites of the collectives in the bodies (at any depth) of the loops directly
-/// in the branches of the rank-dependent `if`s of `stmts`.
-fn rank_branch_loop_sites(stmts: &[Stmt], out: &mut std::collections::BTreeSet<String>) {
+/// The call sites of the collectives in the bodies (at any depth) of the loops with no
+/// point-to-point communication directly in the branches of the rank-dependent `if`s of
+/// `stmts`, each with the number of those loops it is in.
+fn rank_branch_loop_sites(stmts: &[Stmt], out: &mut std::collections::BTreeMap<String, usize>) {
     fn sites(stmts: &[Stmt], out: &mut std::collections::BTreeSet<String>) {
         for s in stmts {
             if let (StmtKind::Collective(_), Some(site)) = (&s.kind, &s.site) {
@@ -657,8 +698,16 @@ fn rank_branch_loop_sites(stmts: &[Stmt], out: &mut std::collections::BTreeSet<S
                     continue;
                 }
                 for b in &block.stmts {
-                    if let StmtKind::Loop(l) = &b.kind {
-                        sites(&l.body.stmts, out);
+                    match &b.kind {
+                        // The loops Mode::rounded cuts each by its share.
+                        StmtKind::Loop(l) if !has_p2p(&l.body.stmts) => {
+                            let mut of_loop = std::collections::BTreeSet::new();
+                            sites(&l.body.stmts, &mut of_loop);
+                            for site in of_loop {
+                                *out.entry(site).or_insert(0) += 1;
+                            }
+                        }
+                        _ => {}
                     }
                 }
             }

@@ -159,20 +159,39 @@ pub fn scale(verified: &Verified, options: &ScaleOptions) -> Result<Scaled, Box<
     // match; where partners sit outside the branches (or nested in their loops) a cut
     // plan can leave messages unmatched, which its timed run shows: then every
     // point-to-point loop of such blocks is kept whole.
-    // Loops of rank branches rounded each by its own share come first, if they differ
-    // from the plain plan and the program they make checks (its messages and
-    // collectives still match).
+    // Loops of rank branches rounded each by their own share, then cut by common
+    // divisors; point-to-point loops of blocks with rank branches cut, then kept whole:
+    // the first plan whose program checks (its messages and collectives still match).
+    // Where none does, the plain plan, or the conservative one where the plain plan's
+    // timed run gets stuck, as before the checker was asked.
     let mut plan = {
-        let plain = plan(program, world, k, Mode::Plain);
-        let rounded = (k > 1.0)
-            .then(|| plan(program, world, k, Mode::Rounded))
-            .filter(|r| !same_counts(r, &plain))
-            .filter(|r| {
-                let candidate = apply(program, r, 1.0, 1.0, app_time / k);
-                verify(candidate, verified.source(), CheckOptions::default()).is_ok()
-            });
-        let stuck = || {
-            k > 1.0
+        let verifies = |p: &Plan| {
+            let candidate = apply(program, p, 1.0, 1.0, app_time / k);
+            verify(candidate, verified.source(), CheckOptions::default()).is_ok()
+        };
+        let mut tried: Vec<Plan> = Vec::new();
+        let mut chosen = None;
+        if k > 1.0 {
+            for mode in [
+                Mode::ROUNDED,
+                Mode::PLAIN,
+                Mode::ROUNDED_CONSERVATIVE,
+                Mode::CONSERVATIVE,
+            ] {
+                let p = plan(program, world, k, mode);
+                if tried.iter().any(|t| same_counts(t, &p)) {
+                    continue;
+                }
+                if verifies(&p) {
+                    chosen = Some(p);
+                    break;
+                }
+                tried.push(p);
+            }
+        }
+        chosen.unwrap_or_else(|| {
+            let plain = plan(program, world, k, Mode::PLAIN);
+            let stuck = k > 1.0
                 && matches!(
                     simulate(
                         &apply(program, &plain, 1.0, 1.0, app_time / k),
@@ -181,13 +200,13 @@ pub fn scale(verified: &Verified, options: &ScaleOptions) -> Result<Scaled, Box<
                         SIMULATION_BUDGET
                     ),
                     Err(TimingError::Stuck(_))
-                )
-        };
-        match rounded {
-            Some(r) => r,
-            None if stuck() => plan(program, world, k, Mode::Conservative),
-            None => plain,
-        }
+                );
+            if stuck {
+                plan(program, world, k, Mode::CONSERVATIVE)
+            } else {
+                plain
+            }
+        })
     };
     // Against the model's own time, compute is never stretched: where whole iterations
     // cut more than 1/K (one of 140 at 1:100), the skeleton reaches a higher ratio

@@ -278,7 +278,7 @@ fn partner_loops_out_of_one_divisors_reach_are_kept_whole() {
         verified.program(),
         verified.info().world(),
         10.0,
-        cut::Mode::Plain,
+        cut::Mode::PLAIN,
     );
     let cut = apply(verified.program(), &plain, 1.0, 1.0, 0.1);
     assert!(
