@@ -2160,13 +2160,20 @@ fn nonblocking_and_persistent_fortran_f08_mpich() {
 /// the ranks through `srun --export`. Open MPI runs under Slurm's PMIx plugin, MPICH
 /// under PMI2.
 fn check_srun(mpi: Mpi) {
+    // Up: idle, or running the other srun test's job (mixed, allocated, completing).
     let sinfo = Command::new("sinfo").args(["-h", "-o", "%T"]).output();
-    let up = sinfo
-        .as_ref()
-        .is_ok_and(|o| o.status.success() && String::from_utf8_lossy(&o.stdout).contains("idle"));
+    let up = sinfo.as_ref().is_ok_and(|o| {
+        o.status.success()
+            && String::from_utf8_lossy(&o.stdout)
+                .split_whitespace()
+                .any(|state| {
+                    ["idle", "mixed", "allocated", "completing"]
+                        .contains(&state.trim_end_matches(['*', '~', '#', '%']))
+                })
+    });
     assert!(
         up,
-        "no idle local Slurm node (run scripts/setup.sh, which starts one): {sinfo:?}"
+        "no local Slurm node up (run scripts/setup.sh, which starts one): {sinfo:?}"
     );
     let plugin = match mpi {
         Mpi::OpenMpi => "--mpi=pmix",
