@@ -2070,9 +2070,16 @@ fn check_polls(mpi: Mpi) {
                 .to_vec(),
             "rank {r}"
         );
-        for e in &evs[1..6] {
+        for (before, e) in evs[..6].iter().zip(&evs[1..6]) {
             assert!(e.is_failed_poll(), "rank {r}: {e:?}");
-            assert!(e.duration_ns() > 0, "rank {r}: a run takes time: {e:?}");
+            // A run takes time: its gap and duration (which is only the calls' time on
+            // the core, none when every timed call lost its core) end after the event
+            // before it.
+            assert!(
+                e.end_ns > before.end_ns,
+                "rank {r}: a run takes time: {e:?}"
+            );
+            assert!(e.off_cpu_ns <= e.end_ns - before.end_ns, "rank {r}: {e:?}");
         }
         assert_eq!(evs[2].peer, Some(r as i64 + 1));
         assert_eq!(evs[6].op(), Op::Send);
