@@ -155,15 +155,12 @@ pub fn scale(verified: &Verified, options: &ScaleOptions) -> Result<Scaled, Box<
             TimingError::TooManyRanks(program.ranks.value),
         ));
     }
-    // Loops in rank branches are cut by a common divisor so that their messages still
-    // match; where partners sit outside the branches (or nested in their loops) a cut
-    // plan can leave messages unmatched, which its timed run shows: then every
-    // point-to-point loop of such blocks is kept whole.
     // Loops of rank branches rounded each by their own share, then cut by common
-    // divisors; point-to-point loops of blocks with rank branches cut, then kept whole:
-    // the first plan whose program checks (its messages and collectives still match).
-    // Where none does, the plain plan, or the conservative one where the plain plan's
-    // timed run gets stuck, as before the checker was asked.
+    // divisors; point-to-point loops of blocks with rank branches cut, then kept whole
+    // (where partners sit outside the branches, or nested in their loops): the first
+    // plan whose program checks (its messages and collectives still match). Where none
+    // does, the plain plan, or the conservative one where the plain plan's timed run
+    // gets stuck.
     let mut plan = {
         let verifies = |p: &Plan| {
             let candidate = apply(program, p, 1.0, 1.0, app_time / k);
@@ -572,11 +569,8 @@ fn duration_of(seconds: f64, fallback: TimeUnit) -> Duration {
     Duration::new(rounded, unit)
 }
 
-/// A size multiplied by `s`, rounded down to whole bytes (at least 1 B when it was not
-/// empty), so that a receive at least as large as its send stays so.
-/// A compute time with every duration in it mapped by `d`.
 /// Whether the plan keeps none of a loop's iterations (a loop of a rank branch whose
-/// share is under half an iteration, see [`Mode::Rounded`]), or drops the statement (an
+/// share is under half an iteration, see [`Mode::rounded`]), or drops the statement (an
 /// iteration written out in a rank branch): it goes.
 fn runs_none(stmt: &Stmt, plan: &Plan) -> bool {
     if plan.dropped.contains(&(stmt as *const Stmt)) {
@@ -600,6 +594,7 @@ fn same_counts(a: &Plan, b: &Plan) -> bool {
             .all(|(l, count)| b.loops.get(l).is_some_and(|c| c == count))
 }
 
+/// A compute time with every duration in it mapped by `d`.
 fn scale_time(time: &TimeSpec, d: &dyn Fn(&Spanned<Duration>) -> Spanned<Duration>) -> TimeSpec {
     match time {
         TimeSpec::Fixed(t) => TimeSpec::Fixed(d(t)),
@@ -619,6 +614,8 @@ fn scale_time(time: &TimeSpec, d: &dyn Fn(&Spanned<Duration>) -> Spanned<Duratio
     }
 }
 
+/// A size multiplied by `s`, rounded down to whole bytes (at least 1 B when it was not
+/// empty), so that a receive at least as large as its send stays so.
 fn scale_size(size: Spanned<Size>, s: f64) -> Spanned<Size> {
     let bytes = size.value.bytes().unwrap_or(0);
     let scaled = if bytes == 0 {

@@ -62,8 +62,10 @@ pub struct Event {
     pub off_cpu_ns: u64,
     /// Version 7: a run of failed polls (tests or probes that completed nothing, called
     /// one after another from one call site with the same arguments) is one event;
-    /// this is how many calls it stands for (at least 2), 0 for a single call. Its gap,
-    /// duration and `off_cpu_ns` are the calls' sums.
+    /// this is how many calls it stands for (at least 2), 0 for a single call. It ends
+    /// where the last call the tracer timed ended; its duration is the timed calls'
+    /// mean time on the core times the calls up to then, and `off_cpu_ns` all the time
+    /// the run spent off the core (runtime/tracer/FORMAT.md).
     pub polls: u64,
 }
 
