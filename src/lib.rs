@@ -90,6 +90,13 @@ pub fn mpirun_style_args(args: impl Iterator<Item = String>) -> Vec<String> {
 
 /// Parses the command line and runs the subcommand.
 pub fn main() -> ExitCode {
+    // Output piped into a reader that stops early (`perfskel trace stats T | head`) ends
+    // the process quietly, as for other command-line tools, instead of a panic in
+    // `println!` (Rust ignores SIGPIPE, so the write fails with EPIPE).
+    // SAFETY: restoring a signal's default disposition at startup, before any thread.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let cli = Cli::parse_from(mpirun_style_args(std::env::args()));
     let result = match cli.command {
         Command::Check(args) => cmd_check::run(args),

@@ -156,3 +156,36 @@ fn every_subcommand_has_help() {
         assert!(text(&out.stdout).contains("Usage: perfskel"), "{sub}");
     }
 }
+
+/// Output into a pipe whose reader has gone (`perfskel trace stats T | head -1`) ends the
+/// process the way it ends other tools (SIGPIPE), never with a panic.
+#[test]
+fn a_closed_output_pipe_is_not_a_panic() {
+    use std::io::Write;
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::Stdio;
+    let source = std::fs::read_to_string(root().join("examples/skeletons/cg.skel"))
+        .expect("example skeleton");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_perfskel"))
+        .args(["fmt", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the perfskel binary runs");
+    // The reader goes before anything is written.
+    drop(child.stdout.take());
+    let mut stdin = child.stdin.take().expect("stdin");
+    // The process may be gone before all of it is read: a broken pipe here is fine.
+    let _ = stdin.write_all(source.as_bytes());
+    drop(stdin);
+    let out = child.wait_with_output().expect("perfskel ends");
+    let stderr = text(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(
+        out.status.signal(),
+        Some(libc::SIGPIPE),
+        "{:?}: {stderr}",
+        out.status
+    );
+}

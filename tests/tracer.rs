@@ -654,13 +654,22 @@ fn check_memory(mpi: Mpi) {
 
 /// Four ranks on one core, each computing 20 ms of CPU time a round at once: the gaps
 /// last about four times that, and the tracer counts the rest as time off the core, so
-/// the compute left is the ranks' own (the clock record, format 6).
-fn check_core_share(mpi: Mpi) {
+/// the compute left is the ranks' own (the clock record, format 6). `how` is the value of
+/// `PERFSKEL_TRACE_OFFCPU`: unset, the tracer asks rseq whether the thread was switched
+/// out; `perf`, a task-clock perf event's page (the fallback where rseq is not there).
+fn check_core_share(mpi: Mpi, how: Option<&str>) {
     let launcher = format!("mpirun.{}", mpi.name());
     let np = N_RANKS.to_string();
     let mut cmd = vec![launcher.as_str()];
     if mpi == Mpi::OpenMpi {
         cmd.extend(["--bind-to", "none"]);
+    }
+    let env = how.map(|h| format!("PERFSKEL_TRACE_OFFCPU={h}"));
+    if let Some(h) = how {
+        match mpi {
+            Mpi::OpenMpi => cmd.extend(["-x", env.as_deref().unwrap_or_default()]),
+            Mpi::Mpich => cmd.extend(["-genv", "PERFSKEL_TRACE_OFFCPU", h]),
+        }
     }
     cmd.extend(["-np", np.as_str(), "taskset", "-c", "0"]);
     let rounds = 8;
@@ -692,11 +701,19 @@ fn check_core_share(mpi: Mpi) {
 
 #[test]
 fn core_share_openmpi() {
-    check_core_share(Mpi::OpenMpi);
+    check_core_share(Mpi::OpenMpi, None);
 }
 #[test]
 fn core_share_mpich() {
-    check_core_share(Mpi::Mpich);
+    check_core_share(Mpi::Mpich, None);
+}
+#[test]
+fn core_share_by_perf_event_openmpi() {
+    check_core_share(Mpi::OpenMpi, Some("perf"));
+}
+#[test]
+fn core_share_by_perf_event_mpich() {
+    check_core_share(Mpi::Mpich, Some("perf"));
 }
 #[test]
 fn memory_openmpi() {

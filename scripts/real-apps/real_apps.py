@@ -77,6 +77,7 @@ APPS = [
         quick={"input": "in.peptide", "vars": {"steps": "20"}},
         about="LAMMPS peptide (scripts/real-apps/in.peptide): PPPM with 3-D FFTs, "
         "SHAKE, bonds; data-dependent re-neighbouring",
+        long={"input": "in.peptide", "vars": {"steps": "800"}},
     ),
     App(
         "hpcc",
@@ -111,6 +112,7 @@ APPS = [
         compare_ranks=4,
         about="examples/apps/rowcol.c: row/column communicators (Comm_split), "
         "Allreduce and Bcast",
+        long={"args": ["100000", "6000"]},
     ),
     App(
         "transpose",
@@ -127,6 +129,7 @@ APPS = [
         quick={"args": ["20000", "40"]},
         about="tests/apps/sparse_scatter.c: irregular ghost scatter (partners differ by "
         "rank) on a duplicate of the world, a ring halo",
+        long={"args": ["50000", "6000"]},
     ),
     App(
         "grid_doubling",
@@ -135,6 +138,7 @@ APPS = [
         quick={"args": ["4000", "30"]},
         about="tests/apps/grid_doubling.c: a CG solver's communication on a 2-D grid "
         "(recursive doubling in rows, transpose partner); 2^k ranks",
+        long={"args": ["50000", "4000"]},
     ),
     App(
         "bucket_sort",

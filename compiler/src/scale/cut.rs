@@ -26,6 +26,7 @@
 use std::collections::HashMap;
 
 use perfskel_grammar::ast::*;
+use perfskel_grammar::diagnostic::Severity;
 use perfskel_grammar::Diag;
 
 use crate::semantics::{
@@ -92,14 +93,21 @@ impl Mode {
     };
 }
 
-/// Plans the loop cuts for ratio `k` in `mode`.
-pub fn plan(program: &Program, world: &Shape, k: f64, mode: Mode) -> Plan {
+/// Plans the loop cuts for ratio `k` in `mode`, keeping the loops of `keep` whole (with
+/// any loop cut together with one of them by a common divisor).
+pub fn plan(
+    program: &Program,
+    world: &Shape,
+    k: f64,
+    mode: Mode,
+    keep: &std::collections::HashSet<*const Loop>,
+) -> Plan {
     let n = program.ranks.value;
     let envs = Env::all(n, world);
     let mut planner = Planner {
         envs,
         plan: Plan::default(),
-        frozen: std::collections::HashSet::new(),
+        frozen: keep.clone(),
         weighed_ifs: std::collections::HashSet::new(),
         mode,
         rank_branch: false,
@@ -410,6 +418,14 @@ impl Planner {
                     }
                 }
             }
+            // A loop kept whole (its cut left messages or collectives unmatched) keeps
+            // the loops cut with it whole too.
+            if coupled
+                .iter()
+                .any(|l| self.frozen.contains(&(*l as *const Loop)))
+            {
+                frozen = true;
+            }
             let g = counts.iter().fold(0, |g, &c| gcd(g, c));
             let d = if frozen { 1 } else { divisor_near(g, k) };
             for l in &coupled {
@@ -675,6 +691,72 @@ impl Planner {
         }
         self.block(&l.body, body_k);
     }
+}
+
+/// The loops a plan cut that may have left the errors of `diags` (a receive left without
+/// its send, a collective some ranks skip), the likeliest first: the loops to try keeping
+/// whole. A deadlock names where each rank waits. The loop that sent one message too few
+/// encloses those places, or lies between the first and the last of them (a loop that
+/// holds only the last is where a rank ran on to after its part matched, taken next), or
+/// comes before them all (messages of the wrong count then matched later receives until
+/// one rank waited alone): the cut loops that start before the last place, nearest first.
+pub fn suspect_loops(program: &Program, plan: &Plan, diags: &[Diag]) -> Vec<*const Loop> {
+    let errors: Vec<Vec<Span>> = diags
+        .iter()
+        .filter(|d| d.severity == Severity::Error)
+        .map(|d| {
+            d.primary
+                .iter()
+                .chain(d.secondary.iter())
+                .map(|l| l.span)
+                .collect::<Vec<_>>()
+        })
+        .filter(|spans| !spans.is_empty())
+        .collect();
+    fn walk(stmts: &[Stmt], plan: &Plan, out: &mut Vec<(*const Loop, Span)>) {
+        for s in stmts {
+            if let (StmtKind::Loop(l), Some(span)) = (&s.kind, s.pos.span()) {
+                let p = &**l as *const Loop;
+                if plan.loops.get(&p).is_some_and(|c| *c != l.count) {
+                    out.push((p, span));
+                }
+            }
+            for b in stmt_blocks(s) {
+                walk(&b.stmts, plan, out);
+            }
+        }
+    }
+    let mut cut = Vec::new();
+    walk(&program.body.stmts, plan, &mut cut);
+    // Rank of each loop for each error: 0 encloses every place, 1 between the first and
+    // the last, 2 holds the last, 3 before the last (nearest first); the best over errors.
+    let mut ranked: Vec<(u8, std::cmp::Reverse<u32>, *const Loop)> = Vec::new();
+    for (l, span) in cut {
+        let contains = |x: &Span| span.start <= x.start && x.end <= span.end;
+        let best = errors
+            .iter()
+            .filter_map(|spans| {
+                let first = spans.iter().map(|x| x.start).min()?;
+                let last = spans.iter().max_by_key(|x| x.start)?;
+                if spans.iter().all(contains) {
+                    Some(0)
+                } else if contains(last) {
+                    Some(2)
+                } else if span.start < last.start && first < span.end {
+                    Some(1)
+                } else if span.start < last.start {
+                    Some(3)
+                } else {
+                    None
+                }
+            })
+            .min();
+        if let Some(rank) = best {
+            ranked.push((rank, std::cmp::Reverse(span.start), l));
+        }
+    }
+    ranked.sort_by_key(|(rank, start, _)| (*rank, *start));
+    ranked.into_iter().map(|(_, _, l)| l).collect()
 }
 
 /// The call sites of the collectives in the bodies (at any depth) of the loops with no

@@ -26,7 +26,7 @@ pub use timing::{simulate, Timing, TimingError};
 
 use crate::check::{verify, Options as CheckOptions, Verified};
 use crate::semantics::MAX_SIMULATED_RANKS;
-use cut::{plan, ratio_text, Mode, Plan};
+use cut::{plan, ratio_text, suspect_loops, Mode, Plan};
 
 /// The shortest skeleton run that can be timed reliably between two barriers.
 pub const MIN_SKELETON_S: f64 = 100e-6;
@@ -46,6 +46,10 @@ const MAX_RATIO_MISS: f64 = 2.0;
 /// Compute may shrink to this fraction of its proportional share before message sizes
 /// are cut instead.
 const COMPUTE_FLOOR: f64 = 0.5;
+
+/// How many plans with one more loop kept whole are checked, at most, when a cut plan's
+/// program no longer checks (each a plan, a rewrite and a check of the scaled program).
+const KEEP_TRIALS: usize = 64;
 
 #[derive(Clone, Debug)]
 pub struct ScaleOptions {
@@ -156,38 +160,88 @@ pub fn scale(verified: &Verified, options: &ScaleOptions) -> Result<Scaled, Box<
         ));
     }
     // Loops of rank branches rounded each by their own share, then cut by common
-    // divisors; point-to-point loops of blocks with rank branches cut, then kept whole
-    // (where partners sit outside the branches, or nested in their loops): the first
-    // plan whose program checks (its messages and collectives still match). Where none
-    // does, the plain plan, or the conservative one where the plain plan's timed run
-    // gets stuck.
+    // divisors; where the cut program no longer checks (a message or collective left
+    // unmatched), the cut loops the errors point at kept whole, and again, a few rounds;
+    // then point-to-point loops of blocks with rank branches kept whole (where partners
+    // sit outside the branches, or nested in their loops): the first plan whose program
+    // checks. Where none does, the plain plan, or the conservative one where the plain
+    // plan's timed run gets stuck.
+    let none = std::collections::HashSet::new();
     let mut plan = {
-        let verifies = |p: &Plan| {
+        let check = |p: &Plan| {
             let candidate = apply(program, p, 1.0, 1.0, app_time / k);
-            verify(candidate, verified.source(), CheckOptions::default()).is_ok()
+            verify(candidate, verified.source(), CheckOptions::default()).err()
         };
         let mut tried: Vec<Plan> = Vec::new();
         let mut chosen = None;
         if k > 1.0 {
-            for mode in [
+            let labels = |errors: &[Diag]| -> Vec<_> {
+                errors
+                    .iter()
+                    .map(|d| (d.code, d.primary.as_ref().map(|l| l.span)))
+                    .collect()
+            };
+            'modes: for mode in [
                 Mode::ROUNDED,
                 Mode::PLAIN,
                 Mode::ROUNDED_CONSERVATIVE,
                 Mode::CONSERVATIVE,
             ] {
-                let p = plan(program, world, k, mode);
+                let p = plan(program, world, k, mode, &none);
                 if tried.iter().any(|t| same_counts(t, &p)) {
                     continue;
                 }
-                if verifies(&p) {
+                let Some(mut errors) = check(&p) else {
                     chosen = Some(p);
                     break;
-                }
+                };
                 tried.push(p);
+                if mode.conservative {
+                    continue;
+                }
+                // Loops kept whole one at a time, the likeliest first: a loop is kept when
+                // keeping it changes the errors (the messages now match past it), and
+                // dropped again when it does not.
+                let mut keep = std::collections::HashSet::new();
+                let mut rejected = std::collections::HashSet::new();
+                let mut trials = 0;
+                'keep: while trials < KEEP_TRIALS {
+                    let last = tried.last().expect("the plan just tried");
+                    let suspects = suspect_loops(program, last, &errors);
+                    for l in suspects {
+                        if keep.contains(&l) || rejected.contains(&l) {
+                            continue;
+                        }
+                        if trials == KEEP_TRIALS {
+                            break 'keep;
+                        }
+                        trials += 1;
+                        let mut trial = keep.clone();
+                        trial.insert(l);
+                        let p = plan(program, world, k, mode, &trial);
+                        match check(&p) {
+                            None => {
+                                chosen = Some(p);
+                                break 'modes;
+                            }
+                            Some(e) if labels(&e) != labels(&errors) => {
+                                keep = trial;
+                                errors = e;
+                                rejected.clear();
+                                tried.push(p);
+                                continue 'keep;
+                            }
+                            Some(_) => {
+                                rejected.insert(l);
+                            }
+                        }
+                    }
+                    break;
+                }
             }
         }
         chosen.unwrap_or_else(|| {
-            let plain = plan(program, world, k, Mode::PLAIN);
+            let plain = plan(program, world, k, Mode::PLAIN, &none);
             let stuck = k > 1.0
                 && matches!(
                     simulate(
@@ -199,7 +253,7 @@ pub fn scale(verified: &Verified, options: &ScaleOptions) -> Result<Scaled, Box<
                     Err(TimingError::Stuck(_))
                 );
             if stuck {
-                plan(program, world, k, Mode::CONSERVATIVE)
+                plan(program, world, k, Mode::CONSERVATIVE, &none)
             } else {
                 plain
             }

@@ -171,12 +171,13 @@ pub struct Memory {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(tag = "source", rename_all = "snake_case")]
 pub enum Clock {
-    /// The tracer watched the thread's task clock: each event carries the ns of its gap
-    /// the rank spent off its core ([`Event::off_cpu_ns`]).
+    /// The tracer watched when the thread was switched out (its rseq area, or a
+    /// task-clock perf event's page) and read its CPU time then: each event carries the
+    /// ns of its gap the rank spent off its core ([`Event::off_cpu_ns`]).
     OffCpu,
-    /// Wall time only: the kernel refused the task clock (`perf_event_open`'s errno:
-    /// `perf_event_paranoid` above 2, a seccomp filter), or `PERFSKEL_TRACE_OFFCPU=0`
-    /// (errno 0).
+    /// Wall time only: no rseq, and the kernel refused the task clock
+    /// (`perf_event_open`'s errno: `perf_event_paranoid` above 2, a seccomp filter), or
+    /// `PERFSKEL_TRACE_OFFCPU=0` (errno 0).
     Wall { errno: u64 },
 }
 
