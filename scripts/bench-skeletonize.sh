@@ -27,7 +27,7 @@ echo "|---|---:|---:|---:|---|---:|---|---|"
 for line in "${apps[@]}"; do
     read -r name args <<<"$line"
     # shellcheck disable=SC2086
-    "$perfskel" record -o "$work/trace-$name" -- mpirun --oversubscribe -np 4 \
+    "$perfskel" record --force -o "$work/trace-$name" -- mpirun --oversubscribe -np 4 \
         "$work/build/$name" $args >/dev/null 2>&1
     cells=()
     for algorithm in exact greedy; do

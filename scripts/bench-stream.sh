@@ -48,7 +48,7 @@ mkdir -p "$DIR"
 if [ ! -f "$TRACE/manifest.json" ]; then
   echo "recording $TRACE (small_calls $OUTER $INNER at $RANKS ranks) ..."
   mpicc -O2 -g -Wall -Wextra -Werror -o "$DIR/small_calls" "$ROOT/examples/apps/small_calls.c"
-  "$PERFSKEL" record -o "$TRACE" -- mpirun -np "$RANKS" "$DIR/small_calls" "$OUTER" "$INNER"
+  "$PERFSKEL" record --force -o "$TRACE" -- mpirun -np "$RANKS" "$DIR/small_calls" "$OUTER" "$INNER"
 fi
 echo "trace: $TRACE, $(du -shL "$TRACE" | cut -f1)"
 echo

@@ -74,7 +74,7 @@ CALLS=2000000
 plain=(); traced=()
 for _ in $(seq "$REPS"); do
   plain+=($("mpirun.$MPI" -np 1 "$WORK/bin/callrate" $CALLS))
-  traced+=($("$PERFSKEL" record -o "$WORK/trace-callrate" -- "mpirun.$MPI" -np 1 \
+  traced+=($("$PERFSKEL" record --force -o "$WORK/trace-callrate" -- "mpirun.$MPI" -np 1 \
     "$WORK/bin/callrate" $CALLS 2>"$WORK/record.err"))
 done
 P=$(printf '%s\n' "${plain[@]}" | sort -g | head -1)
@@ -92,7 +92,7 @@ ITERS=10000000
 plain=(); traced=()
 for _ in $(seq "$REPS"); do
   plain+=($("mpirun.$MPI" -np 1 "$WORK/bin/pollrate" $ITERS))
-  traced+=($("$PERFSKEL" record -o "$WORK/trace-pollrate" -- "mpirun.$MPI" -np 1 \
+  traced+=($("$PERFSKEL" record --force -o "$WORK/trace-pollrate" -- "mpirun.$MPI" -np 1 \
     "$WORK/bin/pollrate" $ITERS 2>"$WORK/record.err"))
 done
 median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
@@ -115,7 +115,7 @@ for spec in "${APPS[@]}"; do
     t0=$(now_ns); "mpirun.$MPI" -np "$NP" "$WORK/bin/$app" "$@" >/dev/null; t1=$(now_ns)
     untraced+=($((t1 - t0)))
     t0=$(now_ns)
-    "$PERFSKEL" record -o "$trace" -- "mpirun.$MPI" -np "$NP" "$WORK/bin/$app" "$@" \
+    "$PERFSKEL" record --force -o "$trace" -- "mpirun.$MPI" -np "$NP" "$WORK/bin/$app" "$@" \
       >/dev/null 2>"$WORK/record.err"
     t1=$(now_ns)
     traced+=($((t1 - t0)))

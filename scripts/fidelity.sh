@@ -130,7 +130,7 @@ for app in $APPS; do
     [ -n "$args" ] || { echo "$app: no arguments known; skipped" >&2; continue; }
     trace="$OUT/trace-$app"
     # shellcheck disable=SC2086
-    "${PREFIX[@]}" "$P" record -o "$trace" -- "mpirun.$MPI" -np "$NP" "$OUT/build-$MPI/$app" $args >/dev/null 2>"$OUT/record-$app.log" || {
+    "${PREFIX[@]}" "$P" record --force -o "$trace" -- "mpirun.$MPI" -np "$NP" "$OUT/build-$MPI/$app" $args >/dev/null 2>"$OUT/record-$app.log" || {
         echo "$app: record failed (see $OUT/record-$app.log)" >&2
         continue
     }

@@ -8,7 +8,6 @@ use std::process::ExitCode;
 
 use perfskel_compiler::trace::format;
 use perfskel_compiler::trace::stats::StatsBuilder;
-use perfskel_compiler::trace::Manifest;
 use perfskel_studies::analyze::{self, extrap, plot, report, Experiment, InputFormat, Options};
 
 use crate::cmd_trace::{self, Symbols};
@@ -52,6 +51,9 @@ pub struct Args {
     /// Call sites shown per application in the table (0: all).
     #[arg(long, default_value_t = 20, value_name = "N")]
     pub top: usize,
+    /// Overwrite the export file and plots if they exist.
+    #[arg(long)]
+    pub force: bool,
 }
 
 pub fn run(args: Args) -> Result<ExitCode, String> {
@@ -71,6 +73,9 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
         }
         Some(_) => return Err("--export takes a format and a file: --export extrap FILE".into()),
     };
+    if let Some(path) = &export {
+        crate::files::check_new_file(path, args.force)?;
+    }
 
     let experiments = read_inputs(&args.inputs)?;
     let options = Options {
@@ -90,7 +95,7 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
         fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         for (name, svg) in plot::render(&analysis, args.plot_top)? {
             let path = dir.join(name);
-            fs::write(&path, svg).map_err(|e| format!("{}: {e}", path.display()))?;
+            crate::files::write_new_file(&path, svg.as_bytes(), args.force)?;
         }
     }
     if let Some(path) = export {
@@ -106,7 +111,7 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
                 ));
             }
         };
-        fs::write(&path, extrap::render(app)).map_err(|e| format!("{}: {e}", path.display()))?;
+        crate::files::write_new_file(&path, extrap::render(app).as_bytes(), args.force)?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -165,13 +170,21 @@ fn read_inputs(inputs: &[PathBuf]) -> Result<Vec<Experiment>, String> {
 /// missing or incomplete ranks.
 fn read_trace(dir: &Path) -> Result<Experiment, Vec<String>> {
     let name = dir.display().to_string();
-    let manifest_path = dir.join(format::MANIFEST_FILE);
-    let text = fs::read_to_string(&manifest_path)
-        .map_err(|e| vec![format!("{}: {e}", manifest_path.display())])?;
-    let manifest = Manifest::from_json(&text).map_err(|e| vec![format!("{name}/{e}")])?;
-    let mut stats = StatsBuilder::new(manifest.n_ranks);
+    let manifest = match cmd_trace::read_manifest(dir) {
+        Ok(Some(m)) => m,
+        Ok(None) => {
+            return Err(vec![format!(
+                "{}: no such file",
+                dir.join(format::MANIFEST_FILE).display()
+            )])
+        }
+        Err(e) => return Err(vec![e]),
+    };
+    // The manifest checked against the rank files.
+    let n_ranks = cmd_trace::n_ranks(dir).map_err(|e| vec![e])?;
+    let mut stats = StatsBuilder::new(n_ranks);
     let mut errors = Vec::new();
-    for rank in 0..manifest.n_ranks {
+    for rank in 0..n_ranks {
         match cmd_trace::open_rank(dir, rank) {
             Ok(Some(mut reader)) => {
                 if let Err(e) = stats.add_rank(&mut reader) {

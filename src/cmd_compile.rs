@@ -3,7 +3,7 @@
 //! runs the library's pipeline (check → scale → check → back end), reports what scaling reached, and writes the
 //! output directory without ever touching files it did not write (unless `--force`).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -13,7 +13,7 @@ use perfskel_compiler::scale::{Model, Target};
 
 use crate::cmd_calibrate;
 use crate::cmd_record::MpiKind;
-use crate::files::{emit, plural, read_source};
+use crate::files::{emit, fnv1a, plural, read_source, write_atomic};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -235,12 +235,39 @@ fn defaults_after(error: &str) -> (Model, String) {
     )
 }
 
-/// Writes `files` into `dir`. Refuses a directory with files perfskel did not write
-/// unless `force`; removes files an earlier compile wrote that are no longer generated.
+/// Writes `files` into `dir`. Refuses a directory with files perfskel did not write,
+/// or with files it wrote that were changed since (hand edits: the manifest keeps each
+/// file's hash), unless `force`; removes files an earlier compile wrote that are no
+/// longer generated, unless they were changed. Never writes through a symbolic link: each
+/// file is written beside and renamed into place, and `dir` itself may not be a link.
 pub fn write_output(dir: &Path, files: &[GeneratedFile], force: bool) -> Result<(), String> {
-    let previous: BTreeSet<String> = std::fs::read_to_string(dir.join(MANIFEST))
-        .map(|text| text.lines().map(str::to_string).collect())
+    if std::fs::symlink_metadata(dir).is_ok_and(|m| m.file_type().is_symlink()) {
+        return Err(format!(
+            "{} is a symbolic link: give the directory itself (perfskel does not write through links)",
+            dir.display()
+        ));
+    }
+    // Each line `path` (before hashes were kept) or `path<TAB>hash`.
+    let previous: BTreeMap<String, Option<String>> = std::fs::read_to_string(dir.join(MANIFEST))
+        .map(|text| {
+            text.lines()
+                .filter(|l| !l.is_empty())
+                .map(|l| match l.split_once('\t') {
+                    Some((path, hash)) => (path.to_string(), Some(hash.to_string())),
+                    None => (l.to_string(), None),
+                })
+                .collect()
+        })
         .unwrap_or_default();
+    // A plain relative path an earlier compile recorded, whose file is as it wrote it.
+    let plain = |p: &str| !p.split('/').any(|part| part == ".." || part.is_empty());
+    let edited = |p: &str, hash: &Option<String>| -> bool {
+        let Some(hash) = hash else { return false };
+        match std::fs::read(dir.join(p)) {
+            Ok(bytes) => content_hash(&bytes) != *hash,
+            Err(_) => false,
+        }
+    };
     if dir.exists() {
         let entries = std::fs::read_dir(dir)
             .map_err(|e| format!("cannot read the output directory {}: {e}", dir.display()))?;
@@ -250,7 +277,7 @@ pub fn write_output(dir: &Path, files: &[GeneratedFile], force: bool) -> Result<
             .filter(|name| {
                 !BUILD_PRODUCTS.contains(&name.as_str())
                     && !previous
-                        .iter()
+                        .keys()
                         .any(|p| p == name || p.starts_with(&format!("{name}/")))
             })
             .collect();
@@ -264,28 +291,53 @@ pub fn write_output(dir: &Path, files: &[GeneratedFile], force: bool) -> Result<
                 if foreign.len() > 5 { ", ..." } else { "" }
             ));
         }
+        let changed: Vec<&str> = previous
+            .iter()
+            .filter(|(p, hash)| plain(p) && edited(p, hash))
+            .map(|(p, _)| p.as_str())
+            .collect();
+        if !changed.is_empty() && !force {
+            return Err(format!(
+                "{}: {} changed since perfskel wrote {} (edited by hand?); compile into another directory, or pass --force to overwrite {}",
+                dir.display(),
+                changed.join(", "),
+                if changed.len() == 1 { "it" } else { "them" },
+                if changed.len() == 1 { "it" } else { "them" }
+            ));
+        }
     }
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     let new: BTreeSet<String> = files.iter().map(|f| f.path.clone()).collect();
-    for stale in previous.difference(&new) {
-        // Only plain relative paths that an earlier compile recorded.
-        if !stale.split('/').any(|part| part == ".." || part.is_empty()) {
-            let _ = std::fs::remove_file(dir.join(stale));
+    for (stale, hash) in &previous {
+        // An edited file is never removed, even with --force: only overwritten.
+        if !new.contains(stale) && plain(stale) && !edited(stale, hash) {
+            let path = dir.join(stale);
+            if std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_file()) {
+                let _ = std::fs::remove_file(path);
+            }
         }
     }
+    let mut manifest = Vec::new();
     for file in files {
         let path = dir.join(&file.path);
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent)
                 .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
         }
-        std::fs::write(&path, &file.contents)
-            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        write_atomic(&path, file.contents.as_bytes())?;
+        manifest.push(format!(
+            "{}\t{}",
+            file.path,
+            content_hash(file.contents.as_bytes())
+        ));
     }
-    let manifest: Vec<&str> = new.iter().map(String::as_str).collect();
-    std::fs::write(dir.join(MANIFEST), manifest.join("\n") + "\n")
-        .map_err(|e| format!("cannot write {}: {e}", dir.join(MANIFEST).display()))?;
-    Ok(())
+    manifest.sort();
+    write_atomic(&dir.join(MANIFEST), (manifest.join("\n") + "\n").as_bytes())
+}
+
+/// The hash the manifest keeps of a generated file.
+fn content_hash(bytes: &[u8]) -> String {
+    format!("{:016x}", fnv1a(&[bytes]))
 }
 
 #[cfg(test)]

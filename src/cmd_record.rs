@@ -13,6 +13,7 @@ use perfskel_compiler::trace::format;
 use perfskel_compiler::trace::manifest::{Manifest, RunInfo, Runs};
 
 use crate::cmd_trace;
+use crate::files::fnv1a;
 use crate::launcher;
 
 const TRACER_SOURCES: &[(&str, &str)] = &[
@@ -30,9 +31,14 @@ const TRACER_SOURCES: &[(&str, &str)] = &[
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Trace directory to write; created if needed, old rank files in it are removed.
+    /// Trace directory to write; created if needed. A trace already in it is kept unless
+    /// `--force`.
     #[arg(short = 'o', long = "output", default_value = "perfskel-trace")]
     output: PathBuf,
+    /// Replace the trace already in the output directory (its rank files and manifest;
+    /// other files are kept), once the new run has written one.
+    #[arg(long)]
+    force: bool,
     /// The MPI the launcher belongs to, when its `--version` does not tell.
     #[arg(long, value_enum)]
     mpi: Option<MpiKind>,
@@ -58,11 +64,8 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
     let mpi = launch.mpi;
     let tracer = ensure_tracer(mpi)?;
 
-    std::fs::create_dir_all(&args.output)
-        .map_err(|e| format!("record: cannot create {}: {e}", args.output.display()))?;
-    let dir = std::fs::canonicalize(&args.output)
-        .map_err(|e| format!("record: {}: {e}", args.output.display()))?;
-    clear_old_trace(&dir)?;
+    let out = Output::open(&args.output, args.force)?;
+    let dir = out.staging.clone();
 
     let preload = match std::env::var("LD_PRELOAD") {
         Ok(old) if !old.is_empty() => format!("{}:{old}", tracer.display()),
@@ -82,6 +85,7 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
     let path = dir.join(format::MANIFEST_FILE);
     std::fs::write(&path, manifest.to_json() + "\n")
         .map_err(|e| format!("record: cannot write {}: {e}", path.display()))?;
+    let dir = out.install()?;
     let events: u64 = manifest.ranks.iter().map(|r| r.events).sum();
     let bytes: u64 = manifest.ranks.iter().map(|r| r.file_bytes).sum();
     eprintln!(
@@ -140,9 +144,17 @@ impl Job<'_> {
         let end_unix_ns = unix_ns();
         let summaries = cmd_trace::summarize_dir(dir)?;
         if summaries.is_empty() {
+            use std::os::unix::process::ExitStatusExt;
+            let how = match (status.code(), status.signal()) {
+                (Some(0), _) => "exited with code 0".to_string(),
+                (Some(c), _) => format!("failed with exit code {c}"),
+                (None, Some(sig)) => format!("was killed by signal {sig}"),
+                (None, None) => "ended without an exit code".to_string(),
+            };
             return Err(format!(
-                "record: no rank wrote a trace file in {} (is `{}` an MPI launcher, and the program an MPI program?)",
-                dir.display(),
+                "record: `{}` {how}, and no rank wrote a trace file{} (is `{}` an MPI launcher, and the program an MPI program that ran?)",
+                self.launcher,
+                if status.success() { "" } else { "; no trace was replaced" },
                 self.launcher
             ));
         }
@@ -250,28 +262,116 @@ fn unix_ns() -> u64 {
         .unwrap_or(0)
 }
 
-fn clear_old_trace(dir: &Path) -> Result<(), String> {
-    let entries = std::fs::read_dir(dir).map_err(|e| format!("record: {}: {e}", dir.display()))?;
-    for entry in entries.flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if (name.starts_with("rank-") && name.ends_with(".pst")) || name == format::MANIFEST_FILE {
-            std::fs::remove_file(entry.path())
-                .map_err(|e| format!("record: cannot remove {name}: {e}"))?;
-        }
-    }
-    Ok(())
+/// Whether `name` is a file of a trace directory that `record` writes.
+pub(crate) fn is_trace_file(name: &str) -> bool {
+    (name.starts_with("rank-") && name.ends_with(".pst")) || name == format::MANIFEST_FILE
 }
 
-/// FNV-1a: a stable hash for the cache key (std's hasher may change between releases).
-fn fnv1a(parts: &[&[u8]]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for part in parts {
-        for b in part.iter().chain(&[0xffu8]) {
-            h ^= u64::from(*b);
-            h = h.wrapping_mul(0x0100_0000_01b3);
+/// The output directory of a recording: the run writes into a staging directory inside
+/// it, and only a run that wrote a trace replaces the trace already there.
+struct Output {
+    /// The output directory, absolute.
+    dir: PathBuf,
+    /// Where the ranks write (`DIR/.perfskel-record-PID`), removed on drop.
+    staging: PathBuf,
+    /// `dir` did not exist before: removed on drop if the run wrote nothing.
+    created: bool,
+    installed: bool,
+}
+
+impl Output {
+    /// Checks `path` (not a link, a directory if it exists, holding no trace unless
+    /// `force`) and makes the staging directory in it.
+    fn open(path: &Path, force: bool) -> Result<Output, String> {
+        let shown = path.display();
+        let created = match std::fs::symlink_metadata(path) {
+            Ok(m) if m.file_type().is_symlink() => {
+                return Err(format!(
+                    "record: {shown} is a symbolic link: give the directory itself (perfskel does not write through links)"
+                ))
+            }
+            Ok(m) if !m.is_dir() => {
+                return Err(format!("record: {shown} exists and is not a directory"))
+            }
+            Ok(_) => {
+                let entries = std::fs::read_dir(path)
+                    .map_err(|e| format!("record: cannot read {shown}: {e}"))?;
+                let mut ours: Vec<String> = entries
+                    .filter_map(Result::ok)
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .filter(|name| is_trace_file(name))
+                    .collect();
+                ours.sort();
+                if !ours.is_empty() && !force {
+                    let shown_files: Vec<&str> = ours.iter().take(3).map(String::as_str).collect();
+                    return Err(format!(
+                        "record: {shown} already holds a trace ({}{}); pass --force to replace it (the old trace stays until the new run has written one), or choose another directory",
+                        shown_files.join(", "),
+                        if ours.len() > 3 { ", ..." } else { "" }
+                    ));
+                }
+                false
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                std::fs::create_dir_all(path)
+                    .map_err(|e| format!("record: cannot create {shown}: {e}"))?;
+                true
+            }
+            Err(e) => return Err(format!("record: {shown}: {e}")),
+        };
+        let dir = std::fs::canonicalize(path).map_err(|e| format!("record: {shown}: {e}"))?;
+        let staging = dir.join(format!(".perfskel-record-{}", std::process::id()));
+        // A staging directory of this process id is a crashed run's: ours to remove.
+        let _ = std::fs::remove_dir_all(&staging);
+        std::fs::create_dir(&staging)
+            .map_err(|e| format!("record: cannot create {}: {e}", staging.display()))?;
+        Ok(Output {
+            dir,
+            staging,
+            created,
+            installed: false,
+        })
+    }
+
+    /// Replaces the trace in the output directory with the staged one; gives the
+    /// directory.
+    fn install(mut self) -> Result<PathBuf, String> {
+        // An earlier version's `--runs` directory, left by a run that was killed.
+        remove_runs(&self.dir.join(RUNS_DIR))?;
+        let old = std::fs::read_dir(&self.dir)
+            .map_err(|e| format!("record: cannot read {}: {e}", self.dir.display()))?;
+        for entry in old.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if is_trace_file(&name) {
+                std::fs::remove_file(entry.path())
+                    .map_err(|e| format!("record: cannot remove the old {name}: {e}"))?;
+            }
+        }
+        let new = std::fs::read_dir(&self.staging)
+            .map_err(|e| format!("record: cannot read {}: {e}", self.staging.display()))?;
+        for entry in new.flatten() {
+            let to = self.dir.join(entry.file_name());
+            std::fs::rename(entry.path(), &to).map_err(|e| {
+                format!(
+                    "record: cannot move {} to {}: {e}",
+                    entry.path().display(),
+                    to.display()
+                )
+            })?;
+        }
+        self.installed = true;
+        Ok(self.dir.clone())
+    }
+}
+
+impl Drop for Output {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.staging);
+        if self.created && !self.installed {
+            // Only if still empty: nothing but what this run made is removed.
+            let _ = std::fs::remove_dir(&self.dir);
         }
     }
-    h
 }
 
 fn cache_root() -> PathBuf {

@@ -14,8 +14,6 @@ use std::process::ExitCode;
 use perfskel_compiler::check::Options as CheckOptions;
 use perfskel_compiler::compress::Algorithm;
 use perfskel_compiler::skeletonize::{self, Input, Opened, Options, RankEvents, Ranks, Skeleton};
-use perfskel_compiler::trace::format;
-use perfskel_compiler::trace::manifest::Manifest;
 use perfskel_compiler::trace::stats::SiteKey;
 use perfskel_compiler::trace::{Completion, Event, TraceError};
 
@@ -108,10 +106,35 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
 
 /// Reads the trace, writes the skeleton, checks it.
 pub fn skeletonize_dir(args: &Args) -> Result<Outcome, String> {
-    if args.output.exists() && !args.force {
+    // A link counts as the file it stands for, even dangling: never written through.
+    if std::fs::symlink_metadata(&args.output).is_ok() && !args.force {
         return Err(format!(
             "{} exists; pass --force to overwrite it",
             args.output.display()
+        ));
+    }
+    // Not even with --force over the trace it reads.
+    let own_input = args.output.file_name().is_some_and(|name| {
+        crate::cmd_record::is_trace_file(&name.to_string_lossy())
+            && args
+                .output
+                .parent()
+                .map(|p| {
+                    if p.as_os_str().is_empty() {
+                        Path::new(".")
+                    } else {
+                        p
+                    }
+                })
+                .and_then(|p| std::fs::canonicalize(p).ok())
+                .zip(std::fs::canonicalize(&args.trace).ok())
+                .is_some_and(|(parent, trace)| parent == trace)
+    });
+    if own_input {
+        return Err(format!(
+            "{} is a file of the trace {} reads: write the skeleton elsewhere",
+            args.output.display(),
+            args.trace.display()
         ));
     }
     if let Some(pct) = args.merge_sizes {
@@ -212,8 +235,7 @@ pub fn skeletonize_dir(args: &Args) -> Result<Outcome, String> {
             "{sized} collective(s) met the same call of other ranks at a statement of another size (sizes that follow the data, their means taken over different calls where the ranks' streams are merged apart): the statements that meet have one size, the mean of theirs, as MPI requires"
         ));
     }
-    std::fs::write(&args.output, &text)
-        .map_err(|e| format!("cannot write {}: {e}", args.output.display()))?;
+    crate::files::write_atomic(&args.output, text.as_bytes())?;
     emit(&args.output.display().to_string(), &text, &diags);
     let (check_errors, check_warnings) = tally(&diags);
     Ok(Outcome {
@@ -379,9 +401,9 @@ fn origin(dir: &Path, n: u32) -> String {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| ".".into());
-    let mpi = std::fs::read_to_string(dir.join(format::MANIFEST_FILE))
+    let mpi = cmd_trace::read_manifest(dir)
         .ok()
-        .and_then(|t| Manifest::from_json(&t).ok())
+        .flatten()
         .map(|m| format!(", {}", m.mpi))
         .unwrap_or_default();
     format!("trace `{name}` ({n} ranks{mpi})")

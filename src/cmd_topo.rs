@@ -9,11 +9,11 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use perfskel_compiler::logicalize::trace::{self as trace_matrix, RankInput};
+use perfskel_compiler::logicalize::trace::TraceMatrix;
 use perfskel_compiler::logicalize::{
-    logicalize, CommMatrix, Logicalization, Options, DEFAULT_THRESHOLD,
+    logicalize, CommMatrix, Logicalization, MatrixError, Options, DEFAULT_THRESHOLD,
 };
-use perfskel_compiler::trace::{Completion, RankTrace};
+use perfskel_compiler::trace::{Completion, Event};
 use plotters::prelude::*;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -42,6 +42,9 @@ pub struct Args {
     /// Print every coordinate and every rejected candidate.
     #[arg(long)]
     pub verbose: bool,
+    /// Overwrite the plot file if it exists.
+    #[arg(long)]
+    pub force: bool,
 }
 
 pub fn run(args: Args) -> Result<ExitCode, String> {
@@ -50,6 +53,9 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
             "--threshold {} is not between 0 and 1",
             args.threshold
         ));
+    }
+    if let Some(path) = &args.plot {
+        crate::files::check_new_file(path, args.force)?;
     }
     let (matrix, trace_warnings, whole) = if args.matrix.is_dir() {
         read_trace(&args.matrix)?
@@ -77,7 +83,9 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
         }
     }
     if let Some(path) = &args.plot {
-        plot_heat_map(&matrix, &logical_order(&report), path)?;
+        let svg = plot_heat_map(&matrix, &logical_order(&report))
+            .map_err(|e| format!("cannot draw {}: {e}", path.display()))?;
+        crate::files::write_new_file(path, svg.as_bytes(), args.force)?;
     }
     for warning in &trace_warnings {
         eprintln!("warning: {warning}");
@@ -101,41 +109,57 @@ fn read_trace(dir: &Path) -> Result<(CommMatrix, Vec<String>, bool), String> {
             dir.display()
         ));
     }
-    let mut traces: Vec<Option<RankTrace>> = Vec::new();
-    let mut kinds = Vec::new();
+    // Streamed a rank at a time, one event in memory: each rank's traffic gathers in a
+    // matrix of its own (its partners only) and joins the whole one when the rank file
+    // has read through, so an unreadable rank adds nothing, as one that is missing.
+    let at = |e: MatrixError| format!("{}: {e}", dir.display());
+    let mut built = TraceMatrix {
+        matrix: CommMatrix::new(n).map_err(at)?,
+        ..TraceMatrix::default()
+    };
     let mut errors = Vec::new();
+    let mut ev = Event::default();
     for rank in 0..n {
-        let read =
-            crate::cmd_trace::open_rank(dir, rank).and_then(|r| r.map(RankTrace::read).transpose());
-        match read {
-            Ok(Some(t)) => {
-                traces.push(Some(t));
-                kinds.push(None);
-            }
+        let mut reader = match crate::cmd_trace::open_rank(dir, rank) {
+            Ok(Some(r)) => r,
             Ok(None) => {
-                traces.push(None);
-                kinds.push(Some(RankInput::Missing));
+                built.missing_ranks.push(rank);
+                continue;
             }
             Err(e) => {
                 errors.push(format!("trace: {e}"));
-                traces.push(None);
-                kinds.push(Some(RankInput::Unreadable));
+                built.unreadable_ranks.push(rank);
+                continue;
             }
+        };
+        let mut own = TraceMatrix {
+            matrix: CommMatrix::new(n).map_err(at)?,
+            ..TraceMatrix::default()
+        };
+        let read = loop {
+            match reader.next_event(&mut ev) {
+                Ok(true) => own.add_event(rank, &ev).map_err(at)?,
+                Ok(false) => break Ok(()),
+                Err(e) => break Err(e),
+            }
+        };
+        if let Err(e) = read {
+            errors.push(format!("trace: {e}"));
+            built.unreadable_ranks.push(rank);
+            continue;
         }
+        if !matches!(reader.completion(), Some(Completion::Complete { .. })) {
+            built.incomplete_ranks.push(rank);
+        }
+        for (&(src, dst), traffic) in &own.matrix.p2p {
+            built.matrix.add_p2p(src, dst, *traffic).map_err(at)?;
+        }
+        for (name, traffic) in &own.matrix.collectives {
+            built.matrix.add_collective(name, *traffic);
+        }
+        built.proc_null_sends += own.proc_null_sends;
+        built.bad_peer_sends += own.bad_peer_sends;
     }
-    let inputs: Vec<RankInput<'_>> = traces
-        .iter()
-        .zip(kinds)
-        .map(|(t, kind)| match (t, kind) {
-            (Some(t), _) => RankInput::Events {
-                events: &t.events,
-                complete: matches!(t.completion, Completion::Complete { .. }),
-            },
-            (None, Some(kind)) => kind,
-            (None, None) => RankInput::Missing,
-        })
-        .collect();
-    let built = trace_matrix::matrix(&inputs).map_err(|e| format!("{}: {e}", dir.display()))?;
     let mut warnings = built.warnings();
     warnings.extend(errors);
     let whole = built.missing_ranks.is_empty() && built.unreadable_ranks.is_empty();
@@ -194,7 +218,7 @@ const MAX_CELLS: u32 = 256;
 
 /// Draws bytes per (sender, receiver) on a log colour scale; only non-empty cells are
 /// drawn, so a sparse 4096-rank matrix stays a small file.
-fn plot_heat_map(matrix: &CommMatrix, order: &AxisOrder, path: &Path) -> Result<(), String> {
+fn plot_heat_map(matrix: &CommMatrix, order: &AxisOrder) -> Result<String, String> {
     let n = matrix.n_ranks.max(1);
     let block = n.div_ceil(MAX_CELLS).max(1);
     let cells = n.div_ceil(block);
@@ -205,8 +229,9 @@ fn plot_heat_map(matrix: &CommMatrix, order: &AxisOrder, path: &Path) -> Result<
         *cell = cell.saturating_add(traffic.bytes.max(traffic.messages));
     }
     let max = sums.values().copied().max().unwrap_or(1).max(1) as f64;
-    let draw = || -> Result<(), Box<dyn std::error::Error>> {
-        let root = SVGBackend::new(path, (720, 720)).into_drawing_area();
+    let mut svg = String::new();
+    let draw = |svg: &mut String| -> Result<(), Box<dyn std::error::Error>> {
+        let root = SVGBackend::with_string(svg, (720, 720)).into_drawing_area();
         root.fill(&WHITE)?;
         let caption = if block > 1 {
             format!("bytes sent, {n} ranks in blocks of {block}, log scale")
@@ -239,5 +264,6 @@ fn plot_heat_map(matrix: &CommMatrix, order: &AxisOrder, path: &Path) -> Result<
         root.present()?;
         Ok(())
     };
-    draw().map_err(|e| format!("cannot draw {}: {e}", path.display()))
+    draw(&mut svg).map_err(|e| e.to_string())?;
+    Ok(svg)
 }

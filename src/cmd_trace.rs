@@ -72,43 +72,130 @@ pub type FileReader = RankReader<File>;
 /// Opens rank `rank`'s file; `Ok(None)` when it does not exist.
 pub fn open_rank(dir: &Path, rank: u32) -> Result<Option<FileReader>, TraceError> {
     let path = dir.join(format::rank_file_name(rank));
+    let io = |what: String| TraceError {
+        rank: Some(rank),
+        offset: 0,
+        kind: TraceErrorKind::Io(what),
+    };
+    // A FIFO or a device would block or never end: only regular files are read.
+    match std::fs::metadata(&path) {
+        Ok(m) if !m.is_file() => return Err(io(format!("{}: not a regular file", path.display()))),
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(io(format!("{}: {e}", path.display()))),
+    }
     let file = match File::open(&path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => {
-            return Err(TraceError {
-                rank: Some(rank),
-                offset: 0,
-                kind: TraceErrorKind::Io(format!("{}: {e}", path.display())),
-            })
-        }
+        Err(e) => return Err(io(format!("{}: {e}", path.display()))),
     };
     // RankReader buffers itself: no BufReader.
     RankReader::new(file, Some(rank)).map(Some)
 }
 
-/// Number of ranks of a trace: from the manifest, else from the rank files' headers.
-pub fn n_ranks(dir: &Path) -> Result<u32, String> {
-    if let Ok(text) = std::fs::read_to_string(dir.join(format::MANIFEST_FILE)) {
-        return Ok(Manifest::from_json(&text)?.n_ranks);
+/// The manifest of a trace directory, `None` when it has none. Refused: one that is
+/// not a regular file, larger than any manifest, not UTF-8 or not a manifest.
+pub fn read_manifest(dir: &Path) -> Result<Option<Manifest>, String> {
+    let path = dir.join(format::MANIFEST_FILE);
+    let meta = match std::fs::metadata(&path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("{}: {e}", path.display())),
+    };
+    if !meta.is_file() {
+        return Err(format!("{}: not a regular file", path.display()));
     }
+    if meta.len() > format::MAX_MANIFEST_BYTES {
+        return Err(format!(
+            "{}: {} bytes, larger than any manifest",
+            path.display(),
+            meta.len()
+        ));
+    }
+    let mut text = String::new();
+    std::io::Read::read_to_string(
+        &mut std::io::Read::take(
+            File::open(&path).map_err(|e| format!("{}: {e}", path.display()))?,
+            format::MAX_MANIFEST_BYTES,
+        ),
+        &mut text,
+    )
+    .map_err(|e| format!("{}: {e}", path.display()))?;
+    let manifest = Manifest::from_json(&text).map_err(|e| format!("{}: {e}", dir.display()))?;
+    if manifest.n_ranks > format::MAX_RANKS {
+        return Err(format!(
+            "{}: field n_ranks: {} ranks, more than a trace may have ({})",
+            path.display(),
+            manifest.n_ranks,
+            format::MAX_RANKS
+        ));
+    }
+    Ok(Some(manifest))
+}
+
+/// The ranks whose files are in a trace directory, in order.
+fn rank_files(dir: &Path) -> Result<Vec<u32>, String> {
     let entries = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let mut n = 0;
-    for entry in entries.flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        let Some(rank) = name
-            .strip_prefix("rank-")
-            .and_then(|s| s.strip_suffix(".pst"))
-            .and_then(|s| s.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        n = n.max(rank.saturating_add(1));
-        if let Ok(Some(r)) = open_rank(dir, rank) {
-            n = n.max(r.header().n_ranks);
+    let mut ranks: Vec<u32> = entries
+        .flatten()
+        .filter_map(|entry| {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            name.strip_prefix("rank-")
+                .and_then(|s| s.strip_suffix(".pst"))
+                .and_then(|s| s.parse::<u32>().ok())
+        })
+        .collect();
+    ranks.sort_unstable();
+    Ok(ranks)
+}
+
+/// Number of ranks of a trace: from the manifest, else from the rank files' headers;
+/// the manifest, the rank files' names and their headers must agree.
+pub fn n_ranks(dir: &Path) -> Result<u32, String> {
+    let present = rank_files(dir)?;
+    // The first rank file whose header reads: what the ranks themselves say.
+    let header = present.iter().find_map(|&rank| match open_rank(dir, rank) {
+        Ok(Some(r)) => Some((rank, r.header().n_ranks)),
+        _ => None,
+    });
+    let last = present.last().copied();
+    match read_manifest(dir)? {
+        Some(m) => {
+            if let Some((rank, n)) = header {
+                if n != m.n_ranks {
+                    return Err(format!(
+                        "{}: field n_ranks: the manifest says {} ranks, {} says {n}",
+                        dir.join(format::MANIFEST_FILE).display(),
+                        m.n_ranks,
+                        format::rank_file_name(rank)
+                    ));
+                }
+            }
+            if let Some(last) = last.filter(|&r| r >= m.n_ranks) {
+                return Err(format!(
+                    "{}: field n_ranks: the manifest says {} ranks, but {} is there",
+                    dir.join(format::MANIFEST_FILE).display(),
+                    m.n_ranks,
+                    format::rank_file_name(last)
+                ));
+            }
+            Ok(m.n_ranks)
+        }
+        None => {
+            let n = last
+                .map_or(0, |r| r.saturating_add(1))
+                .max(header.map_or(0, |(_, n)| n));
+            if n > format::MAX_RANKS {
+                return Err(format!(
+                    "{}: rank files up to rank {}, more than a trace may have ({})",
+                    dir.display(),
+                    n - 1,
+                    format::MAX_RANKS
+                ));
+            }
+            Ok(n)
         }
     }
-    Ok(n)
 }
 
 /// Reads every rank file through once, for the manifest.

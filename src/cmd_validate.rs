@@ -164,12 +164,7 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
         },
     )?;
     if let Some(plot) = &args.plot {
-        if plot.exists() && !args.force {
-            return Err(format!(
-                "{} exists; pass --force to overwrite it",
-                plot.display()
-            ));
-        }
+        crate::files::check_new_file(plot, args.force)?;
     }
     check_tools(&plan)?;
     let workdir = prepare_workdir(&args.workdir, &plan, args.force)?;
@@ -218,7 +213,7 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
     write_results(&workdir, &report)?;
     if let Some(path) = &args.plot {
         let svg = plot::render(&report)?;
-        fs::write(path, svg).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        crate::files::write_new_file(path, svg.as_bytes(), args.force)?;
     }
     match args.format {
         Format::Table => print!("{}", report::table(&report)),

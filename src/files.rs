@@ -73,3 +73,48 @@ pub fn find_in_path(name: &str) -> Option<std::path::PathBuf> {
         .map(|d| d.join(name))
         .find(|p| p.is_file())
 }
+
+/// FNV-1a: a stable hash (std's hasher may change between releases) for cache keys and
+/// for recognising the files perfskel wrote.
+pub fn fnv1a(parts: &[&[u8]]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for part in parts {
+        for b in part.iter().chain(&[0xffu8]) {
+            h ^= u64::from(*b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    h
+}
+
+/// Writes `contents` to `path` through a temporary file beside it and a rename: a reader
+/// never sees half a file, and a symbolic link at `path` is replaced, not written through.
+pub fn write_atomic(path: &std::path::Path, contents: &[u8]) -> Result<(), String> {
+    let name = path
+        .file_name()
+        .map_or_else(|| "file".into(), |n| n.to_string_lossy().into_owned());
+    let tmp = path.with_file_name(format!(".{name}.perfskel-{}", std::process::id()));
+    std::fs::write(&tmp, contents).map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
+    std::fs::rename(&tmp, path).map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        format!("cannot write {}: {e}", path.display())
+    })
+}
+
+/// Refuses to replace `path` unless `force`: a file the user named that exists (a link
+/// too, even a dangling one).
+pub fn check_new_file(path: &std::path::Path, force: bool) -> Result<(), String> {
+    if std::fs::symlink_metadata(path).is_ok() && !force {
+        return Err(format!(
+            "{} exists; pass --force to overwrite it",
+            path.display()
+        ));
+    }
+    Ok(())
+}
+
+/// Writes a file the user named ([`check_new_file`], then [`write_atomic`]).
+pub fn write_new_file(path: &std::path::Path, contents: &[u8], force: bool) -> Result<(), String> {
+    check_new_file(path, force)?;
+    write_atomic(path, contents)
+}

@@ -347,6 +347,41 @@ fn cli_csv_json_plots_and_extrap_export() {
     }, {
         insta::assert_snapshot!("jacobi_extrap", extrap_text);
     });
+    // The export file and the plots are the user's now: kept unless --force.
+    let again = |force: bool| {
+        let mut args = vec![
+            "analyze".to_string(),
+            "tests/data/analyze/mpip/jacobi".into(),
+            "--plot".into(),
+            plots.display().to_string(),
+            "--export".into(),
+            "extrap".into(),
+            extrap_file.display().to_string(),
+        ];
+        if force {
+            args.push("--force".into());
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        perfskel(&args)
+    };
+    std::fs::write(&extrap_file, "edited").unwrap_or_else(|e| panic!("{e}"));
+    let refused = again(false);
+    assert!(!refused.status.success());
+    assert!(
+        stderr(&refused).contains("exists; pass --force"),
+        "{}",
+        stderr(&refused)
+    );
+    assert_eq!(
+        std::fs::read_to_string(&extrap_file).unwrap_or_default(),
+        "edited"
+    );
+    let forced = again(true);
+    assert!(forced.status.success(), "{}", stderr(&forced));
+    assert_eq!(
+        std::fs::read_to_string(&extrap_file).unwrap_or_default(),
+        extrap_text
+    );
 
     let output = perfskel(&[
         "analyze",

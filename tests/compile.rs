@@ -466,6 +466,87 @@ fn output_directories_with_user_files_are_refused_without_force() {
     );
 }
 
+/// A generated file edited by hand is recognised by its content (the manifest keeps each
+/// file's hash): compiling over it again is refused without `--force`, another skeleton
+/// compiled there leaves it in place, and no file is written through a symbolic link.
+#[test]
+fn hand_edited_output_is_never_overwritten_without_force() {
+    let dir = scratch("hand-edits");
+    let out_dir = dir.join("out");
+    let compile = |file: &str, force: bool| {
+        let mut args = vec!["compile", file, "--ratio", "1:10", "-o", "out"];
+        if force {
+            args.push("--force");
+        }
+        perfskel(&dir, &args)
+    };
+    let first = compile("tiny.skel", false);
+    assert!(first.status.success(), "{}", text(&first.stderr));
+    let edited = read(&out_dir.join("tiny.c")).replace("int main", "/* tuned */ int main");
+    std::fs::write(out_dir.join("tiny.c"), &edited).expect("edit");
+    fails_with(
+        &dir,
+        &["compile", "tiny.skel", "--ratio", "1:10", "-o", "out"],
+        "tiny.c changed since perfskel wrote it",
+    );
+    assert_eq!(
+        read(&out_dir.join("tiny.c")),
+        edited,
+        "refused: the edit stays"
+    );
+    // Another skeleton into the same directory: the edited file is not removed.
+    std::fs::write(
+        dir.join("other.skel"),
+        TINY.replace("skeleton tiny", "skeleton other"),
+    )
+    .expect("write");
+    fails_with(
+        &dir,
+        &["compile", "other.skel", "--ratio", "1:10", "-o", "out"],
+        "changed since perfskel wrote",
+    );
+    let other = compile("other.skel", true);
+    assert!(other.status.success(), "{}", text(&other.stderr));
+    assert_eq!(
+        read(&out_dir.join("tiny.c")),
+        edited,
+        "an edited file is never removed"
+    );
+    assert!(out_dir.join("other.c").is_file());
+    // With --force an edited file of the skeleton compiled is overwritten.
+    let forced = compile("tiny.skel", true);
+    assert!(forced.status.success(), "{}", text(&forced.stderr));
+    assert!(!read(&out_dir.join("tiny.c")).contains("tuned"));
+
+    // A link in the output directory is replaced, not written through.
+    let outside = dir.join("outside.txt");
+    std::fs::write(&outside, "not perfskel's").expect("write");
+    std::fs::remove_file(out_dir.join("Makefile")).expect("rm");
+    std::os::unix::fs::symlink(&outside, out_dir.join("Makefile")).expect("symlink");
+    let through = compile("tiny.skel", true);
+    assert!(through.status.success(), "{}", text(&through.stderr));
+    assert_eq!(read(&outside), "not perfskel's");
+    assert!(!std::fs::symlink_metadata(out_dir.join("Makefile"))
+        .expect("Makefile")
+        .file_type()
+        .is_symlink());
+    // The output directory itself may not be a link.
+    std::os::unix::fs::symlink(&out_dir, dir.join("linked")).expect("symlink");
+    fails_with(
+        &dir,
+        &[
+            "compile",
+            "tiny.skel",
+            "--ratio",
+            "1:10",
+            "-o",
+            "linked",
+            "--force",
+        ],
+        "is a symbolic link",
+    );
+}
+
 #[test]
 fn emit_skel_prints_a_scaled_skeleton_that_checks() {
     let dir = scratch("emit-skel");

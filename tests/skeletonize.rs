@@ -473,6 +473,61 @@ fn refuses_to_overwrite_without_force() {
     assert_eq!(std::fs::read_to_string(&out).expect("read"), "keep me");
 }
 
+/// The skeleton is never written through a link (a dangling one counts as a file that
+/// exists), and not even `--force` writes it over the trace it reads.
+#[test]
+fn never_writes_through_links_or_over_its_input() {
+    let (dir, trace) = record(Mpi::OpenMpi, "ring", &["64", "5"]);
+    let trace_text = trace.to_str().expect("utf-8");
+    let skeletonize = |out: &Path, force: bool| {
+        let mut args = vec![
+            "skeletonize",
+            trace_text,
+            "-o",
+            out.to_str().expect("utf-8"),
+        ];
+        if force {
+            args.push("--force");
+        }
+        perfskel(&args)
+    };
+    let target = dir.path().join("elsewhere.txt");
+    let dangling = dir.path().join("dangling.skel");
+    std::os::unix::fs::symlink(&target, &dangling).expect("symlink");
+    let refused = skeletonize(&dangling, false);
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("--force"));
+    assert!(
+        !target.exists(),
+        "nothing written through the dangling link"
+    );
+
+    std::fs::write(&target, "the user's file").expect("write");
+    let forced = skeletonize(&dangling, true);
+    assert!(
+        forced.status.success(),
+        "{}",
+        String::from_utf8_lossy(&forced.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(&target).expect("read"),
+        "the user's file"
+    );
+    let meta = std::fs::symlink_metadata(&dangling).expect("output");
+    assert!(meta.is_file(), "the link is replaced by the skeleton");
+
+    let input = trace.join("rank-00000.pst");
+    let before = std::fs::read(&input).expect("rank file");
+    let own = skeletonize(&input, true);
+    assert!(!own.status.success());
+    assert!(
+        String::from_utf8_lossy(&own.stderr).contains("a file of the trace"),
+        "{}",
+        String::from_utf8_lossy(&own.stderr)
+    );
+    assert_eq!(std::fs::read(&input).expect("rank file"), before);
+}
+
 // ---- synthetic traces: deterministic times ----
 
 struct Synth {

@@ -480,6 +480,18 @@ fn cli_prints_json_and_draws_svg() {
     assert_eq!(json["collectives"]["barrier"]["messages"], 3);
     let drawing = std::fs::read_to_string(&svg).expect("svg written");
     assert!(drawing.contains("<svg") && drawing.contains("<rect"));
+    // An existing file is not overwritten without --force (here: the input itself).
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_perfskel"))
+        .args(["topo", "--plot"])
+        .arg(&csv)
+        .arg(&csv)
+        .output()
+        .expect("run perfskel");
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("exists; pass --force"));
+    assert!(std::fs::read_to_string(&csv)
+        .expect("csv")
+        .starts_with("# 2x3 grid"));
 
     let json_input = dir.join("tree.json");
     let edges: Vec<String> = (1..7)

@@ -818,6 +818,111 @@ fn app_ns_of(dir: &Path) -> u64 {
         .unwrap_or(0)
 }
 
+/// A trace is never lost to `record`: over an existing trace it refuses without
+/// `--force`; with `--force`, a run that writes no trace (a program that does not exist)
+/// leaves the old one as it was and says how the launcher ended; a run that writes one
+/// replaces the old rank files and manifest and keeps the user's other files; and it
+/// does not write through a symbolic link.
+#[test]
+fn record_keeps_a_trace_unless_a_new_one_replaces_it() {
+    let exe = build_app(Mpi::OpenMpi, "ring");
+    let exe_text = exe.to_str().expect("utf-8 path");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out_dir = dir.path().join("trace");
+    let out_text = out_dir.to_str().expect("utf-8 path");
+    let record = |force: bool, program: &str, args: &[&str]| {
+        let mut cmd = vec!["record", "-o", out_text];
+        if force {
+            cmd.push("--force");
+        }
+        cmd.extend(["--", "mpirun.openmpi", "-np", "2", program]);
+        cmd.extend(args);
+        let _guard = MPI_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        perfskel(&cmd)
+    };
+    let snapshot = || {
+        let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(&out_dir)
+            .expect("trace directory")
+            .flatten()
+            .map(|e| {
+                (
+                    e.file_name().to_string_lossy().into_owned(),
+                    std::fs::read(e.path()).expect("file"),
+                )
+            })
+            .collect();
+        files.sort();
+        files
+    };
+    let first = record(false, exe_text, &["64", "5"]);
+    assert!(
+        first.status.success(),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    std::fs::write(out_dir.join("notes.txt"), "the user's notes").expect("user file");
+    let before = snapshot();
+
+    let again = record(false, exe_text, &["64", "5"]);
+    let stderr = String::from_utf8_lossy(&again.stderr);
+    assert!(!again.status.success());
+    assert!(
+        stderr.contains("already holds a trace") && stderr.contains("--force"),
+        "{stderr}"
+    );
+    assert_eq!(snapshot(), before, "refused: nothing changed");
+
+    let missing = dir.path().join("does-not-exist");
+    let failed = record(true, missing.to_str().expect("utf-8 path"), &[]);
+    let stderr = String::from_utf8_lossy(&failed.stderr);
+    assert!(!failed.status.success());
+    assert!(
+        stderr.contains("failed with exit code") && stderr.contains("no trace was replaced"),
+        "{stderr}"
+    );
+    assert_eq!(snapshot(), before, "a run without a trace replaces nothing");
+
+    let replaced = record(true, exe_text, &["64", "7"]);
+    assert!(
+        replaced.status.success(),
+        "{}",
+        String::from_utf8_lossy(&replaced.stderr)
+    );
+    let after = snapshot();
+    assert_ne!(after, before);
+    assert!(after
+        .iter()
+        .any(|(name, text)| name == "notes.txt" && text == b"the user's notes"));
+    assert!(
+        after.iter().all(|(name, _)| !name.starts_with(".perfskel")),
+        "no staging directory is left: {:?}",
+        after.iter().map(|(n, _)| n).collect::<Vec<_>>()
+    );
+
+    let link = dir.path().join("link");
+    std::os::unix::fs::symlink(&out_dir, &link).expect("symlink");
+    let through = {
+        let _guard = MPI_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        perfskel(&[
+            "record",
+            "--force",
+            "-o",
+            link.to_str().expect("utf-8 path"),
+            "--",
+            "mpirun.openmpi",
+            "-np",
+            "2",
+            exe_text,
+            "64",
+            "5",
+        ])
+    };
+    let stderr = String::from_utf8_lossy(&through.stderr);
+    assert!(!through.status.success());
+    assert!(stderr.contains("symbolic link"), "{stderr}");
+    assert_eq!(snapshot(), after);
+}
+
 /// `record --runs 3`: three runs, and the trace directory holds the median one (by
 /// application time); no run directory is left, a stale one is replaced. A run that
 /// fails ends the series and is the one kept.
@@ -832,7 +937,7 @@ fn record_runs_keeps_the_median_run() {
     std::fs::create_dir_all(runs_dir.join("run-7")).expect("stale run directory");
     std::fs::write(runs_dir.join("run-7/rank-00000.pst"), b"stale").expect("stale file");
     let record = |args: &[&str]| {
-        let mut cmd = vec!["record", "--runs", "3", "-o", out_text, "--"];
+        let mut cmd = vec!["record", "--force", "--runs", "3", "-o", out_text, "--"];
         cmd.extend(["mpirun.openmpi", "-np", "4", exe_text]);
         cmd.extend(args);
         let _guard = MPI_LOCK.lock().unwrap_or_else(|e| e.into_inner());
@@ -2458,4 +2563,79 @@ fn every_one_sided_call_fortran_f08_openmpi() {
 #[test]
 fn every_one_sided_call_fortran_f08_mpich() {
     check_one_sided_all(Mpi::Mpich, "test:one_sided_all_f08");
+}
+
+/// A trace directory whose manifest disagrees with its rank files, names an absurd rank
+/// count, or is not a file, and a rank file that is not a regular file (a FIFO would
+/// block every reader): refused at once, naming the file and the field.
+#[test]
+fn trace_directories_that_disagree_or_are_not_files_are_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let t = dir.path().join("t");
+    std::fs::create_dir(&t).expect("trace dir");
+    for r in 0..4 {
+        std::fs::write(
+            t.join(format::rank_file_name(r)),
+            RankFile::new(r, 4, format::VERSION).finish(),
+        )
+        .expect("rank file");
+    }
+    let t_text = t.to_str().expect("utf-8 path");
+    let stats = || perfskel(&["trace", "stats", t_text]);
+    let refused = |needle: &str| {
+        let started = std::time::Instant::now();
+        let out = stats();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(!out.status.success(), "accepted: {stderr}");
+        assert!(stderr.contains(needle), "{needle:?} not in {stderr}");
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(10),
+            "took {:?}",
+            started.elapsed()
+        );
+    };
+    let ok = stats();
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+
+    let manifest = |n_ranks: u64| {
+        format!(
+            r#"{{"format_version": 7, "n_ranks": {n_ranks}, "mpi": "openmpi", "mpi_library": "", "launcher_version": "", "hosts": [], "command": [], "start_unix_ns": 0, "end_unix_ns": 0, "exit_code": 0, "ranks": []}}"#
+        )
+    };
+    let path = t.join(format::MANIFEST_FILE);
+    std::fs::write(&path, manifest(4)).expect("manifest");
+    let ok = stats();
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    std::fs::write(&path, manifest(4_294_967_295)).expect("manifest");
+    refused("field n_ranks");
+    std::fs::write(&path, manifest(8)).expect("manifest");
+    refused("the manifest says 8 ranks, rank-00000.pst says 4");
+    std::fs::write(&path, manifest(2)).expect("manifest");
+    refused("field n_ranks");
+    std::fs::write(&path, b"\x00\xff garbage").expect("manifest");
+    refused("manifest.json");
+    std::fs::remove_file(&path).expect("rm");
+    std::os::unix::fs::symlink("/dev/zero", &path).expect("symlink");
+    refused("not a regular file");
+    std::fs::remove_file(&path).expect("rm");
+    std::fs::create_dir(&path).expect("a directory as manifest");
+    refused("not a regular file");
+    std::fs::remove_dir(&path).expect("rm");
+
+    let rank3 = t.join(format::rank_file_name(3));
+    std::fs::remove_file(&rank3).expect("rm");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&rank3)
+        .status()
+        .expect("mkfifo");
+    assert!(made.success());
+    refused("not a regular file");
 }

@@ -376,7 +376,7 @@ class Runner:
 
     def record(self, app, n_ranks, cwd, runs=1):
         trace = cwd / "trace"
-        cmd = [self.perfskel, "record", "-o", str(trace)]
+        cmd = [self.perfskel, "record", "--force", "-o", str(trace)]
         if runs > 1:
             cmd += ["--runs", str(runs)]
         cmd += ["--", self.mpirun,
@@ -488,10 +488,14 @@ class Runner:
         # here, so that a slow phase of the machine falls on all of them.
         steps = [("untraced run", cmd, "untraced",
                   r"perfskel-app-time seconds=([0-9.]+)", untraced)]
+        # At 1:1 the skeleton runs as long as the application: one run a round, as the
+        # application. Above, `run` as a user runs it (its default: the median of 3 to
+        # 10 runs, more while they spread), a prediction a round.
         for k in ratios:
+            repeat = ["--repeat", "1"] if k == 1 else []
             steps.append((f"run 1:{k}",
-                          [self.perfskel, "run", str(out_dirs[k]), "-np", str(n_ranks),
-                           "--repeat", "1"],
+                          [self.perfskel, "run", str(out_dirs[k]), "-np", str(n_ranks)]
+                          + repeat,
                           f"run-1to{k}", r"perfskel-result .*\bpredicted_s=([0-9.]+)",
                           predicted[k]))
         for run in range(self.repeats):

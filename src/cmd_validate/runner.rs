@@ -369,7 +369,7 @@ impl Runner for ProcessRunner {
         let (argv, cwd) = self.app_command(traced_in, app, args, false)?;
         let mut command = self.perfskel();
         command
-            .args(["record", "--mpi", traced_in.mpi.name(), "--runs"])
+            .args(["record", "--force", "--mpi", traced_in.mpi.name(), "--runs"])
             .arg(runs.to_string())
             .arg("-o")
             .arg(self.trace_dir(app, traced_in))

@@ -100,6 +100,17 @@ fn header(program: &Program, diags: &mut Vec<Diag>) {
                 "the skeleton stands for this much time",
             ),
         );
+    } else if time.seconds() > MAX_APP_TIME_S {
+        diags.push(
+            Diag::error(
+                "bad-app-time",
+                format!(
+                    "an application time of {:e} s is more than any run lasts (at most {MAX_APP_TIME_S:e} s, about 32 years)",
+                    time.seconds()
+                ),
+            )
+            .at(program.app_time.pos, "the skeleton stands for this much time"),
+        );
     }
     if let Some(memory) = &program.memory {
         let m = memory.value;
@@ -111,6 +122,9 @@ fn header(program: &Program, diags: &mut Vec<Diag>) {
                 )
                 .at(m.working_set.pos, "zero"),
             );
+        }
+        if let Some(d) = too_large_working_set(&m.working_set) {
+            diags.push(d);
         }
         if m.rate.value.bytes() == Some(0) {
             diags.push(
@@ -432,6 +446,9 @@ impl Pass<'_> {
                     Diag::error("bad-size", "a working set must have some size").at(ws.pos, "zero"),
                 );
             }
+            if let Some(d) = too_large_working_set(ws) {
+                self.diags.push(d);
+            }
         }
     }
 
@@ -456,6 +473,20 @@ impl Pass<'_> {
             self.diags.push(
                 Diag::warning("zero-size", "a zero-byte message only synchronizes")
                     .at(size.pos, "zero bytes"),
+            );
+        }
+        let bytes = size.value.value * size.value.unit.bytes() as f64;
+        if bytes > MAX_MESSAGE_BYTES as f64 {
+            self.diags.push(
+                Diag::error(
+                    "bad-size",
+                    format!(
+                        "a message of {} B is more than one MPI call with an `int` count sends ({MAX_MESSAGE_BYTES} B, 2 GiB - 1)",
+                        format_bytes(bytes)
+                    ),
+                )
+                .at(size.pos, "too large")
+                .with_note("the generated programs count bytes in an `int`: write the message as several of at most 2 GiB - 1"),
             );
         }
     }
@@ -931,4 +962,36 @@ pub(super) fn closest<'n>(word: &str, names: &[&'n str]) -> Option<&'n str> {
         .filter(|&(d, n)| d > 0 && d <= 2 && d < n.len())
         .min()
         .map(|(_, n)| n)
+}
+
+/// The largest message the generated programs send in one call: MPI counts are `int`.
+pub const MAX_MESSAGE_BYTES: u64 = i32::MAX as u64;
+
+/// The longest application time a skeleton may stand for (about 32 years).
+pub const MAX_APP_TIME_S: f64 = 1e9;
+
+/// The largest working set one rank may have (1 TiB): the skeleton allocates it.
+pub const MAX_WORKING_SET_BYTES: u64 = 1 << 40;
+
+fn too_large_working_set(ws: &Spanned<Size>) -> Option<Diag> {
+    let bytes = ws.value.value * ws.value.unit.bytes() as f64;
+    (bytes > MAX_WORKING_SET_BYTES as f64).then(|| {
+        Diag::error(
+            "bad-size",
+            format!(
+                "a working set of {} B is more than a rank's memory (at most 1 TiB): the skeleton allocates it",
+                format_bytes(bytes)
+            ),
+        )
+        .at(ws.pos, "too large")
+    })
+}
+
+/// A byte count as an integer where it is one, else in scientific notation.
+fn format_bytes(bytes: f64) -> String {
+    if bytes < 1e18 && bytes.fract() == 0.0 {
+        format!("{}", bytes as u64)
+    } else {
+        format!("{bytes:e}")
+    }
 }

@@ -161,11 +161,11 @@ pub fn scale(verified: &Verified, options: &ScaleOptions) -> Result<Scaled, Box<
     }
     // Loops of rank branches rounded each by their own share, then cut by common
     // divisors; where the cut program no longer checks (a message or collective left
-    // unmatched), the cut loops the errors point at kept whole, and again, a few rounds;
-    // then point-to-point loops of blocks with rank branches kept whole (where partners
-    // sit outside the branches, or nested in their loops): the first plan whose program
-    // checks. Where none does, the plain plan, or the conservative one where the plain
-    // plan's timed run gets stuck.
+    // unmatched), loops kept whole one at a time, those the errors point at first (see
+    // `suspect_loops`); then every point-to-point loop of a block with rank branches
+    // kept whole (where partners sit outside the branches, or nested in their loops):
+    // the first plan whose program checks. Where none does, the plain plan, or the
+    // conservative one where the plain plan's timed run gets stuck.
     let none = std::collections::HashSet::new();
     let mut plan = {
         let check = |p: &Plan| {

@@ -22,6 +22,11 @@ pub fn rank_file_name(rank: u32) -> String {
 }
 /// File name of the manifest inside a trace directory.
 pub const MANIFEST_FILE: &str = "manifest.json";
+/// The most ranks a trace may have (a header or manifest above it is corrupt): every
+/// command keeps state per rank.
+pub const MAX_RANKS: u32 = 1 << 20;
+/// The largest manifest read (a few hundred bytes per rank at [`MAX_RANKS`]).
+pub const MAX_MANIFEST_BYTES: u64 = 512 << 20;
 
 /// Record tags that are not events (events start with their operation code, < 0x80).
 pub const R_OBJECT: u8 = 0xF0;

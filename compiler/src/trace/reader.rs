@@ -415,6 +415,9 @@ impl<R: Read> RankReader<R> {
         if file_rank >= n_ranks {
             return Err(bad("rank is not below the number of ranks"));
         }
+        if n_ranks > format::MAX_RANKS {
+            return Err(bad("number of ranks above 1048576"));
+        }
         if let Some(r) = rank {
             if r != file_rank {
                 return Err(bad("rank in the header differs from the file name"));
