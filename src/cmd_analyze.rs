@@ -136,18 +136,44 @@ fn read_inputs(inputs: &[PathBuf]) -> Result<Vec<Experiment>, String> {
             Err(problems) => errors.extend(problems),
         }
     }
+    // The same report given twice (a copy, two links) is one run, not a replicate.
+    let mut seen: std::collections::BTreeMap<u64, String> = std::collections::BTreeMap::new();
     for (path, explicit) in files {
         let name = path.display().to_string();
-        let bytes = fs::read(&path).map_err(|e| format!("{name}: {e}"))?;
-        let Ok(text) = String::from_utf8(bytes) else {
+        let meta = fs::metadata(&path).map_err(|e| format!("{name}: {e}"))?;
+        if !meta.is_file() {
             if explicit {
-                return Err(format!("{name}: not a text file"));
+                return Err(format!("{name}: not a regular file"));
+            }
+            continue;
+        }
+        let bytes = fs::read(&path).map_err(|e| format!("{name}: {e}"))?;
+        let hash = crate::files::fnv1a(&[&bytes]);
+        let utf16 = bytes.starts_with(&[0xff, 0xfe]) || bytes.starts_with(&[0xfe, 0xff]);
+        let Ok(text) = String::from_utf8(bytes) else {
+            // Named as a profile, it is one the user expects read: said, not skipped.
+            if explicit || InputFormat::detect(&name, "").is_some() {
+                return Err(format!(
+                    "{name}: not UTF-8 text{}",
+                    if utf16 {
+                        " (UTF-16: convert it with `iconv -f UTF-16 -t UTF-8`)"
+                    } else {
+                        ""
+                    }
+                ));
             }
             continue;
         };
         if !explicit && InputFormat::detect(&name, &text).is_none() {
             continue;
         }
+        if let Some(first) = seen.get(&hash) {
+            eprintln!(
+                "perfskel analyze: warning: {name} is the same file as {first}: read once (a replicate is another run)"
+            );
+            continue;
+        }
+        seen.insert(hash, name.clone());
         match analyze::read_profile(&name, &text) {
             Ok(found) => experiments.extend(found),
             Err(err) => errors.push(err.to_string()),

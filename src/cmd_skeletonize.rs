@@ -38,7 +38,8 @@ pub enum Format {
 pub struct Args {
     /// Trace directory written by `perfskel record`.
     pub trace: PathBuf,
-    /// The skeleton file to write.
+    /// The skeleton file to write (`-`: standard output, and the summary goes to
+    /// standard error).
     #[arg(short = 'o', long = "output")]
     pub output: PathBuf,
     /// Loop-discovery algorithm.
@@ -74,10 +75,17 @@ pub struct Outcome {
 pub fn run(args: Args) -> Result<ExitCode, String> {
     let outcome = skeletonize_dir(&args)?;
     // Write errors on standard output (a closed pipe) end the output, not the program.
-    let mut stdout = std::io::stdout().lock();
+    // With `-o -` the skeleton is on standard output, and the summary on standard error.
+    let mut stdout: Box<dyn Write> = if to_stdout(&args.output) {
+        Box::new(std::io::stderr().lock())
+    } else {
+        Box::new(std::io::stdout().lock())
+    };
     match args.format {
         Format::Text => {
-            let _ = writeln!(stdout, "wrote {}", args.output.display());
+            if !to_stdout(&args.output) {
+                let _ = writeln!(stdout, "wrote {}", args.output.display());
+            }
             let _ = write!(stdout, "{}", outcome.skeleton.summary.to_text());
             let _ = writeln!(
                 stdout,
@@ -104,10 +112,15 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
     })
 }
 
+/// Whether the output is standard output (`-o -`).
+fn to_stdout(output: &Path) -> bool {
+    output == Path::new("-")
+}
+
 /// Reads the trace, writes the skeleton, checks it.
 pub fn skeletonize_dir(args: &Args) -> Result<Outcome, String> {
     // A link counts as the file it stands for, even dangling: never written through.
-    if std::fs::symlink_metadata(&args.output).is_ok() && !args.force {
+    if !to_stdout(&args.output) && std::fs::symlink_metadata(&args.output).is_ok() && !args.force {
         return Err(format!(
             "{} exists; pass --force to overwrite it",
             args.output.display()
@@ -235,7 +248,13 @@ pub fn skeletonize_dir(args: &Args) -> Result<Outcome, String> {
             "{sized} collective(s) met the same call of other ranks at a statement of another size (sizes that follow the data, their means taken over different calls where the ranks' streams are merged apart): the statements that meet have one size, the mean of theirs, as MPI requires"
         ));
     }
-    crate::files::write_atomic(&args.output, text.as_bytes())?;
+    if to_stdout(&args.output) {
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(text.as_bytes());
+        let _ = out.flush();
+    } else {
+        crate::files::write_atomic(&args.output, text.as_bytes())?;
+    }
     emit(&args.output.display().to_string(), &text, &diags);
     let (check_errors, check_warnings) = tally(&diags);
     Ok(Outcome {

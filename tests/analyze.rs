@@ -708,3 +708,66 @@ fn perfskel(args: &[&str]) -> std::process::Output {
 fn stderr(output: &std::process::Output) -> String {
     text(&output.stderr)
 }
+
+/// Inputs that would silently change the analysis are said: the same report twice (a
+/// copy is not a replicate: read once, with a warning), a report the name says is an
+/// mpiP report but that is not UTF-8 (UTF-16 from a Windows editor: an error naming the
+/// file, not one experiment fewer), and a CSV row given twice (an error at its line, not
+/// a call site counted twice).
+#[test]
+fn duplicated_and_unreadable_inputs_are_said() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let src = std::path::Path::new("tests/data/analyze/mpip/jacobi");
+    let copy = dir.path().join("copy");
+    std::fs::create_dir(&copy).unwrap_or_else(|e| panic!("{e}"));
+    let mut names: Vec<_> = std::fs::read_dir(src)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    names.sort();
+    for name in &names {
+        std::fs::copy(src.join(name), copy.join(name)).unwrap_or_else(|e| panic!("{e}"));
+    }
+    let first = names[0].to_string_lossy().into_owned();
+    std::fs::copy(src.join(&first), copy.join(format!("again-{first}")))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let copy_text = copy.display().to_string();
+    let out = perfskel(&["analyze", &copy_text, "--format", "json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("is the same file as"),
+        "{}",
+        stderr(&out)
+    );
+    let json: serde_json::Value =
+        serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
+    assert_eq!(json["applications"][0]["n_experiments"], names.len());
+
+    // UTF-16 with a byte-order mark, as a Windows editor saves it.
+    let text = std::fs::read_to_string(src.join(&first)).unwrap_or_default();
+    let mut utf16 = vec![0xff, 0xfe];
+    utf16.extend(text.encode_utf16().flat_map(u16::to_le_bytes));
+    std::fs::write(copy.join(format!("again-{first}")), utf16).unwrap_or_else(|e| panic!("{e}"));
+    let out = perfskel(&["analyze", &copy_text]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("not UTF-8 text (UTF-16"),
+        "{}",
+        stderr(&out)
+    );
+
+    let csv = dir.path().join("twice.csv");
+    let mut text = synthetic_csv("cg", None, 1, 3);
+    let row = text.lines().nth(1).unwrap_or_default().to_string();
+    text.push_str(&row);
+    text.push('\n');
+    std::fs::write(&csv, &text).unwrap_or_else(|e| panic!("{e}"));
+    let out = perfskel(&["analyze", &csv.display().to_string()]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("each call site of a task is one row"),
+        "{}",
+        stderr(&out)
+    );
+}

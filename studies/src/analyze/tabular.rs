@@ -67,6 +67,7 @@ pub fn parse_csv(name: &str, text: &str) -> Result<Vec<Experiment>, InputError> 
                 first_line: line,
                 task_times: BTreeMap::new(),
                 sites: BTreeMap::new(),
+                rows: BTreeMap::new(),
             });
         if run.application != row.application || run.n_tasks != row.tasks {
             return Err(InputError::at(
@@ -84,7 +85,18 @@ pub fn parse_csv(name: &str, text: &str) -> Result<Vec<Experiment>, InputError> 
             ));
         }
         if let (Some(task), Some(time)) = (row.task, row.task_time_s) {
-            run.task_times.insert(task, time);
+            if let Some(old) = run.task_times.insert(task, time) {
+                if old != time {
+                    return Err(InputError::at(
+                        name,
+                        line,
+                        format!(
+                            "experiment `{}`: task {task} has `task_time_s` {old} on an earlier row and {time} here",
+                            row.experiment
+                        ),
+                    ));
+                }
+            }
         }
         if row.operation.is_empty() {
             continue;
@@ -95,6 +107,21 @@ pub fn parse_csv(name: &str, text: &str) -> Result<Vec<Experiment>, InputError> 
             function: row.function,
             operation: row.operation,
         };
+        // The same call site of the same task twice would count it twice.
+        if let Some(first) = run.rows.insert((key.clone(), row.task), line) {
+            return Err(InputError::at(
+                name,
+                line,
+                format!(
+                    "experiment `{}`: {} of task {} at {}:{} is also on line {first}; each call site of a task is one row",
+                    row.experiment,
+                    key.operation,
+                    row.task.map_or_else(|| "(all)".to_string(), |t| t.to_string()),
+                    key.file,
+                    key.line
+                ),
+            ));
+        }
         run.sites.entry(key).or_default().push(TaskStats {
             task: row.task,
             count: row.count.unwrap_or(0),
@@ -204,6 +231,8 @@ struct CsvRun {
     first_line: usize,
     task_times: BTreeMap<u32, f64>,
     sites: BTreeMap<CallSiteKey, Vec<TaskStats>>,
+    /// The line of each (call site, task) row, to refuse one given twice.
+    rows: BTreeMap<(CallSiteKey, Option<u32>), usize>,
 }
 
 fn csv_error(name: &str, err: &csv::Error) -> InputError {
