@@ -617,3 +617,50 @@ fn examples_build_and_run_under_openmpi() {
 fn examples_build_and_run_under_mpich() {
     run_examples(Mpi::Mpich);
 }
+
+/// Two Rust skeletons of one name (one application at 1:10 and at 1:100) build into the
+/// same cargo target directory: `run` of each runs its own program, in any order (cargo
+/// took the other project's build for this one's: same package, same relative paths).
+#[test]
+fn two_projects_of_one_name_each_run_their_own_program() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let skel = dir.path().join("same.skel");
+    std::fs::write(
+        &skel,
+        "skeleton same\nranks 2\ntopology ring\napp_time 2 s\nloop 100 {\n    compute 1 ms\n    sendrecv to next 8 B from prev 8 B\n}\n",
+    )
+    .expect("write skeleton");
+    let perfskel = |args: &[&str]| {
+        let _guard = MPI_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        let out = Command::new(env!("CARGO_BIN_EXE_perfskel"))
+            .args(args)
+            .current_dir(dir.path())
+            .env("PERFSKEL_CACHE_DIR", target_dir())
+            .env("PERFSKEL_NO_CALIBRATE", "1")
+            .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+            .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+            .output()
+            .expect("the perfskel binary runs");
+        assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+        text(&out.stdout)
+    };
+    for k in ["10", "100"] {
+        perfskel(&[
+            "compile",
+            "same.skel",
+            "--ratio",
+            &format!("1:{k}"),
+            "--backend",
+            "rust",
+            "-o",
+            &format!("out-{k}"),
+        ]);
+    }
+    for k in ["10", "100", "10"] {
+        let out = perfskel(&["run", &format!("out-{k}"), "-np", "2", "--repeat", "1"]);
+        assert!(
+            out.contains(&format!(" ratio={k} ")),
+            "out-{k} ran another program:\n{out}"
+        );
+    }
+}

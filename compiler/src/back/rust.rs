@@ -163,9 +163,17 @@ export CARGO_TARGET_DIR
 endif
 TARGET_DIR = $(if $(CARGO_TARGET_DIR),$(CARGO_TARGET_DIR),target)
 
+# Every skeleton's program is `{BINARY}` in the target directory, and cargo may take
+# another project's build there for this one's (same package name, same relative
+# paths): when the last build in it was another directory's, this one's source is
+# touched so that cargo builds it again (the dependencies stay built).
+OWNER = $(TARGET_DIR)/release/.perfskel-built-from
+
 .PHONY: all clean
 all:
+\t@if [ \"$$(cat $(OWNER) 2>/dev/null)\" != \"$(CURDIR)\" ]; then touch src/main.rs; fi
 \t$(CARGO) build --release
+\t@echo \"$(CURDIR)\" > $(OWNER)
 \tcp -f $(TARGET_DIR)/release/{BINARY} {BINARY}
 
 clean:
