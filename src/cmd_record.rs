@@ -210,19 +210,7 @@ fn record_runs(job: &Job, dir: &Path, n: u32) -> Result<Manifest, String> {
         order[(order.len() - 1) / 2]
     };
     let mut manifest = runs.swap_remove(kept);
-    let run_dir = run_dir(kept + 1);
-    let entries =
-        std::fs::read_dir(&run_dir).map_err(|e| format!("record: {}: {e}", run_dir.display()))?;
-    for entry in entries.flatten() {
-        let to = dir.join(entry.file_name());
-        std::fs::rename(entry.path(), &to).map_err(|e| {
-            format!(
-                "record: cannot move {} to {}: {e}",
-                entry.path().display(),
-                to.display()
-            )
-        })?;
-    }
+    move_entries(&run_dir(kept + 1), dir)?;
     remove_runs(&runs_dir)?;
     if times.len() > 1 {
         let (lo, hi) = (
@@ -244,6 +232,23 @@ fn record_runs(job: &Job, dir: &Path, n: u32) -> Result<Manifest, String> {
         kept: kept + 1,
     });
     Ok(manifest)
+}
+
+/// Moves every entry of directory `from` into `to` (renames, on one file system).
+fn move_entries(from: &Path, to: &Path) -> Result<(), String> {
+    let entries = std::fs::read_dir(from)
+        .map_err(|e| format!("record: cannot read {}: {e}", from.display()))?;
+    for entry in entries.flatten() {
+        let target = to.join(entry.file_name());
+        std::fs::rename(entry.path(), &target).map_err(|e| {
+            format!(
+                "record: cannot move {} to {}: {e}",
+                entry.path().display(),
+                target.display()
+            )
+        })?;
+    }
+    Ok(())
 }
 
 /// Removes the directory of an earlier `--runs` series (perfskel's own files only).
@@ -347,18 +352,7 @@ impl Output {
                     .map_err(|e| format!("record: cannot remove the old {name}: {e}"))?;
             }
         }
-        let new = std::fs::read_dir(&self.staging)
-            .map_err(|e| format!("record: cannot read {}: {e}", self.staging.display()))?;
-        for entry in new.flatten() {
-            let to = self.dir.join(entry.file_name());
-            std::fs::rename(entry.path(), &to).map_err(|e| {
-                format!(
-                    "record: cannot move {} to {}: {e}",
-                    entry.path().display(),
-                    to.display()
-                )
-            })?;
-        }
+        move_entries(&self.staging, &self.dir)?;
         self.installed = true;
         Ok(self.dir.clone())
     }

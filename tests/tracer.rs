@@ -665,11 +665,10 @@ fn check_core_share(mpi: Mpi, how: Option<&str>) {
         cmd.extend(["--bind-to", "none"]);
     }
     let env = how.map(|h| format!("PERFSKEL_TRACE_OFFCPU={h}"));
-    if let Some(h) = how {
-        match mpi {
-            Mpi::OpenMpi => cmd.extend(["-x", env.as_deref().unwrap_or_default()]),
-            Mpi::Mpich => cmd.extend(["-genv", "PERFSKEL_TRACE_OFFCPU", h]),
-        }
+    match (how, env.as_deref()) {
+        (Some(_), Some(env)) if mpi == Mpi::OpenMpi => cmd.extend(["-x", env]),
+        (Some(h), _) => cmd.extend(["-genv", "PERFSKEL_TRACE_OFFCPU", h]),
+        _ => {}
     }
     cmd.extend(["-np", np.as_str(), "taskset", "-c", "0"]);
     let rounds = 8;

@@ -25,7 +25,7 @@ pub use model::Model;
 pub use timing::{simulate, Timing, TimingError};
 
 use crate::check::{verify, Options as CheckOptions, Verified};
-use crate::semantics::MAX_SIMULATED_RANKS;
+use crate::semantics::{Shape, MAX_SIMULATED_RANKS};
 use cut::{plan, ratio_text, suspect_loops, Mode, Plan};
 
 /// The shortest skeleton run that can be timed reliably between two barriers.
@@ -175,13 +175,7 @@ pub fn scale(verified: &Verified, options: &ScaleOptions) -> Result<Scaled, Box<
         let mut tried: Vec<Plan> = Vec::new();
         let mut chosen = None;
         if k > 1.0 {
-            let labels = |errors: &[Diag]| -> Vec<_> {
-                errors
-                    .iter()
-                    .map(|d| (d.code, d.primary.as_ref().map(|l| l.span)))
-                    .collect()
-            };
-            'modes: for mode in [
+            for mode in [
                 Mode::ROUNDED,
                 Mode::PLAIN,
                 Mode::ROUNDED_CONSERVATIVE,
@@ -191,7 +185,7 @@ pub fn scale(verified: &Verified, options: &ScaleOptions) -> Result<Scaled, Box<
                 if tried.iter().any(|t| same_counts(t, &p)) {
                     continue;
                 }
-                let Some(mut errors) = check(&p) else {
+                let Some(errors) = check(&p) else {
                     chosen = Some(p);
                     break;
                 };
@@ -199,43 +193,8 @@ pub fn scale(verified: &Verified, options: &ScaleOptions) -> Result<Scaled, Box<
                 if mode.conservative {
                     continue;
                 }
-                // Loops kept whole one at a time, the likeliest first: a loop is kept when
-                // keeping it changes the errors (the messages now match past it), and
-                // dropped again when it does not.
-                let mut keep = std::collections::HashSet::new();
-                let mut rejected = std::collections::HashSet::new();
-                let mut trials = 0;
-                'keep: while trials < KEEP_TRIALS {
-                    let last = tried.last().expect("the plan just tried");
-                    let suspects = suspect_loops(program, last, &errors);
-                    for l in suspects {
-                        if keep.contains(&l) || rejected.contains(&l) {
-                            continue;
-                        }
-                        if trials == KEEP_TRIALS {
-                            break 'keep;
-                        }
-                        trials += 1;
-                        let mut trial = keep.clone();
-                        trial.insert(l);
-                        let p = plan(program, world, k, mode, &trial);
-                        match check(&p) {
-                            None => {
-                                chosen = Some(p);
-                                break 'modes;
-                            }
-                            Some(e) if labels(&e) != labels(&errors) => {
-                                keep = trial;
-                                errors = e;
-                                rejected.clear();
-                                tried.push(p);
-                                continue 'keep;
-                            }
-                            Some(_) => {
-                                rejected.insert(l);
-                            }
-                        }
-                    }
+                chosen = keep_loops_whole(program, world, k, mode, &check, errors, &mut tried);
+                if chosen.is_some() {
                     break;
                 }
             }
@@ -404,6 +363,60 @@ pub fn scale(verified: &Verified, options: &ScaleOptions) -> Result<Scaled, Box<
         unscaled_model_s,
         warnings,
     })
+}
+
+/// From the plan of `mode` last in `tried`, whose program failed the checker with
+/// `errors`, keeps loops whole one at a time, the likeliest first (see
+/// [`suspect_loops`]): a loop stays kept when keeping it changes the errors (the
+/// messages now match past it, and the plan joins `tried`), and is dropped again when it
+/// does not. The first plan whose program checks, within [`KEEP_TRIALS`] plans.
+fn keep_loops_whole(
+    program: &Program,
+    world: &Shape,
+    k: f64,
+    mode: Mode,
+    check: &dyn Fn(&Plan) -> Option<Vec<Diag>>,
+    mut errors: Vec<Diag>,
+    tried: &mut Vec<Plan>,
+) -> Option<Plan> {
+    let labels = |errors: &[Diag]| -> Vec<_> {
+        errors
+            .iter()
+            .map(|d| (d.code, d.primary.as_ref().map(|l| l.span)))
+            .collect()
+    };
+    let mut keep = std::collections::HashSet::new();
+    let mut rejected = std::collections::HashSet::new();
+    let mut trials = 0;
+    'keep: loop {
+        let current = tried.last()?;
+        for l in suspect_loops(program, current, &errors) {
+            if keep.contains(&l) || rejected.contains(&l) {
+                continue;
+            }
+            if trials == KEEP_TRIALS {
+                return None;
+            }
+            trials += 1;
+            let mut trial = keep.clone();
+            trial.insert(l);
+            let p = plan(program, world, k, mode, &trial);
+            match check(&p) {
+                None => return Some(p),
+                Some(e) if labels(&e) != labels(&errors) => {
+                    keep = trial;
+                    errors = e;
+                    rejected.clear();
+                    tried.push(p);
+                    continue 'keep;
+                }
+                Some(_) => {
+                    rejected.insert(l);
+                }
+            }
+        }
+        return None;
+    }
 }
 
 /// The compute factor `c` and message size factor `s` that make the simulated time hit
