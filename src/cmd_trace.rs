@@ -319,6 +319,8 @@ fn show(args: ShowArgs) -> Result<ExitCode, String> {
             Err(e) => {
                 failed = true;
                 w(&mut out, &format!("rank {rank}: UNREADABLE: {e}\n"))?;
+                out.flush().map_err(|e| e.to_string())?;
+                eprintln!("error: {e}");
                 continue;
             }
         };
@@ -338,8 +340,11 @@ fn show(args: ShowArgs) -> Result<ExitCode, String> {
                 Ok(true) => {}
                 Ok(false) => break,
                 Err(e) => {
+                    // In the listing, where the events stop, and on standard error.
                     failed = true;
                     w(&mut out, &format!("  ERROR: {e}\n"))?;
+                    out.flush().map_err(|e| e.to_string())?;
+                    eprintln!("error: {e}");
                     break;
                 }
             }

@@ -1225,8 +1225,9 @@ fn reader_reports_corrupt_record_with_rank_and_offset() {
         (Some(2), at as u64, TraceErrorKind::UnknownRecord(0x7e))
     );
     assert!(
-        err.to_string()
-            .starts_with(&format!("rank 2, byte offset {at}: corrupt record")),
+        err.to_string().starts_with(&format!(
+            "rank-00002.pst (rank 2), byte offset {at}: corrupt record"
+        )),
         "{err}"
     );
 
@@ -1290,6 +1291,113 @@ fn reader_rejects_other_versions_and_other_files() {
         .err()
         .expect("rank differs from file name");
     assert!(matches!(err.kind, TraceErrorKind::BadHeader(_)));
+}
+
+/// Values a field cannot hold (issue 19): a byte count of 2^63, a communicator or call
+/// site never defined, a peer that is no rank of the run, a gap of 2^63 ns. The reader
+/// refuses each, naming the field, and the byte offset lies inside the record; `trace
+/// stats` and `trace show` exit with that error instead of printing it as data.
+#[test]
+fn reader_refuses_values_a_field_cannot_hold() {
+    use format::field;
+    let send = |peer: u64, bytes: u64, comm: u64| {
+        vec![
+            (field::PEER, peer),
+            (field::TAG, 0),
+            (field::BYTES, bytes),
+            (field::COMM, comm),
+        ]
+    };
+    // (what, site id, gap, fields, field named)
+    let cases: Vec<(&str, u64, u64, Vec<(u64, u64)>, &str)> = vec![
+        ("bytes 2^63", 1, 100, send(2, 1 << 63, 0), "field bytes"),
+        (
+            "undefined communicator",
+            1,
+            100,
+            send(2, 8, 7),
+            "field comm",
+        ),
+        ("undefined call site", 9, 100, send(2, 8, 0), "field site"),
+        // zigzag(9) = 18: rank 9 of a 4-rank run.
+        ("peer out of range", 1, 100, send(18, 8, 0), "field peer"),
+        ("gap 2^63 ns", 1, 1 << 63, send(2, 8, 0), "field gap"),
+    ];
+    let dir = tempfile::tempdir().expect("tempdir");
+    for (what, site, gap, fields, needle) in cases {
+        let mut f = RankFile::new(1, 4, format::VERSION);
+        let at = f.bytes.len();
+        let mask = fields.iter().fold(0, |m, (bit, _)| m | bit);
+        f.record(|b| {
+            b.push(Op::Send.code());
+            varint(b, mask);
+            varint(b, gap);
+            varint(b, 500);
+            varint(b, site);
+            for (_, v) in &fields {
+                varint(b, *v);
+            }
+        });
+        f.n_events += 1;
+        let end = f.bytes.len();
+        let bytes = f.finish();
+        let err = read_all(&bytes, 1).expect_err(what);
+        assert!(
+            matches!(err.kind, TraceErrorKind::BadValue { .. }),
+            "{what}: {err:?}"
+        );
+        assert!(
+            (at as u64..end as u64).contains(&err.offset),
+            "{what}: offset {} not in the record {at}..{end}",
+            err.offset
+        );
+        let message = err.to_string();
+        assert!(
+            message.starts_with(&format!(
+                "rank-00001.pst (rank 1), byte offset {}: corrupt value: {needle}",
+                err.offset
+            )),
+            "{what}: {message}"
+        );
+        // Through the CLI: refused, not printed.
+        let t = dir.path().join(what.replace(' ', "-"));
+        std::fs::create_dir(&t).expect("trace dir");
+        for r in 0..4 {
+            let file = if r == 1 {
+                bytes.clone()
+            } else {
+                RankFile::new(r, 4, format::VERSION).finish()
+            };
+            std::fs::write(t.join(format::rank_file_name(r)), file).expect("rank file");
+        }
+        let t_text = t.to_str().expect("utf-8 path");
+        for args in [
+            vec!["trace", "stats", t_text],
+            vec!["trace", "show", "--rank", "1", t_text],
+        ] {
+            let out = perfskel(&args);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(!out.status.success(), "{what}: {args:?} accepted it");
+            assert!(
+                stderr.contains("rank-00001.pst") && stderr.contains(needle),
+                "{what}: {args:?}: {stderr}"
+            );
+        }
+    }
+    // Peers an intercommunicator's record lists (spawned processes, outside this run's
+    // world) are ranks too.
+    let mut f = RankFile::new(0, 2, format::VERSION);
+    f.record(|b| {
+        b.push(format::R_COMM);
+        varint(b, 2);
+        varint(b, 1);
+        varint(b, 2 * 32766 - 1); // zigzag(-32766): MPI_UNDEFINED, as translated
+        varint(b, 0); // no grid
+    });
+    let mut fields = send(0, 8, 2);
+    fields[0].1 = 2 * 32766 - 1;
+    f.event(Op::Send, 10, &fields);
+    read_all(&f.finish(), 0).expect("a peer the communicator lists");
 }
 
 /// Version 1 files still read; the operations version 2 added are corrupt in them.

@@ -25,6 +25,13 @@ pub const MANIFEST_FILE: &str = "manifest.json";
 /// The most ranks a trace may have (a header or manifest above it is corrupt): every
 /// command keeps state per rank.
 pub const MAX_RANKS: u32 = 1 << 20;
+/// The most bytes one event may move in one direction (1 PiB): more than any machine's
+/// memory; a larger count is a corrupt field.
+pub const MAX_EVENT_BYTES: u64 = 1 << 50;
+/// The latest time an event may start or end, ns after the start of `MPI_Init`
+/// (10^18 ns, about 31.7 years: the `app_time` bound `perfskel check` enforces); a later
+/// one is a corrupt gap or duration.
+pub const MAX_TIME_NS: u64 = 1_000_000_000_000_000_000;
 /// The largest manifest read (a few hundred bytes per rank at [`MAX_RANKS`]).
 pub const MAX_MANIFEST_BYTES: u64 = 512 << 20;
 

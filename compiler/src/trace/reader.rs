@@ -207,7 +207,9 @@ pub struct TraceError {
 pub enum TraceErrorKind {
     Io(String),
     BadMagic,
-    UnsupportedVersion { found: u16 },
+    UnsupportedVersion {
+        found: u16,
+    },
     TruncatedHeader,
     BadHeader(&'static str),
     BadRecord(&'static str),
@@ -216,14 +218,28 @@ pub enum TraceErrorKind {
     VarintOverflow,
     BadString,
     DataAfterEnd,
-    EventCountMismatch { recorded: u64, read: u64 },
+    EventCountMismatch {
+        recorded: u64,
+        read: u64,
+    },
     MissingRankFile,
+    /// A field whose value cannot be what it claims (a peer that is no rank, an id never
+    /// defined, a size or a time past any real run): the field's name, and why.
+    BadValue {
+        field: &'static str,
+        problem: String,
+    },
 }
 
 impl fmt::Display for TraceError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.rank {
-            Some(r) => write!(f, "rank {r}, byte offset {}: ", self.offset)?,
+            Some(r) => write!(
+                f,
+                "{} (rank {r}), byte offset {}: ",
+                format::rank_file_name(r),
+                self.offset
+            )?,
             None => write!(f, "byte offset {}: ", self.offset)?,
         }
         match &self.kind {
@@ -252,6 +268,9 @@ impl fmt::Display for TraceError {
                 "corrupt file: the end record counts {recorded} events but {read} were read"
             ),
             TraceErrorKind::MissingRankFile => write!(f, "rank file is missing"),
+            TraceErrorKind::BadValue { field, problem } => {
+                write!(f, "corrupt value: field {field}: {problem}")
+            }
         }
     }
 }
@@ -582,6 +601,15 @@ impl<R: Read> RankReader<R> {
                         0,
                     ));
                 }
+                if object > self.objects.len() as u64 {
+                    return Err(Decode::Bad(
+                        TraceErrorKind::BadValue {
+                            field: "object",
+                            problem: format!("object {object} is not defined"),
+                        },
+                        0,
+                    ));
+                }
                 self.sites.push(Site { object, addr });
                 self.pos += c.at;
                 Ok(None)
@@ -665,6 +693,15 @@ impl<R: Read> RankReader<R> {
                 let end_ns = c.varint()?;
                 let n_events = c.varint()?;
                 let at = c.at;
+                if end_ns > format::MAX_TIME_NS {
+                    return Err(Decode::Bad(
+                        TraceErrorKind::BadValue {
+                            field: "end time",
+                            problem: format!("{end_ns} ns is past 10^18 ns (31.7 years)"),
+                        },
+                        1,
+                    ));
+                }
                 if n_events != self.n_events {
                     return Err(Decode::Bad(
                         TraceErrorKind::EventCountMismatch {
@@ -700,10 +737,34 @@ impl<R: Read> RankReader<R> {
                 if mask & !all != 0 {
                     return Err(Decode::Bad(TraceErrorKind::UnknownFields(mask & !all), 1));
                 }
+                let gap_at = c.at;
                 let gap = c.varint()?;
+                let dur_at = c.at;
                 let dur = c.varint()?;
+                let bad = |field, problem: String, at| {
+                    Err(Decode::Bad(TraceErrorKind::BadValue { field, problem }, at))
+                };
                 ev.op = op;
+                let site_at = c.at;
                 ev.site = c.varint()?;
+                if ev.site > self.sites.len() as u64 {
+                    return bad(
+                        "site",
+                        format!("call site {} is not defined", ev.site),
+                        site_at,
+                    );
+                }
+                let n_ranks = i64::from(self.header.n_ranks);
+                // Ranks are world ranks: -2 (any source), -1 (no process) or below the
+                // number of ranks; those of an intercommunicator to spawned processes
+                // are whatever its record lists.
+                let rank_ok = |r: i64, comm: Option<u64>, comms: &BTreeMap<u64, Comm>| {
+                    (-2..n_ranks).contains(&r)
+                        || comm
+                            .and_then(|id| comms.get(&id))
+                            .is_some_and(|c| c.world_ranks.contains(&r))
+                };
+                let peer_at = c.at;
                 ev.peer = if mask & field::PEER != 0 {
                     Some(c.zigzag()?)
                 } else {
@@ -714,11 +775,13 @@ impl<R: Read> RankReader<R> {
                 } else {
                     None
                 };
+                let bytes_at = c.at;
                 ev.bytes = if mask & field::BYTES != 0 {
                     Some(c.varint()?)
                 } else {
                     None
                 };
+                let comm_at = c.at;
                 ev.comm = if mask & field::COMM != 0 {
                     Some(c.varint()?)
                 } else {
@@ -737,11 +800,13 @@ impl<R: Read> RankReader<R> {
                         ev.reqs.push(id);
                     }
                 }
+                let root_at = c.at;
                 ev.root = if mask & field::ROOT != 0 {
                     Some(c.zigzag()?)
                 } else {
                     None
                 };
+                let src_at = c.at;
                 ev.src = if mask & field::SRC != 0 {
                     Some(c.zigzag()?)
                 } else {
@@ -752,11 +817,13 @@ impl<R: Read> RankReader<R> {
                 } else {
                     None
                 };
+                let rbytes_at = c.at;
                 ev.rbytes = if mask & field::RBYTES != 0 {
                     Some(c.varint()?)
                 } else {
                     None
                 };
+                let newcomm_at = c.at;
                 ev.newcomm = if mask & field::NEWCOMM != 0 {
                     Some(c.varint()?)
                 } else {
@@ -791,8 +858,77 @@ impl<R: Read> RankReader<R> {
                         0,
                     ));
                 }
-                ev.start_ns = self.prev_end.saturating_add(gap);
-                ev.end_ns = ev.start_ns.saturating_add(dur);
+                // Values, now that the record is whole (a record cut off is not corrupt).
+                // Communicators 0 and 1 are MPI_COMM_WORLD and MPI_COMM_SELF; the others
+                // are defined before the first event that names them.
+                for (field, id, at) in [
+                    ("comm", ev.comm, comm_at),
+                    ("newcomm", ev.newcomm, newcomm_at),
+                ] {
+                    if let Some(id) = id {
+                        if id > 1 && !self.comms.contains_key(&id) {
+                            return bad(field, format!("communicator {id} is not defined"), at);
+                        }
+                    }
+                }
+                for (field, r, at) in [
+                    ("peer", ev.peer, peer_at),
+                    ("root", ev.root, root_at),
+                    ("src", ev.src, src_at),
+                ] {
+                    if let Some(r) = r {
+                        if !rank_ok(r, ev.comm, &self.comms) {
+                            return bad(
+                                field,
+                                format!(
+                                    "{r} is not a rank of this {}-rank run",
+                                    self.header.n_ranks
+                                ),
+                                at,
+                            );
+                        }
+                    }
+                }
+                for (field, b, at) in [
+                    ("bytes", ev.bytes, bytes_at),
+                    ("rbytes", ev.rbytes, rbytes_at),
+                ] {
+                    if let Some(b) = b {
+                        if b > format::MAX_EVENT_BYTES {
+                            return bad(
+                                field,
+                                format!("{b} bytes is more than 1 PiB in one call"),
+                                at,
+                            );
+                        }
+                    }
+                }
+                let start = self
+                    .prev_end
+                    .checked_add(gap)
+                    .filter(|t| *t <= format::MAX_TIME_NS);
+                let Some(start_ns) = start else {
+                    return bad(
+                        "gap",
+                        format!(
+                            "{gap} ns after {} ns puts the event past 10^18 ns (31.7 years)",
+                            self.prev_end
+                        ),
+                        gap_at,
+                    );
+                };
+                let Some(end_ns) = start_ns
+                    .checked_add(dur)
+                    .filter(|t| *t <= format::MAX_TIME_NS)
+                else {
+                    return bad(
+                        "duration",
+                        format!("{dur} ns from {start_ns} ns ends past 10^18 ns (31.7 years)"),
+                        dur_at,
+                    );
+                };
+                ev.start_ns = start_ns;
+                ev.end_ns = end_ns;
                 self.prev_end = ev.end_ns;
                 self.n_events += 1;
                 Ok(Some(c.at))
