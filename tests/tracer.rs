@@ -1309,7 +1309,8 @@ fn reader_refuses_values_a_field_cannot_hold() {
         ]
     };
     // (what, site id, gap, fields, field named)
-    let cases: Vec<(&str, u64, u64, Vec<(u64, u64)>, &str)> = vec![
+    type Case = (&'static str, u64, u64, Vec<(u64, u64)>, &'static str);
+    let cases: Vec<Case> = vec![
         ("bytes 2^63", 1, 100, send(2, 1 << 63, 0), "field bytes"),
         (
             "undefined communicator",
