@@ -1043,6 +1043,79 @@ fn crash_mpich() {
     check_crash(Mpi::Mpich);
 }
 
+/// A rank killed by SIGKILL mid-run (`tests/apps/killed.c`): the tracer loses its
+/// unflushed events, the launcher kills the others, and the ranks' traces stop at
+/// different iterations. `skeletonize` cuts every rank to the longest consistent prefix,
+/// says so, and writes a skeleton that checks clean (before, the ranks were merged as
+/// they were and the skeleton's own check failed: one rank looped fewer times).
+fn check_killed(mpi: Mpi, np: &str) {
+    let exe = build_app(mpi, "test:killed");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let t = dir.path().join("trace");
+    let t_text = t.to_str().expect("utf-8 path");
+    let launcher = format!("mpirun.{}", mpi.name());
+    let exe_text = exe.to_str().expect("utf-8 path");
+    let out = {
+        let _guard = MPI_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        perfskel(&[
+            "record", "-o", t_text, "--", &launcher, "-np", np, exe_text, "200", "150", "8000",
+        ])
+    };
+    assert!(
+        !out.status.success(),
+        "the killed run's failure is passed on"
+    );
+    let skel = dir.path().join("killed.skel");
+    let skel_text = skel.to_str().expect("utf-8 path");
+    let out = perfskel(&["skeletonize", t_text, "-o", skel_text, "--format", "json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON summary");
+    assert!(
+        summary["cut_ranks"]
+            .as_array()
+            .is_some_and(|r| r.contains(&serde_json::Value::from(1))),
+        "{summary}"
+    );
+    assert_eq!(
+        summary["incomplete_ranks"],
+        serde_json::json!([]),
+        "{summary}"
+    );
+    let notes = summary["notes"].to_string();
+    assert!(notes.contains("the run was cut short"), "{notes}");
+    let out = perfskel(&["check", skel_text]);
+    assert!(
+        out.status.success(),
+        "the skeleton of a killed run checks clean:\n{}{}",
+        String::from_utf8_lossy(&out.stderr),
+        std::fs::read_to_string(&skel).unwrap_or_default()
+    );
+    // Every rank ran the same number of halo exchanges: one loop, one count.
+    let text = std::fs::read_to_string(&skel).expect("skeleton");
+    let loops: Vec<u64> = text
+        .lines()
+        .filter_map(|l| l.trim_start().strip_prefix("loop "))
+        .filter_map(|l| l.split_whitespace().next()?.parse().ok())
+        .collect();
+    assert!(
+        loops.iter().any(|n| (50..=150).contains(n)),
+        "a main loop of at most the 150 iterations run: {loops:?}\n{text}"
+    );
+}
+
+#[test]
+fn killed_run_openmpi() {
+    check_killed(Mpi::OpenMpi, "4");
+}
+#[test]
+fn killed_run_mpich() {
+    check_killed(Mpi::Mpich, "2");
+}
+
 /// Writes rank files by hand, byte by byte as FORMAT.md describes them.
 struct RankFile {
     bytes: Vec<u8>,

@@ -19,9 +19,13 @@
 //!    reading its iteration number; minor phases are written coarsely.
 //! 6. **IR** ([`build`]) with call sites and comments saying where each loop came from.
 //!
-//! Ranks whose file is missing, unreadable or cut short are not merged: they run the
-//! program the other ranks give (topology semantics decide what they do), and the
-//! summary says so.
+//! Ranks whose file is missing or unreadable are not merged: they run the program the
+//! other ranks give (topology semantics decide what they do), and the summary says so.
+//! When no rank reached `MPI_Finalize` (a killed or crashed run: the ranks stopped at
+//! different points), every rank is first cut to the longest consistent prefix
+//! ([`prefix`]): the skeleton is of the part of the run all ranks reached, and checks
+//! clean. When some ranks finished, one that did not lost only the tail of its file: it
+//! is not merged, and runs the program of the others.
 
 mod build;
 mod comms;
@@ -33,6 +37,7 @@ mod merge;
 mod negligible;
 mod nest;
 mod peers;
+mod prefix;
 mod source;
 mod spread;
 mod summary;
@@ -134,7 +139,41 @@ pub fn skeletonize(
     };
 
     // Survey: matrix, peers, communicators, tags, sizes; one rank at a time.
-    let survey = survey::survey(input, &mut summary, &mut site_name, progress);
+    let mut survey = survey::survey(input, &mut summary, &mut site_name, progress);
+    // A run cut short (no rank reached MPI_Finalize: the run was killed or crashed):
+    // every rank up to the longest consistent cut, surveyed again. When some ranks did
+    // finish, the run got through and a rank without its end lost only the tail of its
+    // file: it runs the program of the ranks that finished.
+    let plan;
+    let cut_ranks;
+    let cut_input;
+    let mut input = input;
+    if !summary.incomplete_ranks.is_empty() && survey.complete.is_empty() {
+        if let Some(p) = prefix::consistent_cut(input.ranks) {
+            plan = p;
+            cut_ranks = prefix::Cut {
+                inner: input.ranks,
+                plan: &plan,
+            };
+            cut_input = Input {
+                name: input.name.clone(),
+                ranks: &cut_ranks,
+                site_name: input.site_name,
+                origin: input.origin.clone(),
+            };
+            input = &cut_input;
+            let stopped = std::mem::take(&mut summary.incomplete_ranks);
+            let missing = std::mem::take(&mut summary.missing_ranks);
+            let unreadable = std::mem::take(&mut summary.unreadable_ranks);
+            summary.raw_events = 0;
+            survey = survey::survey(input, &mut summary, &mut site_name, progress);
+            summary.missing_ranks = missing;
+            summary.unreadable_ranks = unreadable;
+            summary.cut_events = plan.cut_events();
+            summary.cut_ranks = stopped.clone();
+            summary.notes.push(plan.describe(&stopped));
+        }
+    }
     // Ranks read to their end are merged; with none, whatever there is.
     let merged_ranks = if survey.complete.is_empty() {
         survey.readable.clone()

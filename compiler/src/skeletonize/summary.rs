@@ -55,6 +55,10 @@ pub struct Summary {
     pub dropped_compute_s: f64,
     pub missing_ranks: Vec<u32>,
     pub incomplete_ranks: Vec<u32>,
+    /// A run cut short: the ranks that stopped before `MPI_Finalize`; every rank was cut
+    /// to the longest consistent prefix, and these are its events left out.
+    pub cut_ranks: Vec<u32>,
+    pub cut_events: u64,
     pub unreadable_ranks: Vec<u32>,
     /// Why the skeleton is long, what was approximated, what the input lacked.
     pub notes: Vec<String>,
