@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the system packages perfskel's demo and tests need, if they are missing:
-# OpenMPI and MPICH (compilers, launchers, headers), gfortran for the Fortran example,
+# OpenMPI and MPICH (compilers, launchers, headers), zlib (the tracer's checksums), gfortran for the Fortran example,
 # libclang for rsmpi, make for the example applications' Makefile, time (GNU time) for the
 # peak-memory figure of scripts/bench-compress.sh, Slurm and munge for
 # `perfskel record -- srun` (then starts a single-node Slurm with slurm-local.sh), and
@@ -9,7 +9,7 @@
 # Debian/Ubuntu; uses sudo when not root.
 set -euo pipefail
 
-packages=(openmpi-bin libopenmpi-dev mpich libmpich-dev gfortran libclang-dev pkg-config make time
+packages=(openmpi-bin libopenmpi-dev mpich libmpich-dev zlib1g-dev gfortran libclang-dev pkg-config make time
     slurm-wlm munge lammps lammps-examples hpcc)
 missing=()
 for p in "${packages[@]}"; do

@@ -426,7 +426,7 @@ pub fn ensure_tracer(mpi: MpiKind) -> Result<PathBuf, String> {
         ])
         .arg(&tmp)
         .arg(dir.join("tracer.c"))
-        .arg("-ldl")
+        .args(["-ldl", "-lz"])
         .output()
         .map_err(|e| format!("record: cannot run {}: {e}", mpicc.display()))?;
     if !out.status.success() {

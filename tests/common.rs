@@ -68,6 +68,14 @@ pub fn varint(out: &mut Vec<u8>, mut v: u64) {
     out.push(v as u8);
 }
 
+/// Appends a checksum record (format 8) ending the block that starts at `from`: the
+/// CRC-32 of `out[from..]` with the record's tag.
+pub fn checksum_record(out: &mut Vec<u8>, from: usize) {
+    out.push(perfskel_compiler::trace::format::R_CHECKSUM);
+    let crc = crc32fast::hash(&out[from..]);
+    out.extend_from_slice(&crc.to_le_bytes());
+}
+
 /// Appends `v` zigzag-encoded, as the trace format writes signed integers.
 pub fn zigzag(out: &mut Vec<u8>, v: i64) {
     varint(out, ((v << 1) ^ (v >> 63)) as u64);

@@ -1154,7 +1154,7 @@ fn streaming_gives_the_in_memory_skeletons() {
 /// describes it): one object, the call sites the events use, the world communicator's
 /// members, the events, and the end record when the rank completed.
 fn encode_rank(trace: &RankTrace) -> Vec<u8> {
-    use crate::common::{rank_header, varint, zigzag};
+    use crate::common::{checksum_record, rank_header, varint, zigzag};
     use format::field;
     let mut b = rank_header(&Header {
         version: format::VERSION,
@@ -1250,6 +1250,7 @@ fn encode_rank(trace: &RankTrace) -> Vec<u8> {
         b.push(format::R_END);
         varint(&mut b, end_ns);
         varint(&mut b, n_events);
+        checksum_record(&mut b, 0);
     }
     b
 }

@@ -16,7 +16,7 @@ use perfskel_compiler::trace::{
     TraceErrorKind,
 };
 
-use crate::common::{rank_header, varint, zigzag};
+use crate::common::{checksum_record, rank_header, varint, zigzag};
 
 const N_RANKS: usize = 4;
 
@@ -1122,9 +1122,17 @@ struct RankFile {
     /// Offset where each record starts.
     record_starts: Vec<usize>,
     n_events: u64,
+    version: u16,
+    /// Where the block the next checksum record ends started.
+    block_from: usize,
 }
 
 impl RankFile {
+    /// Ends the current block with its checksum record, as each flush of the tracer does.
+    fn checksum(&mut self) {
+        checksum_record(&mut self.bytes, self.block_from);
+        self.block_from = self.bytes.len();
+    }
     fn new(rank: u32, n_ranks: u32, version: u16) -> RankFile {
         RankFile::with_first(rank, n_ranks, version, |_| {})
     }
@@ -1147,6 +1155,8 @@ impl RankFile {
             }),
             record_starts: Vec::new(),
             n_events: 0,
+            version,
+            block_from: 0,
         };
         f.record(first);
         f.record(|b| {
@@ -1205,6 +1215,10 @@ impl RankFile {
             varint(b, 99_999);
             varint(b, n);
         });
+        // Format 8: the last block's checksum ends the file.
+        if self.version >= format::CHECKSUM_SINCE {
+            self.checksum();
+        }
         self.bytes
     }
 }
@@ -1305,7 +1319,7 @@ fn reader_reports_corrupt_record_with_rank_and_offset() {
     );
 
     let mut bytes = RankFile::new(0, 1, format::VERSION).finish();
-    let end = bytes.len() - 1;
+    let end = bytes.len() - 6; // before the checksum record
     bytes[end] = 7; // the end record's event count
     let err = read_all(&bytes, 0).expect_err("count mismatch");
     assert_eq!(
@@ -1472,6 +1486,64 @@ fn reader_refuses_values_a_field_cannot_hold() {
     fields[0].1 = 2 * 32766 - 1;
     f.event(Op::Send, 10, &fields);
     read_all(&f.finish(), 0).expect("a peer the communicator lists");
+}
+
+/// Format 8's checksums: a file of two blocks (a checksum record in the middle, as each
+/// flush of the tracer ends) reads; one flipped bit in an event's duration, which
+/// decodes as well as the true value, is caught at the end of its block, naming where
+/// the block starts; the end record must be followed by its checksum; version 7 has no
+/// checksum record.
+#[test]
+fn reader_checks_the_checksum_of_every_block() {
+    let two_blocks = || {
+        let mut f = RankFile::new(1, 4, format::VERSION);
+        f.send(0, 64);
+        f.checksum();
+        let second = f.bytes.len();
+        f.send(2, 64);
+        let send_at = f.record_starts[f.record_starts.len() - 1];
+        (f.finish(), second, send_at)
+    };
+    let (bytes, second, send_at) = two_blocks();
+    let (events, completion) = read_all(&bytes, 1).expect("two good blocks read");
+    assert_eq!(events.len(), 4);
+    assert!(matches!(completion, Some(Completion::Complete { .. })));
+    // The duration varint (500 = 0xf4 0x03) is the fourth byte of the send: flip its
+    // lowest bit, in each block.
+    for (at, from) in [(send_at, second as u64), (second - 30, 0)] {
+        let mut bad = bytes.clone();
+        let dur = if at == send_at { at + 3 } else { at };
+        bad[dur] ^= 1;
+        let err = read_all(&bad, 1).expect_err("a flipped bit");
+        assert!(
+            matches!(err.kind, TraceErrorKind::BadChecksum { from: f, .. } if f == from)
+                || !matches!(err.kind, TraceErrorKind::BadChecksum { .. }) && at != send_at,
+            "flip at {dur}: {err}"
+        );
+        if at == send_at {
+            assert!(
+                err.to_string().contains(&format!(
+                    "corrupt block: the bytes from offset {from} to here have CRC-32"
+                )),
+                "{err}"
+            );
+        }
+    }
+    // The end record without its checksum, then something else.
+    let mut f = RankFile::new(1, 4, format::VERSION);
+    f.event(Op::Finalize, 10, &[]);
+    let n = f.n_events;
+    f.bytes.push(format::R_END);
+    varint(&mut f.bytes, 99_999);
+    varint(&mut f.bytes, n);
+    f.bytes.push(Op::Barrier.code());
+    let err = read_all(&f.bytes, 1).expect_err("no checksum after the end");
+    assert_eq!(err.kind, TraceErrorKind::MissingChecksum);
+    // Version 7: 0xF5 is no record.
+    let mut f = RankFile::new(1, 4, 7);
+    f.checksum();
+    let err = read_all(&f.finish(), 1).expect_err("no checksum in version 7");
+    assert_eq!(err.kind, TraceErrorKind::UnknownRecord(format::R_CHECKSUM));
 }
 
 /// Version 1 files still read; the operations version 2 added are corrupt in them.

@@ -1,11 +1,11 @@
-//! The perfskel trace format, version 7 (reads versions 1 to 6 too): takes nothing, gives the constants shared with
+//! The perfskel trace format, version 8 (reads versions 1 to 7 too): takes nothing, gives the constants shared with
 //! the C tracer (`runtime/tracer/core.inc`) — magic, version, record tags, field bits and
 //! operation codes. `runtime/tracer/FORMAT.md` describes the layout in prose.
 
 /// First 8 bytes of every rank file.
 pub const MAGIC: &[u8; 8] = b"PSKTRACE";
 /// The format version the tracer writes.
-pub const VERSION: u16 = 7;
+pub const VERSION: u16 = 8;
 /// The oldest version this reader reads. Version 1 lacks operation codes 72–75
 /// (`MPI_Ireduce_scatter`, `MPI_Ireduce_scatter_block`, `MPI_Iscan`, `MPI_Iexscan`) and
 /// is otherwise the same, so a version-1 file reads as it always did. Version 3 added
@@ -14,7 +14,8 @@ pub const VERSION: u16 = 7;
 /// Cartesian grid of a communicator to its record ([`GRID_SINCE`]) and `MPI_Cancel`
 /// (code 117). Version 6 added the clock record ([`R_CLOCK`]) and the off-CPU field
 /// ([`field::OFF_CPU`]). Version 7 added the polls field ([`field::POLLS`]): one
-/// record for a run of failed tests or probes.
+/// record for a run of failed tests or probes. Version 8 added the checksum record
+/// ([`R_CHECKSUM`]) at the end of every block the tracer wrote.
 pub const MIN_VERSION: u16 = 1;
 /// File name of rank `r` inside a trace directory.
 pub fn rank_file_name(rank: u32) -> String {
@@ -43,7 +44,14 @@ pub const R_COMM: u8 = 0xF2;
 pub const R_MEMORY: u8 = 0xF3;
 /// Version 6: how the tracer told compute from waiting for a core (see [`Clock`]).
 pub const R_CLOCK: u8 = 0xF4;
+/// Version 8: the CRC-32 of the block before it (see [`CHECKSUM_SINCE`]).
+pub const R_CHECKSUM: u8 = 0xF5;
 pub const R_END: u8 = 0xFF;
+/// The first version with [`R_CHECKSUM`]: each write of the tracer's buffer ends with
+/// one, `u32` little-endian CRC-32 (IEEE, zlib's) of every byte from the end of the
+/// previous checksum record (or the file's start) up to and including its own tag; the
+/// end record is followed by one, the file's last bytes.
+pub const CHECKSUM_SINCE: u16 = 8;
 /// The first version with [`R_CLOCK`] and [`field::OFF_CPU`].
 pub const CLOCK_SINCE: u16 = 6;
 /// The first version with [`field::POLLS`].

@@ -217,6 +217,15 @@ pub enum TraceErrorKind {
     UnknownFields(u64),
     VarintOverflow,
     BadString,
+    /// Version 8: the bytes from `from` to the checksum record do not have the CRC-32
+    /// it holds (flipped bits, or blocks of two writers mixed).
+    BadChecksum {
+        from: u64,
+        stored: u32,
+        computed: u32,
+    },
+    /// Version 8: the end record is not followed by its block's checksum.
+    MissingChecksum,
     DataAfterEnd,
     EventCountMismatch {
         recorded: u64,
@@ -263,6 +272,17 @@ impl fmt::Display for TraceError {
             TraceErrorKind::VarintOverflow => write!(f, "corrupt record: integer too long"),
             TraceErrorKind::BadString => write!(f, "corrupt record: object path is not UTF-8"),
             TraceErrorKind::DataAfterEnd => write!(f, "corrupt file: data after the end record"),
+            TraceErrorKind::BadChecksum {
+                from,
+                stored,
+                computed,
+            } => write!(
+                f,
+                "corrupt block: the bytes from offset {from} to here have CRC-32 {computed:08x}, the checksum record says {stored:08x} (flipped bits?)"
+            ),
+            TraceErrorKind::MissingChecksum => {
+                write!(f, "corrupt file: the end record is not followed by its checksum")
+            }
             TraceErrorKind::EventCountMismatch { recorded, read } => write!(
                 f,
                 "corrupt file: the end record counts {recorded} events but {read} were read"
@@ -297,6 +317,14 @@ pub struct RankReader<R> {
     comms: BTreeMap<u64, Comm>,
     memory: Option<Memory>,
     clock: Option<Clock>,
+    /// Version 8: the CRC-32 of the bytes since the last checksum record, up to
+    /// `buf[hashed]` (bytes before are hashed when the buffer moves them out).
+    crc: crc32fast::Hasher,
+    hashed: usize,
+    /// File offset where the current block started.
+    block_from: u64,
+    /// Version 8: the end record was read and its checksum must follow.
+    end_seen: Option<Completion>,
 }
 
 enum Decode {
@@ -387,6 +415,10 @@ impl<R: Read> RankReader<R> {
             comms: BTreeMap::new(),
             memory: None,
             clock: None,
+            crc: crc32fast::Hasher::new(),
+            hashed: 0,
+            block_from: 0,
+            end_seen: None,
         };
         let err = |offset: u64, kind| TraceError { rank, offset, kind };
         // The magic and version come first so a newer format is told apart from garbage.
@@ -506,6 +538,11 @@ impl<R: Read> RankReader<R> {
     /// Makes at least `n` unread bytes available unless the input ends first.
     fn fill_at_least(&mut self, n: usize) -> Result<(), TraceErrorKind> {
         if self.pos > 0 && self.pos + n > self.buf.len() {
+            // Bytes read go into the block's checksum before they leave the buffer.
+            if self.hashed < self.pos && self.header.version >= format::CHECKSUM_SINCE {
+                self.crc.update(&self.buf[self.hashed..self.pos]);
+            }
+            self.hashed = self.hashed.saturating_sub(self.pos);
             self.buf.copy_within(self.pos..self.len, 0);
             self.base += self.pos as u64;
             self.len -= self.pos;
@@ -562,6 +599,20 @@ impl<R: Read> RankReader<R> {
                 }
             }
         }
+    }
+
+    /// The file ends at `pos + at` (nothing may follow the end record and, from version
+    /// 8, its checksum): completes it, or refuses the data after it.
+    fn finish_after_end(&mut self, done: Completion, at: usize) -> DResult<()> {
+        let mut probe = [0u8; 1];
+        let more = self.len > self.pos + at
+            || (!self.eof && matches!(self.input.read(&mut probe), Ok(k) if k > 0));
+        if more {
+            return Err(Decode::Bad(TraceErrorKind::DataAfterEnd, at));
+        }
+        self.pos += at;
+        self.completion = Some(done);
+        Ok(())
     }
 
     /// Parses one record at `pos`. An event fills `ev` and returns the bytes it used; a
@@ -689,6 +740,37 @@ impl<R: Read> RankReader<R> {
                 self.pos += c.at;
                 Ok(None)
             }
+            format::R_CHECKSUM if self.header.version >= format::CHECKSUM_SINCE => {
+                let stored = u32::from_le_bytes(
+                    c.take(4)?
+                        .try_into()
+                        .map_err(|_| Decode::Bad(TraceErrorKind::BadRecord("checksum"), 0))?,
+                );
+                // The block runs to the tag, which it includes.
+                let tag_end = self.pos + 1;
+                if self.hashed < tag_end {
+                    self.crc.update(&self.buf[self.hashed..tag_end]);
+                }
+                let computed = std::mem::take(&mut self.crc).finalize();
+                if computed != stored {
+                    return Err(Decode::Bad(
+                        TraceErrorKind::BadChecksum {
+                            from: self.block_from,
+                            stored,
+                            computed,
+                        },
+                        0,
+                    ));
+                }
+                self.pos += c.at;
+                self.hashed = self.pos;
+                self.block_from = self.base + self.pos as u64;
+                if let Some(done) = self.end_seen.take() {
+                    self.finish_after_end(done, 0)?;
+                }
+                Ok(None)
+            }
+            _ if self.end_seen.is_some() => Err(Decode::Bad(TraceErrorKind::MissingChecksum, 0)),
             format::R_END => {
                 let end_ns = c.varint()?;
                 let n_events = c.varint()?;
@@ -711,15 +793,14 @@ impl<R: Read> RankReader<R> {
                         0,
                     ));
                 }
-                // Nothing may follow the end record.
-                let mut probe = [0u8; 1];
-                let more = self.len > self.pos + at
-                    || (!self.eof && matches!(self.input.read(&mut probe), Ok(k) if k > 0));
-                if more {
-                    return Err(Decode::Bad(TraceErrorKind::DataAfterEnd, at));
+                let done = Completion::Complete { end_ns, n_events };
+                if self.header.version >= format::CHECKSUM_SINCE {
+                    // Its block's checksum follows, then nothing.
+                    self.pos += at;
+                    self.end_seen = Some(done);
+                    return Ok(None);
                 }
-                self.pos += at;
-                self.completion = Some(Completion::Complete { end_ns, n_events });
+                self.finish_after_end(done, at)?;
                 Ok(None)
             }
             code => {
