@@ -34,6 +34,9 @@ pub struct Timing {
     pub rank_compute_s: Vec<f64>,
     /// Operations simulated.
     pub ops: u64,
+    /// The most requests the simulation held at once (slots of its request table):
+    /// memory follows the requests in flight, not the operations simulated.
+    pub request_slots: usize,
 }
 
 impl Timing {
@@ -112,6 +115,7 @@ pub fn simulate(
         rank_end_s: sim.ranks.iter().map(|r| r.clock).collect(),
         rank_compute_s: sim.ranks.iter().map(|r| r.compute).collect(),
         ops: sim.work.ops,
+        request_slots: sim.reqs.len(),
     })
 }
 
@@ -152,6 +156,13 @@ struct Recv {
 
 crate::exec::queue::envelope!(Send, Recv);
 
+#[derive(Clone, Copy)]
+struct Req {
+    done: Option<f64>,
+    owner: u32,
+    held: u8,
+}
+
 struct Coll {
     reqs: Vec<usize>,
     latest: f64,
@@ -170,8 +181,12 @@ struct Timed<'p> {
     /// The size a collective of the plan is timed with (the largest entry of a `v`
     /// form's table).
     coll_bytes: Vec<u64>,
-    /// Completion time of each request, once known; and its owner.
-    reqs: Vec<(Option<f64>, u32)>,
+    /// Every request live: its completion time once known, its owner, and how many hold
+    /// it (the owner until it waited; a queue or a collective until matched). A slot
+    /// nobody holds is reused, so memory follows the requests in flight, not the
+    /// operations simulated (a loop of 10^7 sendrecvs needs two slots).
+    reqs: Vec<Req>,
+    free: Vec<usize>,
     queues: Queues<Send, Recv>,
     colls: Gatherings<Coll>,
     ready: BinaryHeap<Reverse<(Clock, u32)>>,
@@ -243,6 +258,7 @@ impl<'p> Timed<'p> {
             peers: PeerCache::new(plan, n),
             coll_bytes,
             reqs: Vec::new(),
+            free: Vec::new(),
             ready: (0..n as u32).map(|r| Reverse((Clock(0.0), r))).collect(),
         }
     }
@@ -302,8 +318,9 @@ impl<'p> Timed<'p> {
                 let cost = self.model.collective(c.op, self.coll_bytes[*i as usize], p);
                 let req = self.arrive(rank, inst, cost);
                 if c.request {
-                    if let Some(h) = c.handle {
-                        self.ranks[r].handles[h] = req;
+                    match c.handle {
+                        Some(h) => self.bind(rank, h, req),
+                        None => self.release(req),
                     }
                     Ok(true)
                 } else {
@@ -368,8 +385,12 @@ impl<'p> Timed<'p> {
             reqs.push(self.post_recv(rank, inst, me, from, p.tag));
         }
         if p.request {
-            if let (Some(&req), Some(h)) = (reqs.first(), p.handle) {
-                self.ranks[rank as usize].handles[h] = req;
+            let mut rest = reqs.into_iter();
+            if let (Some(req), Some(h)) = (rest.next(), p.handle) {
+                self.bind(rank, h, req);
+            }
+            for req in rest {
+                self.release(req);
             }
             return Ok(true);
         }
@@ -397,9 +418,42 @@ impl<'p> Timed<'p> {
         }
     }
 
+    /// A request `owner` holds.
     fn new_req(&mut self, owner: u32, done: Option<f64>) -> usize {
-        self.reqs.push((done, owner));
-        self.reqs.len() - 1
+        let req = Req {
+            done,
+            owner,
+            held: 1,
+        };
+        match self.free.pop() {
+            Some(id) => {
+                self.reqs[id] = req;
+                id
+            }
+            None => {
+                self.reqs.push(req);
+                self.reqs.len() - 1
+            }
+        }
+    }
+
+    /// One holder of `id` lets go of it; the last frees its slot.
+    fn release(&mut self, id: usize) {
+        let r = &mut self.reqs[id];
+        debug_assert!(r.held > 0, "request {id} let go of more often than held");
+        r.held = r.held.saturating_sub(1);
+        if r.held == 0 {
+            self.free.push(id);
+        }
+    }
+
+    /// `rank`'s handle `h` now names `req`; a request it named and nobody waited for is
+    /// let go.
+    fn bind(&mut self, rank: u32, h: usize, req: usize) {
+        let old = std::mem::replace(&mut self.ranks[rank as usize].handles[h], req);
+        if old != NO_REQ {
+            self.release(old);
+        }
     }
 
     /// `to`: `None` for a missing neighbour.
@@ -425,17 +479,23 @@ impl<'p> Timed<'p> {
         let req = self.new_req(rank, local);
         let slot = self.comms.insts[inst as usize].base + to as usize;
         match self.queues.receive_for(slot, me, tag) {
-            Some(recv) => self.matched(bytes, now, req, recv.time, recv.req),
-            None => self.queues.queue_send(
-                slot,
-                Send {
-                    src: me,
-                    tag,
-                    bytes,
-                    time: now,
-                    req,
-                },
-            ),
+            Some(recv) => {
+                self.matched(bytes, now, req, recv.time, recv.req);
+                self.release(recv.req);
+            }
+            None => {
+                self.reqs[req].held += 1;
+                self.queues.queue_send(
+                    slot,
+                    Send {
+                        src: me,
+                        tag,
+                        bytes,
+                        time: now,
+                        req,
+                    },
+                )
+            }
         }
         req
     }
@@ -449,16 +509,22 @@ impl<'p> Timed<'p> {
         let req = self.new_req(rank, None);
         let slot = self.comms.insts[inst as usize].base + me as usize;
         match self.queues.message_for(slot, from, tag) {
-            Some(send) => self.matched(send.bytes, send.time, send.req, now, req),
-            None => self.queues.queue_recv(
-                slot,
-                Recv {
-                    src: from,
-                    tag,
-                    time: now,
-                    req,
-                },
-            ),
+            Some(send) => {
+                self.matched(send.bytes, send.time, send.req, now, req);
+                self.release(send.req);
+            }
+            None => {
+                self.reqs[req].held += 1;
+                self.queues.queue_recv(
+                    slot,
+                    Recv {
+                        src: from,
+                        tag,
+                        time: now,
+                        req,
+                    },
+                )
+            }
         }
         req
     }
@@ -470,7 +536,7 @@ impl<'p> Timed<'p> {
             // Rendezvous: the data moves once both sides are there, after a handshake.
             send_time.max(recv_time) + self.model.latency_s + self.model.p2p(bytes)
         };
-        if self.reqs[send].0.is_none() {
+        if self.reqs[send].done.is_none() {
             self.complete(send, arrival);
         }
         self.complete(recv, arrival);
@@ -488,6 +554,7 @@ impl<'p> Timed<'p> {
         };
         let now = state.clock;
         let req = self.new_req(rank, None);
+        self.reqs[req].held += 1;
         let entry = self.colls.entry(inst, seq, || Coll {
             reqs: Vec::new(),
             latest: 0.0,
@@ -501,6 +568,7 @@ impl<'p> Timed<'p> {
                 let end = entry.latest + entry.cost;
                 for id in entry.reqs {
                     self.complete(id, end);
+                    self.release(id);
                 }
             }
         }
@@ -508,22 +576,29 @@ impl<'p> Timed<'p> {
     }
 
     fn complete(&mut self, id: usize, time: f64) {
-        self.reqs[id].0 = Some(time);
-        let owner = self.reqs[id].1;
+        self.reqs[id].done = Some(time);
+        let owner = self.reqs[id].owner;
         let blocked = self.ranks[owner as usize].blocked.take();
         if let Some((reqs, any)) = blocked {
             if !self.try_finish(owner, &reqs, any) {
                 self.ranks[owner as usize].blocked = Some((reqs, any));
             } else {
+                for id in reqs {
+                    self.release(id);
+                }
                 let clock = self.ranks[owner as usize].clock;
                 self.ready.push(Reverse((Clock(clock), owner)));
             }
         }
     }
 
-    /// Blocks `rank` on `reqs`; whether it can go on at once.
+    /// Blocks `rank` on `reqs`; whether it can go on at once. The rank lets go of
+    /// `reqs` once the wait is over.
     fn block_on(&mut self, rank: u32, reqs: Reqs, any: bool) -> bool {
         if self.try_finish(rank, &reqs, any) {
+            for id in reqs {
+                self.release(id);
+            }
             return true;
         }
         self.ranks[rank as usize].blocked = Some((reqs, any));
@@ -532,7 +607,7 @@ impl<'p> Timed<'p> {
 
     /// If the wait can complete, moves the rank's clock to its end.
     fn try_finish(&mut self, rank: u32, reqs: &[usize], any: bool) -> bool {
-        let times = reqs.iter().map(|&id| self.reqs[id].0);
+        let times = reqs.iter().map(|&id| self.reqs[id].done);
         let end = if any {
             times.flatten().min_by(f64::total_cmp)
         } else {
@@ -583,6 +658,20 @@ mod tests {
             bandwidth_bytes_per_s: 1e9,
             ..Model::default()
         }
+    }
+
+    /// Issue 19: `compile` of `loop 10^18 { ... }` allocated 3.3 GB before refusing, one
+    /// request record per message simulated. Requests are recycled once matched and
+    /// waited for: a long loop of blocking and nonblocking exchanges and collectives
+    /// holds a handful at once.
+    #[test]
+    fn requests_are_recycled() {
+        let t = time(
+            "skeleton t ranks 4 topology ring app_time 1 s\nloop 20000 { compute 1 us\nsendrecv to next 8 B from prev 8 B\nreq r = irecv prev 64 KiB\nreq s = isend next 64 KiB\nwaitall r, s\nallreduce 8 B\nreq b = ibarrier\nwait b }",
+            &model(),
+        );
+        assert!(t.ops > 100_000, "{}", t.ops);
+        assert!(t.request_slots <= 32, "{} request slots", t.request_slots);
     }
 
     #[test]
