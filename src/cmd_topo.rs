@@ -94,6 +94,9 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
     Ok(if whole {
         ExitCode::SUCCESS
     } else {
+        eprintln!(
+            "error: rank files are missing or unreadable (above): the matrix and the topology are of the other ranks only"
+        );
         ExitCode::from(1)
     })
 }

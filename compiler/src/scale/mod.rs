@@ -39,6 +39,29 @@ pub const MIN_RELIABLE_S: f64 = 0.05;
 /// Operations the timed simulation may run for one evaluation.
 pub const SIMULATION_BUDGET: u64 = 50_000_000;
 
+/// A program whose MPI operations per rank, divided by K, exceed the simulation budget
+/// this many times over cannot be cut into it (loops are cut about K-fold): `scale`
+/// refuses it at once.
+const HOPELESS_FACTOR: u64 = 1000;
+
+/// The fewest MPI operations one rank runs in `stmts`: those outside any `if`, times
+/// the counts of their enclosing loops whose count is a literal (saturating).
+fn least_operations(stmts: &[Stmt]) -> u64 {
+    stmts
+        .iter()
+        .map(|stmt| match &stmt.kind {
+            StmtKind::P2p(_) | StmtKind::Collective(_) | StmtKind::Wait(_) => 1,
+            StmtKind::Loop(l) => match l.count.kind {
+                ExprKind::Int(n) if n > 0 => {
+                    (n as u64).saturating_mul(least_operations(&l.body.stmts))
+                }
+                _ => 0,
+            },
+            _ => 0,
+        })
+        .fold(0u64, u64::saturating_add)
+}
+
 /// A scaled skeleton may reach a ratio at most this factor from the one asked; farther,
 /// compile refuses and names the ratio it reaches.
 const MAX_RATIO_MISS: f64 = 2.0;
@@ -111,6 +134,23 @@ pub fn scale(verified: &Verified, options: &ScaleOptions) -> Result<Scaled, Box<
     let k = options.ratio.max(1) as f64;
     let app_time = program.app_time.value.seconds();
     let model = &options.model;
+    // A skeleton that cannot shrink into the simulation's budget is refused before any
+    // simulation runs (`loop 10^18 { ... }`): time follows what the program holds, not
+    // the number written in it.
+    let least = least_operations(&program.body.stmts);
+    if least / options.ratio.max(1) > SIMULATION_BUDGET.saturating_mul(HOPELESS_FACTOR) {
+        return Err(Box::new(
+            Diag::error(
+                "cannot-simulate",
+                format!(
+                    "the scaled skeleton is too large to simulate: the program runs at least {least} MPI operations per rank (loops of constant count outside any `if`), more than {} at 1:{} (the simulation's limit is {SIMULATION_BUDGET})",
+                    SIMULATION_BUDGET.saturating_mul(HOPELESS_FACTOR),
+                    options.ratio.max(1)
+                ),
+            )
+            .at(program.ranks.pos, "ranks"),
+        ));
+    }
     let unscaled_model_s = simulate(program, world, model, SIMULATION_BUDGET / 10)
         .ok()
         .map(|t| t.total_s());
