@@ -1400,7 +1400,13 @@ fn reader_refuses_values_a_field_cannot_hold() {
     let cases: Vec<Case> = vec![
         ("bytes 2^63", 1, 100, send(2, 1 << 63, 0), "field bytes"),
         // Was written into a skeleton as `18446744073709552000 B`.
-        ("bytes 2^64 - 1", 1, 100, send(2, u64::MAX, 0), "field bytes"),
+        (
+            "bytes 2^64 - 1",
+            1,
+            100,
+            send(2, u64::MAX, 0),
+            "field bytes",
+        ),
         (
             "undefined communicator",
             1,
