@@ -1,6 +1,7 @@
 //! Reader throughput: takes a synthetic rank file of one million events (a mix of
 //! point-to-point, nonblocking, wait and collective records, encoded as the C tracer
-//! encodes them), gives events per second of `RankReader::next_event`.
+//! encodes them, in blocks of 1 MiB each closed by its checksum record, as the tracer
+//! flushes its buffer), gives events per second of `RankReader::next_event`.
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use perfskel_compiler::trace::format::{self, field, Op};
@@ -35,7 +36,17 @@ fn synthetic_rank_file() -> Vec<u8> {
         varint(&mut b, 0x5555_0000 + site * 16);
     }
     let mut req = 0;
+    let mut block_from = 0;
+    let checksum = |b: &mut Vec<u8>, from: &mut usize| {
+        b.push(format::R_CHECKSUM);
+        let crc = crc32fast::hash(&b[*from..]);
+        b.extend_from_slice(&crc.to_le_bytes());
+        *from = b.len();
+    };
     for i in 0..N_EVENTS {
+        if b.len() - block_from >= 1 << 20 {
+            checksum(&mut b, &mut block_from);
+        }
         let (op, fields): (Op, Vec<(u64, u64)>) = match i % 4 {
             0 => {
                 req += 1;
@@ -85,6 +96,7 @@ fn synthetic_rank_file() -> Vec<u8> {
     b.push(format::R_END);
     varint(&mut b, 1 << 40);
     varint(&mut b, N_EVENTS);
+    checksum(&mut b, &mut block_from);
     b
 }
 
@@ -98,6 +110,14 @@ fn read_all(bytes: &[u8]) -> u64 {
     while let Ok(true) = reader.next_event(&mut ev) {
         total = total.wrapping_add(ev.bytes.unwrap_or(0));
     }
+    assert!(
+        matches!(
+            reader.completion(),
+            Some(perfskel_compiler::trace::Completion::Complete { .. })
+        ),
+        "the synthetic file reads to its end: {:?}",
+        reader.completion()
+    );
     total
 }
 

@@ -121,6 +121,7 @@ macro_rules! ops {
 
         impl Op {
             /// The operation with wire code `code`, if this version defines it.
+            #[inline]
             pub fn from_code(code: u8) -> Option<Op> {
                 match code { $($code => Some(Op::$name),)* _ => None }
             }

@@ -327,6 +327,17 @@ pub struct RankReader<R> {
     end_seen: Option<Completion>,
 }
 
+/// Offsets of an event's fields in its record, for [`RankReader::value_fault`].
+struct FieldsAt {
+    peer: usize,
+    bytes: usize,
+    comm: usize,
+    root: usize,
+    src: usize,
+    rbytes: usize,
+    newcomm: usize,
+}
+
 enum Decode {
     NeedMore,
     Bad(TraceErrorKind, usize),
@@ -374,7 +385,7 @@ impl Cursor<'_> {
             shift += 7;
         }
     }
-    #[inline]
+    #[inline(always)]
     fn zigzag(&mut self) -> DResult<i64> {
         let v = self.varint()?;
         Ok((v >> 1) as i64 ^ -((v & 1) as i64))
@@ -599,6 +610,63 @@ impl<R: Read> RankReader<R> {
                 }
             }
         }
+    }
+
+    /// Which value of `ev` cannot be what it claims, with the offset of its field in the
+    /// record: communicators and call sites never defined, ranks that are no rank of
+    /// the run (nor listed by the event's communicator, an intercommunicator to spawned
+    /// processes), sizes over 1 PiB. Off the common path: called only when a quick test
+    /// of the event's values leaves one in doubt.
+    #[cold]
+    #[inline(never)]
+    fn value_fault(&self, ev: &Event, at: &FieldsAt) -> Option<(TraceErrorKind, usize)> {
+        let fault =
+            |field, problem: String, at| Some((TraceErrorKind::BadValue { field, problem }, at));
+        for (field, id, at) in [
+            ("comm", ev.comm, at.comm),
+            ("newcomm", ev.newcomm, at.newcomm),
+        ] {
+            if let Some(id) = id {
+                if id > 1 && !self.comms.contains_key(&id) {
+                    return fault(field, format!("communicator {id} is not defined"), at);
+                }
+            }
+        }
+        let n_ranks = i64::from(self.header.n_ranks);
+        for (field, r, at) in [
+            ("peer", ev.peer, at.peer),
+            ("root", ev.root, at.root),
+            ("src", ev.src, at.src),
+        ] {
+            if let Some(r) = r {
+                let listed = ev
+                    .comm
+                    .and_then(|id| self.comms.get(&id))
+                    .is_some_and(|c| c.world_ranks.contains(&r));
+                if !(-2..n_ranks).contains(&r) && !listed {
+                    return fault(
+                        field,
+                        format!("{r} is not a rank of this {}-rank run", self.header.n_ranks),
+                        at,
+                    );
+                }
+            }
+        }
+        for (field, b, at) in [
+            ("bytes", ev.bytes, at.bytes),
+            ("rbytes", ev.rbytes, at.rbytes),
+        ] {
+            if let Some(b) = b {
+                if b > format::MAX_EVENT_BYTES {
+                    return fault(
+                        field,
+                        format!("{b} bytes is more than 1 PiB in one call"),
+                        at,
+                    );
+                }
+            }
+        }
+        None
     }
 
     /// The file ends at `pos + at` (nothing may follow the end record and, from version
@@ -835,16 +903,6 @@ impl<R: Read> RankReader<R> {
                         site_at,
                     );
                 }
-                let n_ranks = i64::from(self.header.n_ranks);
-                // Ranks are world ranks: -2 (any source), -1 (no process) or below the
-                // number of ranks; those of an intercommunicator to spawned processes
-                // are whatever its record lists.
-                let rank_ok = |r: i64, comm: Option<u64>, comms: &BTreeMap<u64, Comm>| {
-                    (-2..n_ranks).contains(&r)
-                        || comm
-                            .and_then(|id| comms.get(&id))
-                            .is_some_and(|c| c.world_ranks.contains(&r))
-                };
                 let peer_at = c.at;
                 ev.peer = if mask & field::PEER != 0 {
                     Some(c.zigzag()?)
@@ -939,49 +997,32 @@ impl<R: Read> RankReader<R> {
                         0,
                     ));
                 }
-                // Values, now that the record is whole (a record cut off is not corrupt).
-                // Communicators 0 and 1 are MPI_COMM_WORLD and MPI_COMM_SELF; the others
-                // are defined before the first event that names them.
-                for (field, id, at) in [
-                    ("comm", ev.comm, comm_at),
-                    ("newcomm", ev.newcomm, newcomm_at),
-                ] {
-                    if let Some(id) = id {
-                        if id > 1 && !self.comms.contains_key(&id) {
-                            return bad(field, format!("communicator {id} is not defined"), at);
-                        }
-                    }
-                }
-                for (field, r, at) in [
-                    ("peer", ev.peer, peer_at),
-                    ("root", ev.root, root_at),
-                    ("src", ev.src, src_at),
-                ] {
-                    if let Some(r) = r {
-                        if !rank_ok(r, ev.comm, &self.comms) {
-                            return bad(
-                                field,
-                                format!(
-                                    "{r} is not a rank of this {}-rank run",
-                                    self.header.n_ranks
-                                ),
-                                at,
-                            );
-                        }
-                    }
-                }
-                for (field, b, at) in [
-                    ("bytes", ev.bytes, bytes_at),
-                    ("rbytes", ev.rbytes, rbytes_at),
-                ] {
-                    if let Some(b) = b {
-                        if b > format::MAX_EVENT_BYTES {
-                            return bad(
-                                field,
-                                format!("{b} bytes is more than 1 PiB in one call"),
-                                at,
-                            );
-                        }
+                // Values, now that the record is whole (a record cut off is not corrupt):
+                // integer compares on the common path, the tables only for what they
+                // leave in doubt.
+                let n_ranks = i64::from(self.header.n_ranks);
+                let rank = |r: Option<i64>| r.is_none_or(|r| (-2..n_ranks).contains(&r));
+                let size = |b: Option<u64>| b.is_none_or(|b| b <= format::MAX_EVENT_BYTES);
+                let comm = |c: Option<u64>| c.is_none_or(|c| c <= 1);
+                if !(comm(ev.comm)
+                    && comm(ev.newcomm)
+                    && rank(ev.peer)
+                    && rank(ev.root)
+                    && rank(ev.src)
+                    && size(ev.bytes)
+                    && size(ev.rbytes))
+                {
+                    let at = FieldsAt {
+                        peer: peer_at,
+                        bytes: bytes_at,
+                        comm: comm_at,
+                        root: root_at,
+                        src: src_at,
+                        rbytes: rbytes_at,
+                        newcomm: newcomm_at,
+                    };
+                    if let Some((kind, at)) = self.value_fault(ev, &at) {
+                        return Err(Decode::Bad(kind, at));
                     }
                 }
                 let start = self
