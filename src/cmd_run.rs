@@ -1,6 +1,8 @@
 //! `perfskel run OUT -np N`: builds a generated program with the chosen MPI (`make`, with
 //! `MPICC` set; for a Rust project also a cargo target directory per MPI) and runs it
-//! under `mpirun`, then reads its `perfskel-result` line and prints the prediction.
+//! under `mpirun`, then reads its `perfskel-result` line and prints the prediction. With
+//! `--simgrid PLATFORM`, builds the C program with SimGrid's `smpicc` and simulates it
+//! under `smpirun` on that platform instead.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -26,10 +28,26 @@ pub struct Args {
     #[arg(long)]
     mpirun: Option<String>,
     /// Runs of the program; the prediction is their median, with their spread. By
-    /// default at least 3, and up to 10 while they spread more than 10 %.
+    /// default at least 3, and up to 10 while they spread more than 10 % (under
+    /// `--simgrid`, 1: the simulation is deterministic).
     #[arg(long)]
     repeat: Option<u32>,
+    /// Simulate the program under SimGrid's SMPI on this platform file (C back end):
+    /// built with `smpicc`, run with `smpirun`; compute spans become simulated time on
+    /// the platform's hosts (1 Gf = the machine the trace was taken on), and the result
+    /// is the simulated time. `perfskel platform` writes platform files.
+    #[arg(long, value_name = "PLATFORM.xml", conflicts_with_all = ["mpi", "mpirun"])]
+    simgrid: Option<PathBuf>,
+    /// With `--simgrid`: the hosts to place ranks on, one per line (default: the
+    /// platform's `.hosts` file beside it, as `perfskel platform` writes it).
+    #[arg(long, requires = "simgrid", value_name = "FILE")]
+    hostfile: Option<PathBuf>,
 }
+
+/// The simulated speed of the machine a skeleton's compute spans were measured on:
+/// `smpi_execute(s)` is `s` × this many flops, so a platform host of this speed runs
+/// spans as traced, one twice as fast in half the time.
+pub const SIMGRID_HOST_SPEED: &str = "1Gf";
 
 /// Runs at least this many times by default...
 const MIN_RUNS: usize = 3;
@@ -41,6 +59,9 @@ const STABLE_SPREAD: f64 = 0.10;
 const RUN_BUDGET_S: f64 = 120.0;
 
 pub fn run(args: Args) -> Result<ExitCode, String> {
+    if let Some(platform) = &args.simgrid {
+        return run_simgrid(&args, platform);
+    }
     build(&args.dir, args.mpi)?;
     let launcher: Vec<String> = match &args.mpirun {
         Some(cmd) => cmd.split_whitespace().map(str::to_string).collect(),
@@ -101,6 +122,120 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
             100.0 * STABLE_SPREAD
         );
     }
+    Ok(if success {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// `run --simgrid`: builds `skeleton-smpi` and simulates it under `smpirun`.
+fn run_simgrid(args: &Args, platform: &Path) -> Result<ExitCode, String> {
+    let dir = &args.dir;
+    if dir.join("Cargo.toml").is_file() {
+        return Err(format!(
+            "{}: --simgrid simulates the C back end's programs; compile the skeleton with `--backend c`",
+            dir.display()
+        ));
+    }
+    if !dir.join("Makefile").is_file() {
+        return Err(format!(
+            "{} has no Makefile: is it a directory `perfskel compile` wrote?",
+            dir.display()
+        ));
+    }
+    for tool in ["smpicc", "smpirun"] {
+        if !on_path(tool) {
+            return Err(format!(
+                "SimGrid's `{tool}` is not installed (Debian: apt-get install libsimgrid-dev simgrid)"
+            ));
+        }
+    }
+    if !platform.is_file() {
+        return Err(format!("{}: no such platform file", platform.display()));
+    }
+    let hostfile = match &args.hostfile {
+        Some(h) => h.clone(),
+        None => platform.with_extension("hosts"),
+    };
+    if !hostfile.is_file() {
+        return Err(format!(
+            "{}: no host file (give --hostfile FILE, one host of the platform per line; `perfskel platform` writes one beside the platform)",
+            hostfile.display()
+        ));
+    }
+    let hosts =
+        std::fs::read_to_string(&hostfile).map_err(|e| format!("{}: {e}", hostfile.display()))?;
+    if hosts.lines().all(|l| l.trim().is_empty()) {
+        return Err(format!(
+            "{}: the host file lists no host",
+            hostfile.display()
+        ));
+    }
+    let out = Command::new("make")
+        .arg("-C")
+        .arg(dir)
+        .arg("skeleton-smpi")
+        .output()
+        .map_err(|e| format!("cannot run make: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "building {} with smpicc failed:\n{}{}",
+            dir.display(),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    let absolute = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+    let runs = args.repeat.unwrap_or(1).max(1);
+    let mut results = Vec::new();
+    let mut walls = Vec::new();
+    let mut success = true;
+    for _ in 0..runs {
+        let started = std::time::Instant::now();
+        let output = Command::new("smpirun")
+            .arg("-np")
+            .arg(args.np.to_string())
+            .arg("-platform")
+            .arg(absolute(platform))
+            .arg("-hostfile")
+            .arg(absolute(&hostfile))
+            .arg(format!("--cfg=smpi/host-speed:{SIMGRID_HOST_SPEED}"))
+            // Only the spans are compute: the program's own bookkeeping between MPI
+            // calls takes no simulated time.
+            .arg("--cfg=smpi/simulate-computation:no")
+            .arg("--log=root.thres:warning")
+            .arg("./skeleton-smpi")
+            .current_dir(dir)
+            .output()
+            .map_err(|e| format!("cannot run smpirun: {e}"))?;
+        walls.push(started.elapsed().as_secs_f64());
+        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+        print!("{stdout}");
+        eprint!("{stderr}");
+        let Some(result) = RunResult::find_in(&stdout) else {
+            return Err(format!(
+                "the simulated program printed no perfskel-result line ({})",
+                output.status
+            ));
+        };
+        success &= output.status.success();
+        results.push(result);
+    }
+    let result = median_result(&results);
+    let wall = perfskel_compiler::stats::median(&walls).unwrap_or(0.0);
+    println!(
+        "skeleton `{}` on {} simulated ranks ({}): {:.6} s simulated × {} = predicted application time {:.3} s on that platform (the skeleton stands for {:.3} s where it was made); the simulation took {:.3} s",
+        result.skeleton,
+        result.ranks,
+        platform.display(),
+        result.skeleton_s,
+        result.reached,
+        result.predicted_s,
+        result.app_time_s,
+        wall
+    );
     Ok(if success {
         ExitCode::SUCCESS
     } else {

@@ -13,6 +13,7 @@ pub mod cmd_check;
 pub mod cmd_compile;
 pub mod cmd_demo;
 pub mod cmd_fmt;
+pub mod cmd_platform;
 pub mod cmd_record;
 pub mod cmd_run;
 pub mod cmd_skeletonize;
@@ -66,6 +67,9 @@ pub enum Command {
     /// Measure this machine's MPI latency and bandwidth with a ping-pong program and save
     /// the model `compile` scales with.
     Calibrate(cmd_calibrate::Args),
+    /// Write a SimGrid platform file and its host file for `perfskel run --simgrid`: a
+    /// cluster, a torus, a fat tree or a dragonfly.
+    Platform(cmd_platform::Args),
     /// Validate skeletons: trace each example application, build its skeleton at 1:K, and
     /// compare the skeleton's prediction with the application's time in scenarios (other
     /// MPI, placement, competing job, slower network), beside two baselines.
@@ -110,6 +114,7 @@ pub fn main() -> ExitCode {
         Command::Compile(args) => cmd_compile::run(args),
         Command::Run(args) => cmd_run::run(args),
         Command::Calibrate(args) => cmd_calibrate::run(args),
+        Command::Platform(args) => cmd_platform::run(args),
         Command::Validate(args) => cmd_validate::run(args),
     };
     match result {

@@ -7,6 +7,7 @@ mod dsl;
 mod lammps;
 mod reliability;
 mod rust_backend;
+mod simgrid;
 mod skeletonize;
 mod topo;
 mod tracer;

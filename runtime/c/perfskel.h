@@ -35,6 +35,14 @@
  *     own (its temporary buffers, shared-memory segments) cost time the application pays
  *     once but a skeleton at 1:K would pay K times over; PERFSKEL_WARMUP=off (or on)
  *     overrides.
+ *
+ * Built with SimGrid's smpicc and -DPERFSKEL_SMPI (`make skeleton-smpi`, which `perfskel
+ * run --simgrid PLATFORM` runs), the program is simulated: a compute span of `seconds`
+ * is smpi_execute(seconds), that many seconds of the machine the trace was taken on
+ * (smpirun's smpi/host-speed, 1 Gf by perfskel's convention) on the simulated host,
+ * whose speed in the platform file scales it; the clock is the simulated one
+ * (MPI_Wtime); no kernel calibration, no memory probe, and no warm-up pass unless
+ * PERFSKEL_WARMUP=on (a simulation pays no first-use costs twice).
  */
 #ifndef PERFSKEL_H
 #define PERFSKEL_H
@@ -53,6 +61,9 @@
 #include <time.h>
 
 #include "memprobe.h" /* the memory probe, the same code as in the tracer */
+#ifdef PERFSKEL_SMPI
+#include <smpi/smpi.h>
+#endif
 
 /* ---- clocks, arithmetic ------------------------------------------------------------ */
 
@@ -180,6 +191,12 @@ static inline double ps_measure_rate(size_t ws) {
 /* Allocates the kernel buffer for the largest working set and calibrates the kernel for
  * each working set the skeleton uses (0 = none). */
 static inline void ps_calibrate(const size_t *working_sets, int n) {
+#ifdef PERFSKEL_SMPI
+    /* Simulated: spans are smpi_execute, nothing to calibrate. */
+    (void)working_sets;
+    (void)n;
+    return;
+#endif
     const char *mode = getenv("PERFSKEL_COMPUTE");
     if (mode && *mode) {
         if (strcmp(mode, "auto") == 0) ps_mode = PS_AUTO;
@@ -226,6 +243,10 @@ static inline void ps_memory(size_t working_set, double traced_rate) {
     /* Off unless PERFSKEL_MEMORY=on: see the `memory` line in grammar/REFERENCE.md for
      * why (the probe's own noise is as large as what it corrects, so far). */
     const char *env = getenv("PERFSKEL_MEMORY");
+#ifdef PERFSKEL_SMPI
+    /* The simulated hosts have no memory hierarchy to probe. */
+    env = NULL;
+#endif
     if (!env || !*env || strcmp(env, "off") == 0) return;
     if (strcmp(env, "on") != 0) ps_fail("PERFSKEL_MEMORY must be `on` or `off`");
     size_t bytes = ps_probe_bytes(working_set);
@@ -257,6 +278,11 @@ static int ps_pass_state = PS_BEFORE;
 static inline void ps_compute(double seconds, size_t ws) {
     seconds *= ps_time_factor;
     if (!(seconds > 0) || ps_pass_state == PS_WARMING) return;
+#ifdef PERFSKEL_SMPI
+    (void)ws;
+    smpi_execute(seconds);
+    return;
+#endif
     if (ws < PS_MIN_WS) ws = PS_MIN_WS;
     int slot = 0;
     for (int j = 0; j < ps_n_rates; j++)
@@ -470,6 +496,9 @@ static double ps_warmup_s;        /* how long the warm-up pass took (0: none) */
 /* Whether to warm up: PERFSKEL_WARMUP=on or off, by default at ratios above 1. */
 static inline int ps_want_warmup(unsigned long long ratio) {
     const char *env = getenv("PERFSKEL_WARMUP");
+#ifdef PERFSKEL_SMPI
+    if (!env || !*env) return 0;
+#endif
     if (!env || !*env) return ratio > 1;
     if (strcmp(env, "on") == 0) return 1;
     if (strcmp(env, "off") == 0) return 0;

@@ -113,19 +113,27 @@ fn makefile(name: &str) -> String {
         "# Builds the performance skeleton `{name}` into ./skeleton.\n\
          #   make                        OpenMPI (or whatever `mpicc` is)\n\
          #   make MPICC=mpicc.mpich      MPICH\n\
+         #   make skeleton-smpi          SimGrid's smpicc: the program simulated under smpirun\n\
          # Changing MPICC or CFLAGS rebuilds.\n\
          MPICC ?= mpicc\n\
+         SMPICC ?= smpicc\n\
          CFLAGS ?= -O2 -Wall -Wextra -Werror\n\
          LDLIBS ?= -lm\n\
          \n\
          skeleton: {name}.c perfskel.h memprobe.h .build-flags\n\
          \t$(MPICC) $(CFLAGS) -o $@ {name}.c $(LDLIBS)\n\
          \n\
+         skeleton-smpi: {name}.c perfskel.h memprobe.h .build-flags-smpi\n\
+         \t$(SMPICC) $(CFLAGS) -DPERFSKEL_SMPI -o $@ {name}.c $(LDLIBS)\n\
+         \n\
          .build-flags: FORCE\n\
          \t@echo '$(MPICC) $(CFLAGS) $(LDLIBS)' | cmp -s - $@ || echo '$(MPICC) $(CFLAGS) $(LDLIBS)' > $@\n\
          \n\
+         .build-flags-smpi: FORCE\n\
+         \t@echo '$(SMPICC) $(CFLAGS) $(LDLIBS)' | cmp -s - $@ || echo '$(SMPICC) $(CFLAGS) $(LDLIBS)' > $@\n\
+         \n\
          clean:\n\
-         \trm -f skeleton .build-flags\n\
+         \trm -f skeleton skeleton-smpi .build-flags .build-flags-smpi\n\
          \n\
          .PHONY: clean FORCE\n\
          FORCE:\n"

@@ -1,0 +1,192 @@
+//! Issue 20's first part: skeletons simulated under SimGrid's SMPI (`perfskel run
+//! --simgrid`) on platforms `perfskel platform` writes. SMPI is deterministic, so the
+//! simulated times are compared exactly between runs and against what the platform
+//! implies.
+
+use std::path::Path;
+
+use crate::common::{perfskel, text};
+use perfskel_compiler::back::RunResult;
+
+const SKELETON: &str = "skeleton smpi_ring\nranks 4\ntopology ring\napp_time 50 ms\nloop 10 {\n    compute 4 ms\n    sendrecv to next 64 KiB from prev 64 KiB\n    allreduce 8 B\n}\n";
+
+fn platform(dir: &Path, name: &str, args: &[&str]) -> String {
+    let file = dir.join(format!("{name}.xml"));
+    let file_text = file.to_str().expect("utf-8 path").to_string();
+    let mut all = vec!["platform", "-o", &file_text];
+    all.extend_from_slice(args);
+    let out = perfskel(dir, &all);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        file.with_extension("hosts").is_file(),
+        "the host file beside it"
+    );
+    file_text
+}
+
+fn simulate(dir: &Path, platform: &str) -> (RunResult, String) {
+    let out = perfskel(dir, &["run", "out", "-np", "4", "--simgrid", platform]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+    let result = RunResult::find_in(&stdout).expect("a perfskel-result line");
+    (result, stdout)
+}
+
+#[test]
+fn skeletons_run_under_smpi_on_generated_platforms() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = dir.path();
+    std::fs::write(dir.join("ring.skel"), SKELETON).expect("write");
+    let out = perfskel(
+        dir,
+        &[
+            "compile",
+            "ring.skel",
+            "--ratio",
+            "1:1",
+            "--no-calibrate",
+            "-o",
+            "out",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let flat = platform(
+        dir,
+        "flat",
+        &[
+            "--shape",
+            "cluster:4",
+            "--latency",
+            "1us",
+            "--bandwidth",
+            "10GBps",
+        ],
+    );
+    let (first, said) = simulate(dir, &flat);
+    // 10 iterations of 4 ms of compute at the traced machine's speed, plus messages of
+    // 64 KiB at 10 GB/s (6.6 us) and an allreduce: just over 40 ms, simulated.
+    assert!(
+        (0.040..0.0415).contains(&first.skeleton_s),
+        "{}",
+        first.skeleton_s
+    );
+    assert!(
+        said.contains("simulated ranks") && said.contains("the simulation took"),
+        "{said}"
+    );
+    // Deterministic: the same time again.
+    let (again, _) = simulate(dir, &flat);
+    assert_eq!(first.skeleton_s, again.skeleton_s);
+    // Nodes twice as fast: the compute half as long.
+    let fast = platform(
+        dir,
+        "fast",
+        &[
+            "--shape",
+            "cluster:4",
+            "--speed",
+            "2Gf",
+            "--latency",
+            "1us",
+            "--bandwidth",
+            "10GBps",
+        ],
+    );
+    let (quick, _) = simulate(dir, &fast);
+    assert!(
+        (quick.skeleton_s - (first.skeleton_s - 0.020)).abs() < 2e-4,
+        "{} at 2 Gf, {} at 1 Gf",
+        quick.skeleton_s,
+        first.skeleton_s
+    );
+    // A slower network: the messages take longer.
+    let slow = platform(
+        dir,
+        "slow",
+        &[
+            "--shape",
+            "cluster:4",
+            "--latency",
+            "100us",
+            "--bandwidth",
+            "100MBps",
+        ],
+    );
+    let (slower, _) = simulate(dir, &slow);
+    assert!(
+        slower.skeleton_s > first.skeleton_s + 10.0 * 64.0 * 1024.0 / 100e6,
+        "{} on the slow network, {} on the fast one",
+        slower.skeleton_s,
+        first.skeleton_s
+    );
+    // The other shapes are platforms SMPI runs.
+    for (name, shape) in [
+        ("torus", "torus:2x2"),
+        ("fattree", "fat-tree:2,2"),
+        ("dragonfly", "dragonfly:1,1,2,2"),
+    ] {
+        let p = platform(dir, name, &["--shape", shape]);
+        let (r, _) = simulate(dir, &p);
+        assert!(
+            (0.040..0.05).contains(&r.skeleton_s),
+            "{shape}: {}",
+            r.skeleton_s
+        );
+    }
+    // An existing platform is not overwritten without --force.
+    let refused = perfskel(dir, &["platform", "--shape", "cluster:4", "-o", &flat]);
+    assert!(!refused.status.success());
+    assert!(text(&refused.stderr).contains("--force"));
+}
+
+/// A Rust project, a missing host file: clear errors.
+#[test]
+fn simgrid_runs_say_what_they_need() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = dir.path();
+    std::fs::write(dir.join("ring.skel"), SKELETON).expect("write");
+    let out = perfskel(
+        dir,
+        &[
+            "compile",
+            "ring.skel",
+            "--ratio",
+            "1:1",
+            "--no-calibrate",
+            "--backend",
+            "rust",
+            "-o",
+            "rs",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let flat = platform(dir, "flat", &["--shape", "cluster:4"]);
+    let out = perfskel(dir, &["run", "rs", "-np", "4", "--simgrid", &flat]);
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("--backend c"),
+        "{}",
+        text(&out.stderr)
+    );
+    std::fs::remove_file(dir.join("flat.hosts")).expect("remove");
+    let out = perfskel(
+        dir,
+        &[
+            "compile",
+            "ring.skel",
+            "--ratio",
+            "1:1",
+            "--no-calibrate",
+            "-o",
+            "out",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = perfskel(dir, &["run", "out", "-np", "4", "--simgrid", &flat]);
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("--hostfile"),
+        "{}",
+        text(&out.stderr)
+    );
+}
