@@ -66,11 +66,8 @@ impl Shape {
                 .ok_or_else(|| {
                     format!("--shape {text}: `{dims}` is not positive whole numbers separated by `{sep}`")
                 })?;
-            if n.is_some_and(|n| n != v.len()) {
-                return Err(format!(
-                    "--shape {text}: {kind} takes {} numbers",
-                    n.unwrap_or(0)
-                ));
+            if let Some(n) = n.filter(|n| *n != v.len()) {
+                return Err(format!("--shape {text}: {kind} takes {n} numbers"));
             }
             Ok(v)
         };

@@ -138,12 +138,6 @@ fn run_simgrid(args: &Args, platform: &Path) -> Result<ExitCode, String> {
             dir.display()
         ));
     }
-    if !dir.join("Makefile").is_file() {
-        return Err(format!(
-            "{} has no Makefile: is it a directory `perfskel compile` wrote?",
-            dir.display()
-        ));
-    }
     for tool in ["smpicc", "smpirun"] {
         if !on_path(tool) {
             return Err(format!(
@@ -172,20 +166,9 @@ fn run_simgrid(args: &Args, platform: &Path) -> Result<ExitCode, String> {
             hostfile.display()
         ));
     }
-    let out = Command::new("make")
-        .arg("-C")
-        .arg(dir)
-        .arg("skeleton-smpi")
-        .output()
-        .map_err(|e| format!("cannot run make: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "building {} with smpicc failed:\n{}{}",
-            dir.display(),
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        ));
-    }
+    let mut make = Command::new("make");
+    make.arg("skeleton-smpi");
+    make_in(dir, make, "smpicc")?;
     let absolute = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
     let runs = args.repeat.unwrap_or(1).max(1);
     let mut results = Vec::new();
@@ -337,26 +320,35 @@ fn on_path(name: &str) -> bool {
 /// Builds the program in `dir` with `make`; a Rust project gets its own cargo target
 /// directory per MPI, since rsmpi does not rebuild when the MPI changes.
 pub fn build(dir: &Path, mpi: MpiKind) -> Result<(), String> {
-    if !dir.join("Makefile").is_file() {
-        return Err(format!(
-            "{} has no Makefile: is it a directory `perfskel compile` wrote?",
-            dir.display()
-        ));
-    }
     let mut make = Command::new("make");
-    make.arg("-C").arg(dir).env("MPICC", mpicc(mpi));
+    make.env("MPICC", mpicc(mpi));
     if dir.join("Cargo.toml").is_file() {
         make.env(
             "CARGO_TARGET_DIR",
             cache_dir().join(format!("cargo-target-{}", mpi.name())),
         );
     }
-    let out = make.output().map_err(|e| format!("cannot run make: {e}"))?;
+    make_in(dir, make, &mpicc(mpi))
+}
+
+/// Runs `make` (its target and environment already set) in `dir`, a directory `perfskel
+/// compile` wrote; `compiler` names what builds it, for the error.
+fn make_in(dir: &Path, mut make: Command, compiler: &str) -> Result<(), String> {
+    if !dir.join("Makefile").is_file() {
+        return Err(format!(
+            "{} has no Makefile: is it a directory `perfskel compile` wrote?",
+            dir.display()
+        ));
+    }
+    let out = make
+        .arg("-C")
+        .arg(dir)
+        .output()
+        .map_err(|e| format!("cannot run make: {e}"))?;
     if !out.status.success() {
         return Err(format!(
-            "building {} with {} failed:\n{}{}",
+            "building {} with {compiler} failed:\n{}{}",
             dir.display(),
-            mpicc(mpi),
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         ));

@@ -5,12 +5,12 @@
 //! panic, a signal or a hang — using at most 200 MB and 10 s (GNU time measures each).
 //! Also `compile` of a skeleton that asks for 10^18 iterations.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use rand::{RngExt, SeedableRng};
 
-use crate::tracer::{build_app, Mpi, MPI_LOCK};
+use crate::tracer::Mpi;
 
 const MAX_RSS_KB: u64 = 200 * 1024;
 const MAX_SECONDS: f64 = 10.0;
@@ -50,33 +50,6 @@ fn measured(args: &[&str], what: &str) -> (Option<i32>, String, u64, f64) {
     (out.status.code(), stderr, rss, secs)
 }
 
-/// A ring of 4 ranks, 3000 messages each: about 80 KB per rank file.
-fn ring_trace(dir: &Path) -> PathBuf {
-    let exe = build_app(Mpi::OpenMpi, "ring");
-    let t = dir.join("ring");
-    let out = {
-        let _guard = MPI_LOCK.lock().unwrap_or_else(|e| e.into_inner());
-        crate::tracer::perfskel(&[
-            "record",
-            "-o",
-            t.to_str().expect("utf-8 path"),
-            "--",
-            "mpirun.openmpi",
-            "-np",
-            "4",
-            exe.to_str().expect("utf-8 path"),
-            "256",
-            "3000",
-        ])
-    };
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    t
-}
-
 fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).expect("mkdir");
     for entry in std::fs::read_dir(from).expect("read_dir") {
@@ -90,7 +63,9 @@ fn copy_dir(from: &Path, to: &Path) {
 #[test]
 fn corrupted_traces_give_errors_within_bounds() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let good = ring_trace(dir.path());
+    // A ring of 4 ranks, 3000 messages each: about 60 KB per rank file.
+    let recorded = crate::tracer::trace(Mpi::OpenMpi, "ring", &["256", "3000"]);
+    let good = recorded.dir.path().join("trace");
     let total: u64 = std::fs::read_dir(&good)
         .expect("trace dir")
         .map(|e| e.expect("entry").metadata().expect("metadata").len())

@@ -32,24 +32,29 @@ fn simulate(dir: &Path, platform: &str) -> (RunResult, String) {
     (result, stdout)
 }
 
+/// Writes the ring skeleton into `dir` and compiles it at 1:1 into `dir/OUT` (`extra`:
+/// more options, the back end).
+fn compile(dir: &Path, extra: &[&str], out: &str) {
+    std::fs::write(dir.join("ring.skel"), SKELETON).expect("write");
+    let mut args = vec![
+        "compile",
+        "ring.skel",
+        "--ratio",
+        "1:1",
+        "--no-calibrate",
+        "-o",
+        out,
+    ];
+    args.extend_from_slice(extra);
+    let done = perfskel(dir, &args);
+    assert!(done.status.success(), "{}", text(&done.stderr));
+}
+
 #[test]
 fn skeletons_run_under_smpi_on_generated_platforms() {
     let dir = tempfile::tempdir().expect("tempdir");
     let dir = dir.path();
-    std::fs::write(dir.join("ring.skel"), SKELETON).expect("write");
-    let out = perfskel(
-        dir,
-        &[
-            "compile",
-            "ring.skel",
-            "--ratio",
-            "1:1",
-            "--no-calibrate",
-            "-o",
-            "out",
-        ],
-    );
-    assert!(out.status.success(), "{}", text(&out.stderr));
+    compile(dir, &[], "out");
     let flat = platform(
         dir,
         "flat",
@@ -144,22 +149,7 @@ fn skeletons_run_under_smpi_on_generated_platforms() {
 fn simgrid_runs_say_what_they_need() {
     let dir = tempfile::tempdir().expect("tempdir");
     let dir = dir.path();
-    std::fs::write(dir.join("ring.skel"), SKELETON).expect("write");
-    let out = perfskel(
-        dir,
-        &[
-            "compile",
-            "ring.skel",
-            "--ratio",
-            "1:1",
-            "--no-calibrate",
-            "--backend",
-            "rust",
-            "-o",
-            "rs",
-        ],
-    );
-    assert!(out.status.success(), "{}", text(&out.stderr));
+    compile(dir, &["--backend", "rust"], "rs");
     let flat = platform(dir, "flat", &["--shape", "cluster:4"]);
     let out = perfskel(dir, &["run", "rs", "-np", "4", "--simgrid", &flat]);
     assert!(!out.status.success());
@@ -169,19 +159,7 @@ fn simgrid_runs_say_what_they_need() {
         text(&out.stderr)
     );
     std::fs::remove_file(dir.join("flat.hosts")).expect("remove");
-    let out = perfskel(
-        dir,
-        &[
-            "compile",
-            "ring.skel",
-            "--ratio",
-            "1:1",
-            "--no-calibrate",
-            "-o",
-            "out",
-        ],
-    );
-    assert!(out.status.success(), "{}", text(&out.stderr));
+    compile(dir, &[], "out");
     let out = perfskel(dir, &["run", "out", "-np", "4", "--simgrid", &flat]);
     assert!(!out.status.success());
     assert!(

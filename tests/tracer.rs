@@ -118,8 +118,8 @@ pub(crate) fn perfskel(args: &[&str]) -> Output {
         .expect("run perfskel")
 }
 
-struct Trace {
-    dir: tempfile::TempDir,
+pub(crate) struct Trace {
+    pub(crate) dir: tempfile::TempDir,
     ranks: Vec<RankTrace>,
 }
 
@@ -132,7 +132,7 @@ fn read_rank(dir: &Path, rank: u32) -> RankTrace {
 }
 
 /// Traces `app args` at 4 ranks under `mpi`'s `mpirun` and reads every rank back.
-fn trace(mpi: Mpi, app: &str, args: &[&str]) -> Trace {
+pub(crate) fn trace(mpi: Mpi, app: &str, args: &[&str]) -> Trace {
     let launcher = format!("mpirun.{}", mpi.name());
     let np = N_RANKS.to_string();
     trace_launched(mpi, app, &[launcher.as_str(), "-np", np.as_str()], args)
@@ -1094,7 +1094,10 @@ fn check_killed(mpi: Mpi, np: &str) {
         String::from_utf8_lossy(&out.stderr),
         std::fs::read_to_string(&skel).unwrap_or_default()
     );
-    // Every rank ran the same number of halo exchanges: one loop, one count.
+    // Every rank ran the same number of halo exchanges: one loop, one count, at most the
+    // 150 iterations run. How many the cut keeps depends on what rank 1's tracer had
+    // flushed when it was killed (it writes at least once a second: 8 ms iterations
+    // lose up to about 125 of them).
     let text = std::fs::read_to_string(&skel).expect("skeleton");
     let loops: Vec<u64> = text
         .lines()
@@ -1102,7 +1105,7 @@ fn check_killed(mpi: Mpi, np: &str) {
         .filter_map(|l| l.split_whitespace().next()?.parse().ok())
         .collect();
     assert!(
-        loops.iter().any(|n| (50..=150).contains(n)),
+        !loops.is_empty() && loops.iter().all(|n| (1..=150).contains(n)),
         "a main loop of at most the 150 iterations run: {loops:?}\n{text}"
     );
 }

@@ -437,6 +437,11 @@ impl<'p> Timed<'p> {
         }
     }
 
+    /// A queue or a collective holds `id` too, until it is matched.
+    fn hold(&mut self, id: usize) {
+        self.reqs[id].held += 1;
+    }
+
     /// One holder of `id` lets go of it; the last frees its slot.
     fn release(&mut self, id: usize) {
         let r = &mut self.reqs[id];
@@ -484,7 +489,7 @@ impl<'p> Timed<'p> {
                 self.release(recv.req);
             }
             None => {
-                self.reqs[req].held += 1;
+                self.hold(req);
                 self.queues.queue_send(
                     slot,
                     Send {
@@ -514,7 +519,7 @@ impl<'p> Timed<'p> {
                 self.release(send.req);
             }
             None => {
-                self.reqs[req].held += 1;
+                self.hold(req);
                 self.queues.queue_recv(
                     slot,
                     Recv {
@@ -554,7 +559,7 @@ impl<'p> Timed<'p> {
         };
         let now = state.clock;
         let req = self.new_req(rank, None);
-        self.reqs[req].held += 1;
+        self.hold(req);
         let entry = self.colls.entry(inst, seq, || Coll {
             reqs: Vec::new(),
             latest: 0.0,

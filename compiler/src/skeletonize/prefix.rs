@@ -223,12 +223,14 @@ impl Raw {
         let i = self.index;
         self.index += 1;
         match ev.op {
-            Op::Send | Op::Bsend | Op::Ssend | Op::Rsend => {
-                self.sends.extend(ev.peer.map(|p| (i, p)));
-            }
-            Op::Isend | Op::Ibsend | Op::Issend | Op::Irsend => {
-                self.sends.extend(ev.peer.map(|p| (i, p)));
-            }
+            Op::Send
+            | Op::Bsend
+            | Op::Ssend
+            | Op::Rsend
+            | Op::Isend
+            | Op::Ibsend
+            | Op::Issend
+            | Op::Irsend => self.sends.extend(ev.peer.map(|p| (i, p))),
             Op::Recv | Op::Irecv => self.recvs.extend(ev.peer.map(|p| (i, p))),
             Op::Sendrecv | Op::SendrecvReplace => {
                 self.sends.extend(ev.peer.map(|p| (i, p)));
