@@ -17,11 +17,12 @@ use std::collections::BTreeMap;
 
 use perfskel_grammar::ast::{
     BinOp, Block, Collective, Compute, Duration, Else, Expr, ExprKind, Ident, If, Loop, MsgSize,
-    P2p, P2pOp, Peer, Site, Size, SizeSpec, Spanned, Stmt, StmtKind, TimeSpec, TimeUnit, Wait,
-    WaitOp,
+    P2p, P2pOp, Peer, Pick, Site, Size, SizeSpec, Spanned, Stmt, StmtKind, TimeSpec, TimeUnit,
+    Wait, WaitOp,
 };
 
 use super::comms::{bin, CommRef, Comms};
+use super::exchange::PartnerTable;
 use super::fold::{Atom, Cond};
 use super::nest::SizeAcc;
 use super::nest::{Acc, MNode};
@@ -102,9 +103,21 @@ impl Builder<'_> {
                         tok @ Tok {
                             kind:
                                 Kind::Exchange {
+                                    table: Some(table), ..
+                                },
+                            ..
+                        },
+                    acc,
+                } => out.extend(self.exact_exchange(tok, table, acc, universe)),
+                MNode::Tok {
+                    tok:
+                        tok @ Tok {
+                            kind:
+                                Kind::Exchange {
                                     bytes,
                                     partners,
                                     shift,
+                                    table: None,
                                 },
                             ..
                         },
@@ -357,6 +370,155 @@ impl Builder<'_> {
             ),
         });
         stmt
+    }
+
+    /// A partner exchange with each rank's own partners and sizes, as the application
+    /// made it: every receive posted (slot j: the j-th receive of every rank, its peer
+    /// and size one entry per rank), then the sends in the application's order with
+    /// the exchange's compute spread over them, then the receives completed. A slot
+    /// that only some ranks have is guarded by their count of messages.
+    fn exact_exchange(
+        &mut self,
+        tok: &Tok,
+        table: &PartnerTable,
+        acc: &BTreeMap<u32, Acc>,
+        universe: &[u32],
+    ) -> Vec<Stmt> {
+        let comm = match tok.comm {
+            CommRef::World => None,
+            CommRef::Named(i) => self.decl_ident(i),
+        };
+        let site = self.site(tok.site).map(|text| Site {
+            text,
+            pos: Default::default(),
+        });
+        let count = |side: &[Vec<(u32, u64)>]| -> Vec<i64> {
+            side.iter().map(|v| v.len() as i64).collect()
+        };
+        // Slot j of one side: each rank's peer (-1 where it has none) and message size.
+        let slot = |side: &[Vec<(u32, u64)>], j: usize| -> (Expr, MsgSize) {
+            let peers: Vec<i64> = side
+                .iter()
+                .map(|v| v.get(j).map_or(-1, |(p, _)| i64::from(*p)))
+                .collect();
+            let sizes: Vec<u64> = side
+                .iter()
+                .map(|v| v.get(j).or(v.last()).map_or(1, |(_, b)| (*b).max(1)))
+                .collect();
+            let size = if sizes.iter().all(|b| *b == sizes[0]) {
+                MsgSize::Fixed(Spanned::derived(size(sizes[0])))
+            } else {
+                MsgSize::Pick(Box::new(Pick {
+                    values: sizes.iter().map(|b| Spanned::derived(size(*b))).collect(),
+                    index: Expr::new(ExprKind::Rank),
+                }))
+            };
+            (Expr::new(ExprKind::PerRank(peers)), size)
+        };
+        // Statements for slot j of a side whose counts are `counts`: guarded unless
+        // every rank has the slot.
+        let guarded = |counts: &[i64], j: usize, stmts: Vec<Stmt>| -> Vec<Stmt> {
+            let j = j as i64;
+            if counts.iter().all(|c| *c > j) {
+                stmts
+            } else {
+                vec![if_chain(vec![(
+                    Some(bin(
+                        BinOp::Gt,
+                        Expr::new(ExprKind::PerRank(counts.to_vec())),
+                        Expr::int(j),
+                    )),
+                    stmts,
+                )])]
+            }
+        };
+        let handle = |j: usize| Ident::new(format!("x{j}"));
+        let with_site = |mut stmt: Stmt| {
+            stmt.site = site.clone();
+            stmt
+        };
+        let recv_counts = count(&table.recvs);
+        let send_counts = count(&table.sends);
+        let slots = |counts: &[i64]| counts.iter().copied().max().unwrap_or(0).max(0) as usize;
+        let mut out = Vec::new();
+        for j in 0..slots(&recv_counts) {
+            let (peer, size) = slot(&table.recvs, j);
+            let stmt = with_site(Stmt::new(StmtKind::P2p(Box::new(P2p {
+                op: P2pOp::Irecv,
+                request: Some(handle(j)),
+                peer: Spanned::derived(Peer::Rank(peer)),
+                size,
+                recv: None,
+                tag: None,
+                comm: comm.clone(),
+            }))));
+            out.extend(guarded(&recv_counts, j, vec![stmt]));
+        }
+        // The exchange's compute (per rank, the mean over the ranks) before each send.
+        let total_sends: i64 = send_counts.iter().sum();
+        let mean_sends = (total_sends as f64 / send_counts.len().max(1) as f64).max(1.0);
+        let compute = self.compute(acc, universe).map(|mut c| {
+            if let StmtKind::Compute(c) = &mut c.kind {
+                divide_time(&mut c.time, mean_sends);
+            }
+            c
+        });
+        for j in 0..slots(&send_counts) {
+            let (peer, size) = slot(&table.sends, j);
+            let mut stmts: Vec<Stmt> = compute.iter().cloned().collect();
+            stmts.push(with_site(Stmt::new(StmtKind::P2p(Box::new(P2p {
+                op: P2pOp::Send,
+                request: None,
+                peer: Spanned::derived(Peer::Rank(peer)),
+                size,
+                recv: None,
+                tag: None,
+                comm: comm.clone(),
+            })))));
+            out.extend(guarded(&send_counts, j, stmts));
+        }
+        if send_counts.iter().all(|c| *c == 0) {
+            out.extend(compute);
+        }
+        let everywhere = recv_counts.iter().copied().min().unwrap_or(0).max(0) as usize;
+        if everywhere > 0 {
+            out.push(with_site(Stmt::new(StmtKind::Wait(Wait {
+                op: if everywhere == 1 {
+                    WaitOp::Wait
+                } else {
+                    WaitOp::Waitall
+                },
+                handles: (0..everywhere).map(handle).collect(),
+            }))));
+        }
+        for j in everywhere..slots(&recv_counts) {
+            let stmt = with_site(Stmt::new(StmtKind::Wait(Wait {
+                op: WaitOp::Wait,
+                handles: vec![handle(j)],
+            })));
+            out.extend(guarded(&recv_counts, j, vec![stmt]));
+        }
+        let from = self
+            .site(tok.site)
+            .map(|s| format!(" from {s}"))
+            .unwrap_or_default();
+        let range = |counts: &[i64]| {
+            let lo = counts.iter().min().copied().unwrap_or(0);
+            let hi = counts.iter().max().copied().unwrap_or(0);
+            if lo == hi {
+                format!("{lo}")
+            } else {
+                format!("{lo} to {hi}")
+            }
+        };
+        if let Some(first) = out.first_mut() {
+            first.trivia.leading.push(format!(
+                "# Partner exchange{from}: each rank posted receives from its own partners ({} per rank) and sent to its own ({} per rank), completing them all; here the same partners and sizes: `per_rank` lists the j-th partner of every rank (-1: none).",
+                range(&recv_counts),
+                range(&send_counts)
+            ));
+        }
+        out
     }
 
     fn looped(&mut self, counts: &BTreeMap<u32, u64>, body: &[MNode], universe: &[u32]) -> Stmt {

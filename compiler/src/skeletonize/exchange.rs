@@ -25,6 +25,7 @@
 //! must have as many qualifying stretches: the k-th of each is one exchange.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use crate::logicalize::trace::is_send;
 use crate::trace::format::{PEER_ANY_SOURCE, PEER_PROC_NULL};
@@ -56,7 +57,31 @@ pub(crate) struct Stretch {
     /// The peers (world ranks) of a partner stretch's messages, both ways, ascending
     /// (a short list: every halo of a run is a stretch until `decide`).
     pub peers: Vec<i64>,
+    /// A partner stretch's sends in call order: peer and bytes (at most
+    /// [`MAX_SLOTS`] + 1 kept: more cannot be written exactly).
+    pub sent: Vec<(i64, u64)>,
+    /// A partner stretch's receives in call order: the peer (as many kept).
+    pub received: Vec<i64>,
 }
+
+/// The exact partners of a partner exchange whose ranks differ in how many messages
+/// they send or receive: for every world rank, its sends (peer, bytes) and its
+/// receives (peer, bytes of the matching send) in the application's order.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) struct PartnerTable {
+    pub sends: Vec<Vec<(u32, u64)>>,
+    pub recvs: Vec<Vec<(u32, u64)>>,
+}
+
+/// Most sends or receives of one rank in an exchange written with its exact partners
+/// (each is a statement, its peers and sizes one entry per rank)...
+pub(crate) const MAX_SLOTS: usize = 8;
+/// ...and most entries (ranks x slots) of its tables: larger exchanges are written by
+/// the mean, a few statements whatever the rank count.
+const MAX_TABLE_ENTRIES: usize = 256;
+/// Most distinct tables on one communicator: an exchange whose partners or sizes follow
+/// the data (no two iterations alike) would make no loop, and is written by the mean.
+const MAX_DISTINCT_TABLES: usize = 8;
 
 /// What the skeleton writes for one rank's stretch: `rounds` rounds of a shift
 /// exchange, each a message to `partners` ranks after this one (`None`: every other
@@ -76,6 +101,10 @@ pub(crate) struct Exchange {
     /// `stride` away, `(stride, group)` ([`all_in_group`]); `None`: the mean number of
     /// ranks after this one.
     pub shift: Option<(u64, u64)>,
+    /// Where the ranks differ in how many messages they send or receive: their exact
+    /// partners and sizes, when small enough to write ([`exact_table`]); `None`: the
+    /// mean.
+    pub table: Option<Arc<PartnerTable>>,
 }
 
 /// Finds the stretches of one rank, event by event.
@@ -98,6 +127,8 @@ struct PartnerOpen {
     recvs: u64,
     /// Its sends; `peers` also holds the peers it receives from.
     tally: Tally,
+    sent: Vec<(i64, u64)>,
+    received: Vec<i64>,
 }
 
 /// An open data-addressed stretch.
@@ -164,6 +195,8 @@ impl Scan {
                 ok: true,
                 recvs: 0,
                 tally: Tally::default(),
+                sent: Vec::new(),
+                received: Vec::new(),
             });
         }
         if let Some(p) = &mut self.partners {
@@ -206,6 +239,8 @@ impl Scan {
                         bytes: p.tally.bytes,
                         site: p.tally.site(),
                         peers: p.tally.peers.into_iter().collect(),
+                        sent: p.sent,
+                        received: p.received,
                     });
                 }
             }
@@ -228,6 +263,8 @@ impl Scan {
                 bytes: open.tally.bytes,
                 site: open.tally.site(),
                 peers: Vec::new(),
+                sent: Vec::new(),
+                received: Vec::new(),
             });
         }
     }
@@ -255,10 +292,19 @@ impl PartnerOpen {
         let named = ev.peer.is_some_and(|p| p >= 0);
         let here = ev.comm.unwrap_or(0) == self.comm;
         match ev.op {
-            op if plain_send(op) && named && here => self.tally.send(ev),
+            op if plain_send(op) && named && here => {
+                self.tally.send(ev);
+                if self.sent.len() <= MAX_SLOTS {
+                    self.sent
+                        .push((ev.peer.unwrap_or(0), ev.bytes.unwrap_or(0)));
+                }
+            }
             Op::Irecv | Op::Recv if named && here => {
                 self.recvs += 1;
                 self.tally.peers.extend(ev.peer);
+                if self.received.len() <= MAX_SLOTS {
+                    self.received.push(ev.peer.unwrap_or(0));
+                }
             }
             op if op.class() == OpClass::Completion => {}
             _ => self.ok = false,
@@ -370,6 +416,7 @@ pub(crate) fn decide(
                     site: s.site,
                     comm: s.comm,
                     shift: None,
+                    table: None,
                 });
             }
         }
@@ -391,6 +438,7 @@ pub(crate) fn decide(
         if lists.iter().any(|v| v.len() != k) {
             continue;
         }
+        let mut written: BTreeMap<u32, Vec<Exchange>> = BTreeMap::new();
         for j in 0..k {
             let group: Vec<&Stretch> = lists.iter().map(|v| v[j]).collect();
             let alike = |f: fn(&Stretch) -> u64| group.iter().all(|s| f(s) == f(group[0]));
@@ -413,6 +461,10 @@ pub(crate) fn decide(
                 None
             };
             let (per_rank, _) = means(&group);
+            let table = match shift {
+                Some(_) => None,
+                None => exact_table(merged, &group, n_ranks).map(Arc::new),
+            };
             let partners = match shift {
                 Some(_) => group[0].sends.max(1),
                 None => (per_rank.round() as u64).clamp(1, u64::from(n_ranks - 1)),
@@ -421,7 +473,7 @@ pub(crate) fn decide(
             let total: u128 = group.iter().map(|s| s.bytes).sum();
             let bytes = round_div(total, u128::from(partners) * group.len() as u128);
             for (r, s) in merged.iter().zip(&group) {
-                out.entry(*r).or_default().push(Exchange {
+                written.entry(*r).or_default().push(Exchange {
                     first: s.first,
                     last: s.last,
                     rounds: 1,
@@ -430,14 +482,85 @@ pub(crate) fn decide(
                     site: s.site,
                     comm: s.comm,
                     shift,
+                    table: table.clone(),
                 });
             }
+        }
+        // Exact partners only while the exchanges repeat a few tables.
+        let distinct: BTreeSet<&PartnerTable> = written
+            .values()
+            .flatten()
+            .filter_map(|e| e.table.as_deref())
+            .collect();
+        let mean_only = distinct.len() > MAX_DISTINCT_TABLES;
+        for (r, list) in written {
+            out.entry(r)
+                .or_default()
+                .extend(list.into_iter().map(|mut e| {
+                    if mean_only {
+                        e.table = None;
+                    }
+                    e
+                }));
         }
     }
     for v in out.values_mut() {
         v.sort_by_key(|e| e.first);
     }
     out
+}
+
+/// The exact partners of one partner exchange whose ranks differ in their number of
+/// messages, when every world rank takes part (`merged` is every rank), no rank sends
+/// or receives more than [`MAX_SLOTS`] messages, the tables hold at most
+/// [`MAX_TABLE_ENTRIES`] entries, and every send has its receive: the m-th message
+/// from p to q is the m-th receive of q from p (MPI's order on one communicator), which
+/// gives each receive the size of its message.
+fn exact_table(merged: &[u32], group: &[&Stretch], n_ranks: u32) -> Option<PartnerTable> {
+    let n = n_ranks as usize;
+    if merged.len() != n || merged.iter().enumerate().any(|(i, r)| *r as usize != i) {
+        return None;
+    }
+    let slots = group
+        .iter()
+        .map(|s| s.sent.len().max(s.received.len()))
+        .max()?;
+    let complete = group
+        .iter()
+        .all(|s| s.sent.len() as u64 == s.sends && s.received.len() as u64 == s.recvs);
+    if !complete || slots == 0 || slots > MAX_SLOTS || slots.saturating_mul(n) > MAX_TABLE_ENTRIES {
+        return None;
+    }
+    let peer = |p: i64| u32::try_from(p).ok().filter(|p| (*p as usize) < n);
+    // The sizes of the messages from p to q, in order.
+    let mut messages: BTreeMap<(u32, u32), std::collections::VecDeque<u64>> = BTreeMap::new();
+    let mut sends = Vec::with_capacity(n);
+    for (from, s) in group.iter().enumerate() {
+        let mut mine = Vec::with_capacity(s.sent.len());
+        for &(p, bytes) in &s.sent {
+            let to = peer(p)?;
+            messages
+                .entry((from as u32, to))
+                .or_default()
+                .push_back(bytes);
+            mine.push((to, bytes));
+        }
+        sends.push(mine);
+    }
+    let mut recvs = Vec::with_capacity(n);
+    for (to, s) in group.iter().enumerate() {
+        let mut mine = Vec::with_capacity(s.received.len());
+        for &p in &s.received {
+            let from = peer(p)?;
+            let bytes = messages.get_mut(&(from, to as u32))?.pop_front()?;
+            mine.push((from, bytes));
+        }
+        recvs.push(mine);
+    }
+    if messages.values().any(|q| !q.is_empty()) {
+        return None;
+    }
+    Some(PartnerTable { sends, recvs })
 }
 
 /// Most partners an exchange written call by call may have before it is a loop over
@@ -580,6 +703,8 @@ mod tests {
             bytes: u128::from(sends) * 1000,
             site: 1,
             peers: Vec::new(),
+            sent: Vec::new(),
+            received: Vec::new(),
         };
         let stretches: BTreeMap<u32, Vec<Stretch>> = [
             (0, vec![s(40)]),
@@ -645,6 +770,9 @@ mod tests {
             .collect();
         assert_eq!(got, vec![(1, 6, 3, 2, 3), (7, 9, 3, 1, 1)]);
         assert!(found.iter().all(|s| s.pattern == Pattern::Partners));
+        // Each send's peer and size, each receive's peer, in call order.
+        assert_eq!(found[0].sent, vec![(4, 100), (6, 100)]);
+        assert_eq!(found[0].received, vec![1, 2, 5]);
     }
 
     fn partner(first: u64, comm: u64, sends: u64, recvs: u64) -> Stretch {
@@ -658,6 +786,8 @@ mod tests {
             bytes: u128::from(sends) * 100,
             site: 2,
             peers: (0..4).collect(),
+            sent: Vec::new(),
+            received: Vec::new(),
         }
     }
 
@@ -749,5 +879,77 @@ mod tests {
         assert!(decide(&short, &[0, 1, 2, 3], 4, &world, &none).is_empty());
         // Peers that are all neighbours: a halo whose border ranks send less.
         assert!(decide(&stretches, &[0, 1, 2, 3], 4, &world, &|_, _| true).is_empty());
+    }
+
+    /// Rank r's partner stretch of the coupling graph `partners` (symmetric), sending
+    /// `size(r, p)` bytes to each, in ascending order, receives first.
+    fn coupled(r: u32, partners: &[Vec<i64>], size: &dyn Fn(i64, i64) -> u64) -> Stretch {
+        let mine = &partners[r as usize];
+        let sent: Vec<(i64, u64)> = mine.iter().map(|&p| (p, size(i64::from(r), p))).collect();
+        Stretch {
+            sends: mine.len() as u64,
+            recvs: mine.len() as u64,
+            bytes: sent.iter().map(|(_, b)| u128::from(*b)).sum(),
+            peers: mine.clone(),
+            received: mine.clone(),
+            sent,
+            ..partner(10, 3, 0, 0)
+        }
+    }
+
+    #[test]
+    fn partners_that_differ_by_rank_keep_their_own_peers_and_sizes_when_they_fit() {
+        let graph: Vec<Vec<i64>> = vec![vec![1, 2], vec![0, 2, 3], vec![0, 1, 3], vec![1, 2]];
+        let size = |a: i64, b: i64| 100 * (a.min(b) as u64 + 1) + b.max(a) as u64;
+        let stretches: BTreeMap<u32, Vec<Stretch>> = (0..4u32)
+            .map(|r| {
+                (
+                    r,
+                    vec![coupled(r, &graph, &size), coupled(r, &graph, &size)],
+                )
+            })
+            .collect();
+        let d = decide(&stretches, &[0, 1, 2, 3], 4, &world, &none);
+        assert_eq!(d.len(), 4);
+        let table = d[&0][0].table.clone().expect("a table");
+        assert_eq!(d[&3][1].table.as_deref(), Some(&*table));
+        assert_eq!(table.sends[1], vec![(0, 101), (2, 202), (3, 203)]);
+        // Each receive has the size of the message its peer sent.
+        assert_eq!(table.recvs[3], vec![(1, 203), (2, 303)]);
+        // A send nobody receives: no table, the mean.
+        let mut lost = stretches.clone();
+        for s in lost.get_mut(&3).into_iter().flatten() {
+            s.received.pop();
+            s.recvs -= 1;
+        }
+        let d = decide(&lost, &[0, 1, 2, 3], 4, &world, &none);
+        assert!(d.values().flatten().all(|e| e.table.is_none()), "{d:?}");
+        assert_eq!(d[&0][0].partners, Some(3));
+        // More messages than a rank's statements may hold: the mean.
+        let many: Vec<Vec<i64>> = (0..12i64)
+            .map(|r| (0..12).filter(|p| *p != r && (r < 2 || *p < 2)).collect())
+            .collect();
+        let stretches: BTreeMap<u32, Vec<Stretch>> = (0..12u32)
+            .map(|r| (r, vec![coupled(r, &many, &size)]))
+            .collect();
+        let all: Vec<u32> = (0..12).collect();
+        let d = decide(&stretches, &all, 12, &world, &none);
+        assert_eq!(d.len(), 12);
+        assert!(d.values().flatten().all(|e| e.table.is_none()));
+        // Sizes that follow the data, no two exchanges alike: the mean.
+        let stretches: BTreeMap<u32, Vec<Stretch>> = (0..4u32)
+            .map(|r| {
+                let each = (0..MAX_DISTINCT_TABLES as u64 + 1)
+                    .map(|k| {
+                        let by = move |a: i64, b: i64| size(a, b) + k;
+                        coupled(r, &graph, &by)
+                    })
+                    .collect();
+                (r, each)
+            })
+            .collect();
+        let d = decide(&stretches, &[0, 1, 2, 3], 4, &world, &none);
+        assert!(d.values().flatten().all(|e| e.table.is_none()));
+        assert_eq!(d[&0].len(), MAX_DISTINCT_TABLES + 1);
     }
 }

@@ -240,17 +240,20 @@ pub fn skeletonize(
         },
     );
     if let Some(v) = exchanges.values().next() {
-        // The three kinds: data-addressed, partners by the mean, partners exactly.
+        // The four kinds: data-addressed, partners by the mean, partners exactly in a
+        // loop, each rank's own partners in tables.
         #[derive(PartialEq, Clone, Copy)]
         enum Sort {
             Data,
             Mean,
             Exact,
+            Table,
         }
-        let sort = |e: &exchange::Exchange| match (e.partners, e.shift) {
-            (None, _) => Sort::Data,
-            (Some(_), None) => Sort::Mean,
-            (Some(_), Some(_)) => Sort::Exact,
+        let sort = |e: &exchange::Exchange| match (e.partners, e.shift, &e.table) {
+            (None, _, _) => Sort::Data,
+            (Some(_), _, Some(_)) => Sort::Table,
+            (Some(_), None, None) => Sort::Mean,
+            (Some(_), Some(_), None) => Sort::Exact,
         };
         let events = |which: Sort| -> u64 {
             exchanges
@@ -264,9 +267,13 @@ pub fn skeletonize(
             let shown: Vec<String> = v
                 .iter()
                 .filter(|e| sort(e) == which)
-                .map(|e| match e.partners {
-                    Some(p) => format!("{p} x {} B", e.bytes),
-                    None => format!("{} x {} B", e.rounds, e.bytes),
+                .map(|e| match (&e.table, e.partners) {
+                    (Some(t), _) => {
+                        let messages: usize = t.sends.iter().map(Vec::len).sum();
+                        format!("{messages} messages")
+                    }
+                    (None, Some(p)) => format!("{p} x {} B", e.bytes),
+                    (None, None) => format!("{} x {} B", e.rounds, e.bytes),
                 })
                 .collect();
             let n = shown.len();
@@ -276,7 +283,8 @@ pub fn skeletonize(
             }
             (n, text)
         };
-        summary.exchange_events = events(Sort::Data) + events(Sort::Mean) + events(Sort::Exact);
+        summary.exchange_events =
+            events(Sort::Data) + events(Sort::Mean) + events(Sort::Exact) + events(Sort::Table);
         let (n, text) = listed(Sort::Data);
         if n > 0 {
             summary.notes.push(format!(
@@ -296,6 +304,13 @@ pub fn skeletonize(
             summary.notes.push(format!(
                 "{n} partner exchange(s) ({} events over all ranks: every rank posted receives from and sent to each other rank of its group, all completed) are written as a loop over the same pairs, one exchange after another, with the mean size (messages x size: {text})",
                 events(Sort::Exact)
+            ));
+        }
+        let (n, text) = listed(Sort::Table);
+        if n > 0 {
+            summary.notes.push(format!(
+                "{n} partner exchange(s) ({} events over all ranks: receives posted from named peers, sends to named peers, a different number on each rank) are written with each rank's own partners and sizes in per_rank tables, receives posted first as the application did (messages over all ranks: {text})",
+                events(Sort::Table)
             ));
         }
     }

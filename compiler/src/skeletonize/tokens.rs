@@ -99,6 +99,9 @@ pub(crate) enum Kind {
         /// The application's own partners, `(stride, group)` (see
         /// [`super::exchange::Exchange::shift`]).
         shift: Option<(u64, u64)>,
+        /// The exact partners and sizes of every rank, where the ranks differ
+        /// ([`super::exchange::Exchange::table`]).
+        table: Option<std::sync::Arc<super::exchange::PartnerTable>>,
     },
 }
 
@@ -341,6 +344,7 @@ impl<'a> Tokenizer<'a> {
                 bytes: ex.bytes,
                 partners: ex.partners,
                 shift: ex.shift,
+                table: ex.table.clone(),
             },
             comm: self
                 .policy
@@ -356,10 +360,16 @@ impl<'a> Tokenizer<'a> {
         let others = ex
             .partners
             .unwrap_or((self.policy.dirs.peers.len() as u64).saturating_sub(1));
-        self.counts.p2p_bytes = self
-            .counts
-            .p2p_bytes
-            .saturating_add(rounds.saturating_mul(2 * ex.bytes.saturating_mul(others)));
+        let bytes = match ex.table.as_deref() {
+            // This rank's own messages, both ways.
+            Some(t) => [&t.sends, &t.recvs]
+                .iter()
+                .filter_map(|side| side.get(self.rank as usize))
+                .flatten()
+                .fold(0u64, |sum, (_, b)| sum.saturating_add(*b)),
+            None => rounds.saturating_mul(2 * ex.bytes.saturating_mul(others)),
+        };
+        self.counts.p2p_bytes = self.counts.p2p_bytes.saturating_add(bytes);
         for k in 0..rounds {
             // Round k's share of the sums, in whole ns, adding up to them.
             let share = |total: u64| {
