@@ -505,11 +505,13 @@ class Runner:
                 status, seconds, stdout = self.step(what, command, cwd,
                                                     cwd / f"{name}-{run}.log")
                 (cwd / f"{name}-{run}.out").write_text(stdout)
-                match = re.search(pattern, stdout)
-                if status != 0 or not match:
+                # The last match: `run` prints each run's result line, then the
+                # median run's.
+                matches = re.findall(pattern, stdout)
+                if status != 0 or not matches:
                     row["status"] = f"{what} failed ({describe(status)})"
                     return row
-                into.append(float(match.group(1)))
+                into.append(float(matches[-1]))
                 if into is untraced:
                     walls.append(seconds)
         row["runs"] = self.repeats
