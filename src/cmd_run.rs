@@ -214,8 +214,13 @@ fn run_simgrid(args: &Args, platform: &Path) -> Result<ExitCode, String> {
         success &= output.status.success();
         results.push(result);
     }
-    let result = median_result(&results);
     let wall = perfskel_compiler::stats::median(&walls).unwrap_or(0.0);
+    let result = RunResult {
+        simulation_s: Some(wall),
+        ..median_result(&results)
+    };
+    // The median run's line again, with the simulation's wall time, last.
+    println!("{}", result.line());
     println!(
         "skeleton `{}` on {} simulated ranks ({}): {:.6} s simulated × {} = predicted application time {:.3} s on that platform (the skeleton stands for {:.3} s where it was made); the simulation took {:.3} s",
         result.skeleton,

@@ -79,6 +79,11 @@ fn skeletons_run_under_smpi_on_generated_platforms() {
         said.contains("simulated ranks") && said.contains("the simulation took"),
         "{said}"
     );
+    // The last result line carries the simulation's wall time.
+    assert!(
+        first.simulation_s.is_some_and(|w| w > 0.0 && w < 60.0),
+        "{said}"
+    );
     // Deterministic: the same time again.
     let (again, _) = simulate(dir, &flat);
     assert_eq!(first.skeleton_s, again.skeleton_s);

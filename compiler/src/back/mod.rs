@@ -187,7 +187,9 @@ pub struct GeneratedFile {
 /// `ratio` is K of the target ratio 1:K; `reached` the ratio the scaled program reaches
 /// (four decimals; lines of older programs lack it, which reached K); `predicted_s` is
 /// `skeleton_s × reached`; `app_time_s` is the `app_time` of the unscaled skeleton.
-/// Times have six decimals.
+/// Times have six decimals. Under a simulator, `perfskel run --simgrid` prints the
+/// median run's line once more with `simulation_s=W` at the end: the wall time the
+/// simulation took (the other times are simulated).
 #[derive(Clone, Debug, PartialEq)]
 pub struct RunResult {
     pub skeleton: String,
@@ -202,6 +204,8 @@ pub struct RunResult {
     pub warmup_s: f64,
     /// The ratio reached, by which the skeleton's time is multiplied.
     pub reached: f64,
+    /// The wall time a simulated run took (`None`: a real run).
+    pub simulation_s: Option<f64>,
 }
 
 /// The word every result line starts with.
@@ -210,8 +214,12 @@ pub const RESULT_PREFIX: &str = "perfskel-result";
 impl RunResult {
     /// The line a generated program prints (without the newline).
     pub fn line(&self) -> String {
+        let simulation = self
+            .simulation_s
+            .map(|w| format!(" simulation_s={w:.3}"))
+            .unwrap_or_default();
         format!(
-            "{RESULT_PREFIX} skeleton={} backend={} ranks={} ratio={} skeleton_s={:.6} predicted_s={:.6} app_time_s={:.6} warmup_s={:.6} reached={:.4}",
+            "{RESULT_PREFIX} skeleton={} backend={} ranks={} ratio={} skeleton_s={:.6} predicted_s={:.6} app_time_s={:.6} warmup_s={:.6} reached={:.4}{simulation}",
             self.skeleton,
             self.backend,
             self.ranks,
@@ -239,6 +247,7 @@ impl RunResult {
         let (mut skeleton_s, mut predicted_s, mut app_time_s) = (None, None, None);
         let mut warmup_s = 0.0;
         let mut reached = None;
+        let mut simulation_s = None;
         for word in words {
             let (key, value) = word.split_once('=')?;
             match key {
@@ -251,6 +260,7 @@ impl RunResult {
                 "app_time_s" => app_time_s = value.parse().ok(),
                 "warmup_s" => warmup_s = value.parse().ok()?,
                 "reached" => reached = Some(value.parse::<f64>().ok()?),
+                "simulation_s" => simulation_s = Some(value.parse::<f64>().ok()?),
                 _ => {}
             }
         }
@@ -264,6 +274,7 @@ impl RunResult {
             app_time_s: app_time_s?,
             warmup_s,
             reached: reached.unwrap_or(ratio? as f64),
+            simulation_s,
         })
     }
 }
@@ -284,6 +295,7 @@ mod tests {
             app_time_s: 11.8,
             warmup_s: 0.004,
             reached: 98.7633,
+            simulation_s: None,
         };
         let line = result.line();
         assert_eq!(
@@ -296,6 +308,15 @@ mod tests {
         assert_eq!(RunResult::parse(old).map(|r| r.reached), Some(3.0));
         let output = format!("warming up\n{line}\nbye\n");
         assert_eq!(RunResult::find_in(&output), Some(result));
+        // A simulated run's line, with the simulation's wall time.
+        let simulated = RunResult {
+            simulation_s: Some(2.5),
+            ..result.clone()
+        };
+        assert!(simulated
+            .line()
+            .ends_with(" reached=98.7633 simulation_s=2.500"));
+        assert_eq!(RunResult::find_in(&simulated.line()), Some(simulated));
         assert_eq!(RunResult::parse("perfskel-result skeleton=x"), None);
         assert_eq!(RunResult::parse("hello"), None);
     }

@@ -471,6 +471,7 @@ mod tests {
                 app_time_s: 1.0,
                 warmup_s: 0.0,
                 reached: 10.0,
+                simulation_s: None,
             })
         }
     }
