@@ -307,7 +307,7 @@ mod tests {
         assert_eq!(RunResult::parse(old).map(|r| r.warmup_s), Some(0.0));
         assert_eq!(RunResult::parse(old).map(|r| r.reached), Some(3.0));
         let output = format!("warming up\n{line}\nbye\n");
-        assert_eq!(RunResult::find_in(&output), Some(result));
+        assert_eq!(RunResult::find_in(&output), Some(result.clone()));
         // A simulated run's line, with the simulation's wall time.
         let simulated = RunResult {
             simulation_s: Some(2.5),
