@@ -19,7 +19,10 @@ For each application and rank count N:
 
 The table: the application's simulated time, the prediction (skeleton x K), the error,
 and the two simulations' wall times with their ratio (how much cheaper the skeleton is
-to simulate). SMPI is deterministic: one run of each.
+to simulate). The skeleton's simulation is deterministic (its compute is smpi_execute):
+one run. The application's is not: SMPI times its compute bursts on this machine as it
+runs them, so it is simulated --app-runs times (3) and the median counts, its spread
+beside it.
 
 Everything goes into the work directory (--out, marked with a `.perfskel-simgrid-validate`
 file; a non-empty directory without it is refused).
@@ -219,20 +222,33 @@ class Harness:
             if status != 0:
                 rows.append(dict(row, status=f"platform failed ({status})"))
                 continue
-            log(f"{name} at {n} ranks on {row['shape']}: the application simulated")
-            status, wall, stdout = self.step(
-                "smpirun",
-                ["smpirun", "-np", str(n), "-platform", str(platform), "-hostfile",
-                 str(platform.with_suffix(".hosts")),
-                 f"--cfg=smpi/host-speed:{HOST_SPEED}", "--log=root.thres:warning",
-                 str(self.out / "build" / f"{name}-smpi")] + self.args_of(name),
-                cwd, cwd / f"app-{kind}.log")
-            found = re.findall(r"perfskel-app-time seconds=([0-9.]+)", stdout)
-            if status != 0 or not found:
-                rows.append(dict(row, status=f"smpirun of the application failed ({status})"))
+            # SMPI times the application's compute bursts on this machine as it runs
+            # them, so its noise enters the simulated time: the median of several
+            # simulations, their spread beside it.
+            sims, walls, failed = [], [], None
+            for run in range(self.args.app_runs):
+                log(f"{name} at {n} ranks on {row['shape']}: the application simulated "
+                    f"({run + 1} of {self.args.app_runs})")
+                status, wall, stdout = self.step(
+                    "smpirun",
+                    ["smpirun", "-np", str(n), "-platform", str(platform), "-hostfile",
+                     str(platform.with_suffix(".hosts")),
+                     f"--cfg=smpi/host-speed:{HOST_SPEED}", "--log=root.thres:warning",
+                     str(self.out / "build" / f"{name}-smpi")] + self.args_of(name),
+                    cwd, cwd / f"app-{kind}-{run}.log")
+                found = re.findall(r"perfskel-app-time seconds=([0-9.]+)", stdout)
+                if status != 0 or not found:
+                    failed = status
+                    break
+                sims.append(float(found[-1]))
+                walls.append(wall)
+            if failed is not None or not sims:
+                rows.append(dict(row, status=f"smpirun of the application failed ({failed})"))
                 continue
-            row["app_sim_s"] = float(found[-1])
-            row["app_sim_wall_s"] = round(wall, 3)
+            row["app_sim_runs_s"] = sims
+            row["app_sim_s"] = median(sims)
+            row["app_sim_spread"] = round((max(sims) - min(sims)) / median(sims), 4)
+            row["app_sim_wall_s"] = round(median(walls), 3)
             for k in self.args.ratios:
                 log(f"{name} at {n} ranks on {row['shape']}: the 1:{k} skeleton simulated")
                 status, wall, stdout = self.step(
@@ -256,7 +272,8 @@ class Harness:
 
 
 def table(rows, ratios):
-    head = ("| application | ranks | platform | application simulated (s) | its simulation (s) | "
+    head = ("| application | ranks | platform | application simulated (s) | its spread | "
+            "its simulation (s) | "
             + " | ".join(f"1:{k} predicted (s) | 1:{k} error | 1:{k} simulation (s) | "
                          f"1:{k} cheaper" for k in ratios) + " |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
@@ -266,7 +283,7 @@ def table(rows, ratios):
                          f"{r['status']} |")
             continue
         cells = [r["app"], str(r["ranks"]), r["shape"], f"{r['app_sim_s']:.3f}",
-                 f"{r['app_sim_wall_s']:.1f}"]
+                 f"{100 * r['app_sim_spread']:.1f} %", f"{r['app_sim_wall_s']:.1f}"]
         for k in ratios:
             cells += [f"{r[f'predicted_1to{k}_s']:.3f}", f"{100 * r[f'error_1to{k}']:+.1f} %",
                       f"{r[f'sim_wall_1to{k}_s']:.2f}", f"{r[f'cheaper_1to{k}']:.0f}x"]
@@ -304,6 +321,9 @@ def main():
                         help="platform shapes: cluster, torus, fat-tree (default "
                         "cluster,torus)")
     parser.add_argument("--quick", action="store_true", help="small problems")
+    parser.add_argument("--app-runs", type=int, default=3,
+                        help="simulations of each application, the median counts "
+                        "(default 3: SMPI times its compute on this machine)")
     parser.add_argument("--out", default="/tmp/perfskel-simgrid-validate",
                         help="work directory")
     parser.add_argument("--timeout", type=float, default=1800.0,
@@ -321,6 +341,8 @@ def main():
         sys.exit("simgrid-validate: --ranks and --ratios are lists of integers")
     if not ranks or min(ranks) < 2 or not args.ratios or min(args.ratios) < 1:
         sys.exit("simgrid-validate: at least 2 ranks, ratios 1:K with K at least 1")
+    if args.app_runs < 1:
+        sys.exit("simgrid-validate: --app-runs is at least 1")
     args.shapes = [s.strip() for s in args.shapes.split(",") if s.strip()]
     for s in args.shapes:
         shape_of(s, 4)
