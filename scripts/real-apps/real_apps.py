@@ -43,6 +43,23 @@ MARKER = ".perfskel-real-apps"
 LAMMPS_EXAMPLES = Path("/usr/share/doc/lammps-examples/examples")
 
 
+def run_step(cmd, cwd, log_path, env, timeout):
+    """Runs `cmd` in its own process group within `timeout` seconds, its standard error
+    into `log_path`; gives (exit status or None on time-out, wall seconds, stdout)."""
+    start = time.monotonic()
+    with open(log_path, "w") as err:
+        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE,
+                                stderr=err, text=True, start_new_session=True)
+        try:
+            stdout, _ = proc.communicate(timeout=timeout)
+            status = proc.returncode
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            stdout, _ = proc.communicate()
+            status = None
+    return status, time.monotonic() - start, stdout
+
+
 class App:
     """One application: how to run it, at which sizes, and its smallest rank count for
     the comparison table."""
@@ -356,20 +373,8 @@ class Runner:
     # Steps.
 
     def step(self, what, cmd, cwd, log_path, check=False):
-        """Runs `cmd` in its own process group with the time limit; gives (exit status or
-        None on time-out, wall seconds, stdout)."""
-        start = time.monotonic()
-        with open(log_path, "w") as err:
-            proc = subprocess.Popen(cmd, cwd=cwd, env=self.env, stdout=subprocess.PIPE,
-                                    stderr=err, text=True, start_new_session=True)
-            try:
-                stdout, _ = proc.communicate(timeout=self.args.timeout)
-                status = proc.returncode
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                stdout, _ = proc.communicate()
-                status = None
-        seconds = time.monotonic() - start
+        """Runs `cmd` (run_step); exits on failure with `check`."""
+        status, seconds, stdout = run_step(cmd, cwd, log_path, self.env, self.args.timeout)
         if check and status != 0:
             sys.exit(f"real-apps: {what} failed ({describe(status)}); see {log_path}")
         return status, seconds, stdout

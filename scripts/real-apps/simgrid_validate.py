@@ -34,12 +34,11 @@ import json
 import os
 import re
 import shutil
-import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
 from statistics import median
+
+from real_apps import run_step
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
@@ -121,21 +120,12 @@ class Harness:
             self.env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
 
     def step(self, what, cmd, cwd, log_path):
-        """Runs `cmd` in its own process group with the time limit; gives (exit status
-        or None on time-out, wall seconds, stdout)."""
-        start = time.monotonic()
-        with open(log_path, "w") as err:
-            proc = subprocess.Popen(cmd, cwd=cwd, env=self.env, stdout=subprocess.PIPE,
-                                    stderr=err, text=True, start_new_session=True)
-            try:
-                stdout, _ = proc.communicate(timeout=self.args.timeout)
-                status = proc.returncode
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                stdout, _ = proc.communicate()
-                status = None
-        (Path(str(log_path)).with_suffix(".out")).write_text(stdout)
-        return status, time.monotonic() - start, stdout
+        """Runs `cmd` (real_apps.run_step), its standard output kept beside the log;
+        gives (exit status or None on time-out, wall seconds, stdout). `what` names it
+        in the caller's messages."""
+        status, seconds, stdout = run_step(cmd, cwd, log_path, self.env, self.args.timeout)
+        Path(log_path).with_suffix(".out").write_text(stdout)
+        return status, seconds, stdout
 
     def prepare(self):
         missing = [t for t in [self.mpirun, self.mpicc, "smpicc", "smpirun"]
@@ -153,7 +143,7 @@ class Harness:
         (self.out / MARKER).write_text("work directory of scripts/simgrid-validate.sh\n")
         build = self.out / "build"
         build.mkdir(exist_ok=True)
-        for name in self.apps:
+        for name in self.args.apps:
             src = str(ROOT / APPS[name]["src"])
             for what, cmd in [
                 ("mpicc", [self.mpicc, "-O2", "-g", "-o", str(build / name), src, "-lm"]),
@@ -170,10 +160,6 @@ class Harness:
                 if status != 0:
                     sys.exit(f"simgrid-validate: {what} of {name} failed; see "
                              f"{build / f'{what}-{name}.log'}")
-
-    @property
-    def apps(self):
-        return self.args.apps
 
     def args_of(self, name):
         return APPS[name]["quick" if self.args.quick else "args"]

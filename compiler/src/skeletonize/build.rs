@@ -317,15 +317,9 @@ impl Builder<'_> {
                 MsgSize::Fixed(Spanned::derived(b)),
             ))),
             tag: None,
-            comm: match tok.comm {
-                CommRef::World => None,
-                CommRef::Named(i) => self.decl_ident(i),
-            },
+            comm: self.comm_ident(tok.comm),
         })));
-        send.site = self.site(tok.site).map(|text| Site {
-            text,
-            pos: Default::default(),
-        });
+        send.site = self.site_of(tok.site);
         if bytes == 0 {
             send.trivia.trailing =
                 Some("# 0 B in the application: a call that only synchronizes".into());
@@ -384,17 +378,10 @@ impl Builder<'_> {
         acc: &BTreeMap<u32, Acc>,
         universe: &[u32],
     ) -> Vec<Stmt> {
-        let comm = match tok.comm {
-            CommRef::World => None,
-            CommRef::Named(i) => self.decl_ident(i),
-        };
-        let site = self.site(tok.site).map(|text| Site {
-            text,
-            pos: Default::default(),
-        });
-        let count = |side: &[Vec<(u32, u64)>]| -> Vec<i64> {
-            side.iter().map(|v| v.len() as i64).collect()
-        };
+        let comm = self.comm_ident(tok.comm);
+        let site = self.site_of(tok.site);
+        let count =
+            |side: &[Vec<(u32, u64)>]| -> Vec<usize> { side.iter().map(Vec::len).collect() };
         // Slot j of one side: each rank's peer (-1 where it has none) and message size.
         let slot = |side: &[Vec<(u32, u64)>], j: usize| -> (Expr, MsgSize) {
             let peers: Vec<i64> = side
@@ -417,16 +404,16 @@ impl Builder<'_> {
         };
         // Statements for slot j of a side whose counts are `counts`: guarded unless
         // every rank has the slot.
-        let guarded = |counts: &[i64], j: usize, stmts: Vec<Stmt>| -> Vec<Stmt> {
-            let j = j as i64;
+        let guarded = |counts: &[usize], j: usize, stmts: Vec<Stmt>| -> Vec<Stmt> {
             if counts.iter().all(|c| *c > j) {
                 stmts
             } else {
+                let counts = counts.iter().map(|c| *c as i64).collect();
                 vec![if_chain(vec![(
                     Some(bin(
                         BinOp::Gt,
-                        Expr::new(ExprKind::PerRank(counts.to_vec())),
-                        Expr::int(j),
+                        Expr::new(ExprKind::PerRank(counts)),
+                        Expr::int(j as i64),
                     )),
                     stmts,
                 )])]
@@ -439,7 +426,7 @@ impl Builder<'_> {
         };
         let recv_counts = count(&table.recvs);
         let send_counts = count(&table.sends);
-        let slots = |counts: &[i64]| counts.iter().copied().max().unwrap_or(0).max(0) as usize;
+        let slots = |counts: &[usize]| counts.iter().copied().max().unwrap_or(0);
         let mut out = Vec::new();
         for j in 0..slots(&recv_counts) {
             let (peer, size) = slot(&table.recvs, j);
@@ -455,7 +442,7 @@ impl Builder<'_> {
             out.extend(guarded(&recv_counts, j, vec![stmt]));
         }
         // The exchange's compute (per rank, the mean over the ranks) before each send.
-        let total_sends: i64 = send_counts.iter().sum();
+        let total_sends: usize = send_counts.iter().sum();
         let mean_sends = (total_sends as f64 / send_counts.len().max(1) as f64).max(1.0);
         let compute = self.compute(acc, universe).map(|mut c| {
             if let StmtKind::Compute(c) = &mut c.kind {
@@ -480,7 +467,7 @@ impl Builder<'_> {
         if send_counts.iter().all(|c| *c == 0) {
             out.extend(compute);
         }
-        let everywhere = recv_counts.iter().copied().min().unwrap_or(0).max(0) as usize;
+        let everywhere = recv_counts.iter().copied().min().unwrap_or(0);
         if everywhere > 0 {
             out.push(with_site(Stmt::new(StmtKind::Wait(Wait {
                 op: if everywhere == 1 {
@@ -502,7 +489,7 @@ impl Builder<'_> {
             .site(tok.site)
             .map(|s| format!(" from {s}"))
             .unwrap_or_default();
-        let range = |counts: &[i64]| {
+        let range = |counts: &[usize]| {
             let lo = counts.iter().min().copied().unwrap_or(0);
             let hi = counts.iter().max().copied().unwrap_or(0);
             if lo == hi {
@@ -875,10 +862,7 @@ impl Builder<'_> {
             }
         };
         let mut stmt = Stmt::new(kind);
-        stmt.site = self.site(tok.site).map(|text| Site {
-            text,
-            pos: Default::default(),
-        });
+        stmt.site = self.site_of(tok.site);
         if tok.site == u32::MAX {
             stmt.trivia.trailing = Some("# requests the trace never completed".into());
         } else if zero_bytes {
@@ -920,6 +904,22 @@ impl Builder<'_> {
     /// The name of declared communicator `i`.
     fn decl_ident(&self, i: u32) -> Option<Ident> {
         Some(Ident::new(self.comms.decls.get(i as usize)?.name.clone()))
+    }
+
+    /// The `on COMM` of a statement on `comm` (none for the world).
+    fn comm_ident(&self, comm: CommRef) -> Option<Ident> {
+        match comm {
+            CommRef::World => None,
+            CommRef::Named(i) => self.decl_ident(i),
+        }
+    }
+
+    /// The `@ "..."` of a statement from call site `idx`.
+    fn site_of(&self, idx: u32) -> Option<Site> {
+        self.site(idx).map(|text| Site {
+            text,
+            pos: Default::default(),
+        })
     }
 
     fn peer(&self, h: &Half) -> Option<Peer> {

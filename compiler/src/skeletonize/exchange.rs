@@ -24,7 +24,7 @@
 //! came first) is one stretch, as on the ranks whose sends came first. Every merged rank
 //! must have as many qualifying stretches: the k-th of each is one exchange.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 
 use crate::logicalize::trace::is_send;
@@ -439,6 +439,7 @@ pub(crate) fn decide(
             continue;
         }
         let mut written: BTreeMap<u32, Vec<Exchange>> = BTreeMap::new();
+        let mut tables: BTreeSet<Arc<PartnerTable>> = BTreeSet::new();
         for j in 0..k {
             let group: Vec<&Stretch> = lists.iter().map(|v| v[j]).collect();
             let alike = |f: fn(&Stretch) -> u64| group.iter().all(|s| f(s) == f(group[0]));
@@ -465,6 +466,7 @@ pub(crate) fn decide(
                 Some(_) => None,
                 None => exact_table(merged, &group, n_ranks).map(Arc::new),
             };
+            tables.extend(table.clone());
             let partners = match shift {
                 Some(_) => group[0].sends.max(1),
                 None => (per_rank.round() as u64).clamp(1, u64::from(n_ranks - 1)),
@@ -487,21 +489,12 @@ pub(crate) fn decide(
             }
         }
         // Exact partners only while the exchanges repeat a few tables.
-        let distinct: BTreeSet<&PartnerTable> = written
-            .values()
-            .flatten()
-            .filter_map(|e| e.table.as_deref())
-            .collect();
-        let mean_only = distinct.len() > MAX_DISTINCT_TABLES;
-        for (r, list) in written {
-            out.entry(r)
-                .or_default()
-                .extend(list.into_iter().map(|mut e| {
-                    if mean_only {
-                        e.table = None;
-                    }
-                    e
-                }));
+        let mean_only = tables.len() > MAX_DISTINCT_TABLES;
+        for (r, mut list) in written {
+            if mean_only {
+                list.iter_mut().for_each(|e| e.table = None);
+            }
+            out.entry(r).or_default().extend(list);
         }
     }
     for v in out.values_mut() {
@@ -533,7 +526,7 @@ fn exact_table(merged: &[u32], group: &[&Stretch], n_ranks: u32) -> Option<Partn
     }
     let peer = |p: i64| u32::try_from(p).ok().filter(|p| (*p as usize) < n);
     // The sizes of the messages from p to q, in order.
-    let mut messages: BTreeMap<(u32, u32), std::collections::VecDeque<u64>> = BTreeMap::new();
+    let mut messages: BTreeMap<(u32, u32), VecDeque<u64>> = BTreeMap::new();
     let mut sends = Vec::with_capacity(n);
     for (from, s) in group.iter().enumerate() {
         let mut mine = Vec::with_capacity(s.sent.len());

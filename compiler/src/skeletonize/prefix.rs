@@ -15,6 +15,7 @@
 use std::collections::BTreeMap;
 
 use super::source::{self, Opened, RankEvents, Ranks};
+use crate::logicalize::trace::is_send;
 use crate::trace::stats::SiteKey;
 use crate::trace::{Completion, Event, Memory, Op, OpClass, TraceError};
 
@@ -223,19 +224,12 @@ impl Raw {
         let i = self.index;
         self.index += 1;
         match ev.op {
-            Op::Send
-            | Op::Bsend
-            | Op::Ssend
-            | Op::Rsend
-            | Op::Isend
-            | Op::Ibsend
-            | Op::Issend
-            | Op::Irsend => self.sends.extend(ev.peer.map(|p| (i, p))),
-            Op::Recv | Op::Irecv => self.recvs.extend(ev.peer.map(|p| (i, p))),
             Op::Sendrecv | Op::SendrecvReplace => {
                 self.sends.extend(ev.peer.map(|p| (i, p)));
                 self.recvs.extend(ev.src.map(|p| (i, p)));
             }
+            op if is_send(op) => self.sends.extend(ev.peer.map(|p| (i, p))),
+            Op::Recv | Op::Irecv => self.recvs.extend(ev.peer.map(|p| (i, p))),
             Op::Init | Op::InitThread | Op::Finalize => self.colls.push((i, WORLD)),
             op if op.class() == OpClass::Collective => {
                 self.colls.extend(ev.comm.map(|c| (i, c)));
