@@ -29,7 +29,7 @@ pub struct Args {
     mpirun: Option<String>,
     /// Runs of the program; the prediction is their median, with their spread. By
     /// default at least 3, and up to 10 while they spread more than 10 % (under
-    /// `--simgrid`, 1: the simulation is deterministic).
+    /// `--simgrid`, 1: the simulation is deterministic; 3 with `--sim-compute benched`).
     #[arg(long)]
     repeat: Option<u32>,
     /// Simulate the program under SimGrid's SMPI on this platform file (C back end):
@@ -42,6 +42,21 @@ pub struct Args {
     /// platform's `.hosts` file beside it, as `perfskel platform` writes it).
     #[arg(long, requires = "simgrid", value_name = "FILE")]
     hostfile: Option<PathBuf>,
+    /// With `--simgrid`: how compute spans take simulated time. `execute` (the
+    /// default): `smpi_execute` of each span's traced time, exact and deterministic;
+    /// `benched`: the calibrated kernel runs on this machine and SMPI times it as it
+    /// times an application's own code, so the simulation host's noise enters the
+    /// skeleton as it enters a simulated application (not deterministic: by default 3
+    /// runs, their median).
+    #[arg(long, value_enum, requires = "simgrid", default_value = "execute")]
+    sim_compute: SimCompute,
+}
+
+/// How a simulated skeleton's compute spans take simulated time (`run --sim-compute`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum SimCompute {
+    Execute,
+    Benched,
 }
 
 /// The simulated speed of the machine a skeleton's compute spans were measured on:
@@ -178,23 +193,36 @@ fn run_simgrid(args: &Args, platform: &Path) -> Result<ExitCode, String> {
     make.arg("skeleton-smpi");
     make_in(dir, make, "smpicc")?;
     let absolute = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
-    let runs = args.repeat.unwrap_or(1).max(1);
+    let benched = args.sim_compute == SimCompute::Benched;
+    let runs = args
+        .repeat
+        .unwrap_or(if benched { MIN_RUNS as u32 } else { 1 })
+        .max(1);
     let mut results = Vec::new();
     let mut walls = Vec::new();
     let mut success = true;
     for _ in 0..runs {
         let started = std::time::Instant::now();
-        let output = Command::new("smpirun")
+        let mut smpirun = Command::new("smpirun");
+        smpirun
             .arg("-np")
             .arg(args.np.to_string())
             .arg("-platform")
             .arg(absolute(platform))
             .arg("-hostfile")
             .arg(absolute(&hostfile))
-            .arg(format!("--cfg=smpi/host-speed:{SIMGRID_HOST_SPEED}"))
+            .arg(format!("--cfg=smpi/host-speed:{SIMGRID_HOST_SPEED}"));
+        if benched {
+            // SMPI times the code between MPI calls, the kernel's spans with it.
+            smpirun.env("PERFSKEL_SMPI_COMPUTE", "benched");
+        } else {
             // Only the spans are compute: the program's own bookkeeping between MPI
             // calls takes no simulated time.
-            .arg("--cfg=smpi/simulate-computation:no")
+            smpirun
+                .env("PERFSKEL_SMPI_COMPUTE", "execute")
+                .arg("--cfg=smpi/simulate-computation:no");
+        }
+        let output = smpirun
             .arg("--log=root.thres:warning")
             .arg("./skeleton-smpi")
             .current_dir(dir)

@@ -149,6 +149,42 @@ fn skeletons_run_under_smpi_on_generated_platforms() {
     assert!(text(&refused.stderr).contains("--force"));
 }
 
+/// `--sim-compute benched`: the kernel runs on this machine and SMPI times it as it times
+/// an application's code, so the spans last about what they say, not exactly, and the
+/// simulation is repeated (3 runs, their median).
+#[test]
+fn benched_compute_is_timed_by_smpi() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = dir.path();
+    compile(dir, &[], "out");
+    let flat = platform(dir, "flat", &["--shape", "cluster:4"]);
+    let out = perfskel(
+        dir,
+        &[
+            "run",
+            "out",
+            "-np",
+            "4",
+            "--simgrid",
+            &flat,
+            "--sim-compute",
+            "benched",
+        ],
+    );
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+    // Three simulations, then the median's line again with the wall time.
+    assert_eq!(stdout.matches("perfskel-result").count(), 4, "{stdout}");
+    let median = RunResult::find_in(stdout.lines().rev().nth(1).unwrap_or(""))
+        .expect("the median's result line");
+    // 40 ms of compute as the calibrated kernel's work, timed by SMPI on this machine's
+    // CPU time: near 40 ms, not the 0 of untimed code nor a clock that did not move.
+    assert!((0.030..0.080).contains(&median.skeleton_s), "{stdout}");
+    // Without --simgrid the option is refused.
+    let refused = perfskel(dir, &["run", "out", "-np", "4", "--sim-compute", "benched"]);
+    assert!(!refused.status.success());
+}
+
 /// A Rust project, a missing host file: clear errors.
 #[test]
 fn simgrid_runs_say_what_they_need() {

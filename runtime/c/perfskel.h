@@ -42,7 +42,12 @@
  * (smpirun's smpi/host-speed, 1 Gf by perfskel's convention) on the simulated host,
  * whose speed in the platform file scales it; the clock is the simulated one
  * (MPI_Wtime); no kernel calibration, no memory probe, and no warm-up pass unless
- * PERFSKEL_WARMUP=on (a simulation pays no first-use costs twice).
+ * PERFSKEL_WARMUP=on (a simulation pays no first-use costs twice). With
+ * PERFSKEL_SMPI_COMPUTE=benched (`run --simgrid --sim-compute benched`, smpirun with
+ * smpi/simulate-computation on) a span runs the calibrated kernel instead, its work
+ * calibrated on the host's own clock, and SMPI times it on the host as it times an
+ * application's code between MPI calls: the simulation host's noise enters the
+ * skeleton's spans as it enters the application's, at the cost of determinism.
  */
 #ifndef PERFSKEL_H
 #define PERFSKEL_H
@@ -77,6 +82,10 @@ static inline double ps_now(void) {
  * read once in ps_calibrate. */
 enum { PS_AUTO, PS_CPU, PS_CLOCK, PS_WORK };
 static int ps_mode = PS_AUTO;
+#ifdef PERFSKEL_SMPI
+/* PERFSKEL_SMPI_COMPUTE=benched: spans run the kernel and SMPI times them. */
+static int ps_smpi_benched;
+#endif
 
 /* The clock calibration and the `cpu` and `clock` spans run on: the thread's CPU time,
  * or wall time with PERFSKEL_COMPUTE=clock. */
@@ -84,7 +93,9 @@ static clockid_t ps_span_clock = CLOCK_THREAD_CPUTIME_ID;
 
 static inline double ps_span_now(void) {
     struct timespec ts;
-    clock_gettime(ps_span_clock, &ts);
+    /* In parentheses: the host's own clock even where SMPI's helpers turn
+     * clock_gettime into the simulated one (calibrating benched spans). */
+    (clock_gettime)(ps_span_clock, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
@@ -192,10 +203,19 @@ static inline double ps_measure_rate(size_t ws) {
  * each working set the skeleton uses (0 = none). */
 static inline void ps_calibrate(const size_t *working_sets, int n) {
 #ifdef PERFSKEL_SMPI
-    /* Simulated: spans are smpi_execute, nothing to calibrate. */
-    (void)working_sets;
-    (void)n;
-    return;
+    /* Simulated: spans are smpi_execute, nothing to calibrate; or benched: the kernel
+     * runs its calibrated work and SMPI times it. */
+    const char *sim = getenv("PERFSKEL_SMPI_COMPUTE");
+    if (sim && strcmp(sim, "benched") == 0) {
+        ps_smpi_benched = 1;
+    } else if (sim && *sim && strcmp(sim, "execute") != 0) {
+        ps_fail("PERFSKEL_SMPI_COMPUTE must be `execute` or `benched`");
+    }
+    if (!ps_smpi_benched) {
+        (void)working_sets;
+        (void)n;
+        return;
+    }
 #endif
     const char *mode = getenv("PERFSKEL_COMPUTE");
     if (mode && *mode) {
@@ -206,6 +226,10 @@ static inline void ps_calibrate(const size_t *working_sets, int n) {
         else ps_fail("PERFSKEL_COMPUTE must be `auto`, `cpu`, `clock` or `work`");
     }
     if (ps_mode == PS_CLOCK) ps_span_clock = CLOCK_MONOTONIC;
+#ifdef PERFSKEL_SMPI
+    /* Benched: one thread simulates every rank, so only the work is meaningful. */
+    ps_mode = PS_WORK;
+#endif
     size_t largest = PS_MIN_WS;
     for (int i = 0; i < n; i++)
         if (working_sets[i] > largest) largest = working_sets[i];
@@ -279,9 +303,11 @@ static inline void ps_compute(double seconds, size_t ws) {
     seconds *= ps_time_factor;
     if (!(seconds > 0) || ps_pass_state == PS_WARMING) return;
 #ifdef PERFSKEL_SMPI
-    (void)ws;
-    smpi_execute(seconds);
-    return;
+    if (!ps_smpi_benched) {
+        (void)ws;
+        smpi_execute(seconds);
+        return;
+    }
 #endif
     if (ws < PS_MIN_WS) ws = PS_MIN_WS;
     int slot = 0;

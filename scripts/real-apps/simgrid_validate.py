@@ -240,7 +240,7 @@ class Harness:
                 status, wall, stdout = self.step(
                     "run --simgrid",
                     [self.perfskel, "run", str(cwd / f"skeleton-1to{k}"), "-np", str(n),
-                     "--simgrid", str(platform)],
+                     "--simgrid", str(platform), "--sim-compute", self.args.sim_compute],
                     cwd, cwd / f"skeleton-1to{k}-{kind}.log")
                 lines = re.findall(r"perfskel-result .*", stdout)
                 if status != 0 or not lines:
@@ -310,6 +310,9 @@ def main():
     parser.add_argument("--app-runs", type=int, default=3,
                         help="simulations of each application, the median counts "
                         "(default 3: SMPI times its compute on this machine)")
+    parser.add_argument("--sim-compute", choices=["execute", "benched"], default="execute",
+                        help="how the skeletons' compute spans take simulated time "
+                        "(`perfskel run --sim-compute`; default execute)")
     parser.add_argument("--out", default="/tmp/perfskel-simgrid-validate",
                         help="work directory")
     parser.add_argument("--timeout", type=float, default=1800.0,
@@ -337,14 +340,15 @@ def main():
     rows = []
     for name in args.apps:
         for n in ranks:
-            rows += harness.case(name, n)
+            rows += [dict(r, sim_compute=args.sim_compute) for r in harness.case(name, n)]
             (harness.out / "simgrid-validate.json").write_text(json.dumps(rows, indent=1))
     keys = sorted({k for r in rows for k in r})
     with open(harness.out / "simgrid-validate.csv", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=keys)
         w.writeheader()
         w.writerows(rows)
-    text = table(rows, args.ratios) + "\n\n" + summary(rows, args.ratios) + "\n"
+    text = (f"Skeletons' compute spans: `run --sim-compute {args.sim_compute}`\n\n"
+            + table(rows, args.ratios) + "\n\n" + summary(rows, args.ratios) + "\n")
     (harness.out / "simgrid-validate.md").write_text(text)
     print(text)
 
