@@ -186,6 +186,11 @@ fn benched_compute_is_timed_by_smpi() {
     // Without --simgrid the option is refused.
     let refused = perfskel(dir, &["run", "out", "-np", "4", "--sim-compute", "benched"]);
     assert!(!refused.status.success());
+    assert!(
+        text(&refused.stderr).contains("--simgrid"),
+        "{}",
+        text(&refused.stderr)
+    );
 }
 
 /// A Rust project, a missing host file: clear errors.
