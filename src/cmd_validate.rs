@@ -107,9 +107,10 @@ pub struct Args {
         default_value = "c"
     )]
     pub backends: Vec<String>,
-    /// Runs of each application per scenario (the median counts); skeletons run three
-    /// times as often in full mode, up to three times more when their runs differ by more
-    /// than 20 % (their mean counts).
+    /// Runs of each application per scenario (the median counts, the spread of the runs
+    /// is shown beside each error; default 3 in full mode, 1 with --quick); skeletons
+    /// run as often, at least 3 times in full mode, up to three times more when their
+    /// runs differ by more than 20 % (their mean counts).
     #[arg(long, value_name = "N")]
     pub repeat: Option<u32>,
     /// Check that the harness runs end to end: small problems, 2 applications, 2

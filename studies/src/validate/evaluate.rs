@@ -63,6 +63,11 @@ pub struct Row {
     pub expectation: Expectation,
     /// The application's time in this scenario (median of its runs), seconds.
     pub measured_s: Option<f64>,
+    /// How many times the application ran in this scenario.
+    pub app_runs: usize,
+    /// The application's run-to-run spread, `100 × (slowest − fastest) / median`, from two
+    /// runs on: the machine's own noise beside each error.
+    pub spread_pct: Option<f64>,
     /// The small problem's time in this scenario.
     pub small_s: Option<f64>,
     pub predictions: Vec<Prediction>,
@@ -76,6 +81,9 @@ pub struct Prediction {
     /// `100 × (predicted − measured) / measured`: positive when the prediction is too
     /// slow.
     pub error_pct: Option<f64>,
+    /// The prediction lies between the application's fastest and slowest run (from two
+    /// runs on): it cannot be told from one of them.
+    pub within_app_range: Option<bool>,
 }
 
 /// A method's errors over the rows expected to be accurate.
@@ -90,6 +98,13 @@ pub struct MethodSummary {
     pub worst_at: Option<String>,
     pub within_5_pct: usize,
     pub within_10_pct: usize,
+    /// Predictions between the application's fastest and slowest run, of those with two
+    /// runs or more (`ranged`).
+    pub within_app_range: usize,
+    pub ranged: usize,
+    /// `app/scenario` of the errors beyond 10 % that lie outside the application's range
+    /// of runs (or have no range): what its run-to-run noise does not explain.
+    pub beyond_10_pct_outside_range: Vec<String>,
     /// Median ≤ 5 % and worst ≤ 10 % (the goal).
     pub meets_goal: bool,
 }
@@ -172,6 +187,15 @@ pub fn evaluate(plan: &Plan, observations: &Observations) -> Report {
             continue;
         };
         let measured = obs.app_s();
+        let fastest = obs.app_runs.iter().copied().reduce(f64::min);
+        let slowest = obs.app_runs.iter().copied().reduce(f64::max);
+        let range = (obs.app_runs.len() >= 2)
+            .then_some(fastest.zip(slowest))
+            .flatten();
+        let spread_pct = range
+            .zip(measured)
+            .filter(|(_, m)| *m > 0.0)
+            .map(|((lo, hi), m)| 100.0 * (hi - lo) / m);
         let skeleton_s = |o: &Observation, backend| mean(&skeleton_of(o, backend)?.skeleton_runs);
         // The skeleton's time times the ratio it reaches (K where the target was hit).
         let mut predicted: Vec<(String, Option<f64>)> = plan
@@ -214,6 +238,9 @@ pub fn evaluate(plan: &Plan, observations: &Observations) -> Report {
                     .zip(measured)
                     .and_then(|(p, m)| error_pct(p, m))
                     .map(round6),
+                within_app_range: predicted_s
+                    .zip(range)
+                    .map(|(p, (lo, hi))| lo <= p && p <= hi),
             })
             .collect();
         rows.push(Row {
@@ -221,6 +248,8 @@ pub fn evaluate(plan: &Plan, observations: &Observations) -> Report {
             scenario: obs.scenario.to_string(),
             expectation: scenario.expectation,
             measured_s: measured.map(round6),
+            app_runs: obs.app_runs.len(),
+            spread_pct: spread_pct.map(round6),
             small_s: obs.small_s().map(round6),
             predictions,
         });
@@ -319,13 +348,18 @@ fn small_size(
 }
 
 fn summarize(method: &str, rows: &[Row]) -> MethodSummary {
-    let errors: Vec<(f64, String)> = rows
+    let accurate: Vec<(&Prediction, String)> = rows
         .iter()
         .filter(|r| r.expectation == Expectation::Accurate)
         .filter_map(|r| {
             let p = r.predictions.iter().find(|p| p.method == method)?;
-            Some((p.error_pct?.abs(), format!("{}/{}", r.app, r.scenario)))
+            p.error_pct?;
+            Some((p, format!("{}/{}", r.app, r.scenario)))
         })
+        .collect();
+    let errors: Vec<(f64, String)> = accurate
+        .iter()
+        .filter_map(|(p, at)| Some((p.error_pct?.abs(), at.clone())))
         .collect();
     let abs: Vec<f64> = errors.iter().map(|e| e.0).collect();
     let worst = errors.iter().max_by(|a, b| a.0.total_cmp(&b.0));
@@ -339,6 +373,22 @@ fn summarize(method: &str, rows: &[Row]) -> MethodSummary {
         worst_at: worst.map(|w| w.1.clone()),
         within_5_pct: abs.iter().filter(|e| **e <= 5.0).count(),
         within_10_pct: abs.iter().filter(|e| **e <= 10.0).count(),
+        within_app_range: accurate
+            .iter()
+            .filter(|(p, _)| p.within_app_range == Some(true))
+            .count(),
+        ranged: accurate
+            .iter()
+            .filter(|(p, _)| p.within_app_range.is_some())
+            .count(),
+        beyond_10_pct_outside_range: accurate
+            .iter()
+            .filter(|(p, _)| {
+                p.error_pct.is_some_and(|e| e.abs() > GOAL_WORST_PCT)
+                    && p.within_app_range != Some(true)
+            })
+            .map(|(_, at)| at.clone())
+            .collect(),
         meets_goal: matches!(
             (median_abs, worst_abs),
             (Some(m), Some(w)) if m <= GOAL_MEDIAN_PCT && w <= GOAL_WORST_PCT

@@ -23,8 +23,8 @@ pub fn table(report: &Report) -> String {
     let method_w = 17;
     let _ = write!(
         out,
-        "\n{:<app_w$}  {:<scen_w$}  {:>9}",
-        "app", "scenario", "measured"
+        "\n{:<app_w$}  {:<scen_w$}  {:>9}  {:>6}",
+        "app", "scenario", "measured", "spread"
     );
     for method in &report.methods {
         let _ = write!(out, "  {method:>method_w$}");
@@ -37,10 +37,11 @@ pub fn table(report: &Report) -> String {
         };
         let _ = write!(
             out,
-            "{:<app_w$}  {:<scen_w$}  {:>9}",
+            "{:<app_w$}  {:<scen_w$}  {:>9}  {:>6}",
             row.app,
             scenario,
-            seconds(row.measured_s)
+            seconds(row.measured_s),
+            percent_abs(row.spread_pct)
         );
         for method in &report.methods {
             let p = row.predictions.iter().find(|p| &p.method == method);
@@ -63,6 +64,10 @@ pub fn table(report: &Report) -> String {
             "* negative control: the application ran a different problem size, the skeleton did not"
         );
     }
+    let _ = writeln!(
+        out,
+        "measured: the median of the application's runs; spread: (slowest - fastest) / median of those runs, the machine's own noise (where it ran twice or more)"
+    );
 
     let _ = writeln!(
         out,
@@ -70,22 +75,42 @@ pub fn table(report: &Report) -> String {
     );
     let _ = writeln!(
         out,
-        "{:<method_w$}  {:>4}  {:>8}  {:>8}  {:>9}  {:>10}  {:<8}  worst at",
-        "method", "n", "median", "worst", "within 5%", "within 10%", "goal"
+        "{:<method_w$}  {:>4}  {:>8}  {:>8}  {:>9}  {:>10}  {:>9}  {:<8}  worst at",
+        "method", "n", "median", "worst", "within 5%", "within 10%", "in range", "goal"
     );
     for s in &report.summary {
+        let in_range = if s.ranged > 0 {
+            format!("{}/{}", s.within_app_range, s.ranged)
+        } else {
+            "-".into()
+        };
         let _ = writeln!(
             out,
-            "{:<method_w$}  {:>4}  {:>8}  {:>8}  {:>9}  {:>10}  {:<8}  {}",
+            "{:<method_w$}  {:>4}  {:>8}  {:>8}  {:>9}  {:>10}  {:>9}  {:<8}  {}",
             s.method,
             s.n,
             percent_abs(s.median_abs_error_pct),
             percent_abs(s.worst_abs_error_pct),
             s.within_5_pct,
             s.within_10_pct,
+            in_range,
             if s.meets_goal { "met" } else { "not met" },
             s.worst_at.as_deref().unwrap_or("-")
         );
+    }
+    let _ = writeln!(
+        out,
+        "in range: predictions between the application's fastest and slowest run in their scenario"
+    );
+    for s in &report.summary {
+        if !s.beyond_10_pct_outside_range.is_empty() {
+            let _ = writeln!(
+                out,
+                "{}: beyond {GOAL_WORST_PCT}% and outside the application's range: {}",
+                s.method,
+                s.beyond_10_pct_outside_range.join(", ")
+            );
+        }
     }
 
     if !report.negative_control.is_empty() {
@@ -160,8 +185,9 @@ pub fn json(report: &Report) -> String {
     serde_json::to_string_pretty(report).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
 }
 
-/// One line per row and method: `app,scenario,expectation,measured_s,small_s,method,
-/// predicted_s,error_pct` (empty fields where there is no value).
+/// One line per row and method: `app,scenario,expectation,measured_s,app_runs,
+/// spread_pct,small_s,method,predicted_s,error_pct` (empty fields where there is no
+/// value).
 pub fn csv(report: &Report) -> Result<String, String> {
     let mut writer = csv::Writer::from_writer(Vec::new());
     writer
@@ -170,6 +196,8 @@ pub fn csv(report: &Report) -> Result<String, String> {
             "scenario",
             "expectation",
             "measured_s",
+            "app_runs",
+            "spread_pct",
             "small_s",
             "method",
             "predicted_s",
@@ -188,6 +216,10 @@ pub fn csv(report: &Report) -> Result<String, String> {
                     row.scenario.as_str(),
                     expectation,
                     &fixed(row.measured_s),
+                    &row.app_runs.to_string(),
+                    &row.spread_pct
+                        .map(|e| format!("{e:.2}"))
+                        .unwrap_or_default(),
                     &fixed(row.small_s),
                     p.method.as_str(),
                     &fixed(p.predicted_s),
@@ -243,10 +275,10 @@ pub(crate) mod tests {
             ..Request::default()
         };
         let plan = Plan::new(Mode::Full, &request).unwrap();
-        let cell = |app, scenario, t: f64, small: f64, skel: f64| Observation {
+        let cell = |app, scenario, t: &[f64], small: f64, skel: f64| Observation {
             app,
             scenario,
-            app_runs: vec![t],
+            app_runs: t.to_vec(),
             small_runs: vec![small],
             skeletons: vec![SkeletonObservation {
                 backend: Backend::C,
@@ -257,12 +289,12 @@ pub(crate) mod tests {
         };
         let observations = Observations {
             cells: vec![
-                cell("cg", "base", 10.0, 0.5, 0.101),
-                cell("cg", "competing", 20.0, 0.9, 0.18),
-                cell("cg", "negative-control", 20.0, 0.5, 0.1),
-                cell("stencil", "base", 8.0, 0.4, 0.079),
-                cell("stencil", "competing", 12.0, 0.6, 0.126),
-                cell("stencil", "negative-control", 16.0, 0.4, 0.08),
+                cell("cg", "base", &[10.5, 9.8, 10.0], 0.5, 0.101),
+                cell("cg", "competing", &[20.0], 0.9, 0.18),
+                cell("cg", "negative-control", &[20.0, 19.0, 21.0], 0.5, 0.1),
+                cell("stencil", "base", &[8.0, 8.4, 7.9], 0.4, 0.079),
+                cell("stencil", "competing", &[12.0, 11.0, 13.5], 0.6, 0.126),
+                cell("stencil", "negative-control", &[16.0], 0.4, 0.08),
             ],
             failures: vec![Failure {
                 app: Some("stencil".into()),
@@ -311,15 +343,15 @@ pub(crate) mod tests {
         assert_eq!(lines.len(), 1 + 6 * 4);
         assert_eq!(
             lines[0],
-            "app,scenario,expectation,measured_s,small_s,method,predicted_s,error_pct"
+            "app,scenario,expectation,measured_s,app_runs,spread_pct,small_s,method,predicted_s,error_pct"
         );
         assert_eq!(
             lines[5],
-            "cg,competing,accurate,20.000000,0.900000,skeleton-c,18.000000,-10.00"
+            "cg,competing,accurate,20.000000,1,,0.900000,skeleton-c,18.000000,-10.00"
         );
         assert_eq!(
             lines[3],
-            "cg,base,accurate,10.000000,0.500000,average-slowdown,,"
+            "cg,base,accurate,10.000000,3,7.00,0.500000,average-slowdown,,"
         );
     }
 
