@@ -13,6 +13,8 @@
 //! receives what the workers' `loop 40 { send hub }` send. Such loops of one block are
 //! cut by one common divisor of all their counts on all ranks, so the numbers of
 //! messages still match.
+//! Where no divisor comes near K (119 answers against 120 tasks), each loses the same
+//! number of iterations instead ([`Mode::shifted`]), kept when the program still checks.
 //!
 //! A loop whose body reads its own variable (`loop 500 as i { ... if i % 20 == 19 {
 //! allreduce 8 B } }`) keeps its pattern: the body's use of `i` has a period P (see
@@ -72,24 +74,41 @@ pub struct Mode {
     /// Point-to-point loops in blocks whose rank branches have partners a common
     /// divisor cannot reach are kept whole (see [`Planner::block`]).
     pub conservative: bool,
+    /// Where the common divisor of a block's coupled loops is far from the ratio (none
+    /// but 1), every coupled loop loses the same number of iterations instead: a master
+    /// that receives 119 results in its loop and one after it, against a worker's loop
+    /// of 120 tasks (counts whose only common divisor is 1), keeps 1 and 2 at 1:100,
+    /// each iteration still one message each way. Right where the ranks' loops meet
+    /// iteration for iteration; the scaler tries it first and keeps it only when the
+    /// program still checks.
+    pub shifted: bool,
 }
 
 impl Mode {
+    pub const ROUNDED_SHIFTED: Mode = Mode {
+        rounded: true,
+        conservative: false,
+        shifted: true,
+    };
     pub const ROUNDED: Mode = Mode {
         rounded: true,
         conservative: false,
+        shifted: false,
     };
     pub const PLAIN: Mode = Mode {
         rounded: false,
         conservative: false,
+        shifted: false,
     };
     pub const ROUNDED_CONSERVATIVE: Mode = Mode {
         rounded: true,
         conservative: true,
+        shifted: false,
     };
     pub const CONSERVATIVE: Mode = Mode {
         rounded: false,
         conservative: true,
+        shifted: false,
     };
 }
 
@@ -428,6 +447,35 @@ impl Planner {
             }
             let g = counts.iter().fold(0, |g, &c| gcd(g, c));
             let d = if frozen { 1 } else { divisor_near(g, k) };
+            if self.mode.shifted && !frozen && (d as f64) < 0.5 * k {
+                if let Some(m) = self.shift(&coupled, k) {
+                    for l in &coupled {
+                        let count = if depends_on_rank(&l.count) {
+                            Expr::new(ExprKind::Binary(
+                                BinOp::Sub,
+                                Box::new(l.count.clone()),
+                                Box::new(Expr::int(m as i64)),
+                            ))
+                        } else {
+                            let v = self
+                                .envs
+                                .first()
+                                .and_then(|env| eval_int(&l.count, env).ok())
+                                .unwrap_or(0);
+                            Expr::int(v - m as i64)
+                        };
+                        // The body stands for n / (n - m) of the application's iterations
+                        // (the longest of the loop's counts over the ranks).
+                        let n = self.max_count(l);
+                        let kept = n.saturating_sub(m).max(1);
+                        self.plan.loops.insert(*l as *const Loop, count);
+                        let body_k = k * kept as f64 / n.max(1) as f64;
+                        self.body(l, body_k, k, n as f64 / kept as f64, None, None);
+                    }
+                    self.walk(&block.stmts, k);
+                    return;
+                }
+            }
             for l in &coupled {
                 let count = if d == 1 {
                     l.count.clone()
@@ -450,6 +498,42 @@ impl Planner {
             }
         }
         self.walk(&block.stmts, k);
+    }
+
+    /// [`Mode::shifted`]: how many iterations every loop of `coupled` loses at ratio `k`,
+    /// so that the shortest keeps its share (at least one); `None` when there is nothing
+    /// to gain or the loops cannot lose the same number (a count that reads a loop
+    /// variable, a body that reads its own variable, counts an order of magnitude
+    /// apart: the ranks' loops then do not meet iteration for iteration).
+    fn shift(&self, coupled: &[&Loop], k: f64) -> Option<u64> {
+        let mut lo = u64::MAX;
+        let mut hi = 0;
+        for l in coupled {
+            if reads_vars(&l.count, None) || loop_period(l, self.envs.first()) != Some(1) {
+                return None;
+            }
+            for env in &self.envs {
+                let v = u64::try_from(eval_int(&l.count, env).ok()?).ok()?;
+                lo = lo.min(v);
+                hi = hi.max(v);
+            }
+        }
+        if lo == 0 || hi > 2 * lo {
+            return None;
+        }
+        let keep = ((lo as f64 / k).round() as u64).max(1);
+        let m = lo - keep.min(lo);
+        (m > 0).then_some(m)
+    }
+
+    /// The largest count of `l` over the ranks.
+    fn max_count(&self, l: &Loop) -> u64 {
+        self.envs
+            .iter()
+            .filter_map(|env| eval_int(&l.count, env).ok())
+            .filter_map(|v| u64::try_from(v).ok())
+            .max()
+            .unwrap_or(0)
     }
 
     /// Statements of a block or of an `if` branch at residual `k`.

@@ -199,8 +199,9 @@ pub fn scale(verified: &Verified, options: &ScaleOptions) -> Result<Scaled, Box<
             TimingError::TooManyRanks(program.ranks.value),
         ));
     }
-    // Loops of rank branches rounded each by their own share, then cut by common
-    // divisors; where the cut program no longer checks (a message or collective left
+    // Loops of rank branches rounded each by their own share, and coupled loops that no
+    // common divisor near K cuts shortened alike, where that checks; then loops of rank
+    // branches rounded each by their own share, cut by common divisors; where the cut program no longer checks (a message or collective left
     // unmatched), loops kept whole one at a time, those the errors point at first (see
     // `suspect_loops`); then every point-to-point loop of a block with rank branches
     // kept whole (where partners sit outside the branches, or nested in their loops):
@@ -215,6 +216,16 @@ pub fn scale(verified: &Verified, options: &ScaleOptions) -> Result<Scaled, Box<
         let mut tried: Vec<Plan> = Vec::new();
         let mut chosen = None;
         if k > 1.0 {
+            // Coupled loops that no common divisor near K cuts, each shortened by the
+            // same number of iterations, where that still checks (see `Mode::shifted`).
+            let shifted = plan(program, world, k, Mode::ROUNDED_SHIFTED, &none);
+            if !same_counts(&shifted, &plan(program, world, k, Mode::ROUNDED, &none))
+                && check(&shifted).is_none()
+            {
+                chosen = Some(shifted);
+            }
+        }
+        if k > 1.0 && chosen.is_none() {
             for mode in [
                 Mode::ROUNDED,
                 Mode::PLAIN,

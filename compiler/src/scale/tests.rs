@@ -156,6 +156,37 @@ fn partner_loops_are_cut_by_a_common_divisor() {
     assert!((s.ratio_reached - 100.0).abs() < 1.0, "{}", s.ratio_reached);
 }
 
+/// A master/worker run at 2 ranks: the master answers 119 results in its loop and the
+/// last after it, the worker's loop takes 120 tasks; 119 and 120 have no common divisor
+/// but 1, so every message used to stay and only compute shrank (where a message costs
+/// a time slice, ranks sharing a core, the skeleton then ran 10x the application's
+/// time x K). Both loops lose the same number of iterations and still meet message for
+/// message; loops whose counts are far apart (the 8-rank master's 280 against each
+/// worker's 40) are cut by a common divisor as before.
+#[test]
+fn partner_loops_without_a_common_divisor_lose_the_same_iterations() {
+    let source = "skeleton mw\nranks 2\ntopology chain\napp_time 6.7 s\n\
+                  send next 16 B\n\
+                  if rank == 0 {\n    loop 119 {\n        recv next 8 B\n        send next 16 B\n    }\n} else {\n    loop 120 {\n        recv prev 16 B\n        compute 55 ms\n        send prev 8 B\n    }\n}\n\
+                  recv next 8 B\nsend next 16 B\nrecv prev 16 B\n";
+    let s = scaled_for(source, 100, Target::Model).expect("scales");
+    assert_eq!(counts(&s.program), ["1", "2"]);
+    assert!((s.ratio_reached - 100.0).abs() < 1.0, "{}", s.ratio_reached);
+    let s = scaled_for(source, 10, Target::Model).expect("scales");
+    assert_eq!(counts(&s.program), ["12", "13"]);
+    // Unchanged where a common divisor reaches near K.
+    let star = "skeleton mw\nranks 4\ntopology star\napp_time 30 s\n\
+                if rank == 0 {\n    loop 40 * (nranks - 1) {\n        recv any 1 KiB\n    }\n} else {\n    loop 40 {\n        compute 250 ms\n        send hub 1 KiB\n    }\n}\n";
+    assert_eq!(
+        counts(
+            &scaled_for(star, 100, Target::Model)
+                .expect("scales")
+                .program
+        ),
+        ["3", "1"]
+    );
+}
+
 /// Data-dependent iteration counts (HPCC's RandomAccess): rank 0 runs 4197 iterations
 /// of a barrier and an all-to-all, rank 1 runs 4176 and, after the final exchange, 21
 /// more, or 4168 and one written out; no common divisor but 1, yet each rank's loops
