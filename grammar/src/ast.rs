@@ -405,6 +405,10 @@ impl StmtKind {
 pub struct Compute {
     pub time: TimeSpec,
     pub working_set: Option<Spanned<Size>>,
+    /// `polls N`: after the span, N polls of MPI for a message that never comes (the
+    /// application's failed tests and probes: their cost is the MPI's, its transport's
+    /// and the scheduler's, so they are made, not timed; the span's time excludes them).
+    pub polls: Option<Spanned<u64>>,
 }
 
 /// How long a compute span takes, possibly varying across ranks (load imbalance).

@@ -350,6 +350,9 @@ fn simple(kind: &StmtKind) -> String {
             if let Some(ws) = &c.working_set {
                 let _ = write!(out, " working_set {}", size(ws.value));
             }
+            if let Some(n) = &c.polls {
+                let _ = write!(out, " polls {}", n.value);
+            }
         }
         StmtKind::P2p(p) => {
             if let Some(req) = &p.request {

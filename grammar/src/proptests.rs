@@ -234,8 +234,15 @@ fn simple() -> impl Strategy<Value = StmtKind> {
                 .prop_map(|(values, index)| TimeSpec::Pick(Box::new(Pick { values, index }))),
         ],
         prop::option::of(size()),
+        prop::option::of((0u64..5000).prop_map(Spanned::derived)),
     )
-        .prop_map(|(time, working_set)| StmtKind::Compute(Box::new(Compute { time, working_set })));
+        .prop_map(|(time, working_set, polls)| {
+            StmtKind::Compute(Box::new(Compute {
+                time,
+                working_set,
+                polls,
+            }))
+        });
     let wait = (
         prop::sample::select(vec![
             WaitOp::Wait,

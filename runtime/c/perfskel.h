@@ -356,6 +356,37 @@ static inline void ps_compute(double seconds, size_t ws) {
     ps_rates[slot].units_per_s = rate;
 }
 
+/* ---- polls ------------------------------------------------------------------------- */
+
+/* `compute .. polls N`: the application's failed tests and probes, made again. Each is an
+ * MPI_Test of a receive that never completes (posted on MPI_COMM_SELF, which skeletons
+ * never use, at the first poll; cancelled at the end), so each costs what a failed test
+ * costs the application with this MPI: a turn of the progress engine, a system call
+ * with TCP, a yield where ranks share a core. Under SMPI polls are not made (SMPI would
+ * time each as its own test delay). */
+static MPI_Request ps_poll_req = MPI_REQUEST_NULL;
+
+static inline void ps_poll(long long n) {
+    if (n <= 0 || ps_pass_state == PS_WARMING) return;
+#ifdef PERFSKEL_SMPI
+    return;
+#else
+    static char ps_poll_buf[1];
+    if (ps_poll_req == MPI_REQUEST_NULL)
+        MPI_Irecv(ps_poll_buf, 1, MPI_BYTE, 0, 0, MPI_COMM_SELF, &ps_poll_req);
+    for (long long i = 0; i < n; i++) {
+        int flag = 0;
+        MPI_Test(&ps_poll_req, &flag, MPI_STATUS_IGNORE);
+    }
+#endif
+}
+
+static inline void ps_poll_end(void) {
+    if (ps_poll_req == MPI_REQUEST_NULL) return;
+    MPI_Cancel(&ps_poll_req);
+    MPI_Wait(&ps_poll_req, MPI_STATUS_IGNORE);
+}
+
 /* ---- random compute times (load imbalance) ----------------------------------------- */
 
 static uint64_t ps_rng_state = 0x9e3779b97f4a7c15ULL;
@@ -564,6 +595,7 @@ static inline void ps_end(const char *name, unsigned long long ratio, double rea
                           double app_time_s) {
     MPI_Barrier(MPI_COMM_WORLD);
     double elapsed = MPI_Wtime() - ps_start;
+    ps_poll_end();
     int rank, size;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);

@@ -26,7 +26,7 @@ use super::{GeneratedFile, Options};
 use crate::check::Verified;
 
 /// The runtime crate's files, as `perfskel-runtime/<path>` in the generated project.
-pub const RUNTIME_FILES: [(&str, &str); 10] = [
+pub const RUNTIME_FILES: [(&str, &str); 11] = [
     (
         "Cargo.toml",
         include_str!("../../../runtime/rust/Cargo.toml"),
@@ -50,6 +50,10 @@ pub const RUNTIME_FILES: [(&str, &str); 10] = [
     (
         "src/p2p.rs",
         include_str!("../../../runtime/rust/src/p2p.rs"),
+    ),
+    (
+        "src/poll.rs",
+        include_str!("../../../runtime/rust/src/poll.rs"),
     ),
     (
         "src/requests.rs",

@@ -450,6 +450,20 @@ impl Pass<'_> {
                 self.diags.push(d);
             }
         }
+        if let Some(n) = &c.polls {
+            if n.value > MAX_POLLS {
+                self.diags.push(
+                    Diag::error(
+                        "bad-polls",
+                        format!(
+                            "{} polls after one compute span is more than a run makes (at most {MAX_POLLS})",
+                            n.value
+                        ),
+                    )
+                    .at(n.pos, "too many"),
+                );
+            }
+        }
     }
 
     fn per_rank_len(&mut self, len: usize, pos: Option<Pos>, what: &str) {
@@ -969,6 +983,10 @@ pub const MAX_MESSAGE_BYTES: u64 = i32::MAX as u64;
 
 /// The longest application time a skeleton may stand for (about 32 years).
 pub const MAX_APP_TIME_S: f64 = 1e9;
+
+/// The most polls after one compute span: 10^12 polls at their cheapest, 50 ns, are a
+/// day and a half.
+pub const MAX_POLLS: u64 = 1_000_000_000_000;
 
 /// The largest working set one rank may have (1 TiB): the skeleton allocates it.
 pub const MAX_WORKING_SET_BYTES: u64 = 1 << 40;

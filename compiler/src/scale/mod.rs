@@ -610,9 +610,16 @@ fn rewrite(stmt: &Stmt, plan: &Plan, c: f64, s: f64) -> Stmt {
                 value: duration_of(d.value.seconds() * f, d.value.unit),
                 pos: d.pos,
             };
+            // The polls follow the compute: an iteration that stands for several of the
+            // application's polls as often.
+            let polls = compute.polls.map(|n| Spanned {
+                value: (n.value as f64 * f).round().max(0.0) as u64,
+                pos: n.pos,
+            });
             StmtKind::Compute(Box::new(Compute {
                 time: scale_time(&compute.time, &d),
                 working_set: compute.working_set,
+                polls,
             }))
         }
         StmtKind::P2p(p) if s < 1.0 => {

@@ -256,6 +256,7 @@ impl Builder<'_> {
         if let Some(mut c) = self.compute(acc, universe) {
             if let StmtKind::Compute(c) = &mut c.kind {
                 divide_time(&mut c.time, others);
+                divide_polls(&mut c.polls, others);
             }
             body.push(c);
         }
@@ -447,6 +448,7 @@ impl Builder<'_> {
         let compute = self.compute(acc, universe).map(|mut c| {
             if let StmtKind::Compute(c) = &mut c.kind {
                 divide_time(&mut c.time, mean_sends);
+                divide_polls(&mut c.polls, mean_sends);
             }
             c
         });
@@ -608,7 +610,9 @@ impl Builder<'_> {
         }
         let mean = acc.values().map(|a| a.sum_ns).sum::<f64>() / total_n as f64;
         let per_rank: BTreeMap<u32, f64> = acc.iter().map(|(r, a)| (*r, a.mean())).collect();
-        if mean < MIN_COMPUTE_NS {
+        // The failed polls, their mean per span over every rank's visits.
+        let polls = acc.values().map(|a| a.polls).sum::<f64>() / total_n as f64;
+        if mean < MIN_COMPUTE_NS && polls < 0.5 {
             self.dropped_compute_ns +=
                 acc.values().map(|a| a.sum_ns).sum::<f64>() / self.traced.len().max(1) as f64;
             return None;
@@ -677,6 +681,7 @@ impl Builder<'_> {
         let mut stmt = Stmt::new(StmtKind::Compute(Box::new(Compute {
             time,
             working_set: None,
+            polls: (polls >= 0.5).then(|| Spanned::derived(polls.round() as u64)),
         })));
         stmt.trivia.trailing = note;
         Some(stmt)
@@ -1022,6 +1027,14 @@ fn shift_expr(k: u32, n_ranks: u32) -> Expr {
 const EXCHANGE_VAR: &str = "other";
 
 /// Divides every time of `spec` by `d`.
+/// The polls of a compute shared among `d` statements (none where fewer than one is left).
+fn divide_polls(polls: &mut Option<Spanned<u64>>, d: f64) {
+    *polls = polls.and_then(|n| {
+        let each = (n.value as f64 / d).round() as u64;
+        (each > 0).then(|| Spanned::derived(each))
+    });
+}
+
 fn divide_time(spec: &mut TimeSpec, d: f64) {
     let div = |x: &mut Spanned<Duration>| {
         x.value = duration(x.value.seconds() * 1e9 / d);

@@ -322,12 +322,13 @@ fn gap() -> Stmt {
     Stmt::new(StmtKind::Compute(Box::new(Compute {
         time: TimeSpec::Fixed(Spanned::derived(Duration::new(0.0, TimeUnit::Ns))),
         working_set: None,
+        polls: None,
     })))
 }
 
 fn is_gap(stmt: &Stmt) -> bool {
     matches!(&stmt.kind, StmtKind::Compute(c)
-        if matches!(&c.time, TimeSpec::Fixed(d) if d.value.value == 0.0))
+        if c.polls.is_none() && matches!(&c.time, TimeSpec::Fixed(d) if d.value.value == 0.0))
 }
 
 /// The statements without the zero computes of [`with_gaps`].
@@ -1252,10 +1253,20 @@ fn push_joined(out: &mut Vec<Stmt>, stmt: Stmt) {
     if let StmtKind::Compute(prev) = &mut last.kind {
         if let Some(sum) = add_times(&prev.time, &c.time) {
             prev.time = sum;
+            prev.polls = add_polls(prev.polls, c.polls);
             return;
         }
     }
     out.push(stmt);
+}
+
+/// The polls of one compute after another.
+pub(super) fn add_polls(a: Option<Spanned<u64>>, b: Option<Spanned<u64>>) -> Option<Spanned<u64>> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(Spanned::derived(x.value.saturating_add(y.value))),
+        (x, None) => x,
+        (None, y) => y,
+    }
 }
 
 /// The time of one compute after another, where the forms allow it.
@@ -1860,6 +1871,7 @@ mod tests {
             let mut stmt = Stmt::new(StmtKind::Compute(Box::new(Compute {
                 time: spec,
                 working_set: None,
+                polls: None,
             })));
             stmt.trivia = Trivia::default();
             let (mut program, _) = perfskel_grammar::parse(HEADER);

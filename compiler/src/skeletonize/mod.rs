@@ -687,7 +687,8 @@ fn compress_rank<'a>(
     // 2. Statistics of the compute spans per body position.
     let mut walk = nest::Walk::new(&nest);
     let mut tokenizer = tokens::Tokenizer::new(rank, policy, site_of, classes_of);
-    let mut visit = |t: tokens::Token| walk.visit(t.id, t.gap_ns, t.dur_ns, t.sizes);
+    let mut visit =
+        |t: tokens::Token| walk.visit_polling(t.id, t.gap_ns, t.dur_ns, t.sizes, t.polls);
     source::read_rank(ranks, rank, &mut |ev| {
         tick(&mut seen);
         tokenizer.push(ev, &mut visit);

@@ -115,8 +115,13 @@ fn slide_block(stmts: Vec<Stmt>, moved: &mut usize) -> Vec<Stmt> {
         };
         match joined {
             Some(t) => {
+                let polls = match &stmt.kind {
+                    StmtKind::Compute(this) => this.polls,
+                    _ => None,
+                };
                 if let StmtKind::Compute(before) = &mut out[post - 1].kind {
                     before.time = t;
+                    before.polls = super::dims::add_polls(before.polls, polls);
                 }
             }
             // Nothing to join (or forms that do not add): the compute goes before the
@@ -302,8 +307,10 @@ fn block(
             continue;
         };
         if let Some(t) = sum(&into.time, &from.time) {
+            let polls = from.polls;
             if let StmtKind::Compute(into) = &mut stmts[target].kind {
                 into.time = t;
+                into.polls = super::dims::add_polls(into.polls, polls);
             }
             gone[k] = true;
             joined.computes += 1;
@@ -312,7 +319,11 @@ fn block(
     // The only compute of a block that does other things, negligible: left out.
     let computes = totals.iter().filter(|t| t.is_some()).count();
     if computes == 1 && stmts.len() > 1 && totals[target].is_some_and(|t| t < floor) {
-        if let StmtKind::Compute(c) = &stmts[target].kind {
+        // (One that polls carries the polls' cost: kept.)
+        if let Some(c) = match &stmts[target].kind {
+            StmtKind::Compute(c) if c.polls.is_none() => Some(c),
+            _ => None,
+        } {
             gone[target] = true;
             joined.computes += 1;
             joined.dropped += 1;

@@ -28,6 +28,9 @@ pub(crate) struct Acc {
     pub mpi_ns: f64,
     pub spread: Spread,
     pub sizes: [SizeAcc; 2],
+    /// The failed polls (tests and probes that found nothing) made in the spans: their
+    /// count, not their time (see `Compute::polls`).
+    pub polls: f64,
 }
 
 /// Statistics of the sizes of one half of the calls at a body position.
@@ -115,6 +118,7 @@ impl Acc {
             mpi_ns: self.mpi_ns * k,
             spread: self.spread.scaled(f),
             sizes,
+            polls: self.polls * k,
         }
     }
 
@@ -124,6 +128,7 @@ impl Acc {
         self.sum_ns += other.sum_ns;
         self.sum_sq += other.sum_sq;
         self.mpi_ns += other.mpi_ns;
+        self.polls += other.polls;
         self.spread.merge(&other.spread);
         for (a, b) in self.sizes.iter_mut().zip(&other.sizes) {
             a.merge(b);
@@ -250,7 +255,20 @@ impl Walk {
 
     /// The next token of the rank, with the compute before it, its MPI time and its
     /// message sizes.
+    #[cfg(test)]
     pub fn visit(&mut self, id: u32, gap_ns: u64, dur_ns: u64, sizes: [Option<u64>; 2]) {
+        self.visit_polling(id, gap_ns, dur_ns, sizes, 0);
+    }
+
+    /// [`Walk::visit`] of a token after which the rank made `polls` failed polls.
+    pub fn visit_polling(
+        &mut self,
+        id: u32,
+        gap_ns: u64,
+        dur_ns: u64,
+        sizes: [Option<u64>; 2],
+        polls: u64,
+    ) {
         self.tokens += 1;
         if !self.matches {
             return;
@@ -260,6 +278,7 @@ impl Walk {
                 if let Some(acc) = self.accs.get_mut(acc) {
                     acc.add(gap_ns, dur_ns);
                     acc.add_sizes(sizes);
+                    acc.polls += polls as f64;
                 }
                 let t = gap_ns.saturating_add(dur_ns) as f64;
                 self.total_ns += t;

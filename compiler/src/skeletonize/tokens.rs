@@ -147,6 +147,9 @@ pub(crate) struct Token {
     /// Compute (ns) before the token, and MPI time of the token.
     pub gap_ns: u64,
     pub dur_ns: u64,
+    /// Failed polls (tests and probes that found nothing) in the compute before the
+    /// token: made again by the skeleton, so their time is not in `gap_ns`.
+    pub polls: u64,
     /// The sizes the call really had (per half of a point-to-point call, or the
     /// collective's), where the token has only their size class.
     pub sizes: [Option<u64>; 2],
@@ -205,6 +208,10 @@ pub(crate) struct Tokenizer<'a> {
     table: Vec<Tok>,
     live: Live,
     pending_gap: u64,
+    /// Failed polls since the last token (see [`Token::polls`]), and their time (MPI
+    /// time, the token's).
+    pending_polls: u64,
+    pending_poll_ns: u64,
     prev_end: Option<u64>,
     span: AppSpan,
     counts: RankCounts,
@@ -219,6 +226,8 @@ pub(crate) struct Tokenizer<'a> {
     index: u64,
     next_exchange: usize,
     inside: (u64, u64),
+    /// The failed polls inside the exchange being read.
+    inside_polls: u64,
 }
 
 impl<'a> Tokenizer<'a> {
@@ -237,6 +246,8 @@ impl<'a> Tokenizer<'a> {
             table: Vec::new(),
             live: Live::default(),
             pending_gap: 0,
+            pending_polls: 0,
+            pending_poll_ns: 0,
             prev_end: None,
             span: AppSpan::default(),
             counts: RankCounts::default(),
@@ -246,6 +257,7 @@ impl<'a> Tokenizer<'a> {
             index: 0,
             next_exchange: 0,
             inside: (0, 0),
+            inside_polls: 0,
         }
     }
 
@@ -326,15 +338,15 @@ impl<'a> Tokenizer<'a> {
         if index == ex.first {
             self.pending_gap = self.pending_gap.saturating_add(gap);
             self.inside = (0, 0);
+            self.inside_polls = 0;
         } else {
             self.inside.0 = self.inside.0.saturating_add(gap);
         }
         if ev.is_failed_poll() {
-            // A poll that found nothing is the rank's own work (see `token`).
-            self.inside.0 = self.inside.0.saturating_add(ev.duration_ns());
-        } else {
-            self.inside.1 = self.inside.1.saturating_add(ev.duration_ns());
+            // A poll that found nothing is made again by the skeleton (see `token`).
+            self.inside_polls = self.inside_polls.saturating_add(ev.calls());
         }
+        self.inside.1 = self.inside.1.saturating_add(ev.duration_ns());
         if index < ex.last {
             return;
         }
@@ -356,6 +368,7 @@ impl<'a> Tokenizer<'a> {
         let id = self.intern(tok);
         let rounds = ex.rounds.max(1);
         let (inner, mpi) = std::mem::take(&mut self.inside);
+        let polls = std::mem::take(&mut self.inside_polls);
         // Every round sends and receives a message of `bytes` with each partner.
         let others = ex
             .partners
@@ -376,15 +389,20 @@ impl<'a> Tokenizer<'a> {
                 let at = |k: u64| (u128::from(total) * u128::from(k) / u128::from(rounds)) as u64;
                 at(k + 1) - at(k)
             };
-            let before = if k == 0 {
-                std::mem::take(&mut self.pending_gap)
+            let (before, polls_before, poll_ns) = if k == 0 {
+                (
+                    std::mem::take(&mut self.pending_gap),
+                    std::mem::take(&mut self.pending_polls),
+                    std::mem::take(&mut self.pending_poll_ns),
+                )
             } else {
-                0
+                (0, 0, 0)
             };
             out(Token {
                 id,
                 gap_ns: before.saturating_add(share(inner)),
-                dur_ns: share(mpi),
+                dur_ns: share(mpi).saturating_add(poll_ns),
+                polls: polls_before.saturating_add(share(polls)),
                 sizes: [None, None],
             });
         }
@@ -419,11 +437,15 @@ impl<'a> Tokenizer<'a> {
         match ev.op {
             Op::Init | Op::InitThread => {
                 self.pending_gap = 0;
+                self.pending_polls = 0;
+                self.pending_poll_ns = 0;
                 return None;
             }
             Op::Finalize | Op::Abort => {
                 self.counts.trailing_gap_ns = self.pending_gap.saturating_add(gap);
                 self.pending_gap = 0;
+                self.pending_polls = 0;
+                self.pending_poll_ns = 0;
                 return None;
             }
             _ => {}
@@ -494,12 +516,15 @@ impl<'a> Tokenizer<'a> {
                 self.counts
                     .drop_event(format!("{} is not modelled", ev.op.mpi_name()));
             }
-            // A poll that found nothing costs the rank the call's time, and the skeleton
-            // makes no call for it: that time joins the compute before the next
-            // statement. (Dropped, HPCC's RandomAccess, which polls MPI_Testany every
-            // 100 ns, lost 30 % of its time.)
+            // A poll that found nothing makes no statement of its own: the skeleton
+            // makes as many polls after the compute before the next statement (`compute
+            // .. polls N`). Their cost is the MPI's (a system call on TCP, a yield
+            // where ranks share a core: HPCC's RandomAccess, which polls MPI_Testany
+            // every 100 ns, took 7x longer on TCP and 24x with its two ranks on one
+            // core), so they are made, not replayed as compute.
             if ev.is_failed_poll() {
-                self.pending_gap = self.pending_gap.saturating_add(ev.duration_ns());
+                self.pending_polls = self.pending_polls.saturating_add(ev.calls());
+                self.pending_poll_ns = self.pending_poll_ns.saturating_add(ev.duration_ns());
             }
             return None;
         };
@@ -513,7 +538,10 @@ impl<'a> Tokenizer<'a> {
         Some(Token {
             id,
             gap_ns,
-            dur_ns: ev.duration_ns(),
+            dur_ns: ev
+                .duration_ns()
+                .saturating_add(std::mem::take(&mut self.pending_poll_ns)),
+            polls: std::mem::take(&mut self.pending_polls),
             sizes,
         })
     }
@@ -549,6 +577,7 @@ impl<'a> Tokenizer<'a> {
                 id,
                 gap_ns: self.counts.trailing_gap_ns,
                 dur_ns: 0,
+                polls: 0,
                 sizes: [None, None],
             });
             self.counts.trailing_gap_ns = 0;

@@ -83,11 +83,16 @@ pub fn collective_op(word: &str) -> Option<(CollOp, bool)> {
 fn compute(input: Tokens) -> PResult<Simple> {
     let (rest, time) = cut(time_spec).parse(input)?;
     let (rest, working_set) = opt(preceded(kw("working_set"), cut(size))).parse(rest)?;
+    let (rest, polls) = opt(preceded(kw("polls"), cut(uint))).parse(rest)?;
     let (rest, clauses) = clauses(Allowed::NONE)(rest)?;
     Ok((
         rest,
         Simple {
-            kind: StmtKind::Compute(Box::new(Compute { time, working_set })),
+            kind: StmtKind::Compute(Box::new(Compute {
+                time,
+                working_set,
+                polls,
+            })),
             site: clauses.site,
         },
     ))

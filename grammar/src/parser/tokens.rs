@@ -187,6 +187,7 @@ pub const KEYWORDS: &[&str] = &[
     "memory",
     "compute",
     "working_set",
+    "polls",
     "per_rank",
     "normal",
     "uniform",

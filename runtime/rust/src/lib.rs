@@ -47,6 +47,7 @@ mod buffers;
 mod collective;
 mod kernel;
 mod p2p;
+mod poll;
 mod requests;
 mod skeleton;
 mod topology;

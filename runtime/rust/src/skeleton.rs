@@ -253,6 +253,7 @@ impl Builder {
             start: Instant::now(),
             passes: Passes::NotStarted,
             warmup_s: 0.0,
+            poller: crate::poll::Poller::new(),
             _universe: universe,
         };
         skeleton.barrier_world();
@@ -283,6 +284,8 @@ pub struct Skeleton {
     passes: Passes,
     /// How long the warm-up pass took (0 without one).
     warmup_s: f64,
+    /// The receive `compute .. polls N` tests.
+    poller: crate::poll::Poller,
     _universe: mpi::environment::Universe,
 }
 
@@ -338,12 +341,13 @@ impl Skeleton {
         self.world_coords.iter().map(|&c| c as i64).collect()
     }
 
-    /// `compute TIME [working_set SIZE]`: runs the calibrated kernel.
+    /// `compute TIME [working_set SIZE] [polls N]`: runs the calibrated kernel.
     pub fn compute(&mut self, time: impl Into<TimeSpec>) -> Compute<'_> {
         Compute {
             skeleton: self,
             time: time.into(),
             working_set: None,
+            polls: 0,
         }
     }
 
@@ -495,6 +499,7 @@ impl Skeleton {
         }
         self.barrier_world();
         let skeleton_s = self.elapsed();
+        self.poller.end();
         if self.rank == 0 {
             println!(
                 "{}",
@@ -513,12 +518,15 @@ impl Skeleton {
         skeleton_s
     }
 
-    fn run_compute(&mut self, time: &TimeSpec, working_set: Option<u64>) {
+    fn run_compute(&mut self, time: &TimeSpec, working_set: Option<u64>, polls: u64) {
         if self.passes == Passes::WarmingUp {
             return;
         }
         let span = time.draw(self.rank as usize, &mut self.rng);
         self.kernel.run(span, working_set);
+        if polls > 0 {
+            self.poller.poll(polls);
+        }
     }
 }
 
@@ -528,6 +536,7 @@ pub struct Compute<'s> {
     skeleton: &'s mut Skeleton,
     time: TimeSpec,
     working_set: Option<u64>,
+    polls: u64,
 }
 
 impl Compute<'_> {
@@ -537,8 +546,15 @@ impl Compute<'_> {
         self
     }
 
+    /// `polls N`: after the span, N failed polls of MPI (see the `poll` module).
+    pub fn polls(mut self, n: u64) -> Self {
+        self.polls = n;
+        self
+    }
+
     pub fn run(self) {
-        self.skeleton.run_compute(&self.time, self.working_set);
+        self.skeleton
+            .run_compute(&self.time, self.working_set, self.polls);
     }
 }
 

@@ -118,6 +118,9 @@ impl Writer<'_> {
         let ws = c.working_set.and_then(|w| w.value.bytes()).unwrap_or(0);
         let time = self.time_expr(&c.time, stmt);
         self.line(&format!("ps_compute({time}, {ws});"));
+        if let Some(n) = &c.polls {
+            self.line(&format!("ps_poll({}LL);", n.value));
+        }
     }
 
     /// The C expression of a compute time; a pick of fixed times is a table indexed by

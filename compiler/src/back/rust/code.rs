@@ -281,6 +281,9 @@ impl Gen {
                 if let Some(ws) = &c.working_set {
                     let _ = write!(code, ".working_set({})", size(ws.value));
                 }
+                if let Some(n) = &c.polls {
+                    let _ = write!(code, ".polls({})", n.value);
+                }
                 code.push_str(".run();");
                 self.line(depth, &code);
             }
