@@ -729,3 +729,20 @@ fn at_one_to_one_nothing_is_filled() {
     let s = scaled(source, 2).expect("scales");
     assert!(s.compute_factor > 1.5, "{}", s.compute_factor);
 }
+
+/// Polls follow the loop cut, not the compute factor: the model counts no time for
+/// them, so each statement keeps its share, 1 / its residual (a loop of 3 cut to 1 at
+/// 1:10 leaves a residual of 10/3: 300 polls become 90), whatever factor the compute
+/// took to make the model's time hit its target; none are written where none are left.
+#[test]
+fn polls_follow_the_cut_not_the_compute_factor() {
+    let source = "skeleton p\nranks 2\ntopology ring\napp_time 40 ms\n\
+                  loop 3 {\n    compute 10 ms polls 300\n    sendrecv to next 1 MiB from prev 1 MiB\n}\n\
+                  compute 1 ms polls 2\n";
+    let s = scaled_for(source, 10, Target::AppTime).expect("scales");
+    assert_eq!(counts(&s.program), ["1"]);
+    let text = print(&s.program);
+    assert!(text.contains("polls 90\n"), "{text}");
+    // The last compute's 2 polls at a residual of 10: none left, and none written.
+    assert_eq!(text.matches("polls").count(), 1, "{text}");
+}
