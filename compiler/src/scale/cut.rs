@@ -447,54 +447,31 @@ impl Planner {
             }
             let g = counts.iter().fold(0, |g, &c| gcd(g, c));
             let d = if frozen { 1 } else { divisor_near(g, k) };
-            if self.mode.shifted && !frozen && (d as f64) < 0.5 * k {
-                if let Some(m) = self.shift(&coupled, k) {
-                    for l in &coupled {
-                        let count = if depends_on_rank(&l.count) {
-                            Expr::new(ExprKind::Binary(
-                                BinOp::Sub,
-                                Box::new(l.count.clone()),
-                                Box::new(Expr::int(m as i64)),
-                            ))
-                        } else {
-                            let v = self
-                                .envs
-                                .first()
-                                .and_then(|env| eval_int(&l.count, env).ok())
-                                .unwrap_or(0);
-                            Expr::int(v - m as i64)
-                        };
+            let shift = (self.mode.shifted && !frozen && (d as f64) < 0.5 * k)
+                .then(|| self.shift(&coupled, k))
+                .flatten();
+            for l in &coupled {
+                match shift {
+                    Some(m) => {
                         // The body stands for n / (n - m) of the application's iterations
                         // (the longest of the loop's counts over the ranks).
                         let n = self.max_count(l);
                         let kept = n.saturating_sub(m).max(1);
+                        let count = self.count_with(l, BinOp::Sub, m);
                         self.plan.loops.insert(*l as *const Loop, count);
                         let body_k = k * kept as f64 / n.max(1) as f64;
                         self.body(l, body_k, k, n as f64 / kept as f64, None, None);
                     }
-                    self.walk(&block.stmts, k);
-                    return;
+                    None => {
+                        let count = if d == 1 {
+                            l.count.clone()
+                        } else {
+                            self.count_with(l, BinOp::Div, d)
+                        };
+                        self.plan.loops.insert(*l as *const Loop, count);
+                        self.body(l, k / d as f64, k, d as f64, Some(g), None);
+                    }
                 }
-            }
-            for l in &coupled {
-                let count = if d == 1 {
-                    l.count.clone()
-                } else if depends_on_rank(&l.count) {
-                    Expr::new(ExprKind::Binary(
-                        BinOp::Div,
-                        Box::new(l.count.clone()),
-                        Box::new(Expr::int(d as i64)),
-                    ))
-                } else {
-                    let v = self
-                        .envs
-                        .first()
-                        .and_then(|env| eval_int(&l.count, env).ok());
-                    Expr::int(v.unwrap_or(0) / d as i64)
-                };
-                self.plan.loops.insert(*l as *const Loop, count);
-                let body_k = k / d as f64;
-                self.body(l, body_k, k, d as f64, Some(g), None);
             }
         }
         self.walk(&block.stmts, k);
@@ -524,6 +501,27 @@ impl Planner {
         let keep = ((lo as f64 / k).round() as u64).max(1);
         let m = lo - keep.min(lo);
         (m > 0).then_some(m)
+    }
+
+    /// `l`'s count less `by` iterations (`BinOp::Sub`) or divided by `by` (`BinOp::Div`):
+    /// an expression where the count depends on the rank, else its value.
+    fn count_with(&self, l: &Loop, op: BinOp, by: u64) -> Expr {
+        if depends_on_rank(&l.count) {
+            return Expr::new(ExprKind::Binary(
+                op,
+                Box::new(l.count.clone()),
+                Box::new(Expr::int(by as i64)),
+            ));
+        }
+        let v = self
+            .envs
+            .first()
+            .and_then(|env| eval_int(&l.count, env).ok())
+            .unwrap_or(0);
+        Expr::int(match op {
+            BinOp::Sub => v - by as i64,
+            _ => v / by as i64,
+        })
     }
 
     /// The largest count of `l` over the ranks.

@@ -199,10 +199,10 @@ pub fn scale(verified: &Verified, options: &ScaleOptions) -> Result<Scaled, Box<
             TimingError::TooManyRanks(program.ranks.value),
         ));
     }
-    // Loops of rank branches rounded each by their own share, and coupled loops that no
-    // common divisor near K cuts shortened alike, where that checks; then loops of rank
-    // branches rounded each by their own share, cut by common divisors; where the cut program no longer checks (a message or collective left
-    // unmatched), loops kept whole one at a time, those the errors point at first (see
+    // Coupled loops that no common divisor near K cuts shortened alike, where that
+    // checks; then loops of rank branches rounded each by their own share, then cut by
+    // common divisors; where the cut program no longer checks (a message or collective
+    // left unmatched), loops kept whole one at a time, those the errors point at first (see
     // `suspect_loops`); then every point-to-point loop of a block with rank branches
     // kept whole (where partners sit outside the branches, or nested in their loops):
     // the first plan whose program checks. Where none does, the plain plan, or the
@@ -218,6 +218,8 @@ pub fn scale(verified: &Verified, options: &ScaleOptions) -> Result<Scaled, Box<
         if k > 1.0 {
             // Coupled loops that no common divisor near K cuts, each shortened by the
             // same number of iterations, where that still checks (see `Mode::shifted`).
+            // (A shift can give the rounded plan's counts, with other warnings: that
+            // plan is the rounded one's.)
             let shifted = plan(program, world, k, Mode::ROUNDED_SHIFTED, &none);
             if !same_counts(&shifted, &plan(program, world, k, Mode::ROUNDED, &none))
                 && check(&shifted).is_none()
@@ -616,12 +618,10 @@ fn rewrite(stmt: &Stmt, plan: &Plan, c: f64, s: f64) -> Stmt {
             // never saw (HPCC at 4 ranks on 2 cores: polls are 80 % of its traced time,
             // and with them x0.58 the 1:100 skeleton ran 20-30 % short). Each statement
             // keeps its share of them, 1 / its residual.
-            let polls = compute
-                .polls
-                .map(|n| (n.value as f64 / residual).round().max(0.0) as u64)
-                .filter(|&n| n > 0)
-                .zip(compute.polls)
-                .map(|(value, n)| Spanned { value, pos: n.pos });
+            let polls = compute.polls.and_then(|n| {
+                let value = (n.value as f64 / residual).round() as u64;
+                (value > 0).then_some(Spanned { value, pos: n.pos })
+            });
             StmtKind::Compute(Box::new(Compute {
                 time: scale_time(&compute.time, &d),
                 working_set: compute.working_set,

@@ -320,14 +320,13 @@ fn block(
     let computes = totals.iter().filter(|t| t.is_some()).count();
     if computes == 1 && stmts.len() > 1 && totals[target].is_some_and(|t| t < floor) {
         // (One that polls carries the polls' cost: kept.)
-        if let Some(c) = match &stmts[target].kind {
-            StmtKind::Compute(c) if c.polls.is_none() => Some(c),
-            _ => None,
-        } {
-            gone[target] = true;
-            joined.computes += 1;
-            joined.dropped += 1;
-            joined.dropped_s += c.time.mean_seconds() * execs;
+        if let StmtKind::Compute(c) = &stmts[target].kind {
+            if c.polls.is_none() {
+                gone[target] = true;
+                joined.computes += 1;
+                joined.dropped += 1;
+                joined.dropped_s += c.time.mean_seconds() * execs;
+            }
         }
     }
     let stmts = stmts
