@@ -327,6 +327,21 @@ fn loop_variables_run_under_mpich() {
     );
 }
 
+/// Windows of requests under MPICH too: a rank runs rounds ahead of its partners with
+/// sends and receives in flight, completes the oldest past the window and the rest
+/// after the phase (a request lost or completed twice would fail the run).
+#[test]
+fn request_windows_run_under_mpich() {
+    let source = read(&root().join("tests/data/dsl/ok/request_windows.skel"));
+    compile_and_run(
+        "request_windows",
+        &source,
+        (short_ratio(&source), "app-time"),
+        "mpich",
+        4,
+    );
+}
+
 const SHORT: &str =
     "skeleton short\nranks 2\ntopology ring\napp_time 1 ms\nloop 10 {\n    compute 100 us\n}\n";
 const TINY: &str = "skeleton tiny\nranks 2\ntopology ring\napp_time 1 s\nloop 10 {\n    compute 100 ms\n    sendrecv to next 1 KiB from prev 1 KiB\n}\n";

@@ -1440,9 +1440,10 @@ fn declared_grid_and_cancelled_receives_fortran_mpich() {
 /// destinations, a pool of any-source receives, DONE messages to every rank and the
 /// pool cancelled, twice): each round is one data-addressed exchange, written as rounds
 /// of a shift exchange over every other rank with the mean volume, the same program on
-/// every rank; nothing is dropped (the cancels belong to the exchange), it checks clean,
-/// the checker's simulation sends the messages the trace sent on average, and the C
-/// skeleton runs at 1:1.
+/// every rank, each round's messages kept in flight (`req ds0 = isend ... window W`,
+/// completed by a `waitall` after the phase); nothing is dropped (the cancels belong to
+/// the exchange), it checks clean, the checker's simulation sends the messages the trace
+/// sent on average, and the C skeleton runs at 1:1.
 fn data_addressed_exchange(mpi: Mpi) {
     let (dir, trace) = record(mpi, "test:random_updates", &["20000", "2"]);
     let (text, summary) = skeletonize_cli(&trace, &[]);
@@ -1460,6 +1461,17 @@ fn data_addressed_exchange(mpi: Mpi) {
     // below holds either way.
     let exchanges = text.matches("loop nranks - 1 as other {").count();
     assert!((1..=2).contains(&exchanges), "{text}");
+    // Sends and receives in flight, as many windows as exchanges, each completed.
+    assert_eq!(text.matches(" window ").count(), 2 * exchanges, "{text}");
+    assert!(
+        text.contains("req ds0 = isend rank((rank + 1 + other) % nranks)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("req dr0 = irecv rank((rank - 1 - other) % nranks)"),
+        "{text}"
+    );
+    assert_eq!(text.matches("waitall ds").count(), exchanges, "{text}");
     let sent = traced_sends(&trace);
     let written = checked_sends(&text);
     // Rounds are the mean per rank over nranks - 1 peers, rounded: within half a round

@@ -655,6 +655,15 @@ pub fn msg_bytes(size: &MsgSize, env: &Env, vars: Vars) -> Result<u64, EvalError
 /// The mean time of one execution of `spec` on the rank of `env`, in seconds (the mean
 /// of the random forms), with the loop variables `vars` (a pick's index reads them).
 /// The checker's and the timed simulations share it.
+/// The time the polls of a compute took where the skeleton was made (`polls N each D`:
+/// N x D; none without a cost).
+pub fn poll_seconds(c: &perfskel_grammar::ast::Compute) -> f64 {
+    match (&c.polls, &c.poll_cost) {
+        (Some(n), Some(d)) => n.value as f64 * d.value.seconds(),
+        _ => 0.0,
+    }
+}
+
 pub fn compute_seconds(spec: &TimeSpec, env: &Env, vars: Vars) -> Result<f64, EvalError> {
     Ok(match time_at(spec, env, vars)? {
         TimeSpec::PerRank(values) => values

@@ -409,6 +409,9 @@ pub struct Compute {
     /// application's failed tests and probes: their cost is the MPI's, its transport's
     /// and the scheduler's, so they are made, not timed; the span's time excludes them).
     pub polls: Option<Spanned<u64>>,
+    /// `polls N each D`: what one poll took where the skeleton was made (the scaler's
+    /// model counts N x D for them; the back ends make the polls whatever they cost).
+    pub poll_cost: Option<Spanned<Duration>>,
 }
 
 /// How long a compute span takes, possibly varying across ranks (load imbalance).
@@ -584,6 +587,11 @@ pub struct P2p {
     pub recv: Option<Box<(Spanned<Peer>, MsgSize)>>,
     pub tag: Option<Spanned<u32>>,
     pub comm: Option<Ident>,
+    /// `window W` on `req NAME = isend/irecv`: NAME holds up to W operations of this
+    /// statement in flight; a post that leaves more pending completes the oldest first,
+    /// and `wait NAME` completes them all (the application's messages that complete
+    /// whenever they come, as in an exchange addressed by its data).
+    pub window: Option<Spanned<u64>>,
 }
 
 /// Whom a point-to-point operation talks to.

@@ -352,6 +352,9 @@ fn simple(kind: &StmtKind) -> String {
             }
             if let Some(n) = &c.polls {
                 let _ = write!(out, " polls {}", n.value);
+                if let Some(d) = &c.poll_cost {
+                    let _ = write!(out, " each {}", duration(d.value));
+                }
             }
         }
         StmtKind::P2p(p) => {
@@ -379,6 +382,9 @@ fn simple(kind: &StmtKind) -> String {
             }
             if let Some(comm) = &p.comm {
                 let _ = write!(out, " on {comm}");
+            }
+            if let Some(w) = &p.window {
+                let _ = write!(out, " window {}", w.value);
             }
         }
         StmtKind::Collective(c) => {

@@ -172,20 +172,23 @@ fn p2p() -> impl Strategy<Value = StmtKind> {
         peer(true),
         msg_size(),
         (peer(true), msg_size()),
-        prop::option::of(any::<u32>()),
-        prop::option::of(name()),
+        (prop::option::of(any::<u32>()), prop::option::of(name())),
+        prop::option::of(1u64..10_000),
     )
-        .prop_map(|(op, req, send_peer, recv_peer, size, recv, tag, comm)| {
-            StmtKind::P2p(Box::new(P2p {
-                op,
-                request: op.is_nonblocking().then_some(req),
-                peer: if op.receives() { recv_peer } else { send_peer },
-                size,
-                recv: (op == P2pOp::Sendrecv).then(|| Box::new(recv)),
-                tag: tag.map(Spanned::derived),
-                comm,
-            }))
-        })
+        .prop_map(
+            |(op, req, send_peer, recv_peer, size, recv, (tag, comm), window)| {
+                StmtKind::P2p(Box::new(P2p {
+                    op,
+                    request: op.is_nonblocking().then_some(req),
+                    peer: if op.receives() { recv_peer } else { send_peer },
+                    size,
+                    recv: (op == P2pOp::Sendrecv).then(|| Box::new(recv)),
+                    tag: tag.map(Spanned::derived),
+                    comm,
+                    window: window.filter(|_| op.is_nonblocking()).map(Spanned::derived),
+                }))
+            },
+        )
 }
 
 fn collective() -> impl Strategy<Value = StmtKind> {
@@ -235,11 +238,13 @@ fn simple() -> impl Strategy<Value = StmtKind> {
         ],
         prop::option::of(size()),
         prop::option::of((0u64..5000).prop_map(Spanned::derived)),
+        prop::option::of(duration()),
     )
-        .prop_map(|(time, working_set, polls)| {
+        .prop_map(|(time, working_set, polls, poll_cost)| {
             StmtKind::Compute(Box::new(Compute {
                 time,
                 working_set,
+                poll_cost: poll_cost.filter(|_| polls.is_some()),
                 polls,
             }))
         });
@@ -283,7 +288,13 @@ fn simple() -> impl Strategy<Value = StmtKind> {
             };
             StmtKind::CommDecl(Box::new(CommDecl { name, def }))
         });
-    prop_oneof![compute, p2p(), collective(), wait, comm]
+    prop_oneof![
+        compute.boxed(),
+        p2p().boxed(),
+        collective().boxed(),
+        wait.boxed(),
+        comm.boxed()
+    ]
 }
 
 fn stmt_with(kind: impl Strategy<Value = StmtKind>, first: bool) -> impl Strategy<Value = Stmt> {

@@ -490,6 +490,43 @@ static inline void ps_test(MPI_Request *req) {
     MPI_Test(req, &flag, MPI_STATUS_IGNORE);
 }
 
+/* A window of requests (`req h = isend ... window W`): up to W operations of one
+ * statement in flight, in a ring of W + 1 slots allocated at the first post. A post
+ * takes the next slot (ps_window_post), then completes the oldest when more than W are
+ * in flight (ps_window_trim); `wait h` completes them all (ps_window_wait). */
+typedef struct {
+    MPI_Request *slots;
+    long long cap, head, count;
+} ps_window;
+
+#define PS_WINDOW_EMPTY {NULL, 0, 0, 0}
+
+static inline MPI_Request *ps_window_post(ps_window *w, long long window) {
+    if (w->slots == NULL) {
+        w->cap = window + 1;
+        w->slots = malloc((size_t)w->cap * sizeof(MPI_Request));
+        if (w->slots == NULL) ps_fail("out of memory for a window of requests");
+        for (long long i = 0; i < w->cap; i++) w->slots[i] = MPI_REQUEST_NULL;
+    }
+    if (w->count == w->cap) ps_fail("a window of requests overflowed");
+    MPI_Request *slot = &w->slots[(w->head + w->count) % w->cap];
+    w->count++;
+    return slot;
+}
+
+static inline void ps_window_trim(ps_window *w, long long window) {
+    while (w->count > window) {
+        MPI_Wait(&w->slots[w->head], MPI_STATUS_IGNORE);
+        w->head = (w->head + 1) % w->cap;
+        w->count--;
+    }
+}
+
+static inline void ps_window_wait(ps_window *w) {
+    ps_window_trim(w, 0);
+    w->head = 0;
+}
+
 /* ---- v collectives ----------------------------------------------------------------- */
 
 /* Counts and displacements over the members of `comm` from a table indexed by world

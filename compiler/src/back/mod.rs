@@ -139,6 +139,20 @@ pub(crate) fn loop_var_names(body: &Block) -> std::collections::BTreeSet<&str> {
     out
 }
 
+/// The windowed request handles of `body` (`req NAME = isend ... window W`) and their
+/// window (the checker makes every post of a handle give the same one).
+pub(crate) fn request_windows(body: &Block) -> std::collections::BTreeMap<String, u64> {
+    let mut out = std::collections::BTreeMap::new();
+    crate::semantics::visit(body, &mut |stmt| {
+        if let StmtKind::P2p(p) = &stmt.kind {
+            if let (Some(r), Some(w)) = (&p.request, p.window) {
+                out.entry(r.name.clone()).or_insert(w.value);
+            }
+        }
+    });
+    out
+}
+
 /// The back ends perfskel has.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Backend {

@@ -68,9 +68,14 @@ impl<'p> Names<'p> {
     }
 }
 
+/// The most operations a `window` keeps in flight: each is an MPI request (and, in the
+/// Rust runtime, a receive buffer) per rank.
+pub const MAX_WINDOW: u64 = 1 << 16;
+
 pub(super) fn check(program: &Program, diags: &mut Vec<Diag>) {
     let mut names = Names::default();
     collect_names(&program.body, &mut names);
+    check_windows(&program.body, diags);
     let mut declared: Vec<&str> = (0..names.names.len())
         .filter(|&i| names.declared[i])
         .map(|i| names.names[i])
@@ -154,6 +159,86 @@ fn rank_conditions<'p>(block: &'p Block, out: &mut Vec<&'p Expr>) {
             };
         }
     });
+}
+
+/// Windows (`req h = isend ... window W`): W between 1 and [`MAX_WINDOW`]; a windowed
+/// handle posted only by statements with the same window, and completed by `wait` or
+/// `waitall` (which complete every operation in flight), not `waitany` or `test`.
+fn check_windows(body: &Block, diags: &mut Vec<Diag>) {
+    // Each handle name: its first post's window (or none), and where.
+    let mut posts: HashMap<&str, (Option<u64>, Pos)> = HashMap::default();
+    let mut waits: Vec<(&Ident, WaitOp)> = Vec::new();
+    visit(body, &mut |stmt| {
+        if let StmtKind::Wait(w) = &stmt.kind {
+            waits.extend(w.handles.iter().map(|h| (h, w.op)));
+        }
+        let Some(r) = stmt.kind.request() else {
+            return;
+        };
+        let window = match &stmt.kind {
+            StmtKind::P2p(p) => p.window,
+            _ => None,
+        };
+        if let Some(w) = window {
+            if w.value == 0 || w.value > MAX_WINDOW {
+                diags.push(
+                    Diag::error(
+                        "bad-window",
+                        format!("a window of {} operations in flight", w.value),
+                    )
+                    .at(w.pos, "window")
+                    .with_note(format!("a window holds 1 to {MAX_WINDOW} operations")),
+                );
+            }
+        }
+        let value = window.map(|w| w.value);
+        match posts.get(r.name.as_str()) {
+            None => {
+                posts.insert(&r.name, (value, r.pos));
+            }
+            Some(&(first, at)) if first != value => {
+                let what =
+                    |w: Option<u64>| w.map_or("no window".to_string(), |w| format!("window {w}"));
+                diags.push(
+                    Diag::error(
+                        "window-mismatch",
+                        format!(
+                            "request `{}` is posted with {} here and with {} before",
+                            r.name,
+                            what(value),
+                            what(first)
+                        ),
+                    )
+                    .at(r.pos, "posted here")
+                    .with_secondary(at, "first posted here")
+                    .with_note(
+                        "every statement that posts a windowed request gives it the same window",
+                    ),
+                );
+            }
+            Some(_) => {}
+        }
+    });
+    for (h, op) in waits {
+        if !matches!(op, WaitOp::Waitany | WaitOp::Test) {
+            continue;
+        }
+        if let Some((Some(_), at)) = posts.get(h.name.as_str()) {
+            diags.push(
+                Diag::error(
+                    "window-waitany",
+                    format!(
+                        "request `{}` holds a window of operations: `{}` cannot complete one of them",
+                        h.name,
+                        if op == WaitOp::Test { "test" } else { "waitany" }
+                    ),
+                )
+                .at(h.pos, "windowed request")
+                .with_secondary(*at, "posted with a window here")
+                .with_note(format!("complete them all with `wait {}`", h.name)),
+            );
+        }
+    }
 }
 
 impl Walk<'_, '_> {
@@ -259,6 +344,17 @@ impl<'p> Walk<'p, '_> {
 
     fn stmt(&mut self, stmt: &'p Stmt, states: &mut States) {
         if let Some(r) = stmt.kind.request() {
+            // A windowed handle holds several operations in flight: posting it while
+            // pending is what it is for (`check_windows` keeps its posts alike).
+            let windowed = matches!(&stmt.kind, StmtKind::P2p(p) if p.window.is_some());
+            if windowed
+                && matches!(
+                    states[self.names.id(&r.name)],
+                    Some(State::Pending(_) | State::Maybe(_))
+                )
+            {
+                return;
+            }
             self.post(r, stmt.pos, states);
             return;
         }

@@ -219,6 +219,9 @@ struct RankState<'p> {
     cursor: Cursor<'p>,
     /// Request of each handle name (indexed like `Sim::handle_index`), or `NONE`.
     handles: Vec<ReqId>,
+    /// The operations in flight of each windowed handle, oldest first (empty for the
+    /// others).
+    windows: Vec<VecDeque<ReqId>>,
     /// Collectives called so far on each instance, by `CommInst::decl`.
     coll_seq: Vec<u64>,
     blocked: Option<Blocked<'p>>,
@@ -272,6 +275,7 @@ impl<'p, 'd> Sim<'p, 'd> {
             .map(|env| RankState {
                 cursor: Cursor::new(env),
                 handles: vec![NONE; statics.request_names.len()],
+                windows: vec![VecDeque::new(); statics.request_names.len()],
                 coll_seq: vec![0; comms.decls],
                 blocked: None,
                 done: false,
@@ -435,13 +439,18 @@ impl<'p, 'd> Sim<'p, 'd> {
                     any,
                 } => {
                     // A handle whose request was completed is MPI_REQUEST_NULL: waiting
-                    // for it returns at once.
-                    let handles = &self.ranks[r].handles;
-                    let reqs: Reqs = plan.handles[ids.0 as usize..ids.1 as usize]
-                        .iter()
-                        .map(|&i| handles[i])
-                        .filter(|&q| q != NONE)
-                        .collect();
+                    // for it returns at once. A windowed handle completes every
+                    // operation it has in flight.
+                    let state = &mut self.ranks[r];
+                    let mut reqs = Reqs::new();
+                    for &i in &plan.handles[ids.0 as usize..ids.1 as usize] {
+                        let window = &mut state.windows[i];
+                        if window.is_empty() {
+                            reqs.extend((state.handles[i] != NONE).then_some(state.handles[i]));
+                        } else {
+                            reqs.extend(window.drain(..));
+                        }
+                    }
                     let blocked = Blocked {
                         reqs,
                         any: *any,
@@ -491,6 +500,16 @@ impl<'p, 'd> Sim<'p, 'd> {
         if p.request {
             if let (true, Some(handle)) = (first != NONE, p.handle) {
                 self.bind(rank, handle, first);
+                if p.window > 0 {
+                    // More than the window in flight: the oldest is completed first.
+                    let window = &mut self.ranks[rank as usize].windows[handle];
+                    window.push_back(first);
+                    if window.len() as u64 > p.window {
+                        if let Some(oldest) = window.pop_front() {
+                            return Ok(self.wait_one(rank, oldest, stmt));
+                        }
+                    }
+                }
             }
             return Ok(true);
         }

@@ -464,6 +464,21 @@ impl Pass<'_> {
                 );
             }
         }
+        // One poll is a turn of the progress engine, a system call or a yield: a cost
+        // past a second is a typo (the scaler's model would count it for every poll).
+        if let Some(d) = &c.poll_cost {
+            let s = d.value.seconds();
+            if !s.is_finite() || s > 1.0 {
+                self.diags.push(
+                    Diag::error(
+                        "bad-polls",
+                        format!("a poll taking {} is more than any MPI call spins", perfskel_grammar::printer::duration(d.value)),
+                    )
+                    .at(d.pos, "each poll")
+                    .with_note("`each` is what one poll took where the skeleton was made (about 50 ns with shared memory, 1 us with TCP)"),
+                );
+            }
+        }
     }
 
     fn per_rank_len(&mut self, len: usize, pos: Option<Pos>, what: &str) {

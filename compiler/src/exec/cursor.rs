@@ -119,11 +119,11 @@ impl<'p> Cursor<'p> {
             };
             pc += 1;
             match op {
-                Op::Compute(time) => {
+                Op::Compute(time, polls) => {
                     let s = match time {
                         Time::Pick(spec) => compute_seconds(spec, &self.env, &self.vars)?,
                         time => time.seconds(self.env.rank),
-                    };
+                    } + polls;
                     if stop_at_compute {
                         self.pc = pc;
                         return Ok(Stop::Compute(s));
@@ -252,7 +252,9 @@ pub(crate) fn compute_only<'p>(
     let mut total = 0.0;
     for stmt in &block.stmts {
         match &stmt.kind {
-            StmtKind::Compute(c) => total += compute_seconds(&c.time, env, vars)?,
+            StmtKind::Compute(c) => {
+                total += compute_seconds(&c.time, env, vars)? + crate::semantics::poll_seconds(c);
+            }
             StmtKind::Loop(l) => {
                 let count = eval_int_in(&l.count, env, vars)?.max(0);
                 total += loop_compute(l, count, env, vars, work)?;

@@ -51,6 +51,8 @@ pub(crate) struct P2pPlan<'p> {
     /// if the name is known.
     pub request: bool,
     pub handle: Option<usize>,
+    /// `window W`: at most W of the statement's operations stay in flight (0: none).
+    pub window: u64,
 }
 
 /// A collective, with what the simulation needs copied out of the statement (the hot
@@ -102,7 +104,8 @@ impl Time<'_> {
 }
 
 pub(crate) enum Op<'p> {
-    Compute(Time<'p>),
+    /// A compute's time, and its polls' (see `semantics::poll_seconds`).
+    Compute(Time<'p>, f64),
     /// Enters a loop; `end` is the index of its `EndLoop`.
     Loop {
         l: &'p Loop,
@@ -339,7 +342,10 @@ impl<'p> Lowering<'p, '_> {
     fn stmt(&mut self, stmt: &'p Stmt) {
         match &stmt.kind {
             StmtKind::Compute(c) => {
-                self.push(Op::Compute(Time::of(&c.time)));
+                self.push(Op::Compute(
+                    Time::of(&c.time),
+                    crate::semantics::poll_seconds(c),
+                ));
             }
             StmtKind::Loop(l) => {
                 let comm_free = is_comm_free(&l.body);
@@ -428,6 +434,7 @@ impl<'p> Lowering<'p, '_> {
                     tag: p.tag.map_or(0, |t| t.value),
                     request: p.request.is_some(),
                     handle: self.handle(&p.request),
+                    window: p.window.map_or(0, |w| w.value),
                 };
                 self.plan.p2ps.push(plan);
                 self.push(Op::P2p(self.plan.p2ps.len() as u32 - 1));

@@ -612,19 +612,25 @@ fn rewrite(stmt: &Stmt, plan: &Plan, c: f64, s: f64) -> Stmt {
                 value: duration_of(d.value.seconds() * f, d.value.unit),
                 pos: d.pos,
             };
-            // The polls follow the cut, not the compute factor: the model counts no time
-            // for them (their cost is the MPI's where the skeleton runs), so the factor
-            // that makes the model's time hit its target would shrink time the model
-            // never saw (HPCC at 4 ranks on 2 cores: polls are 80 % of its traced time,
-            // and with them x0.58 the 1:100 skeleton ran 20-30 % short). Each statement
-            // keeps its share of them, 1 / its residual.
+            // Polls whose cost is written (`polls N each D`) are time the model counts,
+            // and follow the compute factor with the span; those without one the model
+            // never saw, so a factor that makes its time hit the target would shrink them
+            // blindly (HPCC at 4 ranks on 2 cores: polls are 80 % of its traced time,
+            // and with them x0.58 the 1:100 skeleton ran 20-30 % short): they keep each
+            // statement's share, 1 / its residual.
+            let share = if compute.poll_cost.is_some() {
+                f
+            } else {
+                1.0 / residual
+            };
             let polls = compute.polls.and_then(|n| {
-                let value = (n.value as f64 / residual).round() as u64;
+                let value = (n.value as f64 * share).round() as u64;
                 (value > 0).then_some(Spanned { value, pos: n.pos })
             });
             StmtKind::Compute(Box::new(Compute {
                 time: scale_time(&compute.time, &d),
                 working_set: compute.working_set,
+                poll_cost: compute.poll_cost.filter(|_| polls.is_some()),
                 polls,
             }))
         }

@@ -746,3 +746,66 @@ fn polls_follow_the_cut_not_the_compute_factor() {
     // The last compute's 2 polls at a residual of 10: none left, and none written.
     assert_eq!(text.matches("polls").count(), 1, "{text}");
 }
+
+/// Polls with their cost written (`polls N each D`) are time the model counts: the
+/// unscaled skeleton's model time holds them, and at 1:K they follow the compute factor
+/// with their span (count x factor / residual), keeping their cost.
+#[test]
+fn polls_with_a_cost_are_timed_and_follow_the_compute_factor() {
+    let body = "loop 100 {\n    compute 1 ms polls 1000 each 1 us\n    sendrecv to next 8 B from prev 8 B\n}\nloop 3 {\n    sendrecv to next 4 MiB from prev 4 MiB\n}\n";
+    let source = format!("skeleton p\nranks 2\ntopology ring\napp_time 200 ms\n{body}");
+    let s = scaled_for(&source, 10, Target::Model).expect("scales");
+    let unscaled = s.unscaled_model_s.expect("simulated");
+    // 100 x (1 ms + 1000 x 1 us) and the messages.
+    assert!(unscaled > 0.2 && unscaled < 0.21, "{unscaled}");
+    assert!(s.compute_factor < 1.0, "{}", s.compute_factor);
+    let text = print(&s.program);
+    let polls = (s.compute_factor * 1000.0).round() as u64;
+    assert!(
+        text.contains(&format!("polls {polls} each 1 us\n")),
+        "{text}"
+    );
+    // The same without the cost: the model sees only the span, the polls keep 1000.
+    let bare = source.replace(" each 1 us", "");
+    let s = scaled_for(&bare, 10, Target::Model).expect("scales");
+    assert!(s.unscaled_model_s.expect("simulated") < 0.11);
+    assert!(
+        print(&s.program).contains("polls 1000\n"),
+        "{}",
+        print(&s.program)
+    );
+}
+
+/// A window lets ranks run apart: two ranks whose compute alternates (1 ms and 3 ms,
+/// the other way round on the other rank) wait for each other every round with
+/// `sendrecv` (10 rounds of the longer, 30 ms), and not with their messages in flight
+/// (each rank's own 20 ms, and the last messages); a window of one round waits a round
+/// late, which this alternation never feels.
+#[test]
+fn windows_let_ranks_run_apart_in_the_timed_simulation() {
+    let time = |body: &str| {
+        let source = format!(
+            "skeleton t\nranks 2\ntopology ring\napp_time 1 s\nloop 10 as i {{\n    compute [1 ms, 3 ms][(i + rank) % 2]\n{body}}}\n{}",
+            if body.contains("window") { "waitall s, r\n" } else { "" }
+        );
+        let (program, diags) = parse(&source);
+        assert!(diags.is_empty(), "{diags:?}");
+        let verified =
+            verify(program, &source, Options::default()).unwrap_or_else(|d| panic!("{d:?}"));
+        simulate(
+            verified.program(),
+            verified.info().world(),
+            &Model::default(),
+            SIMULATION_BUDGET,
+        )
+        .expect("simulates")
+        .total_s()
+    };
+    let coupled = time("    sendrecv to next 8 B from prev 8 B\n");
+    let windowed =
+        time("    req s = isend next 8 B window 10\n    req r = irecv prev 8 B window 10\n");
+    let one = time("    req s = isend next 8 B window 1\n    req r = irecv prev 8 B window 1\n");
+    assert!((0.030..0.0301).contains(&coupled), "{coupled}");
+    assert!((0.020..0.0201).contains(&windowed), "{windowed}");
+    assert!(one >= windowed - 1e-6 && one <= coupled + 1e-4, "{one}");
+}

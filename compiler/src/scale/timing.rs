@@ -12,7 +12,7 @@
 //! cannot deadlock; a budget bounds long runs.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeSet, BinaryHeap};
+use std::collections::{BTreeSet, BinaryHeap, VecDeque};
 
 use perfskel_grammar::ast::*;
 use rustc_hash::FxHashMap as HashMap;
@@ -131,6 +131,8 @@ struct Rank<'p> {
     compute: f64,
     /// Request of each handle (indexed like the plan's handles), or `NO_REQ`.
     handles: Vec<usize>,
+    /// The operations in flight of each windowed handle, oldest first.
+    windows: Vec<VecDeque<usize>>,
     /// Collectives called so far on each instance, by `Inst::decl`.
     coll_seq: Vec<u64>,
     /// Requests a blocked rank waits for, and whether one of them is enough.
@@ -227,6 +229,7 @@ impl<'p> Timed<'p> {
                 clock: 0.0,
                 compute: 0.0,
                 handles: vec![NO_REQ; handles],
+                windows: vec![VecDeque::new(); handles],
                 coll_seq: vec![0; comms.decls],
                 blocked: None,
                 done: false,
@@ -342,7 +345,9 @@ impl<'p> Timed<'p> {
                 // Every handle named is done with once waited for (`waitany` too).
                 let mut reqs = Reqs::new();
                 for &h in &self.plan.handles[handles.0 as usize..handles.1 as usize] {
-                    let slot = &mut self.ranks[r].handles[h];
+                    let state = &mut self.ranks[r];
+                    reqs.extend(state.windows[h].drain(..));
+                    let slot = &mut state.handles[h];
                     if *slot != NO_REQ {
                         reqs.push(std::mem::replace(slot, NO_REQ));
                     }
@@ -387,6 +392,17 @@ impl<'p> Timed<'p> {
         if p.request {
             let mut rest = reqs.into_iter();
             if let (Some(req), Some(h)) = (rest.next(), p.handle) {
+                if p.window > 0 {
+                    // Kept in the handle's window; past it, the oldest is completed.
+                    let window = &mut self.ranks[rank as usize].windows[h];
+                    window.push_back(req);
+                    if window.len() as u64 > p.window {
+                        if let Some(oldest) = window.pop_front() {
+                            return Ok(self.block_on(rank, smallvec::smallvec![oldest], false));
+                        }
+                    }
+                    return Ok(true);
+                }
                 self.bind(rank, h, req);
             }
             for req in rest {

@@ -91,7 +91,23 @@ pub(crate) struct Builder<'a> {
     pub vanished: std::collections::BTreeSet<u32>,
     /// How many loops reading their iteration number enclose the block being built.
     pub step_depth: usize,
+    /// Data-addressed exchanges written so far (their windowed handles are numbered).
+    pub windows: usize,
 }
+
+/// The most messages of a data-addressed exchange a rank keeps in flight each way
+/// (`window W`). The application's receives never block: it takes messages from any
+/// source as they come and polls in between (HPCC's RandomAccess), so its ranks run
+/// apart, and with ranks sharing cores one runs many rounds while another waits for a
+/// core. Written as blocking `sendrecv`s, every round waited for its partner: HPCC at 4
+/// ranks on 2 cores ran 28.1 s against the application's 22.3-23.5 s; with rounds kept
+/// in flight, 30.1 s (1), 27.8 s (3), 28.5 s (16), 22.3 s (64), 23.2 s (256), 23.9 s
+/// (8192). Enough for a scheduler's time slices of rounds, short of unbounded.
+pub(crate) const EXCHANGE_WINDOW: u64 = 1024;
+
+/// The most bytes a window keeps in flight each way (the Rust runtime's receives each
+/// have a buffer): larger messages get a shorter window.
+pub(crate) const EXCHANGE_WINDOW_BYTES: u64 = 64 << 20;
 
 impl Builder<'_> {
     pub fn block(&mut self, nodes: &[MNode], universe: &[u32]) -> Vec<Stmt> {
@@ -308,24 +324,49 @@ impl Builder<'_> {
             ),
         };
         let b = size(bytes.max(1));
-        let mut send = Stmt::new(StmtKind::P2p(Box::new(P2p {
-            op: P2pOp::Sendrecv,
-            request: None,
-            peer: Spanned::derived(Peer::Rank(to)),
-            size: MsgSize::Fixed(Spanned::derived(b)),
-            recv: Some(Box::new((
-                Spanned::derived(Peer::Rank(from)),
-                MsgSize::Fixed(Spanned::derived(b)),
-            ))),
-            tag: None,
-            comm: self.comm_ident(tok.comm),
-        })));
-        send.site = self.site_of(tok.site);
-        if bytes == 0 {
-            send.trivia.trailing =
-                Some("# 0 B in the application: a call that only synchronizes".into());
+        if partners.is_none() {
+            // Data-addressed: each round's messages stay in flight (see
+            // `EXCHANGE_WINDOW`); `complete_windows` completes them after the phase.
+            let window = (EXCHANGE_WINDOW_BYTES / bytes.max(1)).clamp(1, EXCHANGE_WINDOW);
+            let n = self.windows;
+            self.windows += 1;
+            let post = |op, name: String, peer| {
+                let mut stmt = Stmt::new(StmtKind::P2p(Box::new(P2p {
+                    op,
+                    request: Some(Ident::new(name)),
+                    peer: Spanned::derived(Peer::Rank(peer)),
+                    size: MsgSize::Fixed(Spanned::derived(b)),
+                    recv: None,
+                    tag: None,
+                    comm: self.comm_ident(tok.comm),
+                    window: Some(Spanned::derived(window)),
+                })));
+                stmt.site = self.site_of(tok.site);
+                stmt
+            };
+            body.push(post(P2pOp::Isend, format!("ds{n}"), to));
+            body.push(post(P2pOp::Irecv, format!("dr{n}"), from));
+        } else {
+            let mut send = Stmt::new(StmtKind::P2p(Box::new(P2p {
+                op: P2pOp::Sendrecv,
+                request: None,
+                peer: Spanned::derived(Peer::Rank(to)),
+                size: MsgSize::Fixed(Spanned::derived(b)),
+                recv: Some(Box::new((
+                    Spanned::derived(Peer::Rank(from)),
+                    MsgSize::Fixed(Spanned::derived(b)),
+                ))),
+                tag: None,
+                comm: self.comm_ident(tok.comm),
+                window: None,
+            })));
+            send.site = self.site_of(tok.site);
+            if bytes == 0 {
+                send.trivia.trailing =
+                    Some("# 0 B in the application: a call that only synchronizes".into());
+            }
+            body.push(send);
         }
-        body.push(send);
         let mut stmt = Stmt::new(StmtKind::Loop(Box::new(Loop {
             count: match partners {
                 Some(p) => Expr::int(i64::try_from(p).unwrap_or(i64::MAX)),
@@ -358,7 +399,8 @@ impl Builder<'_> {
                 )
             }
             (None, _) => format!(
-                "# Data-addressed exchange{from}: the application sent to peers its data chose and received from any source; one round here is a message to every other rank."
+                "# Data-addressed exchange{from}: the application sent to peers its data chose and received from any source as messages came; one round here is a message to every other rank, up to {} rounds in flight.",
+                (EXCHANGE_WINDOW_BYTES / bytes.max(1)).clamp(1, EXCHANGE_WINDOW)
             ),
             (Some(_), None) => format!(
                 "# Partner exchange{from}: the application posted receives from named peers and sent to named peers, a different number on each rank; here every rank sends the mean number of messages, to the ranks after it."
@@ -439,6 +481,7 @@ impl Builder<'_> {
                 recv: None,
                 tag: None,
                 comm: comm.clone(),
+                window: None,
             }))));
             out.extend(guarded(&recv_counts, j, vec![stmt]));
         }
@@ -463,6 +506,7 @@ impl Builder<'_> {
                 recv: None,
                 tag: None,
                 comm: comm.clone(),
+                window: None,
             })))));
             out.extend(guarded(&send_counts, j, stmts));
         }
@@ -678,10 +722,17 @@ impl Builder<'_> {
                 (TimeSpec::Fixed(Spanned::derived(duration(mean))), outliers)
             }
         };
+        // What one poll took, over every poll of every rank here.
+        let (all_polls, poll_ns) = acc
+            .values()
+            .fold((0.0, 0.0), |(n, t), a| (n + a.polls, t + a.poll_ns));
+        let poll_cost = (polls >= 0.5 && all_polls > 0.0 && poll_ns > 0.0)
+            .then(|| Spanned::derived(duration(poll_ns / all_polls)));
         let mut stmt = Stmt::new(StmtKind::Compute(Box::new(Compute {
             time,
             working_set: None,
             polls: (polls >= 0.5).then(|| Spanned::derived(polls.round() as u64)),
+            poll_cost,
         })));
         stmt.trivia.trailing = note;
         Some(stmt)
@@ -799,6 +850,7 @@ impl Builder<'_> {
                     },
                     tag: tag.map(Spanned::derived),
                     comm,
+                    window: None,
                 }))
             }
             Kind::Coll {
@@ -1234,4 +1286,72 @@ fn step_condition(cond: &Cond, name: &str) -> Expr {
         Cond::Below(k) => bin(BinOp::Lt, var(), Expr::int(*k as i64)),
         Cond::From(k) => bin(BinOp::Ge, var(), Expr::int(*k as i64)),
     }
+}
+
+/// Completes the windowed requests of data-addressed exchanges after their phase: after
+/// the outermost loop that holds them and no other communication (the application's
+/// exchange took messages until every rank was done), or after the exchange itself.
+pub(crate) fn complete_windows(stmts: Vec<Stmt>) -> Vec<Stmt> {
+    let mut out = Vec::with_capacity(stmts.len());
+    for mut stmt in stmts {
+        let mut handles = Vec::new();
+        let only_windows = windowed_posts(&stmt, &mut handles);
+        if !handles.is_empty()
+            && (only_windows || !matches!(stmt.kind, StmtKind::Loop(_) | StmtKind::If(_)))
+        {
+            out.push(stmt);
+            let mut wait = Stmt::new(StmtKind::Wait(Wait {
+                op: if handles.len() == 1 {
+                    WaitOp::Wait
+                } else {
+                    WaitOp::Waitall
+                },
+                handles: handles.into_iter().map(Ident::new).collect(),
+            }));
+            wait.trivia.trailing = Some("# the exchange's messages still in flight".into());
+            out.push(wait);
+            continue;
+        }
+        match &mut stmt.kind {
+            StmtKind::Loop(l) => {
+                l.body.stmts = complete_windows(std::mem::take(&mut l.body.stmts));
+            }
+            StmtKind::If(i) => complete_windows_if(i),
+            _ => {}
+        }
+        out.push(stmt);
+    }
+    out
+}
+
+fn complete_windows_if(i: &mut If) {
+    i.then_block.stmts = complete_windows(std::mem::take(&mut i.then_block.stmts));
+    match &mut i.else_branch {
+        Some(Else::Block(b)) => b.stmts = complete_windows(std::mem::take(&mut b.stmts)),
+        Some(Else::If(next)) => complete_windows_if(next),
+        None => {}
+    }
+}
+
+/// The windowed handles `stmt` posts (in order, once each), and whether it holds no
+/// other communication.
+fn windowed_posts(stmt: &Stmt, handles: &mut Vec<String>) -> bool {
+    let mut only = true;
+    let mut one = |s: &Stmt| match &s.kind {
+        StmtKind::P2p(p) => match (&p.request, p.window) {
+            (Some(r), Some(_)) => {
+                if !handles.contains(&r.name) {
+                    handles.push(r.name.clone());
+                }
+            }
+            _ => only = false,
+        },
+        StmtKind::Collective(_) | StmtKind::Wait(_) | StmtKind::CommDecl(_) => only = false,
+        _ => {}
+    };
+    one(stmt);
+    for b in crate::semantics::stmt_blocks(stmt) {
+        crate::semantics::visit(b, &mut one);
+    }
+    only
 }

@@ -323,6 +323,7 @@ fn gap() -> Stmt {
         time: TimeSpec::Fixed(Spanned::derived(Duration::new(0.0, TimeUnit::Ns))),
         working_set: None,
         polls: None,
+        poll_cost: None,
     })))
 }
 
@@ -1253,20 +1254,40 @@ fn push_joined(out: &mut Vec<Stmt>, stmt: Stmt) {
     if let StmtKind::Compute(prev) = &mut last.kind {
         if let Some(sum) = add_times(&prev.time, &c.time) {
             prev.time = sum;
-            prev.polls = add_polls(prev.polls, c.polls);
+            add_polls(prev, c.polls, c.poll_cost);
             return;
         }
     }
     out.push(stmt);
 }
 
-/// The polls of one compute after another.
-pub(super) fn add_polls(a: Option<Spanned<u64>>, b: Option<Spanned<u64>>) -> Option<Spanned<u64>> {
-    match (a, b) {
-        (Some(x), Some(y)) => Some(Spanned::derived(x.value.saturating_add(y.value))),
-        (x, None) => x,
-        (None, y) => y,
-    }
+/// Adds the polls of another compute (`polls`, each taking `cost`) to `into`'s: their
+/// count, and the mean cost of those whose cost is known.
+pub(super) fn add_polls(
+    into: &mut Compute,
+    polls: Option<Spanned<u64>>,
+    cost: Option<Spanned<Duration>>,
+) {
+    let Some(n) = polls else {
+        return;
+    };
+    let Some(m) = into.polls else {
+        into.polls = Some(n);
+        into.poll_cost = cost;
+        return;
+    };
+    into.poll_cost = match (into.poll_cost, cost) {
+        (Some(a), Some(b)) => {
+            let total = m.value as f64 * a.value.seconds() + n.value as f64 * b.value.seconds();
+            let count = (m.value + n.value).max(1) as f64;
+            Some(Spanned::derived(super::build::duration(
+                total / count * 1e9,
+            )))
+        }
+        (a, None) => a,
+        (None, b) => b,
+    };
+    into.polls = Some(Spanned::derived(m.value.saturating_add(n.value)));
 }
 
 /// The time of one compute after another, where the forms allow it.
@@ -1872,6 +1893,7 @@ mod tests {
                 time: spec,
                 working_set: None,
                 polls: None,
+                poll_cost: None,
             })));
             stmt.trivia = Trivia::default();
             let (mut program, _) = perfskel_grammar::parse(HEADER);

@@ -471,6 +471,7 @@ pub fn skeletonize(
         omitted_noops: 0,
         vanished: Default::default(),
         step_depth: 0,
+        windows: 0,
     };
     let mut stmts: Vec<Stmt> = comms
         .decls
@@ -538,6 +539,10 @@ pub fn skeletonize(
             ));
         }
         builder.dropped_compute_ns += joined.dropped_s * 1e9;
+    }
+    // The data-addressed exchanges' messages in flight, completed after their phase.
+    if builder.windows > 0 {
+        stmts = build::complete_windows(stmts);
     }
     summary.statements = count_statements(&stmts);
     summary.loops = builder.loops;
@@ -687,8 +692,9 @@ fn compress_rank<'a>(
     // 2. Statistics of the compute spans per body position.
     let mut walk = nest::Walk::new(&nest);
     let mut tokenizer = tokens::Tokenizer::new(rank, policy, site_of, classes_of);
-    let mut visit =
-        |t: tokens::Token| walk.visit_polling(t.id, t.gap_ns, t.dur_ns, t.sizes, t.polls);
+    let mut visit = |t: tokens::Token| {
+        walk.visit_polling(t.id, t.gap_ns, t.dur_ns, t.sizes, (t.polls, t.poll_ns))
+    };
     source::read_rank(ranks, rank, &mut |ev| {
         tick(&mut seen);
         tokenizer.push(ev, &mut visit);

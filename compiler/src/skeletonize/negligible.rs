@@ -115,13 +115,13 @@ fn slide_block(stmts: Vec<Stmt>, moved: &mut usize) -> Vec<Stmt> {
         };
         match joined {
             Some(t) => {
-                let polls = match &stmt.kind {
-                    StmtKind::Compute(this) => this.polls,
-                    _ => None,
+                let (polls, cost) = match &stmt.kind {
+                    StmtKind::Compute(this) => (this.polls, this.poll_cost),
+                    _ => (None, None),
                 };
                 if let StmtKind::Compute(before) = &mut out[post - 1].kind {
                     before.time = t;
-                    before.polls = super::dims::add_polls(before.polls, polls);
+                    super::dims::add_polls(before, polls, cost);
                 }
             }
             // Nothing to join (or forms that do not add): the compute goes before the
@@ -307,10 +307,10 @@ fn block(
             continue;
         };
         if let Some(t) = sum(&into.time, &from.time) {
-            let polls = from.polls;
+            let (polls, cost) = (from.polls, from.poll_cost);
             if let StmtKind::Compute(into) = &mut stmts[target].kind {
                 into.time = t;
-                into.polls = super::dims::add_polls(into.polls, polls);
+                super::dims::add_polls(into, polls, cost);
             }
             gone[k] = true;
             joined.computes += 1;

@@ -29,8 +29,9 @@ pub(crate) struct Acc {
     pub spread: Spread,
     pub sizes: [SizeAcc; 2],
     /// The failed polls (tests and probes that found nothing) made in the spans: their
-    /// count, not their time (see `Compute::polls`).
+    /// count (see `Compute::polls`), and their time (`Compute::poll_cost`).
     pub polls: f64,
+    pub poll_ns: f64,
 }
 
 /// Statistics of the sizes of one half of the calls at a body position.
@@ -119,6 +120,7 @@ impl Acc {
             spread: self.spread.scaled(f),
             sizes,
             polls: self.polls * k,
+            poll_ns: self.poll_ns * k,
         }
     }
 
@@ -129,6 +131,7 @@ impl Acc {
         self.sum_sq += other.sum_sq;
         self.mpi_ns += other.mpi_ns;
         self.polls += other.polls;
+        self.poll_ns += other.poll_ns;
         self.spread.merge(&other.spread);
         for (a, b) in self.sizes.iter_mut().zip(&other.sizes) {
             a.merge(b);
@@ -257,17 +260,18 @@ impl Walk {
     /// message sizes.
     #[cfg(test)]
     pub fn visit(&mut self, id: u32, gap_ns: u64, dur_ns: u64, sizes: [Option<u64>; 2]) {
-        self.visit_polling(id, gap_ns, dur_ns, sizes, 0);
+        self.visit_polling(id, gap_ns, dur_ns, sizes, (0, 0));
     }
 
-    /// [`Walk::visit`] of a token after which the rank made `polls` failed polls.
+    /// [`Walk::visit`] of a token before which the rank made `polls.0` failed polls,
+    /// taking `polls.1` ns.
     pub fn visit_polling(
         &mut self,
         id: u32,
         gap_ns: u64,
         dur_ns: u64,
         sizes: [Option<u64>; 2],
-        polls: u64,
+        polls: (u64, u64),
     ) {
         self.tokens += 1;
         if !self.matches {
@@ -278,7 +282,8 @@ impl Walk {
                 if let Some(acc) = self.accs.get_mut(acc) {
                     acc.add(gap_ns, dur_ns);
                     acc.add_sizes(sizes);
-                    acc.polls += polls as f64;
+                    acc.polls += polls.0 as f64;
+                    acc.poll_ns += polls.1 as f64;
                 }
                 let t = gap_ns.saturating_add(dur_ns) as f64;
                 self.total_ns += t;

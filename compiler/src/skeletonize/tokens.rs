@@ -148,8 +148,10 @@ pub(crate) struct Token {
     pub gap_ns: u64,
     pub dur_ns: u64,
     /// Failed polls (tests and probes that found nothing) in the compute before the
-    /// token: made again by the skeleton, so their time is not in `gap_ns`.
+    /// token: made again by the skeleton, so their time is not in `gap_ns` (it is in
+    /// `dur_ns`, and apart in `poll_ns`).
     pub polls: u64,
+    pub poll_ns: u64,
     /// The sizes the call really had (per half of a point-to-point call, or the
     /// collective's), where the token has only their size class.
     pub sizes: [Option<u64>; 2],
@@ -226,8 +228,9 @@ pub(crate) struct Tokenizer<'a> {
     index: u64,
     next_exchange: usize,
     inside: (u64, u64),
-    /// The failed polls inside the exchange being read.
+    /// The failed polls inside the exchange being read, and their time.
     inside_polls: u64,
+    inside_poll_ns: u64,
 }
 
 impl<'a> Tokenizer<'a> {
@@ -258,6 +261,7 @@ impl<'a> Tokenizer<'a> {
             next_exchange: 0,
             inside: (0, 0),
             inside_polls: 0,
+            inside_poll_ns: 0,
         }
     }
 
@@ -339,12 +343,14 @@ impl<'a> Tokenizer<'a> {
             self.pending_gap = self.pending_gap.saturating_add(gap);
             self.inside = (0, 0);
             self.inside_polls = 0;
+            self.inside_poll_ns = 0;
         } else {
             self.inside.0 = self.inside.0.saturating_add(gap);
         }
         if ev.is_failed_poll() {
             // A poll that found nothing is made again by the skeleton (see `token`).
             self.inside_polls = self.inside_polls.saturating_add(ev.calls());
+            self.inside_poll_ns = self.inside_poll_ns.saturating_add(ev.duration_ns());
         }
         self.inside.1 = self.inside.1.saturating_add(ev.duration_ns());
         if index < ex.last {
@@ -369,6 +375,7 @@ impl<'a> Tokenizer<'a> {
         let rounds = ex.rounds.max(1);
         let (inner, mpi) = std::mem::take(&mut self.inside);
         let polls = std::mem::take(&mut self.inside_polls);
+        let polls_ns = std::mem::take(&mut self.inside_poll_ns);
         // Every round sends and receives a message of `bytes` with each partner.
         let others = ex
             .partners
@@ -403,6 +410,7 @@ impl<'a> Tokenizer<'a> {
                 gap_ns: before.saturating_add(share(inner)),
                 dur_ns: share(mpi).saturating_add(poll_ns),
                 polls: polls_before.saturating_add(share(polls)),
+                poll_ns: poll_ns.saturating_add(share(polls_ns)),
                 sizes: [None, None],
             });
         }
@@ -535,13 +543,13 @@ impl<'a> Tokenizer<'a> {
         };
         let id = self.intern(tok);
         let gap_ns = std::mem::take(&mut self.pending_gap);
+        let poll_ns = std::mem::take(&mut self.pending_poll_ns);
         Some(Token {
             id,
             gap_ns,
-            dur_ns: ev
-                .duration_ns()
-                .saturating_add(std::mem::take(&mut self.pending_poll_ns)),
+            dur_ns: ev.duration_ns().saturating_add(poll_ns),
             polls: std::mem::take(&mut self.pending_polls),
+            poll_ns,
             sizes,
         })
     }
@@ -578,6 +586,7 @@ impl<'a> Tokenizer<'a> {
                 gap_ns: self.counts.trailing_gap_ns,
                 dur_ns: 0,
                 polls: 0,
+                poll_ns: 0,
                 sizes: [None, None],
             });
             self.counts.trailing_gap_ns = 0;

@@ -84,6 +84,10 @@ fn compute(input: Tokens) -> PResult<Simple> {
     let (rest, time) = cut(time_spec).parse(input)?;
     let (rest, working_set) = opt(preceded(kw("working_set"), cut(size))).parse(rest)?;
     let (rest, polls) = opt(preceded(kw("polls"), cut(uint))).parse(rest)?;
+    let (rest, poll_cost) = match polls {
+        Some(_) => opt(preceded(kw("each"), cut(duration))).parse(rest)?,
+        None => (rest, None),
+    };
     let (rest, clauses) = clauses(Allowed::NONE)(rest)?;
     Ok((
         rest,
@@ -92,6 +96,7 @@ fn compute(input: Tokens) -> PResult<Simple> {
                 time,
                 working_set,
                 polls,
+                poll_cost,
             })),
             site: clauses.site,
         },
@@ -223,7 +228,12 @@ fn p2p(op: P2pOp, request: Option<Ident>) -> impl FnOnce(Tokens) -> PResult<Simp
                 "`any` can only be the source of a receive",
             ));
         }
-        let (rest, clauses) = clauses(Allowed::P2P)(rest)?;
+        let allowed = if request.is_some() && op != P2pOp::Sendrecv {
+            Allowed::REQ_P2P
+        } else {
+            Allowed::P2P
+        };
+        let (rest, clauses) = clauses(allowed)(rest)?;
         Ok((
             rest,
             Simple {
@@ -235,6 +245,7 @@ fn p2p(op: P2pOp, request: Option<Ident>) -> impl FnOnce(Tokens) -> PResult<Simp
                     recv,
                     tag: clauses.tag,
                     comm: clauses.comm,
+                    window: clauses.window,
                 })),
                 site: clauses.site,
             },
@@ -625,6 +636,7 @@ struct Allowed {
     tag: bool,
     root: bool,
     comm: bool,
+    window: bool,
 }
 
 impl Allowed {
@@ -632,21 +644,32 @@ impl Allowed {
         tag: false,
         root: false,
         comm: false,
+        window: false,
     };
     const P2P: Allowed = Allowed {
         tag: true,
         root: false,
         comm: true,
+        window: false,
+    };
+    /// A nonblocking point-to-point operation (`req NAME = isend/irecv`).
+    const REQ_P2P: Allowed = Allowed {
+        tag: true,
+        root: false,
+        comm: true,
+        window: true,
     };
     const COLLECTIVE: Allowed = Allowed {
         tag: false,
         root: false,
         comm: true,
+        window: false,
     };
     const ROOTED: Allowed = Allowed {
         tag: false,
         root: true,
         comm: true,
+        window: false,
     };
 }
 
@@ -655,10 +678,11 @@ struct Clauses {
     tag: Option<Spanned<u32>>,
     root: Option<Expr>,
     comm: Option<Ident>,
+    window: Option<Spanned<u64>>,
     site: Option<Site>,
 }
 
-/// `tag N`, `root EXPR`, `on COMM` in any order, then `@ "site"`.
+/// `tag N`, `root EXPR`, `on COMM`, `window N` in any order, then `@ "site"`.
 fn clauses(allowed: Allowed) -> impl Fn(Tokens) -> PResult<Clauses> {
     move |mut input| {
         let mut out = Clauses::default();
@@ -668,6 +692,7 @@ fn clauses(allowed: Allowed) -> impl Fn(Tokens) -> PResult<Clauses> {
                 "tag" => (allowed.tag, out.tag.is_some()),
                 "root" => (allowed.root, out.root.is_some()),
                 "on" => (allowed.comm, out.comm.is_some()),
+                "window" => (allowed.window, out.window.is_some()),
                 _ if tok.kind == TokKind::At => (true, out.site.is_some()),
                 _ => break,
             };
@@ -678,6 +703,7 @@ fn clauses(allowed: Allowed) -> impl Fn(Tokens) -> PResult<Clauses> {
                 let hint = match text {
                     "tag" => "only point-to-point operations have tags",
                     "root" => "only bcast, reduce, gather(v) and scatter(v) have a root",
+                    "window" => "only `req NAME = isend ...` and `req NAME = irecv ...` keep a window of operations in flight",
                     _ => "only communication operations run on a communicator",
                 };
                 return failure(
@@ -714,6 +740,11 @@ fn clauses(allowed: Allowed) -> impl Fn(Tokens) -> PResult<Clauses> {
                 "on" => {
                     let (rest, comm) = cut(name("a communicator")).parse(rest)?;
                     out.comm = Some(comm);
+                    rest
+                }
+                "window" => {
+                    let (rest, w) = cut(uint).parse(rest)?;
+                    out.window = Some(w);
                     rest
                 }
                 _ => {

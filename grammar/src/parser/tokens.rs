@@ -188,6 +188,8 @@ pub const KEYWORDS: &[&str] = &[
     "compute",
     "working_set",
     "polls",
+    "each",
+    "window",
     "per_rank",
     "normal",
     "uniform",

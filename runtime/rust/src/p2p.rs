@@ -267,6 +267,7 @@ impl P2p<'_, true> {
                 Target::Null => on_comm!(entry, c => post_null(false, c.as_raw(), tag)),
             };
         }
+        sk.requests.trim(req);
     }
 }
 

@@ -4,6 +4,7 @@
 //! scope, so the runtime keeps each handle's raw `MPI_Request` in a slot together with
 //! the buffer it receives into, and completes requests with the MPI calls themselves.
 
+use std::collections::VecDeque;
 use std::mem::MaybeUninit;
 
 use mpi::ffi;
@@ -22,6 +23,33 @@ pub(crate) struct Slot {
     /// Counts and displacements of a pending `v` collective, which MPI reads until the
     /// operation completes.
     pub counts: [Vec<i32>; 4],
+    /// `window W` (0: none): the handle keeps up to W operations in flight; the older
+    /// ones wait in `flight` (oldest first) with their buffers, and the buffers of
+    /// completed ones in `spare` for the next posts.
+    window: usize,
+    flight: VecDeque<(ffi::MPI_Request, Vec<f64>)>,
+    spare: Vec<Vec<f64>>,
+}
+
+impl Slot {
+    /// Completes the operation in flight longest.
+    fn complete_oldest(&mut self) {
+        if let Some((mut raw, buf)) = self.flight.pop_front() {
+            // SAFETY: `raw` is an active request of this process (or null, which MPI
+            // ignores); its buffer is kept until it completes.
+            unsafe {
+                ffi::MPI_Wait(&mut raw, ffi::RSMPI_STATUS_IGNORE);
+            }
+            self.spare.push(buf);
+        }
+    }
+
+    /// Completes every older operation of a windowed handle.
+    fn complete_flight(&mut self) {
+        while !self.flight.is_empty() {
+            self.complete_oldest();
+        }
+    }
 }
 
 fn null() -> ffi::MPI_Request {
@@ -39,19 +67,31 @@ pub(crate) struct Requests {
 }
 
 impl Requests {
-    pub fn add(&mut self, name: &str) -> Req {
+    pub fn add(&mut self, name: &str, window: usize) -> Req {
         self.slots.push(Slot {
             name: name.to_string(),
             raw: null(),
             buf: Vec::new(),
             counts: Default::default(),
+            window,
+            flight: VecDeque::new(),
+            spare: Vec::new(),
         });
         Req(self.slots.len() - 1)
     }
 
-    /// The slot of `req`, which must not have an operation pending.
+    /// The slot of `req`, which must not have an operation pending (a windowed handle's
+    /// pending operation joins its operations in flight).
     pub fn for_post(&mut self, req: Req) -> &mut Slot {
         let slot = self.slot(req);
+        if slot.window > 0 && !is_null(slot.raw) {
+            let buf = slot.spare.pop().unwrap_or_default();
+            let older = (
+                std::mem::replace(&mut slot.raw, null()),
+                std::mem::replace(&mut slot.buf, buf),
+            );
+            slot.flight.push_back(older);
+        }
         if !is_null(slot.raw) {
             let name = slot.name.clone();
             fatal(&format!(
@@ -68,11 +108,20 @@ impl Requests {
         }
     }
 
+    /// After a post: a windowed handle with more than its window in flight completes
+    /// the oldest.
+    pub fn trim(&mut self, req: Req) {
+        let slot = self.slot(req);
+        while slot.window > 0 && slot.flight.len() + usize::from(!is_null(slot.raw)) > slot.window {
+            slot.complete_oldest();
+        }
+    }
+
     /// Names of the handles with an operation pending.
     pub fn pending_names(&self) -> Vec<String> {
         self.slots
             .iter()
-            .filter(|s| !is_null(s.raw))
+            .filter(|s| !is_null(s.raw) || !s.flight.is_empty())
             .map(|s| s.name.clone())
             .collect()
     }
@@ -90,6 +139,9 @@ impl Drop for Requests {
             if !is_null(slot.raw) {
                 std::mem::forget(slot.buf);
             }
+            for (_, buf) in slot.flight {
+                std::mem::forget(buf);
+            }
         }
     }
 }
@@ -97,12 +149,20 @@ impl Drop for Requests {
 impl Skeleton {
     /// Declares a request handle called `name` (the name is used in error messages).
     pub fn request(&mut self, name: &str) -> Req {
-        self.requests.add(name)
+        self.requests.add(name, 0)
     }
 
-    /// `wait h`: completes `h`'s operation (at once if none is pending).
+    /// Declares a request handle that keeps up to `window` operations in flight
+    /// (`req NAME = isend ... window W`).
+    pub fn window_request(&mut self, name: &str, window: usize) -> Req {
+        self.requests.add(name, window.max(1))
+    }
+
+    /// `wait h`: completes `h`'s operation (at once if none is pending), and every
+    /// operation a windowed handle has in flight.
     pub fn wait(&mut self, req: Req) {
         let slot = self.requests.slot(req);
+        slot.complete_flight();
         if !is_null(slot.raw) {
             // SAFETY: `raw` is an active request of this process; MPI sets it to null.
             unsafe {
@@ -113,6 +173,9 @@ impl Skeleton {
 
     /// `waitall h1, h2, ...`
     pub fn waitall(&mut self, reqs: &[Req]) {
+        for &r in reqs {
+            self.requests.slot(r).complete_flight();
+        }
         let mut raws: Vec<ffi::MPI_Request> =
             reqs.iter().map(|&r| self.requests.slot(r).raw).collect();
         // SAFETY: every entry is an active request or MPI_REQUEST_NULL, which MPI ignores.

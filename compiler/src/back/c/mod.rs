@@ -156,6 +156,8 @@ struct Writer<'a> {
     comms: BTreeMap<String, String>,
     /// Request handle → C variable.
     requests: BTreeMap<String, String>,
+    /// Windowed request handle → its window (the variable is a `ps_window`).
+    windows: BTreeMap<String, u64>,
     /// Loop variable → C variable (`v_NAME`, escaped by the namer when taken).
     loop_vars: BTreeMap<String, String>,
     /// (communicator, direction text) → C variable holding the neighbour.
@@ -196,6 +198,7 @@ impl<'a> Writer<'a> {
             namer,
             comms,
             requests,
+            windows: super::request_windows(&program.body),
             loop_vars,
             neighbours: BTreeMap::new(),
             regions: BTreeMap::new(),
@@ -562,8 +565,12 @@ impl<'a> Writer<'a> {
                 self.line(&format!("int {var} = MPI_PROC_NULL;"));
             }
         }
-        for var in self.requests.clone().values() {
-            self.line(&format!("MPI_Request {var} = MPI_REQUEST_NULL;"));
+        for (name, var) in self.requests.clone() {
+            if self.windows.contains_key(&name) {
+                self.line(&format!("ps_window {var} = PS_WINDOW_EMPTY;"));
+            } else {
+                self.line(&format!("MPI_Request {var} = MPI_REQUEST_NULL;"));
+            }
         }
     }
 

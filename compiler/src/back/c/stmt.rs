@@ -269,10 +269,29 @@ impl Writer<'_> {
     }
 
     fn request_var(&self, request: &Option<Ident>) -> String {
-        request
+        let Some((name, var)) = request
             .as_ref()
-            .and_then(|r| self.requests.get(&r.name))
-            .map_or_else(|| "NULL".to_string(), |v| format!("&{v}"))
+            .and_then(|r| Some((&r.name, self.requests.get(&r.name)?)))
+        else {
+            return "NULL".to_string();
+        };
+        match self.windows.get(name) {
+            // A new slot of the window (see `window_trim`).
+            Some(w) => format!("ps_window_post(&{var}, {w})"),
+            None => format!("&{var}"),
+        }
+    }
+
+    /// After a windowed post: the oldest operation completed while more than the window
+    /// are in flight.
+    fn window_trim(&mut self, request: &Option<Ident>) {
+        let Some(r) = request else {
+            return;
+        };
+        if let (Some(var), Some(w)) = (self.requests.get(&r.name), self.windows.get(&r.name)) {
+            let line = format!("ps_window_trim(&{var}, {w});");
+            self.line(&line);
+        }
     }
 
     fn p2p(&mut self, p: &P2p) {
@@ -305,6 +324,7 @@ impl Writer<'_> {
             }
         };
         self.line(&call);
+        self.window_trim(&p.request);
     }
 
     fn collective(&mut self, c: &Collective, stmt: &Stmt) {
@@ -449,8 +469,24 @@ impl Writer<'_> {
     }
 
     fn wait(&mut self, w: &Wait) {
-        let vars: Vec<String> = w
+        // Windowed handles complete every operation they have in flight (the checker
+        // allows them in `wait` and `waitall` only).
+        let (windowed, plain): (Vec<&Ident>, Vec<&Ident>) = w
             .handles
+            .iter()
+            .partition(|h| self.windows.contains_key(&h.name));
+        for h in windowed {
+            let var = self
+                .requests
+                .get(&h.name)
+                .cloned()
+                .unwrap_or_else(|| h.name.clone());
+            self.line(&format!("ps_window_wait(&{var});"));
+        }
+        if plain.is_empty() {
+            return;
+        }
+        let vars: Vec<String> = plain
             .iter()
             .map(|h| {
                 self.requests

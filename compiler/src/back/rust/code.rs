@@ -202,9 +202,16 @@ impl Gen {
         if !info.requests().is_empty() {
             self.line(1, "");
             self.line(1, "// Request handles (`req NAME = ...`).");
+            let windows = crate::back::request_windows(&program.body);
             for handle in request_order(&program.body, info.requests()) {
                 let var = ident(&handle);
-                self.line(1, &format!("let {var} = sk.request({handle:?});"));
+                match windows.get(&handle) {
+                    Some(w) => self.line(
+                        1,
+                        &format!("let {var} = sk.window_request({handle:?}, {w});"),
+                    ),
+                    None => self.line(1, &format!("let {var} = sk.request({handle:?});")),
+                }
             }
         }
     }
