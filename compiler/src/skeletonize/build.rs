@@ -109,6 +109,11 @@ pub(crate) const EXCHANGE_WINDOW: u64 = 1024;
 /// have a buffer): larger messages get a shorter window.
 pub(crate) const EXCHANGE_WINDOW_BYTES: u64 = 64 << 20;
 
+/// The window of a data-addressed exchange whose messages have `bytes`.
+fn exchange_window(bytes: u64) -> u64 {
+    (EXCHANGE_WINDOW_BYTES / bytes.max(1)).clamp(1, EXCHANGE_WINDOW)
+}
+
 impl Builder<'_> {
     pub fn block(&mut self, nodes: &[MNode], universe: &[u32]) -> Vec<Stmt> {
         let mut out = Vec::new();
@@ -327,7 +332,7 @@ impl Builder<'_> {
         if partners.is_none() {
             // Data-addressed: each round's messages stay in flight (see
             // `EXCHANGE_WINDOW`); `complete_windows` completes them after the phase.
-            let window = (EXCHANGE_WINDOW_BYTES / bytes.max(1)).clamp(1, EXCHANGE_WINDOW);
+            let window = exchange_window(bytes);
             let n = self.windows;
             self.windows += 1;
             let post = |op, name: String, peer| {
@@ -400,7 +405,7 @@ impl Builder<'_> {
             }
             (None, _) => format!(
                 "# Data-addressed exchange{from}: the application sent to peers its data chose and received from any source as messages came; one round here is a message to every other rank, up to {} rounds in flight.",
-                (EXCHANGE_WINDOW_BYTES / bytes.max(1)).clamp(1, EXCHANGE_WINDOW)
+                exchange_window(bytes)
             ),
             (Some(_), None) => format!(
                 "# Partner exchange{from}: the application posted receives from named peers and sent to named peers, a different number on each rank; here every rank sends the mean number of messages, to the ranks after it."

@@ -288,7 +288,7 @@ pub fn skeletonize(
         let (n, text) = listed(Sort::Data);
         if n > 0 {
             summary.notes.push(format!(
-                "{n} data-addressed exchange(s) ({} events over all ranks: sends to peers the data chose, any-source receives) are written as rounds of a shift exchange over every other rank with the mean volume per rank (rounds x message size: {text})",
+                "{n} data-addressed exchange(s) ({} events over all ranks: sends to peers the data chose, any-source receives) are written as rounds of a shift exchange over every other rank with the mean volume per rank, their messages in flight up to a window and completed after the phase (rounds x message size: {text})",
                 events(Sort::Data)
             ));
         }
