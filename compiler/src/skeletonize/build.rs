@@ -1295,15 +1295,21 @@ fn step_condition(cond: &Cond, name: &str) -> Expr {
 
 /// Completes the windowed requests of data-addressed exchanges after their phase: after
 /// the outermost loop that holds them and no other communication (the application's
-/// exchange took messages until every rank was done), or after the exchange itself.
+/// exchange took messages until every rank was done), or after the exchange itself;
+/// inside the branch of an `if` that holds them, never after the `if`.
 pub(crate) fn complete_windows(stmts: Vec<Stmt>) -> Vec<Stmt> {
     let mut out = Vec::with_capacity(stmts.len());
     for mut stmt in stmts {
         let mut handles = Vec::new();
         let only_windows = windowed_posts(&stmt, &mut handles);
-        if !handles.is_empty()
-            && (only_windows || !matches!(stmt.kind, StmtKind::Loop(_) | StmtKind::If(_)))
-        {
+        // Never after an `if`: ranks that take no branch posting them would wait for
+        // requests they never posted.
+        let here = match stmt.kind {
+            StmtKind::Loop(_) => only_windows,
+            StmtKind::If(_) => false,
+            _ => true,
+        };
+        if !handles.is_empty() && here {
             out.push(stmt);
             let mut wait = Stmt::new(StmtKind::Wait(Wait {
                 op: if handles.len() == 1 {

@@ -1146,3 +1146,25 @@ fn tables_that_follow_a_rule_are_written_as_the_rule() {
     assert_eq!(rule(&|r| ring[r as usize], &all), None);
     assert_eq!(rule(&|r| r ^ 5, &[3]), None);
 }
+
+/// The windows of data-addressed exchanges are completed after their phase: after the
+/// outermost loop that holds them and no other communication, inside a loop that also
+/// holds a collective, and inside the branch of an `if`, never after it.
+#[test]
+fn exchange_windows_are_completed_after_their_phase() {
+    let source = "skeleton w\nranks 4\ntopology ring\napp_time 1 s\n\
+        loop 10 {\n    loop nranks - 1 as other {\n        compute 1 ms\n        req ds0 = isend rank((rank + 1 + other) % nranks) 8 B window 4\n        req dr0 = irecv rank((rank - 1 - other) % nranks) 8 B window 4\n    }\n}\n\
+        loop 5 {\n    loop nranks - 1 as other {\n        req ds1 = isend rank((rank + 1 + other) % nranks) 8 B window 4\n        req dr1 = irecv rank((rank - 1 - other) % nranks) 8 B window 4\n    }\n    barrier\n}\n\
+        if rank == 0 {\n    loop 2 {\n        req ds2 = isend rank(1) 8 B window 4\n    }\n} else if rank == 1 {\n    loop 2 {\n        req dr2 = irecv rank(0) 8 B window 4\n    }\n}\n";
+    let (mut program, diags) = perfskel_grammar::parse(source);
+    assert!(diags.is_empty(), "{diags:?}");
+    program.body.stmts = super::build::complete_windows(std::mem::take(&mut program.body.stmts));
+    let text = perfskel_grammar::print(&program);
+    let expected = "loop 10 {\n    loop nranks - 1 as other {\n        compute 1 ms\n        req ds0 = isend rank((rank + 1 + other) % nranks) 8 B window 4\n        req dr0 = irecv rank((rank - 1 - other) % nranks) 8 B window 4\n    }\n}\nwaitall ds0, dr0 # the exchange's messages still in flight\n\
+        loop 5 {\n    loop nranks - 1 as other {\n        req ds1 = isend rank((rank + 1 + other) % nranks) 8 B window 4\n        req dr1 = irecv rank((rank - 1 - other) % nranks) 8 B window 4\n    }\n    waitall ds1, dr1 # the exchange's messages still in flight\n    barrier\n}\n\
+        if rank == 0 {\n    loop 2 {\n        req ds2 = isend rank(1) 8 B window 4\n    }\n    wait ds2 # the exchange's messages still in flight\n} else if rank == 1 {\n    loop 2 {\n        req dr2 = irecv rank(0) 8 B window 4\n    }\n    wait dr2 # the exchange's messages still in flight\n}\n";
+    assert!(text.ends_with(expected), "{text}");
+    // And the program checks clean.
+    let checked = crate::check::check(&program, &text, crate::check::Options::default());
+    assert!(checked.diags.is_empty(), "{:?}\n{text}", checked.diags);
+}
