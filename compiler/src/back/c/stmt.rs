@@ -468,6 +468,14 @@ impl Writer<'_> {
         self.line(&call);
     }
 
+    /// The C variable of request handle `name`.
+    fn handle_var(&self, name: &str) -> String {
+        self.requests
+            .get(name)
+            .cloned()
+            .unwrap_or_else(|| name.to_string())
+    }
+
     fn wait(&mut self, w: &Wait) {
         // Windowed handles complete every operation they have in flight (the checker
         // allows them in `wait` and `waitall` only).
@@ -476,25 +484,13 @@ impl Writer<'_> {
             .iter()
             .partition(|h| self.windows.contains_key(&h.name));
         for h in windowed {
-            let var = self
-                .requests
-                .get(&h.name)
-                .cloned()
-                .unwrap_or_else(|| h.name.clone());
-            self.line(&format!("ps_window_wait(&{var});"));
+            let line = format!("ps_window_wait(&{});", self.handle_var(&h.name));
+            self.line(&line);
         }
         if plain.is_empty() {
             return;
         }
-        let vars: Vec<String> = plain
-            .iter()
-            .map(|h| {
-                self.requests
-                    .get(&h.name)
-                    .cloned()
-                    .unwrap_or_else(|| h.name.clone())
-            })
-            .collect();
+        let vars: Vec<String> = plain.iter().map(|h| self.handle_var(&h.name)).collect();
         let list = || {
             let ptrs: Vec<String> = vars.iter().map(|v| format!("&{v}")).collect();
             format!("(MPI_Request *[]){{{}}}", ptrs.join(", "))
