@@ -79,7 +79,7 @@ const STABLE_SPREAD: f64 = 0.10;
 /// row: the median of 3 followed whichever state the machine was in.
 const SHORT_RUN_S: f64 = 1.0;
 /// After this much time spent running, no more runs are started for a stable spread.
-const RUN_BUDGET_S: f64 = 120.0;
+pub const RUN_BUDGET_S: f64 = 120.0;
 
 pub fn run(args: Args) -> Result<ExitCode, String> {
     if let Some(platform) = &args.simgrid {

@@ -108,9 +108,9 @@ pub struct Args {
     )]
     pub backends: Vec<String>,
     /// Runs of each application per scenario (the median counts, the spread of the runs
-    /// is shown beside each error; default 3 in full mode, 1 with --quick); skeletons
-    /// run as often, at least 3 times in full mode, up to three times more when their
-    /// runs differ by more than 20 % (their mean counts).
+    /// is shown beside each error; default 3 in full mode, 1 with --quick). Skeletons
+    /// run as `perfskel run` runs them with no flag (3 to 10 runs, more while they
+    /// spread; its answer, the median run, is the prediction); once each with --quick.
     #[arg(long, value_name = "N")]
     pub repeat: Option<u32>,
     /// Check that the harness runs end to end: small problems, 2 applications, 2

@@ -11,8 +11,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use perfskel_compiler::back::{Backend, RunResult};
-use perfskel_studies::validate::driver::Runner;
+use perfskel_compiler::back::Backend;
+use perfskel_studies::validate::driver::{Runner, SkeletonRuns};
 use perfskel_studies::validate::{AppSpec, Input, Mpi, RunError, Scenario, BASE};
 
 /// The line the timing shim prints on rank 0: time between `MPI_Init` and
@@ -462,7 +462,8 @@ impl Runner for ProcessRunner {
         app: &AppSpec,
         backend: Backend,
         scenario: &Scenario,
-    ) -> Result<RunResult, RunError> {
+        repeat: Option<u32>,
+    ) -> Result<SkeletonRuns, RunError> {
         let traced_in = Self::traced_in(scenario);
         let dir = self.program_dir(app, traced_in, backend, scenario.mpi);
         let mut command = self.perfskel();
@@ -471,20 +472,29 @@ impl Runner for ProcessRunner {
             .arg(&dir)
             .arg("-np")
             .arg(self.ranks(scenario).to_string())
-            // The study repeats and interleaves runs itself.
-            .args(["--repeat", "1", "--mpi", scenario.mpi.name(), "--mpirun"])
+            .args(["--mpi", scenario.mpi.name(), "--mpirun"])
             .arg(self.launcher(scenario));
+        // Without `--repeat`, `run` decides how many runs, as it does for a user.
+        if let Some(n) = repeat {
+            command.args(["--repeat", &n.to_string()]);
+        }
         let label = format!("skeleton {} {backend} {}", app.name, scenario.name);
         // The first run of a program builds it (`make`; for Rust, cargo and rsmpi), which
         // may take minutes: it gets a longer limit. The build is not in the timed region.
-        let limit = if self.built_programs.contains(&dir) {
+        // `run` starts no run past its budget, so the last one ends within a run's limit
+        // of it.
+        let per_run = if self.built_programs.contains(&dir) {
             self.limit
         } else {
             self.limit.max(FIRST_RUN_LIMIT)
         };
+        let limit = match repeat {
+            Some(n) => per_run.saturating_mul(n),
+            None => per_run + Duration::from_secs_f64(crate::cmd_run::RUN_BUDGET_S),
+        };
         let stdout = self.run_within(&label, command, scenario.competing_jobs, limit)?;
         self.built_programs.insert(dir);
-        RunResult::find_in(&stdout).ok_or_else(|| {
+        SkeletonRuns::find_in(&stdout).ok_or_else(|| {
             RunError::failed(format!("{label}: no perfskel-result line in the output"))
         })
     }

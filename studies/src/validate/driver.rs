@@ -47,15 +47,17 @@ pub trait Runner {
         args: &[&str],
         scenario: &Scenario,
     ) -> Result<f64, RunError>;
-    /// Builds if needed and runs the skeleton in `scenario` (`perfskel run`): base's, or
-    /// the scenario's own when it has [`Scenario::traced_ranks`]; gives the result line
-    /// it printed.
+    /// Builds if needed and runs the skeleton in `scenario` (`perfskel run`, with
+    /// `--repeat N` when `repeat` is given, else as many runs as `run` decides): base's,
+    /// or the scenario's own when it has [`Scenario::traced_ranks`]; gives each run's
+    /// result line and `run`'s answer, the median run's.
     fn run_skeleton(
         &mut self,
         app: &AppSpec,
         backend: Backend,
         scenario: &Scenario,
-    ) -> Result<RunResult, RunError>;
+        repeat: Option<u32>,
+    ) -> Result<SkeletonRuns, RunError>;
     /// Told before each step, for a progress display.
     fn progress(&mut self, _message: &str) {}
 }
@@ -72,16 +74,51 @@ pub struct Observation {
     pub skeletons: Vec<SkeletonObservation>,
 }
 
+/// What one `perfskel run` of a skeleton printed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SkeletonRuns {
+    /// Each run's result line, in order.
+    pub runs: Vec<RunResult>,
+    /// `run`'s answer: the median run's line, which it prints last.
+    pub answer: RunResult,
+}
+
+impl SkeletonRuns {
+    /// Reads `perfskel run`'s output: one result line per run, then (after more than one
+    /// run) the median run's line again.
+    pub fn find_in(output: &str) -> Option<SkeletonRuns> {
+        let mut lines: Vec<RunResult> = output.lines().filter_map(RunResult::parse).collect();
+        let answer = lines.last()?.clone();
+        if lines.len() > 1 {
+            lines.pop();
+        }
+        Some(SkeletonRuns {
+            runs: lines,
+            answer,
+        })
+    }
+}
+
 /// The runs of one back end's skeleton.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SkeletonObservation {
     pub backend: Backend,
     /// `skeleton_s` of each run.
     pub skeleton_runs: Vec<f64>,
+    /// The skeleton time `perfskel run` answered (its median run): the prediction is
+    /// this × the ratio reached, what a user running the skeleton gets.
+    pub skeleton_s: Option<f64>,
     /// `app_time_s` of the skeleton: the traced application's time.
     pub app_time_s: Option<f64>,
     /// The ratio the scaled skeleton reaches, which its time is multiplied by.
     pub reached: Option<f64>,
+}
+
+impl SkeletonObservation {
+    /// The skeleton's time: `run`'s answer, or the median of the runs.
+    pub fn answer(&self) -> Option<f64> {
+        self.skeleton_s.or_else(|| median(&self.skeleton_runs))
+    }
 }
 
 impl Observation {
@@ -225,34 +262,34 @@ pub fn drive(plan: &Plan, runner: &mut impl Runner) -> Observations {
                     let mut skeleton = SkeletonObservation {
                         backend,
                         skeleton_runs: Vec::new(),
+                        skeleton_s: None,
                         app_time_s: None,
                         reached: None,
                     };
-                    let mut runs = 0;
-                    while runs < plan.skeleton_repeats
-                        || (runs < plan.skeleton_repeats * SPREAD_REPEATS
-                            && spread(&skeleton.skeleton_runs))
-                    {
-                        runs += 1;
-                        runner.progress(&format!("{what}: {backend} skeleton"));
-                        let result = runner
-                            .run_skeleton(app, backend, scenario)
-                            .and_then(|r| consistent(r, plan, scenario));
-                        match result {
-                            Ok(r) => {
-                                skeleton.skeleton_runs.push(r.skeleton_s);
-                                skeleton.app_time_s = Some(r.app_time_s);
-                                skeleton.reached = Some(r.reached);
+                    runner.progress(&format!("{what}: {backend} skeleton"));
+                    let result = runner
+                        .run_skeleton(app, backend, scenario, plan.skeleton_repeats)
+                        .and_then(|r| {
+                            for line in r.runs.iter().chain([&r.answer]) {
+                                consistent(line, plan, scenario)?;
                             }
-                            Err(e) => {
-                                observations.failures.push(fail(
-                                    Step::RunSkeleton,
-                                    Some(scenario.name),
-                                    Some(backend),
-                                    e,
-                                ));
-                                break;
-                            }
+                            Ok(r)
+                        });
+                    match result {
+                        Ok(r) => {
+                            skeleton.skeleton_runs =
+                                r.runs.iter().map(|line| line.skeleton_s).collect();
+                            skeleton.skeleton_s = Some(r.answer.skeleton_s);
+                            skeleton.app_time_s = Some(r.answer.app_time_s);
+                            skeleton.reached = Some(r.answer.reached);
+                        }
+                        Err(e) => {
+                            observations.failures.push(fail(
+                                Step::RunSkeleton,
+                                Some(scenario.name),
+                                Some(backend),
+                                e,
+                            ));
                         }
                     }
                     cell.skeletons.push(skeleton);
@@ -317,21 +354,8 @@ fn prepare(
     compiled
 }
 
-/// When a skeleton's runs differ by more than [`SPREAD`] (slowest over fastest), it
-/// runs up to this many times its usual number of runs: its mean counts, and a few short
-/// runs give a poor mean of a bimodal time.
-const SPREAD_REPEATS: u32 = 3;
-const SPREAD: f64 = 1.2;
-
-/// Whether the runs so far spread by more than [`SPREAD`].
-fn spread(runs: &[f64]) -> bool {
-    let fastest = runs.iter().copied().fold(f64::INFINITY, f64::min);
-    let slowest = runs.iter().copied().fold(0.0, f64::max);
-    fastest > 0.0 && slowest > SPREAD * fastest
-}
-
 /// A result line must be for the ratio and rank count the harness asked for.
-fn consistent(result: RunResult, plan: &Plan, scenario: &Scenario) -> Result<RunResult, RunError> {
+fn consistent(result: &RunResult, plan: &Plan, scenario: &Scenario) -> Result<(), RunError> {
     let ranks = plan.ranks_in(scenario);
     if result.ratio != plan.ratio || result.ranks != u64::from(ranks) {
         return Err(RunError::failed(format!(
@@ -345,7 +369,7 @@ fn consistent(result: RunResult, plan: &Plan, scenario: &Scenario) -> Result<Run
             result.skeleton_s
         )));
     }
-    Ok(result)
+    Ok(())
 }
 
 #[cfg(test)]
@@ -455,24 +479,32 @@ mod tests {
             app: &AppSpec,
             backend: Backend,
             scenario: &Scenario,
-        ) -> Result<RunResult, RunError> {
+            repeat: Option<u32>,
+        ) -> Result<SkeletonRuns, RunError> {
             self.calls
                 .push(format!("skeleton {} {backend} {}", app.name, scenario.name));
-            Ok(RunResult {
-                skeleton: app.name.into(),
-                backend: backend.name().into(),
-                ranks: scenario.traced_ranks.unwrap_or(2).into(),
-                ratio: 10,
-                skeleton_s: self
-                    .skeleton_times
-                    .pop_front()
-                    .unwrap_or(0.1 * slowdown(scenario)),
-                predicted_s: slowdown(scenario),
-                app_time_s: 1.0,
-                warmup_s: 0.0,
-                reached: 10.0,
-                simulation_s: None,
-            })
+            // `run` without `--repeat` runs at least three times.
+            let runs: Vec<RunResult> = (0..repeat.unwrap_or(3))
+                .map(|_| RunResult {
+                    skeleton: app.name.into(),
+                    backend: backend.name().into(),
+                    ranks: scenario.traced_ranks.unwrap_or(2).into(),
+                    ratio: 10,
+                    skeleton_s: self
+                        .skeleton_times
+                        .pop_front()
+                        .unwrap_or(0.1 * slowdown(scenario)),
+                    predicted_s: slowdown(scenario),
+                    app_time_s: 1.0,
+                    warmup_s: 0.0,
+                    reached: 10.0,
+                    simulation_s: None,
+                })
+                .collect();
+            let mut sorted = runs.clone();
+            sorted.sort_by(|a, b| a.skeleton_s.total_cmp(&b.skeleton_s));
+            let answer = sorted[(sorted.len() - 1) / 2].clone();
+            Ok(SkeletonRuns { runs, answer })
         }
     }
 
@@ -569,22 +601,37 @@ mod tests {
     }
 
     #[test]
-    fn skeletons_whose_runs_spread_run_more_often() {
+    fn the_prediction_is_what_run_answers_with_every_run_kept() {
         let mut plan = quick_plan(&["master_worker"], &["competing"]);
-        plan.skeleton_repeats = 3;
-        // Base: three close runs. Competing: bimodal, so nine runs.
+        plan.skeleton_repeats = None;
+        // Base: three close runs. Competing: bimodal; `run`'s answer is its median run.
         let base = [0.045, 0.046, 0.045];
-        let competing = [
-            0.045, 0.093, 0.048, 0.045, 0.093, 0.090, 0.046, 0.047, 0.092,
-        ];
+        let competing = [0.045, 0.093, 0.092];
         let mut fake = Fake {
             skeleton_times: base.iter().chain(&competing).copied().collect(),
             ..Fake::default()
         };
         let obs = drive(&plan, &mut fake);
         assert_eq!(obs.cells[0].skeletons[0].skeleton_runs, base);
+        assert_eq!(obs.cells[0].skeletons[0].skeleton_s, Some(0.045));
         assert_eq!(obs.cells[1].skeletons[0].skeleton_runs, competing);
+        assert_eq!(obs.cells[1].skeletons[0].skeleton_s, Some(0.092));
         assert!(fake.skeleton_times.is_empty());
+    }
+
+    #[test]
+    fn runs_output_is_read_as_each_run_then_the_answer() {
+        let line = |s: f64| {
+            format!("perfskel-result skeleton=cg backend=c ranks=2 ratio=100 skeleton_s={s} predicted_s={} app_time_s=5 warmup_s=0.01 reached=100", s * 100.0)
+        };
+        let one = format!("{}\nskeleton `cg` on 2 ranks: ...\n", line(0.05));
+        let r = SkeletonRuns::find_in(&one).unwrap();
+        assert_eq!((r.runs.len(), r.answer.skeleton_s), (1, 0.05));
+        let three = [line(0.05), line(0.07), line(0.06), line(0.06)].join("\n");
+        let r = SkeletonRuns::find_in(&three).unwrap();
+        let times: Vec<f64> = r.runs.iter().map(|l| l.skeleton_s).collect();
+        assert_eq!((times, r.answer.skeleton_s), (vec![0.05, 0.07, 0.06], 0.06));
+        assert_eq!(SkeletonRuns::find_in("no result\n"), None);
     }
 
     #[test]

@@ -196,15 +196,14 @@ pub fn evaluate(plan: &Plan, observations: &Observations) -> Report {
             .zip(measured)
             .filter(|(_, m)| *m > 0.0)
             .map(|((lo, hi), m)| 100.0 * (hi - lo) / m);
-        let skeleton_s = |o: &Observation, backend| mean(&skeleton_of(o, backend)?.skeleton_runs);
+        let skeleton_s = |o: &Observation, backend| skeleton_of(o, backend)?.answer();
         // The skeleton's time times the ratio it reaches (K where the target was hit).
         let mut predicted: Vec<(String, Option<f64>)> = plan
             .backends
             .iter()
             .map(|&backend| {
-                let time = skeleton_of(obs, backend).and_then(|s| {
-                    Some(mean(&s.skeleton_runs)? * s.reached.unwrap_or(plan.ratio as f64))
-                });
+                let time = skeleton_of(obs, backend)
+                    .and_then(|s| Some(s.answer()? * s.reached.unwrap_or(plan.ratio as f64)));
                 (skeleton_method(backend), time)
             })
             .collect();
@@ -433,6 +432,7 @@ mod tests {
             skeletons: vec![SkeletonObservation {
                 backend: Backend::C,
                 skeleton_runs: vec![skel],
+                skeleton_s: Some(skel),
                 app_time_s: Some(t),
                 reached: None,
             }],

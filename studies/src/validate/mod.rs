@@ -60,8 +60,10 @@ pub struct Plan {
     pub n_ranks: u32,
     /// Runs of each application per scenario; the median counts.
     pub app_repeats: u32,
-    /// Runs of each skeleton per scenario (more when they spread); the mean counts.
-    pub skeleton_repeats: u32,
+    /// Runs of each skeleton per scenario (`perfskel run --repeat N`); `None` leaves the
+    /// count to `run`, as a user who gives no flag gets it (3 to 10 runs, more while they
+    /// spread): its answer, the median run, is the prediction.
+    pub skeleton_repeats: Option<u32>,
     /// Traced runs of each application (`perfskel record --runs`): the median one is
     /// the trace, so the skeleton stands for a typical run.
     pub record_runs: u32,
@@ -163,11 +165,11 @@ impl Plan {
             backends,
             n_ranks: N_RANKS,
             app_repeats: repeats,
-            // A skeleton at K = 100 runs for well under a second: three runs cost little
-            // and take the edge off a single descheduling.
+            // The prediction is what `perfskel run` answers with no flag (the default
+            // path); the quick check runs each skeleton once.
             skeleton_repeats: match mode {
-                Mode::Full => repeats.max(3),
-                Mode::Quick => repeats,
+                Mode::Full => None,
+                Mode::Quick => Some(1),
             },
             // The runs of the memory-bound applications vary by ±8 % on the idle machine,
             // and a skeleton stands for its traced run in every scenario.
@@ -283,7 +285,7 @@ mod tests {
         assert_eq!(full.ratio, 100);
         assert_eq!(full.mpis(), vec![Mpi::OpenMpi, Mpi::Mpich]);
         assert_eq!(full.record_runs, 3);
-        assert_eq!((full.app_repeats, full.skeleton_repeats), (3, 3));
+        assert_eq!((full.app_repeats, full.skeleton_repeats), (3, None));
         let quick = Plan::new(Mode::Quick, &Request::default()).unwrap();
         let names: Vec<&str> = quick.scenarios.iter().map(|s| s.name).collect();
         assert_eq!(names, ["base", "competing"]);
@@ -291,7 +293,7 @@ mod tests {
         assert_eq!(quick.ratio, 10);
         assert_eq!(quick.mpis(), vec![Mpi::OpenMpi]);
         assert_eq!(quick.record_runs, 1);
-        assert_eq!((quick.app_repeats, quick.skeleton_repeats), (1, 1));
+        assert_eq!((quick.app_repeats, quick.skeleton_repeats), (1, Some(1)));
         let five = Plan::new(
             Mode::Full,
             &Request {
@@ -300,7 +302,7 @@ mod tests {
             },
         )
         .unwrap();
-        assert_eq!((five.app_repeats, five.skeleton_repeats), (5, 5));
+        assert_eq!((five.app_repeats, five.skeleton_repeats), (5, None));
     }
 
     #[test]

@@ -283,6 +283,7 @@ pub(crate) mod tests {
             skeletons: vec![SkeletonObservation {
                 backend: Backend::C,
                 skeleton_runs: vec![skel],
+                skeleton_s: Some(skel),
                 app_time_s: Some(10.0),
                 reached: None,
             }],
