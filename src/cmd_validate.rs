@@ -7,6 +7,7 @@
 //! directory). The method and the scenarios are documented in `docs/validate.md`.
 
 mod runner;
+pub(crate) use runner::app_time;
 
 use std::fmt::Write as _;
 use std::fs;
@@ -52,7 +53,7 @@ const APP_SOURCES: &[(&str, &str)] = &[
 /// Linked into every application: a PMPI wrapper of `MPI_Init` and `MPI_Finalize` that
 /// prints, on rank 0, the time between them (both after a barrier), which is what a
 /// skeleton's time × K predicts. The application's own code is unchanged.
-const TIMING_SHIM: &str = include_str!("../runtime/c/app_time.c");
+pub(crate) const TIMING_SHIM: &str = include_str!("../runtime/c/app_time.c");
 
 /// The competing job: spins on one core for at most the given number of seconds (the
 /// harness kills it as soon as the measured run ends).

@@ -1,9 +1,10 @@
 //! The pipeline half of `perfskel demo`: takes nothing, builds the bundled stencil
 //! application with `mpicc` in a scratch directory, records it at 2 ranks under `mpirun`
 //! (by running this executable's `record`), skeletonizes the trace, checks the skeleton,
-//! compiles it for 1:10 and 1:100 with both back ends, runs each program under Open MPI
-//! and prints its predicted application time next to the measured one. Gives whether
-//! every step succeeded.
+//! compiles it for 1:10 and 1:100 with both back ends, runs the untraced application
+//! (built with the application timer) and each program under Open MPI in turn, and
+//! prints each program's predicted application time next to the application's median
+//! untraced time and its spread. Gives whether every step succeeded.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -59,8 +60,26 @@ fn steps(scratch: &Path) -> Result<bool, String> {
             String::from_utf8_lossy(&out.stderr)
         ));
     }
+    // The same program with the application timer linked in, run untraced beside the
+    // skeletons: what they predict.
+    let shim = scratch.join("app_time.c");
+    std::fs::write(&shim, crate::cmd_validate::TIMING_SHIM).map_err(|e| format!("demo: {e}"))?;
+    let timed = scratch.join("stencil-timed");
+    let out = Command::new("mpicc")
+        .args(["-O2", "-g", "-o"])
+        .arg(&timed)
+        .arg(&source)
+        .arg(&shim)
+        .output()
+        .map_err(|e| format!("demo: cannot run mpicc: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "demo: mpicc failed on the timed build: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
     println!(
-        "1. build      mpicc -O2 -g stencil.c ({:.1} s)",
+        "1. build      mpicc -O2 -g stencil.c, and again with perfskel's application timer linked in ({:.1} s)",
         started.elapsed().as_secs_f64()
     );
 
@@ -156,63 +175,164 @@ fn steps(scratch: &Path) -> Result<bool, String> {
     if !ok {
         return Ok(false);
     }
-    compile_and_run(scratch, &outcome.text)
+    let app = TimedApp {
+        exe: timed,
+        launcher: launcher.iter().map(|a| a.to_string()).collect(),
+        openmpi,
+    };
+    compile_and_run(scratch, &outcome.text, &app)
 }
 
-/// Steps 5 and 6: compile the skeleton for every ratio and back end, run each program
-/// and compare its prediction with the application's measured time.
-fn compile_and_run(scratch: &Path, skeleton: &str) -> Result<bool, String> {
+/// The application built with the timer, and how the demo launched it for the trace.
+struct TimedApp {
+    exe: PathBuf,
+    launcher: Vec<String>,
+    openmpi: bool,
+}
+
+impl TimedApp {
+    /// One untraced run: its time between MPI_Init and MPI_Finalize (slowest rank).
+    fn run(&self) -> Result<f64, String> {
+        let (exe, opts) = self.launcher.split_first().ok_or("demo: empty launcher")?;
+        let mut command = Command::new(exe);
+        if self.openmpi {
+            command
+                .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+                .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+        }
+        let out = command
+            .args(opts)
+            .arg(&self.exe)
+            .args(APP_ARGS)
+            .output()
+            .map_err(|e| format!("demo: cannot run the application: {e}"))?;
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        match crate::cmd_validate::app_time(&stdout) {
+            Some(t) if out.status.success() => Ok(t),
+            _ => Err(format!(
+                "demo: the untraced application did not give its time ({}):\n{}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            )),
+        }
+    }
+}
+
+/// Steps 5 and 6: compile the skeleton for every ratio and back end, then run the
+/// untraced application and each program in turn, [`DEMO_RUNS`] rounds, and compare
+/// each program's prediction (its median run) with the application's median time, its
+/// spread beside it.
+fn compile_and_run(scratch: &Path, skeleton: &str, app: &TimedApp) -> Result<bool, String> {
     let (model, model_from) = cmd_compile::load_model(None, MpiKind::Openmpi, true)?;
     println!(
         "\n5. compile    1:{} and 1:{} with the C and Rust back ends (model: {model_from})",
         RATIOS[0], RATIOS[1]
     );
-    println!("6. run        {N_RANKS} ranks under Open MPI (the Rust program builds rsmpi the first time)\n");
+    let mut programs = Vec::new();
+    for backend in Backend::ALL {
+        for ratio in RATIOS {
+            programs.push((
+                backend,
+                ratio,
+                compile_one(scratch, skeleton, &model, backend, ratio),
+            ));
+        }
+    }
+    println!(
+        "6. run        {N_RANKS} ranks under Open MPI, {DEMO_RUNS} rounds of the untraced application then each program (the Rust programs build rsmpi the first time)\n"
+    );
+    let launcher = [cmd_run::default_launcher(MpiKind::Openmpi)];
+    let np: u64 = N_RANKS.parse().map_err(|_| "bad rank count".to_string())?;
+    let mut app_runs = Vec::new();
+    let mut app_error = None;
+    let mut results: Vec<Vec<RunResult>> = vec![Vec::new(); programs.len()];
+    let mut failures: Vec<Option<String>> = vec![None; programs.len()];
+    for _ in 0..DEMO_RUNS {
+        if app_error.is_none() {
+            match app.run() {
+                Ok(t) => app_runs.push(t),
+                Err(e) => app_error = Some(e),
+            }
+        }
+        for (i, (_, _, dir)) in programs.iter().enumerate() {
+            let Ok(dir) = dir else { continue };
+            if failures[i].is_some() {
+                continue;
+            }
+            match cmd_run::run_repeated(dir, MpiKind::Openmpi, &launcher, np, (1, 1), false) {
+                Ok((runs, _)) => results[i].extend(runs),
+                Err(e) => failures[i] = Some(e),
+            }
+        }
+    }
+    let measured = perfskel_compiler::stats::median(&app_runs);
+    match (measured, &app_error) {
+        (Some(m), _) => {
+            let lo = app_runs.iter().copied().fold(f64::INFINITY, f64::min);
+            let hi = app_runs.iter().copied().fold(0.0, f64::max);
+            let times: Vec<String> = app_runs.iter().map(|t| format!("{t:.3}")).collect();
+            println!(
+                "   the application, untraced: {} s (median {m:.3} s, spread {:.1} %: the machine's own noise)",
+                times.join(", "),
+                100.0 * (hi - lo) / m
+            );
+        }
+        (None, Some(e)) => println!("   {e}\n   errors below are against the traced run"),
+        (None, None) => {}
+    }
+    if let Some(traced) = results.iter().flatten().next().map(|r| r.app_time_s) {
+        println!("   the traced run the skeleton stands for: {traced:.3} s\n");
+    }
     println!(
         "   {:<8} {:>6} {:>12} {:>14} {:>14} {:>8}",
         "back end", "ratio", "skeleton", "predicted", "measured", "error"
     );
     let mut ok = true;
-    for backend in Backend::ALL {
-        for ratio in RATIOS {
-            match compile_run_one(scratch, skeleton, &model, backend, ratio) {
-                Ok(result) => {
-                    let error =
-                        100.0 * (result.predicted_s - result.app_time_s) / result.app_time_s;
-                    println!(
-                        "   {:<8} {:>6} {:>10.3} s {:>12.3} s {:>12.3} s {:>+7.1}%",
-                        backend.name(),
-                        format!("1:{ratio}"),
-                        result.skeleton_s,
-                        result.predicted_s,
-                        result.app_time_s,
-                        error
-                    );
-                }
-                Err(message) => {
-                    ok = false;
-                    println!(
-                        "   {:<8} {:>6} failed: {message}",
-                        backend.name(),
-                        format!("1:{ratio}")
-                    );
-                }
-            }
+    for (i, (backend, ratio, dir)) in programs.iter().enumerate() {
+        let failure = match dir {
+            Err(e) => Some(e.clone()),
+            Ok(_) => failures[i].clone(),
+        };
+        if let Some(message) = failure {
+            ok = false;
+            println!(
+                "   {:<8} {:>6} failed: {message}",
+                backend.name(),
+                format!("1:{ratio}")
+            );
+            continue;
         }
+        if results[i].is_empty() {
+            continue;
+        }
+        let result = cmd_run::median_result(&results[i]);
+        let against = measured.unwrap_or(result.app_time_s);
+        let error = 100.0 * (result.predicted_s - against) / against;
+        println!(
+            "   {:<8} {:>6} {:>10.3} s {:>12.3} s {:>12.3} s {:>+7.1}%",
+            backend.name(),
+            format!("1:{ratio}"),
+            result.skeleton_s,
+            result.predicted_s,
+            against,
+            error
+        );
     }
     println!(
-        "\n   measured: the traced run's time (end of MPI_Init to start of MPI_Finalize), the median of {RECORD_RUNS} recorded runs; predicted: the median of 3 skeleton runs x the ratio reached (K where the target was hit)."
+        "\n   measured: the untraced application's median time (end of MPI_Init to start of MPI_Finalize, slowest rank), run beside the skeletons; predicted: the median of {DEMO_RUNS} skeleton runs x the ratio reached (K where the target was hit)."
     );
     Ok(ok)
 }
 
-fn compile_run_one(
+/// Compiles the skeleton at 1:`ratio` for `backend` into the scratch directory and
+/// builds it; gives the program's directory.
+fn compile_one(
     scratch: &Path,
     skeleton: &str,
     model: &perfskel_compiler::scale::Model,
     backend: Backend,
     ratio: u64,
-) -> Result<RunResult, String> {
+) -> Result<PathBuf, String> {
     let compiled = match cmd_compile::compile(
         "stencil.skel",
         skeleton,
@@ -232,18 +352,7 @@ fn compile_run_one(
     let dir = scratch.join(format!("stencil-{}-{ratio}", backend.name()));
     cmd_compile::write_output(&dir, &compiled.files, true)?;
     cmd_run::build(&dir, MpiKind::Openmpi)?;
-    let launcher = [cmd_run::default_launcher(MpiKind::Openmpi)];
-    let np: u64 = N_RANKS.parse().map_err(|_| "bad rank count".to_string())?;
-    // The median of three runs, as `perfskel run` takes at least three.
-    let (results, _) = cmd_run::run_repeated(
-        &dir,
-        MpiKind::Openmpi,
-        &launcher,
-        np,
-        (DEMO_RUNS, DEMO_RUNS),
-        false,
-    )?;
-    Ok(cmd_run::median_result(&results))
+    Ok(dir)
 }
 
 /// Runs of each skeleton program; the demo shows the median one.

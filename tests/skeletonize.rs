@@ -917,8 +917,8 @@ fn near_equal_sizes_merge_into_one_loop() {
 }
 
 /// `perfskel demo` builds, records, skeletonizes, checks, compiles for 1:10 and 1:100
-/// with both back ends and runs the four programs: the skeleton has the app's 16000
-/// iterations, and every program prints a prediction. (The accuracy of the predictions is
+/// with both back ends and runs the untraced application and the four programs: the
+/// skeleton has the app's 16000 iterations, and every program prints a prediction. (The accuracy of the predictions is
 /// measured by `scripts/fidelity.sh` and `perfskel validate`, not here.)
 #[test]
 fn demo_runs_the_pipeline() {
@@ -947,6 +947,17 @@ fn demo_runs_the_pipeline() {
         assert!(stdout.contains(step), "{step}:\n{stdout}");
     }
     assert!(stdout.contains("    loop 16000 {"), "{stdout}");
+    // The untraced application ran beside the programs (the timer linked in), and its
+    // spread is shown with the errors.
+    let app = stdout
+        .lines()
+        .find(|l| l.contains("the application, untraced: "))
+        .unwrap_or_else(|| panic!("no untraced application line:\n{stdout}"));
+    assert!(app.contains("median ") && app.contains("spread "), "{app}");
+    assert!(
+        stdout.contains("the traced run the skeleton stands for: "),
+        "{stdout}"
+    );
     for row in [
         "c          1:10",
         "c         1:100",
