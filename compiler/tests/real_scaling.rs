@@ -1,7 +1,8 @@
 //! Scaling on the skeletons of real applications (`tests/data/real/`: LAMMPS's melt and
 //! peptide, HPCC, and the bucket sort, multigrid and ghost-exchange programs of
 //! `tests/apps/`, as `perfskel skeletonize` made them from traces on this project's
-//! machine), through the library's `pipeline::compile` on the default target, under the
+//! machine; `hpcc_4_windows.skel` is session 26's, with request windows and polls that
+//! carry their cost), through the library's `pipeline::compile` on the default target, under the
 //! built-in model and a measured one, at 1:1 to 1:1000. What the default path promises:
 //! - at 1:1 nothing is scaled: the ratio reached is 1, compute and sizes are kept;
 //! - above, compute is never stretched and message sizes never scaled; the ratio reached
