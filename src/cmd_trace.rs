@@ -359,8 +359,16 @@ fn show(args: ShowArgs) -> Result<ExitCode, String> {
                 fmt_ns(ev.duration_ns())
             );
             index += 1;
+            // A receive posted with MPI_ANY_SOURCE shows the source it matched, marked.
+            let sendrecv = matches!(ev.op(), format::Op::Sendrecv | format::Op::SendrecvReplace);
+            let wild = |line: &mut String, is: bool| {
+                if is && ev.any_source {
+                    line.push_str(" (posted ANY_SOURCE)");
+                }
+            };
             if let Some(p) = ev.peer {
                 let _ = write!(line, " peer={}", fmt_peer(p));
+                wild(&mut line, !sendrecv);
             }
             if let Some(t) = ev.tag {
                 let _ = write!(line, " tag={t}");
@@ -370,6 +378,7 @@ fn show(args: ShowArgs) -> Result<ExitCode, String> {
             }
             if let Some(p) = ev.src {
                 let _ = write!(line, " src={}", fmt_peer(p));
+                wild(&mut line, sendrecv);
             }
             if let Some(t) = ev.rtag {
                 let _ = write!(line, " rtag={t}");

@@ -638,7 +638,9 @@ fn the_memory_line_scales_compute_by_the_probes_rates() {
 #[test]
 fn run_repeats_and_predicts_from_the_median_run() {
     let dir = scratch("repeat");
-    let source = "skeleton short\nranks 2\ntopology ring\napp_time 20 ms\nloop 4 {\n    compute 5 ms\n    sendrecv to next 1 KiB from prev 1 KiB\n}\n";
+    // 4 ms: under the 50 ms `run` warns below even on a loaded machine (a 20 ms one ran
+    // over 50 ms beside a build).
+    let source = "skeleton short\nranks 2\ntopology ring\napp_time 4 ms\nloop 4 {\n    compute 1 ms\n    sendrecv to next 1 KiB from prev 1 KiB\n}\n";
     std::fs::write(dir.join("short.skel"), source).expect("write");
     let compiled = perfskel(
         &dir,
@@ -654,7 +656,7 @@ fn run_repeats_and_predicts_from_the_median_run() {
     let lines: Vec<RunResult> = stdout.lines().filter_map(RunResult::parse).collect();
     // Each run's line, then the median run's.
     let runs = lines.len() - 1;
-    // A 20 ms skeleton: ten runs.
+    // A 4 ms skeleton: ten runs.
     assert_eq!(runs, 10, "{stdout}");
     let mut times: Vec<f64> = lines[..runs].iter().map(|r| r.skeleton_s).collect();
     times.sort_by(f64::total_cmp);

@@ -504,16 +504,19 @@ fn check_master_worker(mpi: Mpi) {
             (Op::Finalize, 1)
         ])
     );
-    // Results arrive from MPI_ANY_SOURCE; the trace holds the actual sender.
+    // Results arrive from MPI_ANY_SOURCE; the trace holds the actual sender, and that
+    // the receive would have taken any (format version 9).
     for ev in events_of(master, Op::Recv) {
         let peer = ev.peer.expect("peer");
         assert!(peer != PEER_ANY_SOURCE && (1..N_RANKS as i64).contains(&peer));
         assert_eq!((ev.tag, ev.bytes), (Some(3), Some(8)));
+        assert!(ev.any_source, "{ev:?}");
     }
     let (mut worker_recvs, mut worker_sends) = (0, 0);
     for rt in &t.ranks[1..] {
         for ev in events_of(rt, Op::Recv) {
             assert_eq!((ev.peer, ev.bytes), (Some(0), Some(16)));
+            assert!(!ev.any_source, "a receive from rank 0: {ev:?}");
             worker_recvs += 1;
         }
         for ev in events_of(rt, Op::Send) {
@@ -1191,7 +1194,11 @@ impl RankFile {
             varint(b, 100);
             varint(b, dur);
             varint(b, 1);
-            for (_, v) in fields {
+            // The any-source bit (version 9) is the bit alone.
+            for (_, v) in fields
+                .iter()
+                .filter(|(bit, _)| *bit != format::field::ANY_SOURCE)
+            {
                 varint(b, *v);
             }
         });
@@ -1881,6 +1888,114 @@ fn reader_reads_runs_of_failed_polls_of_version_7_only() {
     f.event(Op::Test, 10, &[(field::FLAG, 0), (field::POLLS, 3)]);
     let err = read_all(&f.finish(), 0).expect_err("no polls field in version 6");
     assert_eq!(err.kind, TraceErrorKind::UnknownFields(field::POLLS));
+}
+
+#[test]
+fn reader_reads_the_any_source_bit_of_version_9_only() {
+    use format::field;
+    // Peers are zigzag-encoded: world rank r is 2r, MPI_ANY_SOURCE (-2) is 3.
+    let recv = |any: bool| {
+        let mut fields = vec![
+            (field::PEER, 2),
+            (field::TAG, 6),
+            (field::BYTES, 8),
+            (field::COMM, 0),
+        ];
+        if any {
+            fields.push((field::ANY_SOURCE, 0));
+        }
+        fields
+    };
+    let mut f = RankFile::new(0, 2, 9);
+    f.event(Op::Recv, 40, &recv(true));
+    f.event(Op::Recv, 40, &recv(false));
+    // A sendrecv whose receive half took any source: the bit follows the flag-less fields.
+    f.event(
+        Op::Sendrecv,
+        40,
+        &[
+            (field::PEER, 2),
+            (field::TAG, 0),
+            (field::BYTES, 8),
+            (field::COMM, 0),
+            (field::SRC, 2),
+            (field::RTAG, 0),
+            (field::RBYTES, 8),
+            (field::ANY_SOURCE, 0),
+        ],
+    );
+    let bytes = f.finish();
+    let (events, _) = read_all(&bytes, 0).expect("a version-9 file");
+    let seen: Vec<(Op, Option<i64>, bool)> = events
+        .iter()
+        .map(|e| (e.op(), e.peer, e.any_source))
+        .collect();
+    assert_eq!(
+        seen[1..4],
+        [
+            (Op::Recv, Some(1), true),
+            (Op::Recv, Some(1), false),
+            (Op::Sendrecv, Some(1), true)
+        ]
+    );
+    assert_eq!(events[3].src, Some(1));
+    // `trace show` marks it.
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join(format::rank_file_name(0)), &bytes).expect("write");
+    let mut other = RankFile::new(1, 2, 9);
+    other.send(0, 8);
+    std::fs::write(dir.path().join(format::rank_file_name(1)), other.finish()).expect("write");
+    let path = dir.path().to_str().expect("utf-8 path");
+    let out = perfskel(&["trace", "show", "--rank", "0", path]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    let marked: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.contains("(posted ANY_SOURCE)"))
+        .collect();
+    assert_eq!(marked.len(), 2, "{stdout}");
+    assert!(marked[0].contains("peer=1 (posted ANY_SOURCE)"), "{stdout}");
+    assert!(marked[1].contains("src=1 (posted ANY_SOURCE)"), "{stdout}");
+    // Only a receive that matched a message took any source: not a send, not a failed
+    // probe.
+    for (op, fields) in [
+        (
+            Op::Send,
+            vec![
+                (field::PEER, 2),
+                (field::TAG, 0),
+                (field::BYTES, 8),
+                (field::COMM, 0),
+                (field::ANY_SOURCE, 0),
+            ],
+        ),
+        (
+            Op::Iprobe,
+            vec![
+                (field::PEER, 3),
+                (field::TAG, 0),
+                (field::BYTES, 0),
+                (field::COMM, 0),
+                (field::FLAG, 0),
+                (field::ANY_SOURCE, 0),
+            ],
+        ),
+    ] {
+        let mut f = RankFile::new(0, 2, 9);
+        f.event(op, 10, &fields);
+        let at = f.record_starts[f.record_starts.len() - 1];
+        let err = read_all(&f.finish(), 0).expect_err("a misplaced any-source bit");
+        assert_eq!(err.offset, at as u64, "{op}");
+        assert!(
+            matches!(err.kind, TraceErrorKind::BadRecord(w) if w.contains("any_source")),
+            "{op}: {err:?}"
+        );
+    }
+    // Version 8: bit 14 is not a field.
+    let mut f = RankFile::new(0, 2, 8);
+    f.event(Op::Recv, 10, &recv(true));
+    let err = read_all(&f.finish(), 0).expect_err("no any-source bit in version 8");
+    assert_eq!(err.kind, TraceErrorKind::UnknownFields(field::ANY_SOURCE));
 }
 
 #[test]

@@ -1,11 +1,11 @@
-//! The perfskel trace format, version 8 (reads versions 1 to 7 too): takes nothing, gives the constants shared with
+//! The perfskel trace format, version 9 (reads versions 1 to 8 too): takes nothing, gives the constants shared with
 //! the C tracer (`runtime/tracer/core.inc`) — magic, version, record tags, field bits and
 //! operation codes. `runtime/tracer/FORMAT.md` describes the layout in prose.
 
 /// First 8 bytes of every rank file.
 pub const MAGIC: &[u8; 8] = b"PSKTRACE";
 /// The format version the tracer writes.
-pub const VERSION: u16 = 8;
+pub const VERSION: u16 = 9;
 /// The oldest version this reader reads. Version 1 lacks operation codes 72–75
 /// (`MPI_Ireduce_scatter`, `MPI_Ireduce_scatter_block`, `MPI_Iscan`, `MPI_Iexscan`) and
 /// is otherwise the same, so a version-1 file reads as it always did. Version 3 added
@@ -15,7 +15,9 @@ pub const VERSION: u16 = 8;
 /// (code 117). Version 6 added the clock record ([`R_CLOCK`]) and the off-CPU field
 /// ([`field::OFF_CPU`]). Version 7 added the polls field ([`field::POLLS`]): one
 /// record for a run of failed tests or probes. Version 8 added the checksum record
-/// ([`R_CHECKSUM`]) at the end of every block the tracer wrote.
+/// ([`R_CHECKSUM`]) at the end of every block the tracer wrote. Version 9 added the
+/// any-source bit ([`field::ANY_SOURCE`]): a receive posted with `MPI_ANY_SOURCE` whose
+/// peer is the source it matched.
 pub const MIN_VERSION: u16 = 1;
 /// File name of rank `r` inside a trace directory.
 pub fn rank_file_name(rank: u32) -> String {
@@ -56,6 +58,8 @@ pub const CHECKSUM_SINCE: u16 = 8;
 pub const CLOCK_SINCE: u16 = 6;
 /// The first version with [`field::POLLS`].
 pub const POLLS_SINCE: u16 = 7;
+/// The first version with [`field::ANY_SOURCE`].
+pub const ANY_SOURCE_SINCE: u16 = 9;
 /// The first version with [`R_MEMORY`].
 pub const MEMORY_SINCE: u16 = 3;
 /// The first version whose communicator records end with the communicator's Cartesian
@@ -82,8 +86,14 @@ pub mod field {
     pub const OFF_CPU: u64 = 1 << 12;
     /// Version 7: the event stands for this many (at least 2) failed polls in a row.
     pub const POLLS: u64 = 1 << 13;
+    /// Version 9, the bit alone (no payload): a receive (`MPI_Recv`, `MPI_Probe`, a
+    /// successful `MPI_Iprobe`, the receive half of a sendrecv) posted with
+    /// `MPI_ANY_SOURCE`; its peer (`src` for a sendrecv) is the source it matched.
+    pub const ANY_SOURCE: u64 = 1 << 14;
     /// Every bit this version defines.
-    pub const ALL: u64 = (1 << 14) - 1;
+    pub const ALL: u64 = (1 << 15) - 1;
+    /// Every bit versions 7 and 8 define.
+    pub const ALL_V8: u64 = (1 << 14) - 1;
     /// Every bit version 6 defines.
     pub const ALL_V6: u64 = (1 << 13) - 1;
     /// Every bit versions 1 to 5 define.

@@ -67,6 +67,10 @@ pub struct Event {
     /// mean time on the core times the calls up to then, and `off_cpu_ns` all the time
     /// the run spent off the core (runtime/tracer/FORMAT.md).
     pub polls: u64,
+    /// Version 9: the receive was posted with `MPI_ANY_SOURCE`; `peer` (`src` for a
+    /// sendrecv) is the source it matched. (A nonblocking receive posted so keeps
+    /// [`format::PEER_ANY_SOURCE`] as its peer.)
+    pub any_source: bool,
 }
 
 impl Event {
@@ -876,8 +880,10 @@ impl<R: Read> RankReader<R> {
                     .filter(|op| op.since_version() <= self.header.version)
                     .ok_or(Decode::Bad(TraceErrorKind::UnknownRecord(code), 0))?;
                 let mask = c.varint()?;
-                let all = if self.header.version >= format::POLLS_SINCE {
+                let all = if self.header.version >= format::ANY_SOURCE_SINCE {
                     field::ALL
+                } else if self.header.version >= format::POLLS_SINCE {
+                    field::ALL_V8
                 } else if self.header.version >= format::CLOCK_SINCE {
                     field::ALL_V6
                 } else {
@@ -989,6 +995,20 @@ impl<R: Read> RankReader<R> {
                 } else {
                     0
                 };
+                ev.any_source = mask & field::ANY_SOURCE != 0;
+                if ev.any_source
+                    && !(matches!(
+                        ev.op,
+                        Op::Recv | Op::Probe | Op::Sendrecv | Op::SendrecvReplace
+                    ) || (ev.op == Op::Iprobe && ev.flag == Some(1)))
+                {
+                    return Err(Decode::Bad(
+                        TraceErrorKind::BadRecord(
+                            "field any_source: only a receive or probe that matched a message was posted with MPI_ANY_SOURCE",
+                        ),
+                        0,
+                    ));
+                }
                 if mask & field::POLLS != 0 && (ev.polls < 2 || !ev.is_failed_poll()) {
                     return Err(Decode::Bad(
                         TraceErrorKind::BadRecord(
