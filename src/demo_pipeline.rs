@@ -276,6 +276,9 @@ fn compile_and_run(scratch: &Path, skeleton: &str, app: &TimedApp) -> Result<boo
                 times.join(", "),
                 100.0 * (hi - lo) / m
             );
+            if let Some(e) = &app_error {
+                println!("   (a later run failed: {e})");
+            }
         }
         (None, Some(e)) => println!("   {e}\n   errors below are against the traced run"),
         (None, None) => {}
