@@ -48,36 +48,13 @@ fn steps(scratch: &Path) -> Result<bool, String> {
     std::fs::write(&source, STENCIL_C).map_err(|e| format!("demo: {e}"))?;
     let exe = scratch.join("stencil");
     let started = Instant::now();
-    let out = Command::new("mpicc")
-        .args(["-O2", "-g", "-o"])
-        .arg(&exe)
-        .arg(&source)
-        .output()
-        .map_err(|e| format!("demo: cannot run mpicc (install MPI with scripts/setup.sh, or pass --skip-record): {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "demo: mpicc failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        ));
-    }
+    mpicc(&exe, &[&source])?;
     // The same program with the application timer linked in, run untraced beside the
     // skeletons: what they predict.
     let shim = scratch.join("app_time.c");
     std::fs::write(&shim, crate::cmd_validate::TIMING_SHIM).map_err(|e| format!("demo: {e}"))?;
     let timed = scratch.join("stencil-timed");
-    let out = Command::new("mpicc")
-        .args(["-O2", "-g", "-o"])
-        .arg(&timed)
-        .arg(&source)
-        .arg(&shim)
-        .output()
-        .map_err(|e| format!("demo: cannot run mpicc: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "demo: mpicc failed on the timed build: {}",
-            String::from_utf8_lossy(&out.stderr)
-        ));
-    }
+    mpicc(&timed, &[&source, &shim])?;
     println!(
         "1. build      mpicc -O2 -g stencil.c, and again with perfskel's application timer linked in ({:.1} s)",
         started.elapsed().as_secs_f64()
@@ -183,6 +160,23 @@ fn steps(scratch: &Path) -> Result<bool, String> {
     compile_and_run(scratch, &outcome.text, &app)
 }
 
+/// `mpicc -O2 -g -o exe sources...`.
+fn mpicc(exe: &Path, sources: &[&Path]) -> Result<(), String> {
+    let out = Command::new("mpicc")
+        .args(["-O2", "-g", "-o"])
+        .arg(exe)
+        .args(sources)
+        .output()
+        .map_err(|e| format!("demo: cannot run mpicc (install MPI with scripts/setup.sh, or pass --skip-record): {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "demo: mpicc failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok(())
+}
+
 /// The application built with the timer, and how the demo launched it for the trace.
 struct TimedApp {
     exe: PathBuf,
@@ -231,11 +225,13 @@ fn compile_and_run(scratch: &Path, skeleton: &str, app: &TimedApp) -> Result<boo
     let mut programs = Vec::new();
     for backend in Backend::ALL {
         for ratio in RATIOS {
-            programs.push((
+            let dir = compile_one(scratch, skeleton, &model, backend, ratio);
+            programs.push(Program {
                 backend,
                 ratio,
-                compile_one(scratch, skeleton, &model, backend, ratio),
-            ));
+                dir,
+                runs: Vec::new(),
+            });
         }
     }
     println!(
@@ -245,8 +241,6 @@ fn compile_and_run(scratch: &Path, skeleton: &str, app: &TimedApp) -> Result<boo
     let np: u64 = N_RANKS.parse().map_err(|_| "bad rank count".to_string())?;
     let mut app_runs = Vec::new();
     let mut app_error = None;
-    let mut results: Vec<Vec<RunResult>> = vec![Vec::new(); programs.len()];
-    let mut failures: Vec<Option<String>> = vec![None; programs.len()];
     for _ in 0..DEMO_RUNS {
         if app_error.is_none() {
             match app.run() {
@@ -254,14 +248,11 @@ fn compile_and_run(scratch: &Path, skeleton: &str, app: &TimedApp) -> Result<boo
                 Err(e) => app_error = Some(e),
             }
         }
-        for (i, (_, _, dir)) in programs.iter().enumerate() {
-            let Ok(dir) = dir else { continue };
-            if failures[i].is_some() {
-                continue;
-            }
+        for program in &mut programs {
+            let Ok(dir) = &program.dir else { continue };
             match cmd_run::run_repeated(dir, MpiKind::Openmpi, &launcher, np, (1, 1), false) {
-                Ok((runs, _)) => results[i].extend(runs),
-                Err(e) => failures[i] = Some(e),
+                Ok((runs, _)) => program.runs.extend(runs),
+                Err(e) => program.dir = Err(e),
             }
         }
     }
@@ -283,7 +274,8 @@ fn compile_and_run(scratch: &Path, skeleton: &str, app: &TimedApp) -> Result<boo
         (None, Some(e)) => println!("   {e}\n   errors below are against the traced run"),
         (None, None) => {}
     }
-    if let Some(traced) = results.iter().flatten().next().map(|r| r.app_time_s) {
+    let first = programs.iter().flat_map(|p| &p.runs).next();
+    if let Some(traced) = first.map(|r| r.app_time_s) {
         println!("   the traced run the skeleton stands for: {traced:.3} s\n");
     }
     println!(
@@ -291,12 +283,14 @@ fn compile_and_run(scratch: &Path, skeleton: &str, app: &TimedApp) -> Result<boo
         "back end", "ratio", "skeleton", "predicted", "measured", "error"
     );
     let mut ok = true;
-    for (i, (backend, ratio, dir)) in programs.iter().enumerate() {
-        let failure = match dir {
-            Err(e) => Some(e.clone()),
-            Ok(_) => failures[i].clone(),
-        };
-        if let Some(message) = failure {
+    for Program {
+        backend,
+        ratio,
+        dir,
+        runs,
+    } in &programs
+    {
+        if let Err(message) = dir {
             ok = false;
             println!(
                 "   {:<8} {:>6} failed: {message}",
@@ -305,10 +299,10 @@ fn compile_and_run(scratch: &Path, skeleton: &str, app: &TimedApp) -> Result<boo
             );
             continue;
         }
-        if results[i].is_empty() {
+        if runs.is_empty() {
             continue;
         }
-        let result = cmd_run::median_result(&results[i]);
+        let result = cmd_run::median_result(runs);
         let against = measured.unwrap_or(result.app_time_s);
         let error = 100.0 * (result.predicted_s - against) / against;
         println!(
@@ -325,6 +319,15 @@ fn compile_and_run(scratch: &Path, skeleton: &str, app: &TimedApp) -> Result<boo
         "\n   measured: the untraced application's median time (end of MPI_Init to start of MPI_Finalize, slowest rank), run beside the skeletons; predicted: the median of {DEMO_RUNS} skeleton runs x the ratio reached (K where the target was hit)."
     );
     Ok(ok)
+}
+
+/// One of the demo's programs: its directory, or why it failed (to compile, to build or
+/// to run), and its runs.
+struct Program {
+    backend: Backend,
+    ratio: u64,
+    dir: Result<PathBuf, String>,
+    runs: Vec<RunResult>,
 }
 
 /// Compiles the skeleton at 1:`ratio` for `backend` into the scratch directory and

@@ -1233,6 +1233,17 @@ impl RankFile {
     }
 }
 
+/// A 2-rank trace directory of `rank0`'s bytes and a rank 1 of format `version` that
+/// sends rank 0 one message.
+fn with_a_sending_rank_1(rank0: &[u8], version: u16) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join(format::rank_file_name(0)), rank0).expect("write");
+    let mut other = RankFile::new(1, 2, version);
+    other.send(0, 8);
+    std::fs::write(dir.path().join(format::rank_file_name(1)), other.finish()).expect("write");
+    dir
+}
+
 fn read_all(
     bytes: &[u8],
     rank: u32,
@@ -1847,11 +1858,7 @@ fn reader_reads_runs_of_failed_polls_of_version_7_only() {
         (events[3].op(), events[3].polls, events[3].calls()),
         (Op::Finalize, 0, 1)
     );
-    let dir = tempfile::tempdir().expect("tempdir");
-    std::fs::write(dir.path().join(format::rank_file_name(0)), &bytes).expect("write");
-    let mut other = RankFile::new(1, 2, 7);
-    other.send(0, 8);
-    std::fs::write(dir.path().join(format::rank_file_name(1)), other.finish()).expect("write");
+    let dir = with_a_sending_rank_1(&bytes, 7);
     let path = dir.path().to_str().expect("utf-8 path");
     let out = perfskel(&["trace", "stats", path]);
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -1940,11 +1947,7 @@ fn reader_reads_the_any_source_bit_of_version_9_only() {
     );
     assert_eq!(events[3].src, Some(1));
     // `trace show` marks it.
-    let dir = tempfile::tempdir().expect("tempdir");
-    std::fs::write(dir.path().join(format::rank_file_name(0)), &bytes).expect("write");
-    let mut other = RankFile::new(1, 2, 9);
-    other.send(0, 8);
-    std::fs::write(dir.path().join(format::rank_file_name(1)), other.finish()).expect("write");
+    let dir = with_a_sending_rank_1(&bytes, 9);
     let path = dir.path().to_str().expect("utf-8 path");
     let out = perfskel(&["trace", "show", "--rank", "0", path]);
     let stdout = String::from_utf8_lossy(&out.stdout);
