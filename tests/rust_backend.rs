@@ -496,6 +496,11 @@ fn run_examples(mpi: Mpi) {
             .replace("loop 500 as step", "loop 120 as step")
             .replace("compute 3 ms", "compute 300 us");
     programs.push(("loop_variables.skel".into(), loop_variables));
+    // Answers to the rank the last receive from any rank got its message from.
+    let wildcard_replies =
+        std::fs::read_to_string(root().join("tests/data/dsl/ok/wildcard_replies.skel"))
+            .expect("wildcard_replies.skel");
+    programs.push(("wildcard_replies.skel".into(), wildcard_replies));
     // The hand-written example of the runtime crate, built as the project's main.rs.
     programs.push(("halo".into(), String::new()));
     let halo = std::fs::read_to_string(root().join("runtime/rust/examples/halo.rs"))

@@ -603,6 +603,11 @@ pub enum Peer {
     Rank(Expr),
     /// `any`: MPI_ANY_SOURCE, for receives.
     Any,
+    /// `source`: the rank this rank's last blocking receive from `any` (`recv any`, or
+    /// the receive half of `sendrecv ... from any`) got its message from, a rank of the
+    /// communicator it received on: a master answers the worker whose result came
+    /// first.
+    Source,
 }
 
 /// A topology-relative peer.

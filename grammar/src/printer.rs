@@ -50,6 +50,7 @@ pub fn expr(e: &Expr) -> String {
 pub fn peer(p: &Peer) -> String {
     match p {
         Peer::Any => "any".into(),
+        Peer::Source => "source".into(),
         Peer::Rank(e) => format!("rank({})", expr(e)),
         Peer::Dir(d) => direction(d),
     }

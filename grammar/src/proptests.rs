@@ -153,6 +153,7 @@ fn peer(receive: bool) -> impl Strategy<Value = Spanned<Peer>> {
         4 => direction().prop_map(Peer::Dir),
         1 => expr().prop_map(Peer::Rank),
         any_weight => Just(Peer::Any),
+        1 => Just(Peer::Source),
     ]
     .prop_map(Spanned::derived)
 }

@@ -162,6 +162,8 @@ struct Req<'p> {
     owner: u32,
     done: bool,
     consumed: bool,
+    /// A blocking receive from `any`: its match sets the owner's `source`.
+    sets_source: bool,
     /// The handle the request is bound to, or `NONE`.
     handle: u32,
     kind: ReqKind,
@@ -227,6 +229,9 @@ struct RankState<'p> {
     blocked: Option<Blocked<'p>>,
     done: bool,
     stats: RankStats,
+    /// The communicator instance and the rank there that the last blocking receive
+    /// from `any` got its message from: what `source` names.
+    source: Option<(u32, u32)>,
 }
 
 struct Sim<'p, 'd> {
@@ -280,6 +285,7 @@ impl<'p, 'd> Sim<'p, 'd> {
                 blocked: None,
                 done: false,
                 stats: RankStats::default(),
+                source: None,
             })
             .collect();
         Sim {
@@ -479,7 +485,11 @@ impl<'p, 'd> Sim<'p, 'd> {
         let (mut first, mut second) = (NONE, NONE);
         if let Some((peer, bytes)) = p.send {
             let bytes = self.bytes(rank, bytes)?;
-            let to = self.peer(rank, inst, me, peer)?;
+            let to = if peer.source {
+                self.source(rank, inst, peer)?
+            } else {
+                self.peer(rank, inst, me, peer)?
+            };
             first = self.post_send(rank, inst, me, to, p.tag, bytes, stmt);
         }
         if let Some((peer, bytes)) = p.recv {
@@ -487,10 +497,12 @@ impl<'p, 'd> Sim<'p, 'd> {
             // `Some(NONE)` for `any`, `None` for a missing neighbour.
             let from = if peer.any {
                 Some(NONE)
+            } else if peer.source {
+                self.source(rank, inst, peer)?
             } else {
                 self.peer(rank, inst, me, peer)?
             };
-            let req = self.post_recv(rank, inst, me, from, p.tag, bytes, stmt);
+            let req = self.post_recv(rank, inst, me, from, p.tag, bytes, p.sets_source, stmt);
             if first == NONE {
                 first = req;
             } else {
@@ -624,6 +636,40 @@ impl<'p, 'd> Sim<'p, 'd> {
         found.map_err(|fault| self.bad_peer(u64::from(rank), peer.peer, fault))
     }
 
+    /// The rank `source` names for `rank` on communicator instance `inst`; an error
+    /// before any receive from `any` matched, or when that was on another communicator.
+    #[inline]
+    fn source(&mut self, rank: u32, inst: u32, peer: PeerRef<'p>) -> Result<Option<u32>, Abort> {
+        match self.ranks[rank as usize].source {
+            Some((on, src)) if on == inst => Ok(Some(src)),
+            other => Err(self.bad_source(rank, peer.peer, other.is_some())),
+        }
+    }
+
+    #[cold]
+    fn bad_source(&mut self, rank: u32, peer: &Spanned<Peer>, elsewhere: bool) -> Abort {
+        let at = self.iteration(u64::from(rank));
+        let (code, message, label) = if elsewhere {
+            (
+                "source-other-communicator",
+                format!("`source` on rank {rank}{at} names a rank of another communicator: the last `recv any` of this rank received on another one"),
+                "a rank of another communicator",
+            )
+        } else {
+            (
+                "source-before-any",
+                format!("`source` on rank {rank}{at} names no rank: no `recv any` of this rank has received a message yet"),
+                "no rank to name",
+            )
+        };
+        self.report_once(code, peer.pos, || {
+            Diag::error(code, message)
+                .at(peer.pos, label)
+                .with_note("`source` is the rank the last blocking `recv any` (or `sendrecv ... from any`) of this rank received from")
+        });
+        Abort
+    }
+
     #[cold]
     fn bad_peer(&mut self, rank: u64, peer: &Spanned<Peer>, fault: PeerFault) -> Abort {
         let message = match fault {
@@ -689,6 +735,7 @@ impl<'p, 'd> Sim<'p, 'd> {
             owner,
             done: kind == ReqKind::Done,
             consumed: false,
+            sets_source: false,
             handle: NONE,
             kind,
             stmt,
@@ -795,7 +842,7 @@ impl<'p, 'd> Sim<'p, 'd> {
         let req = self.new_req(rank, ReqKind::Send { inst, to }, stmt);
         let slot = self.comms.insts[inst as usize].base + to as usize;
         match self.queues.receive_for(slot, me, tag) {
-            Some(recv) => self.matched(req, bytes, recv.req, recv.bytes),
+            Some(recv) => self.matched(req, bytes, recv.req, recv.bytes, me),
             None => self.queues.queue_send(
                 slot,
                 PendingSend {
@@ -809,7 +856,8 @@ impl<'p, 'd> Sim<'p, 'd> {
         req
     }
 
-    /// `from`: `None` for a missing neighbour, `Some(NONE)` for `any`.
+    /// `from`: `None` for a missing neighbour, `Some(NONE)` for `any`; `sets_source`:
+    /// the match sets the rank's `source`.
     #[allow(clippy::too_many_arguments)]
     #[inline]
     fn post_recv(
@@ -820,15 +868,17 @@ impl<'p, 'd> Sim<'p, 'd> {
         from: Option<u32>,
         tag: u32,
         bytes: u64,
+        sets_source: bool,
         stmt: &'p Stmt,
     ) -> ReqId {
         let Some(from) = from else {
             return self.new_req(rank, ReqKind::Done, stmt);
         };
         let req = self.new_req(rank, ReqKind::Recv { inst, from }, stmt);
+        self.reqs[req as usize].sets_source = sets_source;
         let slot = self.comms.insts[inst as usize].base + me as usize;
         match self.queues.message_for(slot, from, tag) {
-            Some(send) => self.matched(send.req, send.bytes, req, bytes),
+            Some(send) => self.matched(send.req, send.bytes, req, bytes, send.src),
             None => self.queues.queue_recv(
                 slot,
                 PendingRecv {
@@ -842,10 +892,15 @@ impl<'p, 'd> Sim<'p, 'd> {
         req
     }
 
+    /// A message from rank `src` of the communicator meets its receive.
     #[inline]
-    fn matched(&mut self, send: ReqId, send_bytes: u64, recv: ReqId, recv_bytes: u64) {
+    fn matched(&mut self, send: ReqId, send_bytes: u64, recv: ReqId, recv_bytes: u64, src: u32) {
         if send_bytes > recv_bytes {
             self.truncation(send, send_bytes, recv, recv_bytes);
+        }
+        let r = &self.reqs[recv as usize];
+        if let (true, ReqKind::Recv { inst, .. }) = (r.sets_source, r.kind) {
+            self.ranks[r.owner as usize].source = Some((inst, src));
         }
         self.complete(send);
         self.complete(recv);

@@ -54,9 +54,12 @@ pub(super) fn check(program: &Program, diags: &mut Vec<Diag>) -> Statics {
         scope: Vec::new(),
         loop_vars: Vec::new(),
         request_pos: BTreeMap::new(),
+        source_uses: Vec::new(),
+        any_receive_comms: BTreeSet::new(),
     };
     pass.block(&program.body, 0);
     pass.loop_var_collisions();
+    pass.source_uses();
     for (name, comm) in &pass.comms {
         if !comm.used {
             pass.diags.push(
@@ -249,6 +252,11 @@ struct Pass<'a> {
     loop_vars: Vec<Ident>,
     /// Where each request name is first bound.
     request_pos: BTreeMap<String, Pos>,
+    /// Every `source` peer, with the communicator of its statement.
+    source_uses: Vec<(Pos, String)>,
+    /// The communicators some blocking receive from `any` receives on (what sets
+    /// `source`).
+    any_receive_comms: BTreeSet<String>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -580,6 +588,20 @@ impl Pass<'_> {
 
     fn p2p(&mut self, p: &P2p) {
         let shape = self.comm(p.comm.as_ref());
+        let comm = p.comm.as_ref().map_or("world", |c| c.name.as_str());
+        let received = match p.op {
+            P2pOp::Recv => Some(&p.peer.value),
+            P2pOp::Sendrecv => p.recv.as_deref().map(|(peer, _)| &peer.value),
+            _ => None,
+        };
+        if received == Some(&Peer::Any) {
+            self.any_receive_comms.insert(comm.to_string());
+        }
+        for peer in std::iter::once(&p.peer).chain(p.recv.as_deref().map(|(peer, _)| peer)) {
+            if peer.value == Peer::Source {
+                self.source_uses.push((peer.pos, comm.to_string()));
+            }
+        }
         self.peer(&p.peer, shape.as_deref());
         self.msg_size(&p.size);
         if let Some((peer, size)) = p.recv.as_deref() {
@@ -600,9 +622,45 @@ impl Pass<'_> {
         }
     }
 
+    /// `source` names the rank a blocking receive from `any` got its message from, a
+    /// rank of that receive's communicator: a program without such a receive on the
+    /// same communicator has no rank to name. (Whether one has matched before each use,
+    /// on each rank, is the simulation's to find.)
+    fn source_uses(&mut self) {
+        for (pos, comm) in std::mem::take(&mut self.source_uses) {
+            if self.any_receive_comms.contains(&comm) {
+                continue;
+            }
+            let diag = if self.any_receive_comms.is_empty() {
+                Diag::error(
+                    "source-without-any",
+                    "`source` names the rank the last `recv any` received from, and no statement receives from `any`",
+                )
+                .at(pos, "no rank to name")
+                .with_note("hint: receive with `recv any SIZE` (or `sendrecv ... from any SIZE`) before answering with `send source SIZE`")
+            } else {
+                let on: Vec<String> = self
+                    .any_receive_comms
+                    .iter()
+                    .map(|c| format!("`{c}`"))
+                    .collect();
+                Diag::error(
+                    "source-other-communicator",
+                    format!(
+                        "`source` on `{comm}` names a rank of the communicator the last `recv any` received on, and receives from `any` are on {} only",
+                        on.join(", ")
+                    ),
+                )
+                .at(pos, "a rank of another communicator")
+                .with_note(format!("hint: answer on the communicator the message came on: `on {}`", self.any_receive_comms.iter().next().map_or("world", String::as_str)))
+            };
+            self.diags.push(diag);
+        }
+    }
+
     fn peer(&mut self, peer: &Spanned<Peer>, shape: Option<&Shape>) {
         match &peer.value {
-            Peer::Any => {}
+            Peer::Any | Peer::Source => {}
             Peer::Rank(e) => {
                 self.expr(e, Ty::Int, "a rank");
             }

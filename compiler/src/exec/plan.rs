@@ -31,6 +31,9 @@ pub(crate) struct PeerRef<'p> {
     pub table: Option<usize>,
     /// Whether the peer is `any`.
     pub any: bool,
+    /// Whether the peer is `source`: the simulations keep each rank's (see
+    /// [`P2pPlan::sets_source`]).
+    pub source: bool,
 }
 
 /// A message size: constant, or picked per iteration.
@@ -53,6 +56,9 @@ pub(crate) struct P2pPlan<'p> {
     pub handle: Option<usize>,
     /// `window W`: at most W of the statement's operations stay in flight (0: none).
     pub window: u64,
+    /// A blocking receive from `any` (`recv any`, `sendrecv ... from any`): the rank it
+    /// receives from becomes the rank's `source`.
+    pub sets_source: bool,
 }
 
 /// A collective, with what the simulation needs copied out of the statement (the hot
@@ -325,6 +331,7 @@ impl<'p> Lowering<'p, '_> {
             peer,
             table,
             any: matches!(peer.value, Peer::Any),
+            source: matches!(peer.value, Peer::Source),
         }
     }
 
@@ -425,6 +432,8 @@ impl<'p> Lowering<'p, '_> {
                 };
                 let send = send.map(|(peer, size)| (self.peer(comm, peer), bytes(size)));
                 let recv = recv.map(|(peer, size)| (self.peer(comm, peer), bytes(size)));
+                let sets_source = matches!(p.op, P2pOp::Recv | P2pOp::Sendrecv)
+                    && recv.is_some_and(|(peer, _)| peer.any);
                 let plan = P2pPlan {
                     stmt,
                     comm,
@@ -435,6 +444,7 @@ impl<'p> Lowering<'p, '_> {
                     request: p.request.is_some(),
                     handle: self.handle(&p.request),
                     window: p.window.map_or(0, |w| w.value),
+                    sets_source,
                 };
                 self.plan.p2ps.push(plan);
                 self.push(Op::P2p(self.plan.p2ps.len() as u32 - 1));
@@ -571,7 +581,7 @@ pub(crate) enum PeerFault {
 }
 
 /// The peer `peer` names for rank `me` of `inst`; `None`: a missing neighbour (or
-/// `any`, which has no single peer).
+/// `any`, which has no single peer, or `source`, which the simulations keep per rank).
 fn resolve(
     peer: &Peer,
     inst: &Inst,
@@ -581,7 +591,7 @@ fn resolve(
 ) -> Result<Option<u32>, PeerFault> {
     let size = inst.members.len() as u64;
     let found = match peer {
-        Peer::Any => None,
+        Peer::Any | Peer::Source => None,
         Peer::Rank(e) => match eval_int_in(e, env, vars).map_err(PeerFault::Eval)? {
             v if v >= 0 && (v as u64) < size => Some(v as u64),
             v => return Err(PeerFault::OutOfRange(v, size)),

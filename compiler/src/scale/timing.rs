@@ -138,6 +138,9 @@ struct Rank<'p> {
     /// Requests a blocked rank waits for, and whether one of them is enough.
     blocked: Option<(Reqs, bool)>,
     done: bool,
+    /// The communicator instance and the rank there that the last blocking receive
+    /// from `any` got its message from: what `source` names.
+    source: Option<(u32, u32)>,
 }
 
 struct Send {
@@ -163,6 +166,9 @@ struct Req {
     done: Option<f64>,
     owner: u32,
     held: u8,
+    /// A blocking receive from `any` on this communicator instance: its match sets the
+    /// owner's `source`.
+    source_on: Option<u32>,
 }
 
 struct Coll {
@@ -233,6 +239,7 @@ impl<'p> Timed<'p> {
                 coll_seq: vec![0; comms.decls],
                 blocked: None,
                 done: false,
+                source: None,
             })
             .collect();
         let coll_bytes = plan
@@ -375,19 +382,36 @@ impl<'p> Timed<'p> {
             );
             timed_peer(found)
         };
+        // The rank `source` names, on this communicator.
+        let source = |sim: &Self| {
+            match sim.ranks[rank as usize].source {
+            Some((on, src)) if on == inst => Ok(Some(src)),
+            _ => Err(stuck(format!(
+                "`source` on rank {rank} names no rank of `{}`: no `recv any` there has received a message yet",
+                p.comm_name
+            ))),
+        }
+        };
         let mut reqs = Reqs::new();
         if let Some((peer, bytes)) = p.send {
-            let to = peer_of(self, peer)?;
+            let to = if peer.source {
+                source(self)?
+            } else {
+                peer_of(self, peer)?
+            };
             let bytes = self.bytes(rank, bytes)?;
             reqs.push(self.post_send(rank, inst, me, to, p.tag, bytes));
         }
         if let Some((peer, _)) = p.recv {
             let from = if peer.any {
                 Some(ANY)
+            } else if peer.source {
+                source(self)?
             } else {
                 peer_of(self, peer)?
             };
-            reqs.push(self.post_recv(rank, inst, me, from, p.tag));
+            let source_on = p.sets_source.then_some(inst);
+            reqs.push(self.post_recv(rank, inst, me, from, p.tag, source_on));
         }
         if p.request {
             let mut rest = reqs.into_iter();
@@ -440,6 +464,7 @@ impl<'p> Timed<'p> {
             done,
             owner,
             held: 1,
+            source_on: None,
         };
         match self.free.pop() {
             Some(id) => {
@@ -501,7 +526,7 @@ impl<'p> Timed<'p> {
         let slot = self.comms.insts[inst as usize].base + to as usize;
         match self.queues.receive_for(slot, me, tag) {
             Some(recv) => {
-                self.matched(bytes, now, req, recv.time, recv.req);
+                self.matched(bytes, now, req, recv.time, recv.req, me);
                 self.release(recv.req);
             }
             None => {
@@ -521,17 +546,27 @@ impl<'p> Timed<'p> {
         req
     }
 
-    /// `from`: `None` for a missing neighbour, `Some(ANY)` for `any`.
-    fn post_recv(&mut self, rank: u32, inst: u32, me: u32, from: Option<u32>, tag: u32) -> usize {
+    /// `from`: `None` for a missing neighbour, `Some(ANY)` for `any`; `source_on`: the
+    /// match sets the rank's `source` (a blocking receive from `any` on that instance).
+    fn post_recv(
+        &mut self,
+        rank: u32,
+        inst: u32,
+        me: u32,
+        from: Option<u32>,
+        tag: u32,
+        source_on: Option<u32>,
+    ) -> usize {
         let now = self.ranks[rank as usize].clock;
         let Some(from) = from else {
             return self.new_req(rank, Some(now));
         };
         let req = self.new_req(rank, None);
+        self.reqs[req].source_on = source_on;
         let slot = self.comms.insts[inst as usize].base + me as usize;
         match self.queues.message_for(slot, from, tag) {
             Some(send) => {
-                self.matched(send.bytes, send.time, send.req, now, req);
+                self.matched(send.bytes, send.time, send.req, now, req, send.src);
                 self.release(send.req);
             }
             None => {
@@ -550,7 +585,20 @@ impl<'p> Timed<'p> {
         req
     }
 
-    fn matched(&mut self, bytes: u64, send_time: f64, send: usize, recv_time: f64, recv: usize) {
+    /// A message from rank `src` of the communicator meets its receive.
+    fn matched(
+        &mut self,
+        bytes: u64,
+        send_time: f64,
+        send: usize,
+        recv_time: f64,
+        recv: usize,
+        src: u32,
+    ) {
+        let r = self.reqs[recv];
+        if let Some(on) = r.source_on {
+            self.ranks[r.owner as usize].source = Some((on, src));
+        }
         let arrival = if self.model.is_eager(bytes) {
             (send_time + self.model.p2p(bytes)).max(recv_time)
         } else {
@@ -693,6 +741,21 @@ mod tests {
         );
         assert!(t.ops > 100_000, "{}", t.ops);
         assert!(t.request_slots <= 32, "{} request slots", t.request_slots);
+    }
+
+    /// A master answers whichever worker's message came first: the fast worker is
+    /// answered at once and goes on, not after the slow one.
+    #[test]
+    fn answers_go_to_the_source_of_the_last_receive_from_any() {
+        let t = time(
+            "skeleton t ranks 3 topology star app_time 1 s\nif rank == 0 {\nloop 2 { recv any 8 B\nsend source 8 B }\n} else if rank == 1 {\ncompute 10 ms\nsend hub 8 B\nrecv hub 8 B\n} else {\ncompute 1 ms\nsend hub 8 B\nrecv hub 8 B\ncompute 5 ms\n}",
+            &model(),
+        );
+        // Rank 2: 1 ms, its message and the answer (10 us + 8 ns each), then 5 ms.
+        let fast = 6e-3 + 2.0 * (1e-5 + 8e-9);
+        assert!((t.rank_end_s[2] - fast).abs() < 1e-9, "{:?}", t.rank_end_s);
+        let slow = 10e-3 + 2.0 * (1e-5 + 8e-9);
+        assert!((t.rank_end_s[1] - slow).abs() < 1e-9, "{:?}", t.rank_end_s);
     }
 
     #[test]

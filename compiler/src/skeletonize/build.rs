@@ -987,6 +987,7 @@ impl Builder<'_> {
     fn peer(&self, h: &Half) -> Option<Peer> {
         match &h.peer {
             PeerAbs::Any => Some(Peer::Any),
+            PeerAbs::Source => Some(Peer::Source),
             PeerAbs::Rank(r) => Some(Peer::Rank(Expr::int(i64::from(*r)))),
             PeerAbs::Shift(k) => Some(Peer::Rank(shift_expr(*k, self.n_ranks))),
             PeerAbs::Xor(k) => Some(Peer::Rank(bin(

@@ -226,6 +226,7 @@ pub fn skeletonize(
     };
     summary.merged_sizes = size_map.iter().map(|(a, b)| (*a, *b)).collect();
     let size_classes = survey.events.size_classes();
+    let (any_sites, reply_sites) = survey.events.wildcards();
     let exchanges = exchange::decide(
         &survey.stretches,
         &merged_ranks,
@@ -350,24 +351,29 @@ pub fn skeletonize(
             .collect();
         let unknown = intern_site(String::new());
         let site_of = |id: u64| local.get(&id).copied().unwrap_or(unknown);
-        let classes: BTreeMap<u64, &[(u64, u64)]> = survey
+        let infos: BTreeMap<u64, tokens::SiteInfo> = survey
             .sites
             .get(&rank)
             .unwrap_or(&no_sites)
             .iter()
-            .filter_map(|(id, key)| {
-                let c = size_classes.get(&(key.object.clone(), key.offset))?;
-                Some((*id, c.as_slice()))
+            .map(|(id, key)| {
+                let key = (key.object.clone(), key.offset);
+                let info = tokens::SiteInfo {
+                    classes: size_classes.get(&key).map(Vec::as_slice),
+                    any_receive: any_sites.contains(&key),
+                    reply: reply_sites.contains(&key),
+                };
+                (*id, info)
             })
             .collect();
-        let classes_of = |id: u64| classes.get(&id).copied();
+        let info_of = |id: u64| infos.get(&id).copied().unwrap_or_default();
         let events = survey.events_per_rank.get(&rank).copied().unwrap_or(0);
         let compressed = compress_rank(
             input.ranks,
             rank,
             &policy,
             &site_of,
-            &classes_of,
+            &info_of,
             options.algorithm,
             &mut |seen| {
                 progress(Progress {
@@ -668,7 +674,7 @@ fn compress_rank<'a>(
     rank: u32,
     policy: &'a tokens::Policy<'a>,
     site_of: &'a dyn Fn(u64) -> u32,
-    classes_of: &'a dyn Fn(u64) -> Option<&'a [(u64, u64)]>,
+    info_of: &'a dyn Fn(u64) -> tokens::SiteInfo<'a>,
     algorithm: Algorithm,
     progress: &mut dyn FnMut(u64),
 ) -> Option<(nest::RankNest, tokens::RankCounts)> {
@@ -681,7 +687,7 @@ fn compress_rank<'a>(
     };
     // 1. Discovery.
     let mut discovery = compress::Discovery::new(algorithm);
-    let mut tokenizer = tokens::Tokenizer::new(rank, policy, site_of, classes_of);
+    let mut tokenizer = tokens::Tokenizer::new(rank, policy, site_of, info_of);
     source::read_rank(ranks, rank, &mut |ev| {
         tick(&mut seen);
         tokenizer.push(ev, &mut |token| discovery.push(token.id));
@@ -691,7 +697,7 @@ fn compress_rank<'a>(
     let nest = discovery.finish();
     // 2. Statistics of the compute spans per body position.
     let mut walk = nest::Walk::new(&nest);
-    let mut tokenizer = tokens::Tokenizer::new(rank, policy, site_of, classes_of);
+    let mut tokenizer = tokens::Tokenizer::new(rank, policy, site_of, info_of);
     let mut visit = |t: tokens::Token| {
         walk.visit_polling(t.id, t.gap_ns, t.dur_ns, t.sizes, (t.polls, t.poll_ns))
     };

@@ -143,7 +143,10 @@ fn without_peers(tok: &Tok) -> Tok {
     let mut t = tok.clone();
     if let Kind::P2p { halves, .. } = &mut t.kind {
         for h in halves {
-            h.peer = PeerAbs::Any;
+            // `source` is no rank: a call to it is another call.
+            if h.peer != PeerAbs::Source {
+                h.peer = PeerAbs::Any;
+            }
             h.shift = None;
             h.xor = None;
         }
@@ -152,15 +155,15 @@ fn without_peers(tok: &Tok) -> Tok {
 }
 
 /// The peers of every point-to-point half of `nodes`, in order: the rank each names,
-/// the same on every rank that makes the call (`None` for any source); false when a
-/// peer differs between those ranks or is no rank.
+/// the same on every rank that makes the call (`None` for any source and for `source`);
+/// false when a peer differs between those ranks or is no rank.
 fn collect_peers(nodes: &[MNode], dirs: &Directions, out: &mut Vec<Option<i64>>) -> bool {
     for node in nodes {
         match node {
             MNode::Tok { tok, acc } => {
                 if let Kind::P2p { halves, .. } = &tok.kind {
                     for h in halves {
-                        if h.peer == PeerAbs::Any {
+                        if matches!(h.peer, PeerAbs::Any | PeerAbs::Source) {
                             out.push(None);
                             continue;
                         }

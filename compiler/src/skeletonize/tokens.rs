@@ -33,6 +33,9 @@ pub(crate) enum PeerAbs {
     Rank(u32),
     /// `MPI_ANY_SOURCE` left unresolved.
     Any,
+    /// The source of the rank's last receive from any source (`source`): a master
+    /// answering whichever worker's result came first.
+    Source,
     /// The world rank `(rank + k) % nranks` (from the SPMD merge: ranks whose peers no
     /// direction names on all of them but which all talk to the rank k after them).
     Shift(u32),
@@ -140,6 +143,100 @@ pub(crate) struct Policy<'a> {
     pub exchanges: &'a BTreeMap<u32, Vec<super::exchange::Exchange>>,
 }
 
+/// What the tokenizer knows of one call site (by rank-local id) from the survey.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct SiteInfo<'a> {
+    /// The site's size classes.
+    pub classes: Option<&'a [(u64, u64)]>,
+    /// Its receives from `MPI_ANY_SOURCE` are written `recv any` (their sources vary).
+    pub any_receive: bool,
+    /// Its sends answer the source of the rank's last receive from any source, every
+    /// time, and are written to `source`.
+    pub reply: bool,
+}
+
+/// A rank's receives from `MPI_ANY_SOURCE`, read event by event: which receive took a
+/// message from any source (flagged by the tracer, or an explicit receive from the
+/// source a probe of any source just found: `MPI_Probe(MPI_ANY_SOURCE)` then
+/// `MPI_Recv(status.MPI_SOURCE)`), and which send goes back to the source of the last
+/// one (a master answering the worker whose result came first). The survey and the
+/// tokenizer read every rank with one each, so they agree on what they see.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Wildcards {
+    /// The communicator, the source (world rank) and the call site of the last receive
+    /// from any source that counts (see [`Wildcards::see`]).
+    last: Option<(u64, i64, u64)>,
+    /// The communicator and source a probe of any source found last.
+    probed: Option<(u64, i64)>,
+}
+
+/// What [`Wildcards::see`] finds in one event.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct WildRole {
+    /// The receive (half) took its message from any source: the source it matched.
+    pub any_from: Option<i64>,
+    /// The send (half) goes to the source of the last receive from any source: that
+    /// receive's call site.
+    pub reply_after: Option<u64>,
+}
+
+impl Wildcards {
+    /// Reads one event. Only receives at call sites `counts` accepts become the last
+    /// receive from any source (the tokenizer counts those it writes `recv any`).
+    pub fn see(&mut self, ev: &Event, counts: &dyn Fn(u64) -> bool) -> WildRole {
+        let comm = ev.comm.unwrap_or(0);
+        let reply = |last: Option<(u64, i64, u64)>, to: Option<i64>| match (last, to) {
+            (Some((c, src, site)), Some(to)) if c == comm && src == to => Some(site),
+            _ => None,
+        };
+        let mut role = WildRole::default();
+        match ev.op {
+            // The flag is set only on a probe that found a message.
+            Op::Probe | Op::Iprobe if ev.any_source => {
+                self.probed = ev.peer.map(|p| (comm, p));
+            }
+            Op::Recv => {
+                let probed = self.probed.take();
+                let from_any =
+                    ev.any_source || (ev.peer.is_some() && probed == ev.peer.map(|p| (comm, p)));
+                if let (true, Some(p)) = (from_any, ev.peer) {
+                    role.any_from = Some(p);
+                    if counts(ev.site) {
+                        self.last = Some((comm, p, ev.site));
+                    }
+                }
+            }
+            Op::Sendrecv | Op::SendrecvReplace => {
+                role.reply_after = reply(self.last, ev.peer);
+                if let (true, Some(p)) = (ev.any_source, ev.src) {
+                    role.any_from = Some(p);
+                    if counts(ev.site) {
+                        self.last = Some((comm, p, ev.site));
+                    }
+                }
+            }
+            Op::Send
+            | Op::Bsend
+            | Op::Ssend
+            | Op::Rsend
+            | Op::Isend
+            | Op::Ibsend
+            | Op::Issend
+            | Op::Irsend => {
+                role.reply_after = reply(self.last, ev.peer);
+            }
+            _ => {}
+        }
+        role
+    }
+
+    /// An event the skeleton leaves out: no later send answers through it.
+    pub fn forget(&mut self) {
+        self.last = None;
+        self.probed = None;
+    }
+}
+
 /// One token as the stream gives it: its id and the times around it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Token {
@@ -204,8 +301,10 @@ pub(crate) struct Tokenizer<'a> {
     policy: &'a Policy<'a>,
     /// Trace-wide site index of a rank-local site id.
     site_of: &'a dyn Fn(u64) -> u32,
-    /// The size classes of a rank-local site id.
-    classes_of: &'a dyn Fn(u64) -> Option<&'a [(u64, u64)]>,
+    /// What the survey learnt of a rank-local site id.
+    info_of: &'a dyn Fn(u64) -> SiteInfo<'a>,
+    /// The rank's receives from any source and the answers to them.
+    wild: Wildcards,
     intern: FxHashMap<Tok, u32>,
     table: Vec<Tok>,
     live: Live,
@@ -238,13 +337,14 @@ impl<'a> Tokenizer<'a> {
         rank: u32,
         policy: &'a Policy<'a>,
         site_of: &'a dyn Fn(u64) -> u32,
-        classes_of: &'a dyn Fn(u64) -> Option<&'a [(u64, u64)]>,
+        info_of: &'a dyn Fn(u64) -> SiteInfo<'a>,
     ) -> Self {
         Tokenizer {
             rank,
             policy,
             site_of,
-            classes_of,
+            info_of,
+            wild: Wildcards::default(),
             intern: FxHashMap::default(),
             table: Vec::new(),
             live: Live::default(),
@@ -283,6 +383,8 @@ impl<'a> Tokenizer<'a> {
             .filter(|ex| ex.first <= index)
         {
             self.flush_anys(out);
+            // The exchange's receives are no `recv any`: nothing after answers them.
+            self.wild.forget();
             self.exchange_event(ev, ex, index, out);
             return;
         }
@@ -472,6 +574,7 @@ impl<'a> Tokenizer<'a> {
                 ev.op.mpi_name()
             ));
             self.dropped_reqs.extend(ev.req);
+            self.wild.forget();
             return None;
         }
         if let Some(why) = comms::unmodelled(ev, on_intercomm) {
@@ -479,6 +582,7 @@ impl<'a> Tokenizer<'a> {
             if let Some(req) = ev.req {
                 self.dropped_reqs.insert(req);
             }
+            self.wild.forget();
             return None;
         }
         // A completion of dropped requests completes the others (if any) alone.
@@ -504,17 +608,25 @@ impl<'a> Tokenizer<'a> {
                             ev.op.mpi_name()
                         )
                     });
+                    self.wild.forget();
                     return None;
                 }
             },
         };
-        let classes = (self.classes_of)(ev.site);
+        let info_of = self.info_of;
+        let site = info_of(ev.site);
+        let role = self.wild.see(ev, &|s| info_of(s).any_receive);
+        let wild = Wild {
+            any_receive: role.any_from.is_some() && site.any_receive,
+            reply: role.reply_after.is_some() && site.reply,
+        };
         let Some((kind, sizes)) = kind_of(
             self.rank,
             ev,
             comm,
             self.policy,
-            classes,
+            site.classes,
+            wild,
             &mut self.live,
             &mut self.counts,
         ) else {
@@ -656,15 +768,21 @@ fn is_silent(op: Op) -> bool {
     )
 }
 
+/// Stands for `source` among the peers `kind_inner`'s halves take (no rank: ranks and
+/// MPI's `MPI_PROC_NULL`/`MPI_ANY_SOURCE` are not this negative).
+const PEER_SOURCE: i64 = i64::MIN;
+
 /// The token kind of one event, with every size replaced by its size class at the
 /// event's call site (`classes`), and the sizes the call really had (per half, or the
 /// collective's).
+#[allow(clippy::too_many_arguments)]
 fn kind_of(
     rank: u32,
     ev: &Event,
     comm: CommRef,
     policy: &Policy<'_>,
     classes: Option<&[(u64, u64)]>,
+    wild: Wild,
     live: &mut Live,
     out: &mut RankCounts,
 ) -> Option<(Kind, [Option<u64>; 2])> {
@@ -675,7 +793,7 @@ fn kind_of(
         seen.borrow_mut().push(b);
         size_class(classes, b)
     };
-    let kind = kind_inner(rank, ev, comm, policy, &size, live, out)?;
+    let kind = kind_inner(rank, ev, comm, policy, &size, wild, live, out)?;
     let seen = seen.into_inner();
     let mut sizes = [None, None];
     match &kind {
@@ -707,12 +825,23 @@ fn size_class(classes: Option<&[(u64, u64)]>, bytes: u64) -> u64 {
     }
 }
 
+/// How one event's halves are written with respect to receives from any source.
+#[derive(Clone, Copy, Debug, Default)]
+struct Wild {
+    /// The receive (half) is `recv any`.
+    any_receive: bool,
+    /// The send (half) goes to `source`.
+    reply: bool,
+}
+
+#[allow(clippy::too_many_arguments)]
 fn kind_inner(
     rank: u32,
     ev: &Event,
     comm: CommRef,
     policy: &Policy<'_>,
     size: &dyn Fn(u64) -> u64,
+    wild: Wild,
     live: &mut Live,
     out: &mut RankCounts,
 ) -> Option<Kind> {
@@ -723,8 +852,27 @@ fn kind_inner(
             None
         }
     };
+    // A receive from any source, and a send to the source of the last one.
+    let any = |peer: Option<i64>| {
+        if wild.any_receive {
+            Some(PEER_ANY_SOURCE)
+        } else {
+            peer
+        }
+    };
+    let reply = |peer: Option<i64>| {
+        if wild.reply && peer.is_some_and(|p| p >= 0) {
+            Some(PEER_SOURCE)
+        } else {
+            peer
+        }
+    };
     let half = |peer: Option<i64>, bytes: Option<u64>, out: &mut RankCounts| -> Half {
-        let peer_abs = peer_abs(rank, peer, comm, policy);
+        let peer_abs = if peer == Some(PEER_SOURCE) {
+            PeerAbs::Source
+        } else {
+            peer_abs(rank, peer, comm, policy)
+        };
         let b = bytes.unwrap_or(0);
         out.p2p_bytes += b;
         if matches!(peer_abs, PeerAbs::Rank(_) | PeerAbs::Any) {
@@ -755,15 +903,15 @@ fn kind_inner(
     };
     match ev.op {
         Op::Send | Op::Bsend | Op::Ssend | Op::Rsend => {
-            let h = half(ev.peer, ev.bytes, out);
+            let h = half(reply(ev.peer), ev.bytes, out);
             p2p(P2pOp::Send, vec![h], tag(ev.tag), None)
         }
         Op::Recv => {
-            let h = half(ev.peer, ev.bytes, out);
+            let h = half(any(ev.peer), ev.bytes, out);
             p2p(P2pOp::Recv, vec![h], tag(ev.tag), None)
         }
         Op::Isend | Op::Ibsend | Op::Issend | Op::Irsend => {
-            let h = half(ev.peer, ev.bytes, out);
+            let h = half(reply(ev.peer), ev.bytes, out);
             let req = post(ev);
             p2p(P2pOp::Isend, vec![h], tag(ev.tag), req)
         }
@@ -773,8 +921,8 @@ fn kind_inner(
             p2p(P2pOp::Irecv, vec![h], tag(ev.tag), req)
         }
         Op::Sendrecv | Op::SendrecvReplace => {
-            let s = half(ev.peer, ev.bytes, out);
-            let r = half(ev.src, ev.rbytes.or(ev.bytes), out);
+            let s = half(reply(ev.peer), ev.bytes, out);
+            let r = half(any(ev.src), ev.rbytes.or(ev.bytes), out);
             p2p(P2pOp::Sendrecv, vec![s, r], tag(ev.tag), None)
         }
         Op::Wait
@@ -914,6 +1062,9 @@ fn coll_op(op: Op) -> Option<(CollOp, bool)> {
     })
 }
 
+/// A set of call sites (object, offset).
+pub(crate) type SiteSet = BTreeSet<(String, u64)>;
+
 /// Size classes per call site (object, offset): sorted, disjoint `(smallest, largest)`
 /// ranges of the sizes recorded there.
 pub(crate) type SizeClasses = BTreeMap<(String, u64), Vec<(u64, u64)>>;
@@ -934,13 +1085,59 @@ const DATA_SIZES: usize = 16;
 /// to its largest size.
 const MAX_SITE_SIZES: usize = 1 << 16;
 
-/// What the survey pass learns from every event about tags and sizes.
+/// What the survey pass learns from every event about tags, sizes and receives from
+/// any source.
 #[derive(Debug, Default)]
 pub(crate) struct EventSurvey {
     tag_by_site: BTreeMap<(String, u64), i64>,
     tags_vary: bool,
     sizes: BTreeSet<u64>,
     site_sizes: BTreeMap<(String, u64), SiteSizes>,
+    /// Receive sites that took messages from any source: whether, on some rank, from
+    /// more than one source.
+    any_sources_vary: BTreeMap<(String, u64), bool>,
+    /// Send sites and how they answered receives from any source (`after` the sites
+    /// of the receives answered).
+    replies: BTreeMap<(String, u64), Replies<(String, u64)>>,
+}
+
+/// How the sends of one call site follow the rank's receives from any source.
+#[derive(Debug, Clone)]
+struct Replies<S> {
+    /// Every send went to the source of the rank's last receive from any source.
+    always: bool,
+    /// The first peer (per rank), and whether another followed on some rank.
+    first: Option<i64>,
+    vary: bool,
+    /// The call sites of the receives they answered.
+    after: BTreeSet<S>,
+}
+
+impl<S> Default for Replies<S> {
+    fn default() -> Self {
+        Replies {
+            always: true,
+            first: None,
+            vary: false,
+            after: BTreeSet::new(),
+        }
+    }
+}
+
+impl Replies<u64> {
+    fn add(&mut self, peer: i64, after: Option<u64>) {
+        match after {
+            Some(site) => {
+                self.after.insert(site);
+            }
+            None => self.always = false,
+        }
+        match self.first {
+            None => self.first = Some(peer),
+            Some(p) if p != peer => self.vary = true,
+            Some(_) => {}
+        }
+    }
 }
 
 /// The distinct sizes of one call site, or their range once there are too many.
@@ -1036,10 +1233,40 @@ pub(crate) struct RankEventSurvey {
     sizes: BTreeSet<u64>,
     /// The sizes of each call site.
     site_sizes: BTreeMap<u64, SiteSizes>,
+    wild: Wildcards,
+    /// Receive sites that took messages from any source: the first source, and whether
+    /// another followed.
+    any_sources: BTreeMap<u64, (i64, bool)>,
+    /// Send sites (rank-local ids) and how they answered receives from any source.
+    replies: BTreeMap<u64, Replies<u64>>,
 }
 
 impl RankEventSurvey {
     pub fn add(&mut self, ev: &Event) {
+        let role = self.wild.see(ev, &|_| true);
+        if let Some(src) = role.any_from {
+            let e = self.any_sources.entry(ev.site).or_insert((src, false));
+            e.1 |= e.0 != src;
+        }
+        let sends = matches!(
+            ev.op,
+            Op::Send
+                | Op::Bsend
+                | Op::Ssend
+                | Op::Rsend
+                | Op::Isend
+                | Op::Ibsend
+                | Op::Issend
+                | Op::Irsend
+                | Op::Sendrecv
+                | Op::SendrecvReplace
+        );
+        if let (true, Some(peer)) = (sends, ev.peer.filter(|p| *p >= 0)) {
+            self.replies
+                .entry(ev.site)
+                .or_default()
+                .add(peer, role.reply_after);
+        }
         for b in [ev.bytes, ev.rbytes].into_iter().flatten() {
             if b > 0 {
                 self.sizes.insert(b);
@@ -1071,12 +1298,26 @@ impl EventSurvey {
     /// rank, or of two ranks, at the same place must use the same tag too.)
     pub fn add_rank(&mut self, rank: RankEventSurvey, sites: &BTreeMap<u64, SiteKey>) {
         self.sizes.extend(rank.sizes);
-        for (site, sizes) in &rank.site_sizes {
-            let key = sites
+        let key_of = |site: &u64| {
+            sites
                 .get(site)
                 .map(|k| (k.object.clone(), k.offset))
-                .unwrap_or_default();
-            self.site_sizes.entry(key).or_default().merge(sizes);
+                .unwrap_or_default()
+        };
+        for (site, sizes) in &rank.site_sizes {
+            self.site_sizes
+                .entry(key_of(site))
+                .or_default()
+                .merge(sizes);
+        }
+        for (site, (_, vary)) in &rank.any_sources {
+            *self.any_sources_vary.entry(key_of(site)).or_default() |= vary;
+        }
+        for (site, r) in &rank.replies {
+            let into = self.replies.entry(key_of(site)).or_default();
+            into.always &= r.always;
+            into.vary |= r.vary;
+            into.after.extend(r.after.iter().map(key_of));
         }
         self.tags_vary |= rank.tags_vary;
         if self.tags_vary {
@@ -1091,6 +1332,30 @@ impl EventSurvey {
                 self.tags_vary = true;
             }
         }
+    }
+
+    /// The call sites whose receives from any source are written `recv any` (those that
+    /// took messages from more than one source on some rank: a receive that always
+    /// got its message from one rank stays a receive from that rank), and those whose
+    /// sends are written to `source`: every send there went to the source of the
+    /// rank's last receive from any source, all those receives are written `recv any`,
+    /// and the peers vary (a send to one rank stays a send to that rank).
+    pub fn wildcards(&self) -> (SiteSet, SiteSet) {
+        let any: SiteSet = self
+            .any_sources_vary
+            .iter()
+            .filter(|(_, vary)| **vary)
+            .map(|(site, _)| site.clone())
+            .collect();
+        let replies = self
+            .replies
+            .iter()
+            .filter(|(_, r)| {
+                r.always && r.vary && !r.after.is_empty() && r.after.iter().all(|s| any.contains(s))
+            })
+            .map(|(site, _)| site.clone())
+            .collect();
+        (any, replies)
     }
 
     /// The size classes of every call site, trace-wide (so that every rank gives a call
@@ -1132,5 +1397,143 @@ impl EventSurvey {
         }
         flush(&mut group);
         map
+    }
+}
+
+#[cfg(test)]
+mod wildcard_tests {
+    use super::*;
+
+    fn ev(op: Op, site: u64, peer: i64, any_source: bool) -> Event {
+        Event {
+            op,
+            site,
+            peer: Some(peer),
+            bytes: Some(8),
+            comm: Some(0),
+            any_source,
+            ..Event::default()
+        }
+    }
+
+    fn key(site: u64) -> (String, u64) {
+        ("app".to_string(), site)
+    }
+
+    /// The survey of one rank's `events`, sites 1 to 19 named `app+N`.
+    fn survey(events: &[Event]) -> (SiteSet, SiteSet) {
+        let mut rank = RankEventSurvey::default();
+        for e in events {
+            rank.add(e);
+        }
+        let sites: BTreeMap<u64, SiteKey> = (1..20)
+            .map(|s| {
+                (
+                    s,
+                    SiteKey {
+                        object: "app".into(),
+                        offset: s,
+                    },
+                )
+            })
+            .collect();
+        let mut all = EventSurvey::default();
+        all.add_rank(rank, &sites);
+        all.wildcards()
+    }
+
+    /// A master: tasks to every worker (site 1), then results from any worker (site 2)
+    /// each answered at once (site 3), in the order the workers finished.
+    fn master(order: &[i64]) -> Vec<Event> {
+        let mut events: Vec<Event> = (1..4).map(|w| ev(Op::Send, 1, w, false)).collect();
+        for &w in order {
+            events.push(ev(Op::Recv, 2, w, true));
+            events.push(ev(Op::Send, 3, w, false));
+        }
+        events
+    }
+
+    #[test]
+    fn answers_to_receives_from_any_source_are_found_per_call_site() {
+        let (any, replies) = survey(&master(&[2, 1, 3, 1, 2]));
+        assert_eq!(any, BTreeSet::from([key(2)]));
+        // The first tasks go to named workers: no answer.
+        assert_eq!(replies, BTreeSet::from([key(3)]));
+    }
+
+    #[test]
+    fn a_probe_of_any_source_then_a_receive_from_what_it_found_is_a_receive_from_any() {
+        let mut events = Vec::new();
+        for w in [3, 1, 2, 1] {
+            events.push(ev(Op::Probe, 4, w, true));
+            events.push(ev(Op::Recv, 5, w, false));
+            events.push(ev(Op::Send, 6, w, false));
+        }
+        // A receive from a named rank that no probe found stays one.
+        events.push(ev(Op::Recv, 7, 2, false));
+        events.push(ev(Op::Recv, 7, 3, false));
+        let (any, replies) = survey(&events);
+        assert_eq!(any, BTreeSet::from([key(5)]));
+        assert_eq!(replies, BTreeSet::from([key(6)]));
+    }
+
+    #[test]
+    fn sends_that_only_sometimes_answer_or_always_to_one_rank_are_no_answers() {
+        let mut events = master(&[2, 1, 3]);
+        // Site 8 answers twice, then sends to a rank that sent nothing.
+        events.push(ev(Op::Recv, 2, 1, true));
+        events.push(ev(Op::Send, 8, 1, false));
+        events.push(ev(Op::Recv, 2, 3, true));
+        events.push(ev(Op::Send, 8, 3, false));
+        events.push(ev(Op::Send, 8, 2, false));
+        // Site 10's receives from any source always got rank 1's message: they stay
+        // receives from rank 1, and the answers to them sends to rank 1 (site 11).
+        for _ in 0..3 {
+            events.push(ev(Op::Recv, 10, 1, true));
+            events.push(ev(Op::Send, 11, 1, false));
+        }
+        let (any, replies) = survey(&events);
+        assert_eq!(any, BTreeSet::from([key(2)]));
+        assert_eq!(replies, BTreeSet::from([key(3)]));
+    }
+
+    #[test]
+    fn sendrecv_answers_the_previous_receive_and_its_own_receive_counts_next() {
+        let mut w = Wildcards::default();
+        let all = |_: u64| true;
+        let first = Event {
+            src: Some(2),
+            ..ev(Op::Sendrecv, 1, 1, true)
+        };
+        // Its send cannot answer its own receive.
+        assert_eq!(
+            w.see(&first, &all),
+            WildRole {
+                any_from: Some(2),
+                reply_after: None
+            }
+        );
+        let second = Event {
+            src: Some(3),
+            ..ev(Op::Sendrecv, 2, 2, false)
+        };
+        assert_eq!(
+            w.see(&second, &all),
+            WildRole {
+                any_from: None,
+                reply_after: Some(1)
+            }
+        );
+        // Another communicator's rank 2 is no answer; a dropped call forgets.
+        let other = Event {
+            comm: Some(5),
+            ..ev(Op::Send, 3, 2, false)
+        };
+        assert_eq!(w.see(&other, &all).reply_after, None);
+        w.forget();
+        assert_eq!(w.see(&ev(Op::Send, 3, 2, false), &all).reply_after, None);
+        // A receive at a site the tokenizer does not write `recv any` is none.
+        w.see(&ev(Op::Recv, 4, 1, true), &|s| s != 4);
+        assert_eq!(w.see(&ev(Op::Send, 3, 1, false), &all).reply_after, None);
     }
 }

@@ -461,7 +461,7 @@ fn spanned_peer(input: Tokens) -> PResult<Spanned<Peer>> {
     Ok((rest, Spanned { value: peer, pos }))
 }
 
-/// `any`, `rank(EXPR)` or a direction.
+/// `any`, `source`, `rank(EXPR)` or a direction.
 fn peer(input: Tokens) -> PResult<Peer> {
     // The common argument-free words, without trying every alternative first (the
     // alternatives before them all fail on a word that is neither `any` nor `rank`).
@@ -475,6 +475,7 @@ fn peer(input: Tokens) -> PResult<Peer> {
         };
         let fast = match input.text(tok) {
             "any" => Some(Peer::Any),
+            "source" => Some(Peer::Source),
             "east" => Some(axis(0, true)),
             "west" => Some(axis(0, false)),
             "north" => Some(axis(1, true)),
@@ -576,6 +577,7 @@ fn peer(input: Tokens) -> PResult<Peer> {
     };
     let result = alt((
         value(Peer::Any, kw("any")),
+        value(Peer::Source, kw("source")),
         map(preceded(kw("rank"), cut(arg)), Peer::Rank),
         signed_axis,
         compass,

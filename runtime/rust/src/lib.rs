@@ -34,7 +34,8 @@
 //!   `.run()` runs a blocking operation, `.start(request)` posts a nonblocking one.
 //! - Directions ([`EAST`], [`NEXT`], [`child`]`(i)`, ...) are resolved in the
 //!   communicator's topology; a missing neighbour makes the operation do nothing, like
-//!   `MPI_PROC_NULL`. [`rank`]`(r)` names a rank, [`ANY`] any source.
+//!   `MPI_PROC_NULL`. [`rank`]`(r)` names a rank, [`ANY`] any source, [`SOURCE`] the
+//!   rank the last receive from [`ANY`] got its message from.
 //! - Loops and rank conditions are plain Rust over [`Skeleton::rank`],
 //!   [`Skeleton::nranks`] and [`Skeleton::coord`].
 //! - [`Skeleton::finish`] stops the clock after a barrier and prints the
@@ -55,7 +56,7 @@ mod units;
 
 pub use collective::{Coll, CollOp};
 pub use kernel::{ComputeMode, CLOCK_THRESHOLD, DEFAULT_WORKING_SET};
-pub use p2p::{rank, P2p, Peer, ANY};
+pub use p2p::{rank, P2p, Peer, ANY, SOURCE};
 pub use requests::Req;
 pub use skeleton::{result_line, Builder, Comm, Compute, Skeleton, WORLD};
 pub use topology::*;
@@ -64,7 +65,7 @@ pub use units::*;
 /// Everything a skeleton program uses.
 pub mod prelude {
     pub use crate::collective::CollOp;
-    pub use crate::p2p::{rank, Peer, ANY};
+    pub use crate::p2p::{rank, Peer, ANY, SOURCE};
     pub use crate::requests::Req;
     pub use crate::skeleton::{Comm, Skeleton, WORLD};
     pub use crate::topology::*;

@@ -26,6 +26,8 @@ pub enum Peer {
     Rank(i64),
     /// `any`: any source (receives only).
     Any,
+    /// `source`: the rank the last blocking receive from `any` got its message from.
+    Source,
 }
 
 impl From<Dir> for Peer {
@@ -42,6 +44,10 @@ pub fn rank(r: i64) -> Peer {
 /// `any`: receive from whichever rank sends.
 pub const ANY: Peer = Peer::Any;
 
+/// `source`: the rank this rank's last blocking receive from [`ANY`] (`recv`, or the
+/// receive half of `sendrecv`) got its message from, on the same communicator.
+pub const SOURCE: Peer = Peer::Source;
+
 /// A peer resolved on this rank.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Target {
@@ -51,10 +57,27 @@ pub(crate) enum Target {
     Any,
 }
 
-/// Resolves `peer` in communicator `entry` on this rank.
-pub(crate) fn resolve(entry: &CommEntry, peer: &Peer) -> Target {
+/// Resolves `peer` in communicator `entry` (index `comm`) on this rank, whose last
+/// receive from any rank matched `source`.
+pub(crate) fn resolve(
+    entry: &CommEntry,
+    comm: usize,
+    source: Option<(usize, i32)>,
+    peer: &Peer,
+) -> Target {
     match peer {
         Peer::Any => Target::Any,
+        Peer::Source => match source {
+            Some((on, rank)) if on == comm => Target::Rank(rank),
+            Some(_) => fatal(&format!(
+                "`source` on `{}` names a rank of another communicator: the last receive from `any` was on another one",
+                entry.name
+            )),
+            None => fatal(&format!(
+                "`source` on `{}` names no rank: no receive from `any` has received a message yet",
+                entry.name
+            )),
+        },
         Peer::Rank(r) if (0..entry.size as i64).contains(r) => Target::Rank(*r as i32),
         Peer::Rank(r) => fatal(&format!(
             "rank({r}) is out of range: `{}` has ranks 0 to {}",
@@ -165,12 +188,13 @@ impl P2p<'_, false> {
             None => fatal("unknown communicator"),
         };
         let tag = self.tag;
+        let comm = self.comm.0;
         let send = self
             .send
-            .map(|(peer, bytes)| (send_target(entry, &peer), usize_of(bytes)));
+            .map(|(peer, bytes)| (send_target(entry, comm, sk.source, &peer), usize_of(bytes)));
         let recv = self
             .recv
-            .map(|(peer, bytes)| (resolve(entry, &peer), usize_of(bytes)));
+            .map(|(peer, bytes)| (resolve(entry, comm, sk.source, &peer), usize_of(bytes)));
         match (send, recv) {
             (Some((Target::Rank(to), n_send)), Some((from, n_recv))) if from != Target::Null => {
                 let (data, buf) = sk.buffers.pair::<u8>(n_send, n_recv);
@@ -185,9 +209,10 @@ impl P2p<'_, false> {
                         }
                         _ => {
                             let src = c.any_process();
-                            mpi::point_to_point::send_receive_into_with_tags(
+                            let status = mpi::point_to_point::send_receive_into_with_tags(
                                 data, &dest, tag, buf, &src, tag,
                             );
+                            sk.source = Some((comm, status.source_rank()));
                         }
                     }
                 });
@@ -205,7 +230,8 @@ impl P2p<'_, false> {
                             on_comm!(entry, c => c.process_at_rank(from).receive_into_with_tag(buf, tag));
                         }
                         Target::Any => {
-                            on_comm!(entry, c => c.any_process().receive_into_with_tag(buf, tag));
+                            let status = on_comm!(entry, c => c.any_process().receive_into_with_tag(buf, tag));
+                            sk.source = Some((comm, status.source_rank()));
                         }
                         Target::Null => {}
                     }
@@ -224,11 +250,12 @@ impl P2p<'_, true> {
             None => fatal("unknown communicator"),
         };
         let tag = self.tag;
+        let (comm, source) = (self.comm.0, sk.source);
         let slot = sk.requests.for_post(req);
         if let Some((peer, bytes)) = self.send {
             let n = usize_of(bytes);
             let data = sk.buffers.send::<u8>(n);
-            slot.raw = match send_target(entry, &peer) {
+            slot.raw = match send_target(entry, comm, source, &peer) {
                 Target::Rank(to) => {
                     // SAFETY: the shared send buffer is never freed while the program
                     // runs (grown buffers are retired, not dropped).
@@ -249,7 +276,7 @@ impl P2p<'_, true> {
             // completes (`Requests::for_post` refuses a pending slot; its Drop leaks
             // buffers of pending requests).
             let buf: &'static mut [u8] = unsafe { extend_mut(buf) };
-            slot.raw = match resolve(entry, &peer) {
+            slot.raw = match resolve(entry, comm, source, &peer) {
                 Target::Rank(from) => {
                     let request = on_comm!(entry, c => c
                         .process_at_rank(from)
@@ -271,8 +298,13 @@ impl P2p<'_, true> {
     }
 }
 
-fn send_target(entry: &CommEntry, peer: &Peer) -> Target {
-    match resolve(entry, peer) {
+fn send_target(
+    entry: &CommEntry,
+    comm: usize,
+    source: Option<(usize, i32)>,
+    peer: &Peer,
+) -> Target {
+    match resolve(entry, comm, source, peer) {
         Target::Any => fatal(&format!(
             "`any` is a source, not a destination (on `{}`)",
             entry.name

@@ -254,6 +254,7 @@ impl Builder {
             passes: Passes::NotStarted,
             warmup_s: 0.0,
             poller: crate::poll::Poller::new(),
+            source: None,
             _universe: universe,
         };
         skeleton.barrier_world();
@@ -286,6 +287,9 @@ pub struct Skeleton {
     warmup_s: f64,
     /// The receive `compute .. polls N` tests.
     poller: crate::poll::Poller,
+    /// The communicator (index) and the rank there that the last blocking receive from
+    /// any rank got its message from: what [`crate::p2p::SOURCE`] names.
+    pub(crate) source: Option<(usize, i32)>,
     _universe: mpi::environment::Universe,
 }
 

@@ -59,6 +59,8 @@ const RESERVED: &[&str] = &[
     "ps_rbuf",
     "working_sets",
     "ps_src",
+    "ps_status",
+    "ps_source",
 ];
 
 /// Emits the files of the C program of a verified skeleton.
@@ -165,6 +167,9 @@ struct Writer<'a> {
     /// Receive regions: request handle (or "" for blocking operations) → (offset, size).
     regions: BTreeMap<String, (u64, u64)>,
     send_bytes: u64,
+    /// Whether a peer is `source`: blocking receives from any rank then keep their
+    /// status, and `ps_source` the rank it names.
+    uses_source: bool,
     /// Static tables (per-rank times and sizes) emitted before `main`.
     tables: Vec<String>,
     /// Byte offsets where the source's lines start, to cite lines in comments.
@@ -203,6 +208,7 @@ impl<'a> Writer<'a> {
             neighbours: BTreeMap::new(),
             regions: BTreeMap::new(),
             send_bytes: 0,
+            uses_source: false,
             tables: Vec::new(),
             line_starts: std::iter::once(0)
                 .chain(options.source.match_indices('\n').map(|(i, _)| i + 1))
@@ -263,6 +269,10 @@ impl<'a> Writer<'a> {
                     if let Some((peer, _)) = p.recv.as_deref() {
                         self.plan_peer(&comm, &peer.value);
                     }
+                    self.uses_source |= p.peer.value == Peer::Source
+                        || p.recv
+                            .as_deref()
+                            .is_some_and(|(peer, _)| peer.value == Peer::Source);
                     let bytes = |s: &MsgSize| s.max_bytes();
                     let needs = match p.op {
                         P2pOp::Send | P2pOp::Isend => Needs {
@@ -439,6 +449,13 @@ impl<'a> Writer<'a> {
         if !self.neighbours.is_empty() {
             self.line("int ps_src; /* the unused half of MPI_Cart_shift */");
             self.line("(void)ps_src;");
+        }
+        if self.uses_source {
+            self.line(
+                "/* `source`: the rank the last receive from any rank got its message from */",
+            );
+            self.line("MPI_Status ps_status;");
+            self.line("int ps_source = MPI_PROC_NULL;");
         }
         self.setup_world();
         self.setup_names();

@@ -213,6 +213,7 @@ impl Writer<'_> {
         };
         match peer {
             Peer::Any => "MPI_ANY_SOURCE".into(),
+            Peer::Source => "ps_source".into(),
             Peer::Rank(e) => as_int(&self.expr(e)),
             Peer::Dir(d) => {
                 if let Some(var) = self
@@ -302,11 +303,26 @@ impl Writer<'_> {
         let peer = self.peer(&comm, &p.peer.value);
         let buf = self.region(&p.request);
         let req = self.request_var(&p.request);
+        // A blocking receive from any rank keeps whom it received from, for `source`.
+        let from_any = match p.op {
+            P2pOp::Recv => p.peer.value == Peer::Any,
+            P2pOp::Sendrecv => p
+                .recv
+                .as_deref()
+                .is_some_and(|(peer, _)| peer.value == Peer::Any),
+            _ => false,
+        };
+        let keeps_source = self.uses_source && from_any;
+        let status = if keeps_source {
+            "&ps_status"
+        } else {
+            "MPI_STATUS_IGNORE"
+        };
         let call = match p.op {
             P2pOp::Send => format!("MPI_Send(ps_sbuf, {bytes}, MPI_BYTE, {peer}, {tag}, {cvar});"),
-            P2pOp::Recv => format!(
-                "MPI_Recv({buf}, {bytes}, MPI_BYTE, {peer}, {tag}, {cvar}, MPI_STATUS_IGNORE);"
-            ),
+            P2pOp::Recv => {
+                format!("MPI_Recv({buf}, {bytes}, MPI_BYTE, {peer}, {tag}, {cvar}, {status});")
+            }
             P2pOp::Isend => {
                 format!("MPI_Isend(ps_sbuf, {bytes}, MPI_BYTE, {peer}, {tag}, {cvar}, {req});")
             }
@@ -319,11 +335,14 @@ impl Writer<'_> {
                     None => ("MPI_PROC_NULL".into(), "0".into()),
                 };
                 format!(
-                    "MPI_Sendrecv(ps_sbuf, {bytes}, MPI_BYTE, {peer}, {tag}, {buf}, {rsize}, MPI_BYTE, {rpeer}, {tag}, {cvar}, MPI_STATUS_IGNORE);"
+                    "MPI_Sendrecv(ps_sbuf, {bytes}, MPI_BYTE, {peer}, {tag}, {buf}, {rsize}, MPI_BYTE, {rpeer}, {tag}, {cvar}, {status});"
                 )
             }
         };
         self.line(&call);
+        if keeps_source {
+            self.line("ps_source = ps_status.MPI_SOURCE;");
+        }
         self.window_trim(&p.request);
     }
 

@@ -127,6 +127,7 @@ pub(super) type LoopVars = std::collections::BTreeMap<String, String>;
 pub(super) fn peer(p: &Peer, vars: &LoopVars) -> String {
     match p {
         Peer::Any => "ANY".into(),
+        Peer::Source => "SOURCE".into(),
         Peer::Rank(e) => format!("Peer::Rank({})", expr(e, vars)),
         Peer::Dir(d) => direction(d, vars),
     }
