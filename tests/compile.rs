@@ -79,6 +79,13 @@ fn generated_c_with_wildcard_replies_matches_its_snapshot() {
     c_snapshot(&root().join("tests/data/dsl/ok/wildcard_replies.skel"), 1);
 }
 
+/// `while recv`: a receive of any tag, and a `break` on another tag than the loop's.
+/// At 1:10 no loop that sends point to point is cut: the workers' compute is.
+#[test]
+fn generated_c_with_a_task_farm_matches_its_snapshot() {
+    c_snapshot(&root().join("tests/data/dsl/ok/task_farm.skel"), 10);
+}
+
 /// Compiles the skeleton at `path` for 1:`ratio` with the C back end and compares with
 /// `snapshots/c_mpi/<stem>@<ratio>.snap`: source, report, warnings, scaled skeleton, C.
 fn c_snapshot(path: &Path, ratio: u64) {
@@ -357,6 +364,20 @@ fn wildcard_replies_run_under_mpich() {
     let source = read(&root().join("tests/data/dsl/ok/wildcard_replies.skel"));
     compile_and_run(
         "wildcard_replies",
+        &source,
+        (short_ratio(&source), "app-time"),
+        "mpich",
+        4,
+    );
+}
+
+/// A task farm under MPICH too: each worker takes tasks while they come and stops at
+/// the message with another tag, or the run would hang.
+#[test]
+fn task_farm_runs_under_mpich() {
+    let source = read(&root().join("tests/data/dsl/ok/task_farm.skel"));
+    compile_and_run(
+        "task_farm",
         &source,
         (short_ratio(&source), "app-time"),
         "mpich",

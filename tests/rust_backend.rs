@@ -501,6 +501,10 @@ fn run_examples(mpi: Mpi) {
         std::fs::read_to_string(root().join("tests/data/dsl/ok/wildcard_replies.skel"))
             .expect("wildcard_replies.skel");
     programs.push(("wildcard_replies.skel".into(), wildcard_replies));
+    // Workers taking tasks while they come (`while recv`).
+    let task_farm = std::fs::read_to_string(root().join("tests/data/dsl/ok/task_farm.skel"))
+        .expect("task_farm.skel");
+    programs.push(("task_farm.skel".into(), task_farm));
     // The hand-written example of the runtime crate, built as the project's main.rs.
     programs.push(("halo".into(), String::new()));
     let halo = std::fs::read_to_string(root().join("runtime/rust/examples/halo.rs"))

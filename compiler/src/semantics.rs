@@ -604,6 +604,10 @@ pub fn stmt_exprs(stmt: &Stmt) -> Vec<&Expr> {
                 };
             }
         }
+        StmtKind::While(w) => {
+            peer_exprs(&w.recv.peer.value, &mut out);
+            out.extend(w.recv.size.index());
+        }
         StmtKind::P2p(p) => {
             peer_exprs(&p.peer.value, &mut out);
             out.extend(p.size.index());
@@ -686,6 +690,7 @@ pub fn stmt_blocks(stmt: &Stmt) -> Vec<&Block> {
     let mut out = Vec::new();
     match &stmt.kind {
         StmtKind::Loop(l) => out.push(&l.body),
+        StmtKind::While(w) => out.push(&w.body),
         StmtKind::If(i) => {
             let mut current = Some(&**i);
             while let Some(arm) = current {
@@ -747,6 +752,7 @@ pub fn visit<'p>(block: &'p Block, f: &mut impl FnMut(&'p Stmt)) {
         f(stmt);
         match &stmt.kind {
             StmtKind::Loop(l) => visit(&l.body, f),
+            StmtKind::While(w) => visit(&w.body, f),
             StmtKind::If(i) => {
                 let mut branch = Some(i);
                 while let Some(current) = branch {

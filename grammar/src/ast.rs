@@ -387,6 +387,7 @@ pub enum StmtKind {
     CommDecl(Box<CommDecl>),
     Loop(Box<Loop>),
     If(Box<If>),
+    While(Box<While>),
 }
 
 impl StmtKind {
@@ -860,6 +861,17 @@ impl CommDef {
 pub struct Loop {
     pub count: Expr,
     pub var: Option<Ident>,
+    pub body: Block,
+}
+
+/// `while recv PEER SIZE tag T [on COMM] { ... }`: receives a message from PEER with any
+/// tag; while its tag is T, runs the body and receives again; a message with another tag
+/// ends the loop. A worker taking tasks until its master tells it to stop: how many
+/// tasks each worker gets is decided where the skeleton runs, as in the application.
+#[derive(Clone, Debug, PartialEq)]
+pub struct While {
+    /// The receive heading every iteration (`op` is `Recv`, `tag` is T).
+    pub recv: P2p,
     pub body: Block,
 }
 

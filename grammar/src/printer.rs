@@ -37,6 +37,7 @@ pub fn stmt_head(stmt: &Stmt) -> String {
     match &stmt.kind {
         StmtKind::Loop(l) => loop_head(l),
         StmtKind::If(i) => format!("if {}", expr(&i.cond)),
+        StmtKind::While(w) => while_head(w),
         kind => simple(kind),
     }
 }
@@ -300,6 +301,18 @@ impl Printer {
                 self.braced(loop_head(l), &l.body, &suffix);
             }
             StmtKind::If(i) => self.if_chain(i, &suffix),
+            // The site is the receive's: it goes before the block.
+            StmtKind::While(w) => {
+                let mut head = while_head(w);
+                if let Some(site) = &stmt.site {
+                    let _ = write!(head, " @ {}", string(&site.text));
+                }
+                self.braced(
+                    head,
+                    &w.body,
+                    &with_trailing(String::new(), &stmt.trivia.trailing),
+                );
+            }
             kind => {
                 let text = simple(kind);
                 self.line(&format!("{text}{suffix}"));
@@ -429,9 +442,14 @@ fn simple(kind: &StmtKind) -> String {
                 }
             }
         }
-        StmtKind::Loop(_) | StmtKind::If(_) => {}
+        StmtKind::Loop(_) | StmtKind::If(_) | StmtKind::While(_) => {}
     }
     out
+}
+
+/// `while recv PEER SIZE tag T [on COMM]`.
+fn while_head(w: &While) -> String {
+    format!("while {}", simple(&StmtKind::P2p(Box::new(w.recv.clone()))))
 }
 
 /// `loop COUNT` or `loop COUNT as NAME`.

@@ -319,6 +319,20 @@ fn block(depth: u32) -> BoxedStrategy<Block> {
             4 => simple(),
             1 => (expr(), prop::option::of(prop::sample::select(vec!["i", "step", "j2"])), block(depth - 1))
                 .prop_map(|(count, var, body)| StmtKind::Loop(Box::new(Loop { count, var: var.map(Ident::new), body }))),
+            1 => (peer(true), msg_size(), any::<u32>(), prop::option::of(name()), block(depth - 1))
+                .prop_map(|(peer, size, tag, comm, body)| StmtKind::While(Box::new(While {
+                    recv: P2p {
+                        op: P2pOp::Recv,
+                        request: None,
+                        peer,
+                        size,
+                        recv: None,
+                        tag: Some(Spanned::derived(tag)),
+                        comm,
+                        window: None,
+                    },
+                    body,
+                }))),
             1 => (expr(), block(depth - 1), prop::option::of((prop::option::of(expr()), block(depth - 1))))
                 .prop_map(|(cond, then_block, else_part)| {
                     let else_branch = else_part.map(|(cond2, b)| match cond2 {

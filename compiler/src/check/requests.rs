@@ -292,6 +292,7 @@ fn collect_names<'p>(block: &'p Block, out: &mut Names<'p>) {
                 }
             }
             StmtKind::Loop(l) => collect_names(&l.body, out),
+            StmtKind::While(w) => collect_names(&w.body, out),
             StmtKind::If(i) => {
                 let mut current = i;
                 loop {
@@ -364,7 +365,17 @@ impl<'p> Walk<'p, '_> {
             // it found it and reports nothing: skip it (a join of equal states is the
             // identity).
             StmtKind::Loop(l) if !touches_requests(&l.body) => {}
+            StmtKind::While(w) if !touches_requests(&w.body) => {}
             StmtKind::If(i) if !if_touches_requests(i) => {}
+            StmtKind::While(w) => {
+                // None, one or more iterations: the states before joined with those
+                // after one and after two.
+                let before = states.clone();
+                self.block(&w.body, states);
+                let once = states.clone();
+                self.block(&w.body, states);
+                *states = join(&[before, once, states.clone()]);
+            }
             StmtKind::Loop(l) => {
                 // Two passes: the second starts from what one iteration leaves behind.
                 let once = is_constant_one(&l.count);
@@ -601,6 +612,7 @@ fn touches_requests(block: &Block) -> bool {
         StmtKind::P2p(_) | StmtKind::Collective(_) => stmt.kind.request().is_some(),
         StmtKind::Wait(_) => true,
         StmtKind::Loop(l) => touches_requests(&l.body),
+        StmtKind::While(w) => touches_requests(&w.body),
         StmtKind::If(i) => if_touches_requests(i),
         StmtKind::Compute(_) | StmtKind::CommDecl(_) => false,
     })

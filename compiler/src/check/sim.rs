@@ -164,6 +164,8 @@ struct Req<'p> {
     consumed: bool,
     /// A blocking receive from `any`: its match sets the owner's `source`.
     sets_source: bool,
+    /// The receive of a `while recv`: its match sets the owner's `tag`.
+    sets_tag: bool,
     /// The handle the request is bound to, or `NONE`.
     handle: u32,
     kind: ReqKind,
@@ -232,6 +234,8 @@ struct RankState<'p> {
     /// The communicator instance and the rank there that the last blocking receive
     /// from `any` got its message from: what `source` names.
     source: Option<(u32, u32)>,
+    /// The tag of the message the last `while recv` took.
+    tag: Option<u32>,
 }
 
 struct Sim<'p, 'd> {
@@ -286,6 +290,7 @@ impl<'p, 'd> Sim<'p, 'd> {
                 done: false,
                 stats: RankStats::default(),
                 source: None,
+                tag: None,
             })
             .collect();
         Sim {
@@ -467,6 +472,13 @@ impl<'p, 'd> Sim<'p, 'd> {
                         return Ok(());
                     }
                 }
+                // The loop goes on while the message has its tag.
+                Op::WhileTag { tag, end } => {
+                    let state = &mut self.ranks[r];
+                    if state.tag != Some(*tag) {
+                        state.cursor.pc = *end;
+                    }
+                }
                 // The cursor stops only at operations with other ranks.
                 _ => {}
             }
@@ -502,7 +514,8 @@ impl<'p, 'd> Sim<'p, 'd> {
             } else {
                 self.peer(rank, inst, me, peer)?
             };
-            let req = self.post_recv(rank, inst, me, from, p.tag, bytes, p.sets_source, stmt);
+            let keeps = (p.sets_source, p.sets_tag);
+            let req = self.post_recv(rank, inst, me, from, p.tag, bytes, keeps, stmt);
             if first == NONE {
                 first = req;
             } else {
@@ -736,6 +749,7 @@ impl<'p, 'd> Sim<'p, 'd> {
             done: kind == ReqKind::Done,
             consumed: false,
             sets_source: false,
+            sets_tag: false,
             handle: NONE,
             kind,
             stmt,
@@ -842,7 +856,7 @@ impl<'p, 'd> Sim<'p, 'd> {
         let req = self.new_req(rank, ReqKind::Send { inst, to }, stmt);
         let slot = self.comms.insts[inst as usize].base + to as usize;
         match self.queues.receive_for(slot, me, tag) {
-            Some(recv) => self.matched(req, bytes, recv.req, recv.bytes, me),
+            Some(recv) => self.matched(req, bytes, recv.req, recv.bytes, (me, tag)),
             None => self.queues.queue_send(
                 slot,
                 PendingSend {
@@ -856,8 +870,8 @@ impl<'p, 'd> Sim<'p, 'd> {
         req
     }
 
-    /// `from`: `None` for a missing neighbour, `Some(NONE)` for `any`; `sets_source`:
-    /// the match sets the rank's `source`.
+    /// `from`: `None` for a missing neighbour, `Some(NONE)` for `any`; `keeps`: the
+    /// match sets the rank's `source`, its `tag`.
     #[allow(clippy::too_many_arguments)]
     #[inline]
     fn post_recv(
@@ -868,7 +882,7 @@ impl<'p, 'd> Sim<'p, 'd> {
         from: Option<u32>,
         tag: u32,
         bytes: u64,
-        sets_source: bool,
+        (sets_source, sets_tag): (bool, bool),
         stmt: &'p Stmt,
     ) -> ReqId {
         let Some(from) = from else {
@@ -876,9 +890,10 @@ impl<'p, 'd> Sim<'p, 'd> {
         };
         let req = self.new_req(rank, ReqKind::Recv { inst, from }, stmt);
         self.reqs[req as usize].sets_source = sets_source;
+        self.reqs[req as usize].sets_tag = sets_tag;
         let slot = self.comms.insts[inst as usize].base + me as usize;
         match self.queues.message_for(slot, from, tag) {
-            Some(send) => self.matched(send.req, send.bytes, req, bytes, send.src),
+            Some(send) => self.matched(send.req, send.bytes, req, bytes, (send.src, send.tag)),
             None => self.queues.queue_recv(
                 slot,
                 PendingRecv {
@@ -892,15 +907,25 @@ impl<'p, 'd> Sim<'p, 'd> {
         req
     }
 
-    /// A message from rank `src` of the communicator meets its receive.
+    /// A message from rank `src` of the communicator, with `tag`, meets its receive.
     #[inline]
-    fn matched(&mut self, send: ReqId, send_bytes: u64, recv: ReqId, recv_bytes: u64, src: u32) {
+    fn matched(
+        &mut self,
+        send: ReqId,
+        send_bytes: u64,
+        recv: ReqId,
+        recv_bytes: u64,
+        (src, tag): (u32, u32),
+    ) {
         if send_bytes > recv_bytes {
             self.truncation(send, send_bytes, recv, recv_bytes);
         }
         let r = &self.reqs[recv as usize];
         if let (true, ReqKind::Recv { inst, .. }) = (r.sets_source, r.kind) {
             self.ranks[r.owner as usize].source = Some((inst, src));
+        }
+        if r.sets_tag {
+            self.ranks[r.owner as usize].tag = Some(tag);
         }
         self.complete(send);
         self.complete(recv);

@@ -279,6 +279,10 @@ impl Pass<'_> {
             StmtKind::Collective(c) => self.collective(c),
             StmtKind::Wait(_) => {}
             StmtKind::CommDecl(d) => self.comm_decl(d, stmt, depth),
+            StmtKind::While(w) => {
+                self.p2p(&w.recv);
+                self.block(&w.body, depth + 1);
+            }
             StmtKind::Loop(l) => {
                 // The count is evaluated before the first iteration: the loop's own
                 // variable is not in scope there.

@@ -230,7 +230,11 @@ impl<'p> Cursor<'p> {
                     }
                     pc = to;
                 }
-                Op::P2p(_) | Op::Collective(_) | Op::CommDecl { .. } | Op::Wait { .. } => {
+                Op::P2p(_)
+                | Op::Collective(_)
+                | Op::CommDecl { .. }
+                | Op::Wait { .. }
+                | Op::WhileTag { .. } => {
                     self.pc = pc;
                     return Ok(Stop::Op(op));
                 }

@@ -59,7 +59,13 @@ pub(crate) struct P2pPlan<'p> {
     /// A blocking receive from `any` (`recv any`, `sendrecv ... from any`): the rank it
     /// receives from becomes the rank's `source`.
     pub sets_source: bool,
+    /// The receive of a `while recv`: it takes any tag (`tag` is `ANY_TAG`), and the tag
+    /// of its message becomes the rank's last tag.
+    pub sets_tag: bool,
 }
+
+/// The tag of a receive that takes any (`while recv`).
+pub(crate) const ANY_TAG: u32 = super::queue::ANY;
 
 /// A collective, with what the simulation needs copied out of the statement (the hot
 /// loop then touches no syntax tree).
@@ -138,6 +144,13 @@ pub(crate) enum Op<'p> {
         otherwise: usize,
     },
     Jump(usize),
+    /// After the receive of `while recv ... tag T`: on into the body when the message
+    /// it took has tag T, else to `end`, past the loop (the simulations keep each rank's
+    /// last tag; see [`P2pPlan::sets_tag`]).
+    WhileTag {
+        tag: u32,
+        end: usize,
+    },
     /// `Plan::p2ps[i]`.
     P2p(u32),
     /// `Plan::colls[i]`.
@@ -346,6 +359,47 @@ impl<'p> Lowering<'p, '_> {
         }
     }
 
+    /// A point-to-point statement's plan; `while_head`: the receive of a `while recv`,
+    /// which takes any tag and keeps the one it got.
+    fn p2p(&mut self, stmt: &'p Stmt, p: &'p P2p, while_head: bool) {
+        let (comm, comm_name) = self.comm(&p.comm);
+        let bytes = |s: &'p MsgSize| match s {
+            MsgSize::Fixed(v) => Bytes::Const(v.value.bytes().unwrap_or(0)),
+            MsgSize::Pick(_) => Bytes::Pick(s),
+        };
+        let (send, recv) = match p.op {
+            P2pOp::Recv | P2pOp::Irecv => (None, Some((&p.peer, &p.size))),
+            P2pOp::Sendrecv => (
+                Some((&p.peer, &p.size)),
+                p.recv.as_deref().map(|(peer, size)| (peer, size)),
+            ),
+            P2pOp::Send | P2pOp::Isend => (Some((&p.peer, &p.size)), None),
+        };
+        let send = send.map(|(peer, size)| (self.peer(comm, peer), bytes(size)));
+        let recv = recv.map(|(peer, size)| (self.peer(comm, peer), bytes(size)));
+        let sets_source =
+            matches!(p.op, P2pOp::Recv | P2pOp::Sendrecv) && recv.is_some_and(|(peer, _)| peer.any);
+        let plan = P2pPlan {
+            stmt,
+            comm,
+            comm_name,
+            send,
+            recv,
+            tag: if while_head {
+                ANY_TAG
+            } else {
+                p.tag.map_or(0, |t| t.value)
+            },
+            request: p.request.is_some(),
+            handle: self.handle(&p.request),
+            window: p.window.map_or(0, |w| w.value),
+            sets_source,
+            sets_tag: while_head,
+        };
+        self.plan.p2ps.push(plan);
+        self.push(Op::P2p(self.plan.p2ps.len() as u32 - 1));
+    }
+
     fn stmt(&mut self, stmt: &'p Stmt) {
         match &stmt.kind {
             StmtKind::Compute(c) => {
@@ -416,39 +470,21 @@ impl<'p> Lowering<'p, '_> {
                     otherwise: otherwise.unwrap_or(end),
                 };
             }
-            StmtKind::P2p(p) => {
-                let (comm, comm_name) = self.comm(&p.comm);
-                let bytes = |s: &'p MsgSize| match s {
-                    MsgSize::Fixed(v) => Bytes::Const(v.value.bytes().unwrap_or(0)),
-                    MsgSize::Pick(_) => Bytes::Pick(s),
-                };
-                let (send, recv) = match p.op {
-                    P2pOp::Recv | P2pOp::Irecv => (None, Some((&p.peer, &p.size))),
-                    P2pOp::Sendrecv => (
-                        Some((&p.peer, &p.size)),
-                        p.recv.as_deref().map(|(peer, size)| (peer, size)),
-                    ),
-                    P2pOp::Send | P2pOp::Isend => (Some((&p.peer, &p.size)), None),
-                };
-                let send = send.map(|(peer, size)| (self.peer(comm, peer), bytes(size)));
-                let recv = recv.map(|(peer, size)| (self.peer(comm, peer), bytes(size)));
-                let sets_source = matches!(p.op, P2pOp::Recv | P2pOp::Sendrecv)
-                    && recv.is_some_and(|(peer, _)| peer.any);
-                let plan = P2pPlan {
-                    stmt,
-                    comm,
-                    comm_name,
-                    send,
-                    recv,
-                    tag: p.tag.map_or(0, |t| t.value),
-                    request: p.request.is_some(),
-                    handle: self.handle(&p.request),
-                    window: p.window.map_or(0, |w| w.value),
-                    sets_source,
-                };
-                self.plan.p2ps.push(plan);
-                self.push(Op::P2p(self.plan.p2ps.len() as u32 - 1));
+            StmtKind::While(w) => {
+                let head = self.plan.ops.len();
+                self.p2p(stmt, &w.recv, true);
+                let at = self.push(Op::WhileTag {
+                    tag: w.recv.tag.map_or(0, |t| t.value),
+                    end: 0,
+                });
+                self.block(&w.body);
+                self.push(Op::Jump(head));
+                let end = self.plan.ops.len();
+                if let Op::WhileTag { end: e, .. } = &mut self.plan.ops[at] {
+                    *e = end;
+                }
             }
+            StmtKind::P2p(p) => self.p2p(stmt, p, false),
             StmtKind::Collective(c) => {
                 let (comm, comm_name) = self.comm(&c.comm);
                 let bytes = match &c.size {

@@ -50,21 +50,22 @@ impl<S: Envelope, R: Envelope> Queues<S, R> {
     }
 
     /// A message from `src` with `tag` for `slot`: the receive it completes, if one is
-    /// posted; otherwise the caller queues it with [`Queues::queue_send`].
+    /// posted (a receive's tag may be [`ANY`]: `while recv`); otherwise the caller
+    /// queues it with [`Queues::queue_send`].
     #[inline]
     pub fn receive_for(&mut self, slot: usize, src: u32, tag: u32) -> Option<R> {
         take(&mut self.recvs[slot], |r| {
-            r.tag() == tag && (r.src() == ANY || r.src() == src)
+            (r.tag() == tag || r.tag() == ANY) && (r.src() == ANY || r.src() == src)
         })
     }
 
-    /// A receive at `slot` from `from` (or [`ANY`]) with `tag`: the oldest message it
+    /// A receive at `slot` from `from` (or [`ANY`]) with `tag` (or [`ANY`]): the oldest message it
     /// takes, if one is there; otherwise the caller queues it with
     /// [`Queues::queue_recv`].
     #[inline]
     pub fn message_for(&mut self, slot: usize, from: u32, tag: u32) -> Option<S> {
         take(&mut self.sends[slot], |s| {
-            s.tag() == tag && (from == ANY || from == s.src())
+            (tag == ANY || s.tag() == tag) && (from == ANY || from == s.src())
         })
     }
 

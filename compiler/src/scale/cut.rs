@@ -123,14 +123,27 @@ pub fn plan(
 ) -> Plan {
     let n = program.ranks.value;
     let envs = Env::all(n, world);
+    // A `while recv` runs as many iterations as messages with its tag come, and its
+    // compute, in no cut loop, is scaled by the whole ratio: the loops that send those
+    // messages must keep all theirs, or that compute would be cut twice (and the
+    // messages that end it could be cut away). Every loop that communicates point to
+    // point is kept whole then.
+    let mut frozen = keep.clone();
+    let whiles = has_while(&program.body.stmts);
+    if whiles {
+        let mut all = Vec::new();
+        p2p_loops(&program.body.stmts, &mut all);
+        frozen.extend(all.into_iter().map(|l| l as *const Loop));
+    }
     let mut planner = Planner {
         envs,
         plan: Plan::default(),
-        frozen: keep.clone(),
+        frozen,
         weighed_ifs: std::collections::HashSet::new(),
         mode,
         rank_branch: false,
         loop_sites: std::collections::BTreeMap::new(),
+        whiles,
     };
     planner.block(&program.body, k);
     planner.plan
@@ -154,12 +167,23 @@ struct Planner {
     /// In [`Mode::rounded`], the call sites of the collectives in the bodies of the
     /// loops of the current block's rank branches, and in how many of those loops each is.
     loop_sites: std::collections::BTreeMap<String, usize>,
+    /// The program has a `while recv`: its point-to-point loops are kept whole.
+    whiles: bool,
 }
 
 /// Whether a block sends or receives point to point anywhere inside.
 fn has_p2p(stmts: &[Stmt]) -> bool {
     stmts.iter().any(|s| {
-        matches!(s.kind, StmtKind::P2p(_)) || stmt_blocks(s).into_iter().any(|b| has_p2p(&b.stmts))
+        matches!(s.kind, StmtKind::P2p(_) | StmtKind::While(_))
+            || stmt_blocks(s).into_iter().any(|b| has_p2p(&b.stmts))
+    })
+}
+
+/// Whether a block holds a `while recv` anywhere inside.
+fn has_while(stmts: &[Stmt]) -> bool {
+    stmts.iter().any(|s| {
+        matches!(s.kind, StmtKind::While(_))
+            || stmt_blocks(s).into_iter().any(|b| has_while(&b.stmts))
     })
 }
 
@@ -603,6 +627,12 @@ impl Planner {
                     let kept = (period > 1).then_some(raw);
                     self.body(l, k / factor, k, factor, None, kept);
                 }
+                StmtKind::While(w) => {
+                    // Not cut (its iterations are the messages it gets): the compute
+                    // inside stands for the whole ratio.
+                    self.plan.residual.insert(stmt as *const Stmt, k);
+                    self.block(&w.body, k);
+                }
                 StmtKind::If(i) if self.weighed_ifs.contains(&(&**i as *const If)) => {}
                 StmtKind::If(i) => {
                     let outer = self.rank_branch;
@@ -757,7 +787,9 @@ impl Planner {
                 ratio_text(body_k),
                 ratio_text(body_k)
             ));
-            if let Some(g) = common {
+            if self.whiles && has_p2p(&l.body.stmts) {
+                diag = diag.with_note("the program has a `while recv`, which runs as many iterations as messages with its tag come: loops that communicate point to point keep all their iterations, so that those messages stay");
+            } else if let Some(g) = common {
                 diag = diag.with_note(format!(
                     "loops whose counts differ by rank or by branch are cut by a common divisor of their counts (here of {g}) so that sends and receives still match"
                 ));

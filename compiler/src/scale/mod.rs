@@ -50,7 +50,10 @@ fn least_operations(stmts: &[Stmt]) -> u64 {
     stmts
         .iter()
         .map(|stmt| match &stmt.kind {
-            StmtKind::P2p(_) | StmtKind::Collective(_) | StmtKind::Wait(_) => 1,
+            // A `while recv` receives once at least.
+            StmtKind::P2p(_) | StmtKind::Collective(_) | StmtKind::Wait(_) | StmtKind::While(_) => {
+                1
+            }
             StmtKind::Loop(l) => match l.count.kind {
                 ExprKind::Int(n) if n > 0 => {
                     (n as u64).saturating_mul(least_operations(&l.body.stmts))
@@ -606,6 +609,18 @@ fn rewrite(stmt: &Stmt, plan: &Plan, c: f64, s: f64) -> Stmt {
             body: rewrite_block(&l.body, plan, c, s),
         })),
         StmtKind::If(i) => StmtKind::If(Box::new(rewrite_if(i, plan, c, s))),
+        StmtKind::While(w) => {
+            let mut recv = w.recv.clone();
+            if s < 1.0 {
+                for v in recv.size.values_mut() {
+                    *v = scale_size(*v, s);
+                }
+            }
+            StmtKind::While(Box::new(While {
+                recv,
+                body: rewrite_block(&w.body, plan, c, s),
+            }))
+        }
         StmtKind::Compute(compute) => {
             let f = c / residual;
             let d = |d: &Spanned<Duration>| Spanned {

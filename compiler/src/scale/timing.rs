@@ -141,6 +141,8 @@ struct Rank<'p> {
     /// The communicator instance and the rank there that the last blocking receive
     /// from `any` got its message from: what `source` names.
     source: Option<(u32, u32)>,
+    /// The tag of the message the last `while recv` took.
+    tag: Option<u32>,
 }
 
 struct Send {
@@ -169,6 +171,8 @@ struct Req {
     /// A blocking receive from `any` on this communicator instance: its match sets the
     /// owner's `source`.
     source_on: Option<u32>,
+    /// The receive of a `while recv`: its match sets the owner's `tag`.
+    sets_tag: bool,
 }
 
 struct Coll {
@@ -240,6 +244,7 @@ impl<'p> Timed<'p> {
                 blocked: None,
                 done: false,
                 source: None,
+                tag: None,
             })
             .collect();
         let coll_bytes = plan
@@ -361,6 +366,14 @@ impl<'p> Timed<'p> {
                 }
                 Ok(self.block_on(rank, reqs, *any))
             }
+            // The loop goes on while the message has its tag.
+            Op::WhileTag { tag, end } => {
+                let state = &mut self.ranks[r];
+                if state.tag != Some(*tag) {
+                    state.cursor.pc = *end;
+                }
+                Ok(true)
+            }
             // The cursor stops only at operations with other ranks.
             _ => Ok(true),
         }
@@ -410,8 +423,8 @@ impl<'p> Timed<'p> {
             } else {
                 peer_of(self, peer)?
             };
-            let source_on = p.sets_source.then_some(inst);
-            reqs.push(self.post_recv(rank, inst, me, from, p.tag, source_on));
+            let keeps = (p.sets_source.then_some(inst), p.sets_tag);
+            reqs.push(self.post_recv(rank, inst, me, from, p.tag, keeps));
         }
         if p.request {
             let mut rest = reqs.into_iter();
@@ -465,6 +478,7 @@ impl<'p> Timed<'p> {
             owner,
             held: 1,
             source_on: None,
+            sets_tag: false,
         };
         match self.free.pop() {
             Some(id) => {
@@ -526,7 +540,7 @@ impl<'p> Timed<'p> {
         let slot = self.comms.insts[inst as usize].base + to as usize;
         match self.queues.receive_for(slot, me, tag) {
             Some(recv) => {
-                self.matched(bytes, now, req, recv.time, recv.req, me);
+                self.matched(bytes, now, req, recv.time, recv.req, (me, tag));
                 self.release(recv.req);
             }
             None => {
@@ -546,8 +560,9 @@ impl<'p> Timed<'p> {
         req
     }
 
-    /// `from`: `None` for a missing neighbour, `Some(ANY)` for `any`; `source_on`: the
-    /// match sets the rank's `source` (a blocking receive from `any` on that instance).
+    /// `from`: `None` for a missing neighbour, `Some(ANY)` for `any`; `keeps`: the
+    /// match sets the rank's `source` (a blocking receive from `any` on that instance),
+    /// its `tag` (a `while recv`).
     fn post_recv(
         &mut self,
         rank: u32,
@@ -555,7 +570,7 @@ impl<'p> Timed<'p> {
         me: u32,
         from: Option<u32>,
         tag: u32,
-        source_on: Option<u32>,
+        (source_on, sets_tag): (Option<u32>, bool),
     ) -> usize {
         let now = self.ranks[rank as usize].clock;
         let Some(from) = from else {
@@ -563,10 +578,18 @@ impl<'p> Timed<'p> {
         };
         let req = self.new_req(rank, None);
         self.reqs[req].source_on = source_on;
+        self.reqs[req].sets_tag = sets_tag;
         let slot = self.comms.insts[inst as usize].base + me as usize;
         match self.queues.message_for(slot, from, tag) {
             Some(send) => {
-                self.matched(send.bytes, send.time, send.req, now, req, send.src);
+                self.matched(
+                    send.bytes,
+                    send.time,
+                    send.req,
+                    now,
+                    req,
+                    (send.src, send.tag),
+                );
                 self.release(send.req);
             }
             None => {
@@ -585,7 +608,7 @@ impl<'p> Timed<'p> {
         req
     }
 
-    /// A message from rank `src` of the communicator meets its receive.
+    /// A message from rank `src` of the communicator, with `tag`, meets its receive.
     fn matched(
         &mut self,
         bytes: u64,
@@ -593,11 +616,14 @@ impl<'p> Timed<'p> {
         send: usize,
         recv_time: f64,
         recv: usize,
-        src: u32,
+        (src, tag): (u32, u32),
     ) {
         let r = self.reqs[recv];
         if let Some(on) = r.source_on {
             self.ranks[r.owner as usize].source = Some((on, src));
+        }
+        if r.sets_tag {
+            self.ranks[r.owner as usize].tag = Some(tag);
         }
         let arrival = if self.model.is_eager(bytes) {
             (send_time + self.model.p2p(bytes)).max(recv_time)
@@ -756,6 +782,25 @@ mod tests {
         assert!((t.rank_end_s[2] - fast).abs() < 1e-9, "{:?}", t.rank_end_s);
         let slow = 10e-3 + 2.0 * (1e-5 + 8e-9);
         assert!((t.rank_end_s[1] - slow).abs() < 1e-9, "{:?}", t.rank_end_s);
+    }
+
+    /// A task farm: the workers take tasks while they come, so the slow worker does one
+    /// task and the two fast ones share the other eleven.
+    #[test]
+    fn a_while_recv_takes_tasks_while_they_come() {
+        let t = time(
+            "skeleton t ranks 4 topology star app_time 1 s\nif rank == 0 {\nloop 3 as w { send leaf(w) 16 B tag 1 }\nloop 9 { recv any 8 B\nsend source 16 B tag 1 }\nloop 3 { recv any 8 B\nsend source 16 B tag 2 }\n} else {\nwhile recv hub 16 B tag 1 {\ncompute per_rank(0 ns, 1 ms, 1 ms, 10 ms)\nsend hub 8 B\n}\n}",
+            &model(),
+        );
+        // Rank 3's one task lasts 10 ms; ranks 1 and 2 do 11 in turn meanwhile (6 and 5).
+        assert!(
+            (t.rank_compute_s[3] - 0.010).abs() < 1e-12,
+            "{:?}",
+            t.rank_compute_s
+        );
+        let shared = t.rank_compute_s[1] + t.rank_compute_s[2];
+        assert!((shared - 0.011).abs() < 1e-12, "{:?}", t.rank_compute_s);
+        assert!(t.total_s() < 0.0105, "{}", t.total_s());
     }
 
     #[test]

@@ -1103,6 +1103,7 @@ fn signature(stmt: &Stmt) -> String {
         StmtKind::Wait(w) => format!("wait {:?} {site}", w.op),
         StmtKind::Loop(l) => format!("loop {:?}", l.count.kind),
         StmtKind::If(_) => "if".into(),
+        StmtKind::While(_) => format!("while {site}"),
         StmtKind::CommDecl(_) => "comm".into(),
     }
 }

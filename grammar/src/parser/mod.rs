@@ -623,6 +623,7 @@ impl<'a> Parser<'a> {
         let word = self.peek_word();
         let kind_and_site = match word {
             Some("loop") => self.loop_stmt(),
+            Some("while") => self.while_stmt(),
             Some("if") => self.if_stmt().and_then(|i| {
                 let site = self.run(site_clause)?;
                 Some((StmtKind::If(Box::new(i)), site))
@@ -713,6 +714,31 @@ impl<'a> Parser<'a> {
         let body = self.braced_block()?;
         let site = self.run(site_clause)?;
         Some((StmtKind::Loop(Box::new(Loop { count, var, body })), site))
+    }
+
+    /// `while recv PEER SIZE tag T [on COMM] [@ "site"] { ... }`: the site is the
+    /// receive's.
+    fn while_stmt(&mut self) -> Option<(StmtKind, Option<Site>)> {
+        let (head, recv, site) = self.run(|i| {
+            let (rest, head) = kw("while")(i)?;
+            let (rest, _) = nom::Parser::parse(&mut nom::combinator::cut(kw("recv")), rest)?;
+            let (rest, simple) = stmt::while_recv(rest)?;
+            match simple.kind {
+                StmtKind::P2p(p) => Ok((rest, (head, *p, simple.site))),
+                _ => Err(nom::Err::Failure(PErr::expected(&i, "a receive"))),
+            }
+        })?;
+        let body = self.braced_block()?;
+        if recv.tag.is_none() {
+            // Reported once the block is read, so that it is not read as statements
+            // (the statement is kept: the file has an error, nothing runs it).
+            self.diags.push(
+                Diag::error("syntax", "`while recv` needs the tag that keeps the loop going")
+                    .at_span(head, "no `tag` clause")
+                    .with_note("hint: write `while recv hub 16 B tag 1 { ... }`: a message with another tag ends the loop"),
+            );
+        }
+        Some((StmtKind::While(Box::new(While { recv, body })), site))
     }
 
     /// `if COND { ... } [else if ... | else { ... }]`. An `else if` chain is read in a

@@ -204,6 +204,11 @@ fn size_spec(input: Tokens) -> PResult<SizeSpec> {
     .parse(input)
 }
 
+/// The receive of `while recv ...`, after `recv`.
+pub fn while_recv(input: Tokens) -> PResult<Simple> {
+    p2p(P2pOp::Recv, None)(input)
+}
+
 fn p2p(op: P2pOp, request: Option<Ident>) -> impl FnOnce(Tokens) -> PResult<Simple> {
     move |input| {
         let (rest, peer, size, recv) = if op == P2pOp::Sendrecv {
@@ -874,7 +879,7 @@ pub fn topology(input: Tokens) -> PResult<Topology> {
 /// Header and statement keywords, for recovery and "did you mean" hints.
 pub const STATEMENT_WORDS: &[&str] = &[
     "compute", "send", "recv", "sendrecv", "isend", "irecv", "req", "wait", "waitall", "waitany",
-    "test", "comm", "loop", "if",
+    "test", "comm", "loop", "if", "while",
 ];
 
 pub const HEADER_WORDS: &[&str] = &["skeleton", "ranks", "topology", "app_time", "memory"];

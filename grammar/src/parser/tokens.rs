@@ -216,6 +216,7 @@ pub const KEYWORDS: &[&str] = &[
     "key",
     "keep",
     "loop",
+    "while",
     "if",
     "as",
     "else",

@@ -241,6 +241,36 @@ impl P2p<'_, false> {
     }
 }
 
+impl P2p<'_, false> {
+    /// The receive of `while recv PEER SIZE tag T { ... }`: takes the next message from
+    /// the peer whatever its tag, and says whether its tag is T (`.tag(T)`), which keeps
+    /// the loop going; a missing neighbour ends it.
+    pub fn run_tagged(self) -> bool {
+        let sk = self.skeleton;
+        let entry = match sk.comms.get(self.comm.0) {
+            Some(entry) => entry,
+            None => fatal("unknown communicator"),
+        };
+        let comm = self.comm.0;
+        let Some((peer, bytes)) = self.recv else {
+            fatal("`while` heads a loop with a receive, not a send")
+        };
+        let buf = sk.buffers.scratch::<u8>(usize_of(bytes));
+        let status = match resolve(entry, comm, sk.source, &peer) {
+            Target::Rank(from) => {
+                on_comm!(entry, c => c.process_at_rank(from).receive_into(buf))
+            }
+            Target::Any => {
+                let status = on_comm!(entry, c => c.any_process().receive_into(buf));
+                sk.source = Some((comm, status.source_rank()));
+                status
+            }
+            Target::Null => return false,
+        };
+        status.tag() == self.tag
+    }
+}
+
 impl P2p<'_, true> {
     /// Starts the nonblocking operation and binds it to `req`.
     pub fn start(self, req: Req) {

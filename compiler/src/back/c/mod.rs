@@ -170,6 +170,8 @@ struct Writer<'a> {
     /// Whether a peer is `source`: blocking receives from any rank then keep their
     /// status, and `ps_source` the rank it names.
     uses_source: bool,
+    /// Whether the program has a `while recv`, whose receives keep their status.
+    has_while: bool,
     /// Static tables (per-rank times and sizes) emitted before `main`.
     tables: Vec<String>,
     /// Byte offsets where the source's lines start, to cite lines in comments.
@@ -209,6 +211,7 @@ impl<'a> Writer<'a> {
             regions: BTreeMap::new(),
             send_bytes: 0,
             uses_source: false,
+            has_while: false,
             tables: Vec::new(),
             line_starts: std::iter::once(0)
                 .chain(options.source.match_indices('\n').map(|(i, _)| i + 1))
@@ -249,6 +252,11 @@ impl<'a> Writer<'a> {
         for stmt in &block.stmts {
             match &stmt.kind {
                 StmtKind::Loop(l) => self.plan_block(&l.body),
+                StmtKind::While(w) => {
+                    self.has_while = true;
+                    self.plan_p2p(&w.recv);
+                    self.plan_block(&w.body);
+                }
                 StmtKind::If(i) => {
                     let mut current = i;
                     loop {
@@ -263,33 +271,7 @@ impl<'a> Writer<'a> {
                         }
                     }
                 }
-                StmtKind::P2p(p) => {
-                    let comm = comm_name(&p.comm);
-                    self.plan_peer(&comm, &p.peer.value);
-                    if let Some((peer, _)) = p.recv.as_deref() {
-                        self.plan_peer(&comm, &peer.value);
-                    }
-                    self.uses_source |= p.peer.value == Peer::Source
-                        || p.recv
-                            .as_deref()
-                            .is_some_and(|(peer, _)| peer.value == Peer::Source);
-                    let bytes = |s: &MsgSize| s.max_bytes();
-                    let needs = match p.op {
-                        P2pOp::Send | P2pOp::Isend => Needs {
-                            send: bytes(&p.size),
-                            recv: 0,
-                        },
-                        P2pOp::Recv | P2pOp::Irecv => Needs {
-                            send: 0,
-                            recv: bytes(&p.size),
-                        },
-                        P2pOp::Sendrecv => Needs {
-                            send: bytes(&p.size),
-                            recv: p.recv.as_deref().map_or(0, |(_, s)| bytes(s)),
-                        },
-                    };
-                    self.need(p.request.as_ref(), needs);
-                }
+                StmtKind::P2p(p) => self.plan_p2p(p),
                 StmtKind::Collective(c) => {
                     let needs = self.collective_needs(c);
                     self.need(c.request.as_ref(), needs);
@@ -297,6 +279,35 @@ impl<'a> Writer<'a> {
                 _ => {}
             }
         }
+    }
+
+    /// The neighbours and buffers a point-to-point statement needs.
+    fn plan_p2p(&mut self, p: &P2p) {
+        let comm = comm_name(&p.comm);
+        self.plan_peer(&comm, &p.peer.value);
+        if let Some((peer, _)) = p.recv.as_deref() {
+            self.plan_peer(&comm, &peer.value);
+        }
+        self.uses_source |= p.peer.value == Peer::Source
+            || p.recv
+                .as_deref()
+                .is_some_and(|(peer, _)| peer.value == Peer::Source);
+        let bytes = |s: &MsgSize| s.max_bytes();
+        let needs = match p.op {
+            P2pOp::Send | P2pOp::Isend => Needs {
+                send: bytes(&p.size),
+                recv: 0,
+            },
+            P2pOp::Recv | P2pOp::Irecv => Needs {
+                send: 0,
+                recv: bytes(&p.size),
+            },
+            P2pOp::Sendrecv => Needs {
+                send: bytes(&p.size),
+                recv: p.recv.as_deref().map_or(0, |(_, s)| bytes(s)),
+            },
+        };
+        self.need(p.request.as_ref(), needs);
     }
 
     fn need(&mut self, request: Option<&Ident>, needs: Needs) {
@@ -450,11 +461,13 @@ impl<'a> Writer<'a> {
             self.line("int ps_src; /* the unused half of MPI_Cart_shift */");
             self.line("(void)ps_src;");
         }
+        if self.uses_source || self.has_while {
+            self.line("MPI_Status ps_status; /* of the last receive that keeps it */");
+        }
         if self.uses_source {
             self.line(
                 "/* `source`: the rank the last receive from any rank got its message from */",
             );
-            self.line("MPI_Status ps_status;");
             self.line("int ps_source = MPI_PROC_NULL;");
         }
         self.setup_world();

@@ -54,7 +54,20 @@ impl Writer<'_> {
         self.line(&format!("/* {} */", comment_safe(&note)));
         match &stmt.kind {
             StmtKind::Compute(c) => self.compute(c, stmt),
-            StmtKind::P2p(p) => self.p2p(p),
+            StmtKind::P2p(p) => self.p2p(p, false),
+            StmtKind::While(w) => {
+                // The receive takes any tag; another tag than the loop's ends it.
+                self.line("for (;;) {");
+                self.indent += 1;
+                self.p2p(&w.recv, true);
+                let tag = w.recv.tag.map_or(0, |t| t.value);
+                self.line(&format!("if (ps_status.MPI_TAG != {tag}) break;"));
+                self.depth += 1;
+                self.block(&w.body);
+                self.depth -= 1;
+                self.indent -= 1;
+                self.line("}");
+            }
             StmtKind::Collective(c) => self.collective(c, stmt),
             StmtKind::Wait(w) => self.wait(w),
             StmtKind::CommDecl(d) => self.comm_decl(d),
@@ -295,10 +308,16 @@ impl Writer<'_> {
         }
     }
 
-    fn p2p(&mut self, p: &P2p) {
+    /// A point-to-point statement; `while_head`: the receive of a `while recv`, which
+    /// takes any tag and keeps its status.
+    fn p2p(&mut self, p: &P2p, while_head: bool) {
         let comm = comm_name(&p.comm);
         let cvar = self.comm_var(&p.comm);
-        let tag = p.tag.map_or(0, |t| t.value);
+        let tag = match p.tag {
+            _ if while_head => "MPI_ANY_TAG".to_string(),
+            Some(t) => t.value.to_string(),
+            None => "0".to_string(),
+        };
         let bytes = self.size_expr(&p.size);
         let peer = self.peer(&comm, &p.peer.value);
         let buf = self.region(&p.request);
@@ -313,7 +332,7 @@ impl Writer<'_> {
             _ => false,
         };
         let keeps_source = self.uses_source && from_any;
-        let status = if keeps_source {
+        let status = if keeps_source || while_head {
             "&ps_status"
         } else {
             "MPI_STATUS_IGNORE"

@@ -241,7 +241,10 @@ impl Gen {
         if let Some(site) = &stmt.site {
             let _ = write!(text, " @ {:?}", site.text);
         }
-        if matches!(stmt.kind, StmtKind::Loop(_) | StmtKind::If(_)) {
+        if matches!(
+            stmt.kind,
+            StmtKind::Loop(_) | StmtKind::If(_) | StmtKind::While(_)
+        ) {
             text.push_str(" {");
         }
         if let Some(trailing) = &stmt.trivia.trailing {
@@ -350,6 +353,14 @@ impl Gen {
             StmtKind::If(i) => {
                 self.line(depth, &format!("if {} {{", expr(&i.cond, &self.vars)));
                 self.if_rest(i, depth);
+            }
+            StmtKind::While(w) => {
+                // The receive takes any tag; `run_tagged` says whether it was the tag.
+                let call = p2p(&w.recv, &self.vars);
+                let call = call.strip_suffix(".run();").unwrap_or(&call);
+                self.line(depth, &format!("while {call}.run_tagged() {{"));
+                self.block_body(&w.body, depth + 1);
+                self.line(depth, "}");
             }
         }
     }
