@@ -1301,6 +1301,9 @@ fn step_condition(cond: &Cond, name: &str) -> Expr {
 pub(crate) fn complete_windows(stmts: Vec<Stmt>) -> Vec<Stmt> {
     let mut out = Vec::with_capacity(stmts.len());
     for mut stmt in stmts {
+        if let StmtKind::Loop(l) = &mut stmt.kind {
+            one_window_set(&mut l.body.stmts);
+        }
         let mut handles = Vec::new();
         let only_windows = windowed_posts(&stmt, &mut handles);
         // Never after an `if`: ranks that take no branch posting them would wait for
@@ -1334,6 +1337,108 @@ pub(crate) fn complete_windows(stmts: Vec<Stmt>) -> Vec<Stmt> {
         out.push(stmt);
     }
     out
+}
+
+/// Every `if` in `stmts` whose branches each post the same windows (as many, of the same
+/// operations and windows, in the same order: HPCC's RandomAccess at 8 ranks, one rank's
+/// exchange from another call site) and which every rank enters (it has an `else`)
+/// posts them under the first branch's handle names: the ranks of every branch then
+/// post the handles that the wait after the phase names (under their own names, the
+/// ranks of one branch would wait for handles only the other posts).
+fn one_window_set(stmts: &mut [Stmt]) {
+    for stmt in stmts.iter_mut() {
+        match &mut stmt.kind {
+            StmtKind::Loop(l) => one_window_set(&mut l.body.stmts),
+            StmtKind::While(w) => one_window_set(&mut w.body.stmts),
+            StmtKind::If(i) => {
+                let mut blocks: Vec<&mut Block> = Vec::new();
+                let mut current = &mut **i;
+                let complete = loop {
+                    blocks.push(&mut current.then_block);
+                    match &mut current.else_branch {
+                        None => break false,
+                        Some(Else::Block(b)) => {
+                            blocks.push(b);
+                            break true;
+                        }
+                        Some(Else::If(next)) => current = next,
+                    }
+                };
+                for b in blocks.iter_mut() {
+                    one_window_set(&mut b.stmts);
+                }
+                let posts: Vec<Vec<(String, P2pOp, u64)>> = blocks
+                    .iter()
+                    .map(|b| {
+                        let mut out = Vec::new();
+                        crate::semantics::visit(b, &mut |s: &Stmt| {
+                            if let StmtKind::P2p(p) = &s.kind {
+                                if let (Some(r), Some(w)) = (&p.request, p.window) {
+                                    if !out.iter().any(|(n, _, _)| *n == r.name) {
+                                        out.push((r.name.clone(), p.op, w.value));
+                                    }
+                                }
+                            }
+                        });
+                        out
+                    })
+                    .collect();
+                let first = &posts[0];
+                let same = |other: &Vec<(String, P2pOp, u64)>| {
+                    other.len() == first.len()
+                        && other
+                            .iter()
+                            .zip(first)
+                            .all(|(a, b)| a.1 == b.1 && a.2 == b.2)
+                };
+                if !complete || first.is_empty() || !posts.iter().all(same) {
+                    continue;
+                }
+                for (b, own) in blocks.iter_mut().zip(&posts).skip(1) {
+                    let names: BTreeMap<String, String> = own
+                        .iter()
+                        .zip(first)
+                        .map(|(o, f)| (o.0.clone(), f.0.clone()))
+                        .collect();
+                    rename_requests(&mut b.stmts, &names);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Renames the request handles of `stmts` (posts and waits) by `names`.
+fn rename_requests(stmts: &mut [Stmt], names: &BTreeMap<String, String>) {
+    let rename = |id: &mut Ident| {
+        if let Some(n) = names.get(&id.name) {
+            id.name = n.clone();
+        }
+    };
+    for stmt in stmts.iter_mut() {
+        match &mut stmt.kind {
+            StmtKind::P2p(p) => p.request.iter_mut().for_each(rename),
+            StmtKind::Collective(c) => c.request.iter_mut().for_each(rename),
+            StmtKind::Wait(w) => w.handles.iter_mut().for_each(rename),
+            StmtKind::Loop(l) => rename_requests(&mut l.body.stmts, names),
+            StmtKind::While(w) => rename_requests(&mut w.body.stmts, names),
+            StmtKind::If(i) => {
+                let mut current = &mut **i;
+                loop {
+                    rename_requests(&mut current.then_block.stmts, names);
+                    match &mut current.else_branch {
+                        None => break,
+                        Some(Else::Block(b)) => {
+                            rename_requests(&mut b.stmts, names);
+                            break;
+                        }
+                        Some(Else::If(next)) => current = next,
+                    }
+                }
+            }
+            StmtKind::Compute(_) | StmtKind::CommDecl(_) => {}
+        }
+    }
 }
 
 fn complete_windows_if(i: &mut If) {

@@ -1147,6 +1147,31 @@ fn tables_that_follow_a_rule_are_written_as_the_rule() {
     assert_eq!(rule(&|r| r ^ 5, &[3]), None);
 }
 
+/// HPCC's RandomAccess at 8 ranks: one rank's exchange comes from another call site, so
+/// a rank branch posts windows of other names, and a wait after the phase naming both
+/// sets was a wait for handles each rank never posted (`check`: request completed before
+/// it is posted). Branches that post the same windows share the first branch's names.
+#[test]
+fn exchange_windows_of_rank_branches_share_their_names() {
+    let source = "skeleton w\nranks 4\ntopology ring\napp_time 1 s\n\
+        loop 3 {\n    if rank == 2 {\n        loop nranks - 1 as other {\n            req ds2 = isend rank((rank + 1 + other) % nranks) 8 B window 16\n            req dr2 = irecv rank((rank - 1 - other) % nranks) 8 B window 16\n        }\n    } else {\n        loop nranks - 1 as other {\n            compute 1 ms\n            req ds3 = isend rank((rank + 1 + other) % nranks) 8 B window 16\n            req dr3 = irecv rank((rank - 1 - other) % nranks) 8 B window 16\n        }\n    }\n}\n\
+        if rank == 0 {\n    loop 2 {\n        req ds4 = isend rank(1) 8 B window 4\n    }\n} else if rank == 1 {\n    loop 2 {\n        req dr4 = irecv rank(0) 8 B window 4\n    }\n} else {\n    compute 1 ms\n}\n";
+    let (mut program, diags) = perfskel_grammar::parse(source);
+    assert!(diags.is_empty(), "{diags:?}");
+    program.body.stmts = super::build::complete_windows(std::mem::take(&mut program.body.stmts));
+    let text = perfskel_grammar::print(&program);
+    assert!(text.contains("    } else {\n        loop nranks - 1 as other {\n            compute 1 ms\n            req ds2 = isend"), "{text}");
+    assert!(
+        text.contains("waitall ds2, dr2 # the exchange's messages still in flight\n"),
+        "{text}"
+    );
+    // Branches that post different operations keep their names, and each its wait.
+    assert!(text.contains("wait ds4 #"), "{text}");
+    assert!(text.contains("wait dr4 #"), "{text}");
+    let checked = crate::check::check(&program, &text, crate::check::Options::default());
+    assert!(checked.diags.is_empty(), "{:?}\n{text}", checked.diags);
+}
+
 /// The windows of data-addressed exchanges are completed after their phase: after the
 /// outermost loop that holds them and no other communication, inside a loop that also
 /// holds a collective, and inside the branch of an `if`, never after it.
