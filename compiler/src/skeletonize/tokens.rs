@@ -1106,9 +1106,6 @@ pub(crate) struct EventSurvey {
 struct Replies<S> {
     /// Every send went to the source of the rank's last receive from any source.
     always: bool,
-    /// The first peer (per rank), and whether another followed on some rank.
-    first: Option<i64>,
-    vary: bool,
     /// The call sites of the receives they answered.
     after: BTreeSet<S>,
 }
@@ -1117,25 +1114,18 @@ impl<S> Default for Replies<S> {
     fn default() -> Self {
         Replies {
             always: true,
-            first: None,
-            vary: false,
             after: BTreeSet::new(),
         }
     }
 }
 
 impl Replies<u64> {
-    fn add(&mut self, peer: i64, after: Option<u64>) {
+    fn add(&mut self, after: Option<u64>) {
         match after {
             Some(site) => {
                 self.after.insert(site);
             }
             None => self.always = false,
-        }
-        match self.first {
-            None => self.first = Some(peer),
-            Some(p) if p != peer => self.vary = true,
-            Some(_) => {}
         }
     }
 }
@@ -1261,11 +1251,11 @@ impl RankEventSurvey {
                 | Op::Sendrecv
                 | Op::SendrecvReplace
         );
-        if let (true, Some(peer)) = (sends, ev.peer.filter(|p| *p >= 0)) {
+        if sends && ev.peer.is_some_and(|p| p >= 0) {
             self.replies
                 .entry(ev.site)
                 .or_default()
-                .add(peer, role.reply_after);
+                .add(role.reply_after);
         }
         for b in [ev.bytes, ev.rbytes].into_iter().flatten() {
             if b > 0 {
@@ -1316,7 +1306,6 @@ impl EventSurvey {
         for (site, r) in &rank.replies {
             let into = self.replies.entry(key_of(site)).or_default();
             into.always &= r.always;
-            into.vary |= r.vary;
             into.after.extend(r.after.iter().map(key_of));
         }
         self.tags_vary |= rank.tags_vary;
@@ -1338,8 +1327,10 @@ impl EventSurvey {
     /// took messages from more than one source on some rank: a receive that always
     /// got its message from one rank stays a receive from that rank), and those whose
     /// sends are written to `source`: every send there went to the source of the
-    /// rank's last receive from any source, all those receives are written `recv any`,
-    /// and the peers vary (a send to one rank stays a send to that rank).
+    /// rank's last receive from any source, and all those receives are written `recv
+    /// any`: even a site whose answers all went to one rank (the first answers, where
+    /// the compiler made them another call than the rest) answers whoever sent first
+    /// where the skeleton runs.
     pub fn wildcards(&self) -> (SiteSet, SiteSet) {
         let any: SiteSet = self
             .any_sources_vary
@@ -1351,7 +1342,7 @@ impl EventSurvey {
             .replies
             .iter()
             .filter(|(_, r)| {
-                r.always && r.vary && !r.after.is_empty() && r.after.iter().all(|s| any.contains(s))
+                r.always && !r.after.is_empty() && r.after.iter().all(|s| any.contains(s))
             })
             .map(|(site, _)| site.clone())
             .collect();
@@ -1477,8 +1468,28 @@ mod wildcard_tests {
         assert_eq!(replies, BTreeSet::from([key(6)]));
     }
 
+    /// MPICH's build of master_worker: the first answers are another call (site 12)
+    /// than the rest, and in the traced run all went to rank 3. Written to rank 3, the
+    /// skeleton's master answered rank 3 whoever sent first, and the check found the
+    /// deadlock: they answer `source`.
     #[test]
-    fn sends_that_only_sometimes_answer_or_always_to_one_rank_are_no_answers() {
+    fn a_site_that_answered_one_rank_only_still_answers_whoever_sent() {
+        let mut events: Vec<Event> = (1..4).map(|w| ev(Op::Send, 1, w, false)).collect();
+        for _ in 0..3 {
+            events.push(ev(Op::Recv, 2, 3, true));
+            events.push(ev(Op::Send, 12, 3, false));
+        }
+        for w in [1, 2, 3] {
+            events.push(ev(Op::Recv, 2, w, true));
+            events.push(ev(Op::Send, 3, w, false));
+        }
+        let (any, replies) = survey(&events);
+        assert_eq!(any, BTreeSet::from([key(2)]));
+        assert_eq!(replies, BTreeSet::from([key(3), key(12)]));
+    }
+
+    #[test]
+    fn sends_that_only_sometimes_answer_or_answer_one_rank_only_are_no_answers() {
         let mut events = master(&[2, 1, 3]);
         // Site 8 answers twice, then sends to a rank that sent nothing.
         events.push(ev(Op::Recv, 2, 1, true));
@@ -1487,7 +1498,8 @@ mod wildcard_tests {
         events.push(ev(Op::Send, 8, 3, false));
         events.push(ev(Op::Send, 8, 2, false));
         // Site 10's receives from any source always got rank 1's message: they stay
-        // receives from rank 1, and the answers to them sends to rank 1 (site 11).
+        // receives from rank 1, and the answers to them sends to rank 1 (site 11): a
+        // `source` there would name no rank.
         for _ in 0..3 {
             events.push(ev(Op::Recv, 10, 1, true));
             events.push(ev(Op::Send, 11, 1, false));
