@@ -35,6 +35,7 @@ use super::statics::Statics;
 use super::{ranks_phrase, ranks_verb, Lines, Options};
 use crate::exec::comms::{CommError, Comms};
 use crate::exec::cursor::{Cursor, Fault, Memo, Stop, Work};
+use crate::exec::kept::{Keeps, Kept, NoSource};
 use crate::exec::plan::{self, Bytes, CollPlan, Op, P2pPlan, PeerCache, PeerFault, PeerRef, Plan};
 use crate::exec::queue::{Gatherings, Queues};
 use crate::semantics::{eval_int_in, msg_bytes, Env, EvalError, MAX_SIMULATED_RANKS};
@@ -162,10 +163,8 @@ struct Req<'p> {
     owner: u32,
     done: bool,
     consumed: bool,
-    /// A blocking receive from `any`: its match sets the owner's `source`.
-    sets_source: bool,
-    /// The receive of a `while recv`: its match sets the owner's `tag`.
-    sets_tag: bool,
+    /// What its match sets in the owner's [`Kept`].
+    keeps: Keeps,
     /// The handle the request is bound to, or `NONE`.
     handle: u32,
     kind: ReqKind,
@@ -231,11 +230,8 @@ struct RankState<'p> {
     blocked: Option<Blocked<'p>>,
     done: bool,
     stats: RankStats,
-    /// The communicator instance and the rank there that the last blocking receive
-    /// from `any` got its message from: what `source` names.
-    source: Option<(u32, u32)>,
-    /// The tag of the message the last `while recv` took.
-    tag: Option<u32>,
+    /// Its `source` and last `while recv` tag.
+    kept: Kept,
 }
 
 struct Sim<'p, 'd> {
@@ -289,8 +285,7 @@ impl<'p, 'd> Sim<'p, 'd> {
                 blocked: None,
                 done: false,
                 stats: RankStats::default(),
-                source: None,
-                tag: None,
+                kept: Kept::default(),
             })
             .collect();
         Sim {
@@ -475,7 +470,7 @@ impl<'p, 'd> Sim<'p, 'd> {
                 // The loop goes on while the message has its tag.
                 Op::WhileTag { tag, end } => {
                     let state = &mut self.ranks[r];
-                    if state.tag != Some(*tag) {
+                    if !state.kept.goes_on(*tag) {
                         state.cursor.pc = *end;
                     }
                 }
@@ -514,7 +509,7 @@ impl<'p, 'd> Sim<'p, 'd> {
             } else {
                 self.peer(rank, inst, me, peer)?
             };
-            let keeps = (p.sets_source, p.sets_tag);
+            let keeps = Keeps::of(p, inst);
             let req = self.post_recv(rank, inst, me, from, p.tag, bytes, keeps, stmt);
             if first == NONE {
                 first = req;
@@ -653,9 +648,9 @@ impl<'p, 'd> Sim<'p, 'd> {
     /// before any receive from `any` matched, or when that was on another communicator.
     #[inline]
     fn source(&mut self, rank: u32, inst: u32, peer: PeerRef<'p>) -> Result<Option<u32>, Abort> {
-        match self.ranks[rank as usize].source {
-            Some((on, src)) if on == inst => Ok(Some(src)),
-            other => Err(self.bad_source(rank, peer.peer, other.is_some())),
+        match self.ranks[rank as usize].kept.source(inst) {
+            Ok(src) => Ok(Some(src)),
+            Err(why) => Err(self.bad_source(rank, peer.peer, why == NoSource::Elsewhere)),
         }
     }
 
@@ -748,8 +743,7 @@ impl<'p, 'd> Sim<'p, 'd> {
             owner,
             done: kind == ReqKind::Done,
             consumed: false,
-            sets_source: false,
-            sets_tag: false,
+            keeps: Keeps::default(),
             handle: NONE,
             kind,
             stmt,
@@ -882,15 +876,14 @@ impl<'p, 'd> Sim<'p, 'd> {
         from: Option<u32>,
         tag: u32,
         bytes: u64,
-        (sets_source, sets_tag): (bool, bool),
+        keeps: Keeps,
         stmt: &'p Stmt,
     ) -> ReqId {
         let Some(from) = from else {
             return self.new_req(rank, ReqKind::Done, stmt);
         };
         let req = self.new_req(rank, ReqKind::Recv { inst, from }, stmt);
-        self.reqs[req as usize].sets_source = sets_source;
-        self.reqs[req as usize].sets_tag = sets_tag;
+        self.reqs[req as usize].keeps = keeps;
         let slot = self.comms.insts[inst as usize].base + me as usize;
         match self.queues.message_for(slot, from, tag) {
             Some(send) => self.matched(send.req, send.bytes, req, bytes, (send.src, send.tag)),
@@ -921,12 +914,7 @@ impl<'p, 'd> Sim<'p, 'd> {
             self.truncation(send, send_bytes, recv, recv_bytes);
         }
         let r = &self.reqs[recv as usize];
-        if let (true, ReqKind::Recv { inst, .. }) = (r.sets_source, r.kind) {
-            self.ranks[r.owner as usize].source = Some((inst, src));
-        }
-        if r.sets_tag {
-            self.ranks[r.owner as usize].tag = Some(tag);
-        }
+        self.ranks[r.owner as usize].kept.matched(r.keeps, src, tag);
         self.complete(send);
         self.complete(recv);
     }

@@ -21,6 +21,7 @@ use smallvec::SmallVec;
 use super::model::Model;
 use crate::exec::comms::{CommError, Comms};
 use crate::exec::cursor::{Cursor, Fault, Memo, Stop, Work};
+use crate::exec::kept::{Keeps, Kept};
 use crate::exec::plan::{self, Bytes, Op, P2pPlan, PeerCache, PeerFault, PeerRef, Plan};
 use crate::exec::queue::{Gatherings, Queues, ANY};
 use crate::semantics::{msg_bytes, Env, Shape, MAX_SIMULATED_RANKS};
@@ -138,11 +139,8 @@ struct Rank<'p> {
     /// Requests a blocked rank waits for, and whether one of them is enough.
     blocked: Option<(Reqs, bool)>,
     done: bool,
-    /// The communicator instance and the rank there that the last blocking receive
-    /// from `any` got its message from: what `source` names.
-    source: Option<(u32, u32)>,
-    /// The tag of the message the last `while recv` took.
-    tag: Option<u32>,
+    /// Its `source` and last `while recv` tag.
+    kept: Kept,
 }
 
 struct Send {
@@ -168,11 +166,8 @@ struct Req {
     done: Option<f64>,
     owner: u32,
     held: u8,
-    /// A blocking receive from `any` on this communicator instance: its match sets the
-    /// owner's `source`.
-    source_on: Option<u32>,
-    /// The receive of a `while recv`: its match sets the owner's `tag`.
-    sets_tag: bool,
+    /// What its match sets in the owner's [`Kept`].
+    keeps: Keeps,
 }
 
 struct Coll {
@@ -243,8 +238,7 @@ impl<'p> Timed<'p> {
                 coll_seq: vec![0; comms.decls],
                 blocked: None,
                 done: false,
-                source: None,
-                tag: None,
+                kept: Kept::default(),
             })
             .collect();
         let coll_bytes = plan
@@ -369,7 +363,7 @@ impl<'p> Timed<'p> {
             // The loop goes on while the message has its tag.
             Op::WhileTag { tag, end } => {
                 let state = &mut self.ranks[r];
-                if state.tag != Some(*tag) {
+                if !state.kept.goes_on(*tag) {
                     state.cursor.pc = *end;
                 }
                 Ok(true)
@@ -397,13 +391,12 @@ impl<'p> Timed<'p> {
         };
         // The rank `source` names, on this communicator.
         let source = |sim: &Self| {
-            match sim.ranks[rank as usize].source {
-            Some((on, src)) if on == inst => Ok(Some(src)),
-            _ => Err(stuck(format!(
-                "`source` on rank {rank} names no rank of `{}`: no `recv any` there has received a message yet",
-                p.comm_name
-            ))),
-        }
+            sim.ranks[rank as usize].kept.source(inst).map(Some).map_err(|_| {
+                stuck(format!(
+                    "`source` on rank {rank} names no rank of `{}`: no `recv any` there has received a message yet",
+                    p.comm_name
+                ))
+            })
         };
         let mut reqs = Reqs::new();
         if let Some((peer, bytes)) = p.send {
@@ -423,7 +416,7 @@ impl<'p> Timed<'p> {
             } else {
                 peer_of(self, peer)?
             };
-            let keeps = (p.sets_source.then_some(inst), p.sets_tag);
+            let keeps = Keeps::of(p, inst);
             reqs.push(self.post_recv(rank, inst, me, from, p.tag, keeps));
         }
         if p.request {
@@ -477,8 +470,7 @@ impl<'p> Timed<'p> {
             done,
             owner,
             held: 1,
-            source_on: None,
-            sets_tag: false,
+            keeps: Keeps::default(),
         };
         match self.free.pop() {
             Some(id) => {
@@ -560,9 +552,8 @@ impl<'p> Timed<'p> {
         req
     }
 
-    /// `from`: `None` for a missing neighbour, `Some(ANY)` for `any`; `keeps`: the
-    /// match sets the rank's `source` (a blocking receive from `any` on that instance),
-    /// its `tag` (a `while recv`).
+    /// `from`: `None` for a missing neighbour, `Some(ANY)` for `any`; `keeps`: what the
+    /// match sets in the rank's [`Kept`].
     fn post_recv(
         &mut self,
         rank: u32,
@@ -570,15 +561,14 @@ impl<'p> Timed<'p> {
         me: u32,
         from: Option<u32>,
         tag: u32,
-        (source_on, sets_tag): (Option<u32>, bool),
+        keeps: Keeps,
     ) -> usize {
         let now = self.ranks[rank as usize].clock;
         let Some(from) = from else {
             return self.new_req(rank, Some(now));
         };
         let req = self.new_req(rank, None);
-        self.reqs[req].source_on = source_on;
-        self.reqs[req].sets_tag = sets_tag;
+        self.reqs[req].keeps = keeps;
         let slot = self.comms.insts[inst as usize].base + me as usize;
         match self.queues.message_for(slot, from, tag) {
             Some(send) => {
@@ -619,12 +609,7 @@ impl<'p> Timed<'p> {
         (src, tag): (u32, u32),
     ) {
         let r = self.reqs[recv];
-        if let Some(on) = r.source_on {
-            self.ranks[r.owner as usize].source = Some((on, src));
-        }
-        if r.sets_tag {
-            self.ranks[r.owner as usize].tag = Some(tag);
-        }
+        self.ranks[r.owner as usize].kept.matched(r.keeps, src, tag);
         let arrival = if self.model.is_eager(bytes) {
             (send_time + self.model.p2p(bytes)).max(recv_time)
         } else {

@@ -19,6 +19,7 @@ use rustc_hash::FxHashMap;
 
 use super::comms::{self, CommRef, Comms, Intercomms};
 use super::topo::Directions;
+use crate::logicalize::trace::is_send;
 use crate::trace::format::{PEER_ANY_SOURCE, PEER_PROC_NULL, TAG_ANY};
 use crate::trace::stats::SiteKey;
 use crate::trace::{AppSpan, Event, Op, OpClass};
@@ -215,14 +216,7 @@ impl Wildcards {
                     }
                 }
             }
-            Op::Send
-            | Op::Bsend
-            | Op::Ssend
-            | Op::Rsend
-            | Op::Isend
-            | Op::Ibsend
-            | Op::Issend
-            | Op::Irsend => {
+            op if is_send(op) => {
                 role.reply_after = reply(self.last, ev.peer);
             }
             _ => {}
@@ -768,10 +762,6 @@ fn is_silent(op: Op) -> bool {
     )
 }
 
-/// Stands for `source` among the peers `kind_inner`'s halves take (no rank: ranks and
-/// MPI's `MPI_PROC_NULL`/`MPI_ANY_SOURCE` are not this negative).
-const PEER_SOURCE: i64 = i64::MIN;
-
 /// The token kind of one event, with every size replaced by its size class at the
 /// event's call site (`classes`), and the sizes the call really had (per half, or the
 /// collective's).
@@ -852,7 +842,7 @@ fn kind_inner(
             None
         }
     };
-    // A receive from any source, and a send to the source of the last one.
+    // A receive from any source.
     let any = |peer: Option<i64>| {
         if wild.any_receive {
             Some(PEER_ANY_SOURCE)
@@ -860,15 +850,10 @@ fn kind_inner(
             peer
         }
     };
-    let reply = |peer: Option<i64>| {
-        if wild.reply && peer.is_some_and(|p| p >= 0) {
-            Some(PEER_SOURCE)
-        } else {
-            peer
-        }
-    };
-    let half = |peer: Option<i64>, bytes: Option<u64>, out: &mut RankCounts| -> Half {
-        let peer_abs = if peer == Some(PEER_SOURCE) {
+    // `answer`: a send half that goes to the source of the last receive from any source
+    // (`wild.reply`) is written to `source`.
+    let half = |peer: Option<i64>, answer: bool, bytes: Option<u64>, out: &mut RankCounts| {
+        let peer_abs = if answer && peer.is_some_and(|p| p >= 0) {
             PeerAbs::Source
         } else {
             peer_abs(rank, peer, comm, policy)
@@ -881,7 +866,9 @@ fn kind_inner(
         }
         let null = matches!(peer_abs, PeerAbs::Dirs { null: true, .. });
         let n = policy.dirs.peers.len() as i64;
+        // `source` names whichever rank sent: no rank the merge could relate.
         let world = match (comm, peer) {
+            _ if peer_abs == PeerAbs::Source => None,
             (CommRef::World, Some(p)) if (0..n).contains(&p) => Some(p),
             _ => None,
         };
@@ -903,26 +890,26 @@ fn kind_inner(
     };
     match ev.op {
         Op::Send | Op::Bsend | Op::Ssend | Op::Rsend => {
-            let h = half(reply(ev.peer), ev.bytes, out);
+            let h = half(ev.peer, wild.reply, ev.bytes, out);
             p2p(P2pOp::Send, vec![h], tag(ev.tag), None)
         }
         Op::Recv => {
-            let h = half(any(ev.peer), ev.bytes, out);
+            let h = half(any(ev.peer), false, ev.bytes, out);
             p2p(P2pOp::Recv, vec![h], tag(ev.tag), None)
         }
         Op::Isend | Op::Ibsend | Op::Issend | Op::Irsend => {
-            let h = half(reply(ev.peer), ev.bytes, out);
+            let h = half(ev.peer, wild.reply, ev.bytes, out);
             let req = post(ev);
             p2p(P2pOp::Isend, vec![h], tag(ev.tag), req)
         }
         Op::Irecv => {
-            let h = half(ev.peer, ev.bytes, out);
+            let h = half(ev.peer, false, ev.bytes, out);
             let req = post(ev);
             p2p(P2pOp::Irecv, vec![h], tag(ev.tag), req)
         }
         Op::Sendrecv | Op::SendrecvReplace => {
-            let s = half(reply(ev.peer), ev.bytes, out);
-            let r = half(any(ev.src), ev.rbytes.or(ev.bytes), out);
+            let s = half(ev.peer, wild.reply, ev.bytes, out);
+            let r = half(any(ev.src), false, ev.rbytes.or(ev.bytes), out);
             p2p(P2pOp::Sendrecv, vec![s, r], tag(ev.tag), None)
         }
         Op::Wait
@@ -1238,20 +1225,7 @@ impl RankEventSurvey {
             let e = self.any_sources.entry(ev.site).or_insert((src, false));
             e.1 |= e.0 != src;
         }
-        let sends = matches!(
-            ev.op,
-            Op::Send
-                | Op::Bsend
-                | Op::Ssend
-                | Op::Rsend
-                | Op::Isend
-                | Op::Ibsend
-                | Op::Issend
-                | Op::Irsend
-                | Op::Sendrecv
-                | Op::SendrecvReplace
-        );
-        if sends && ev.peer.is_some_and(|p| p >= 0) {
+        if is_send(ev.op) && ev.peer.is_some_and(|p| p >= 0) {
             self.replies
                 .entry(ev.site)
                 .or_default()
@@ -1474,14 +1448,10 @@ mod wildcard_tests {
     /// deadlock: they answer `source`.
     #[test]
     fn a_site_that_answered_one_rank_only_still_answers_whoever_sent() {
-        let mut events: Vec<Event> = (1..4).map(|w| ev(Op::Send, 1, w, false)).collect();
+        let mut events = master(&[1, 2, 3]);
         for _ in 0..3 {
             events.push(ev(Op::Recv, 2, 3, true));
             events.push(ev(Op::Send, 12, 3, false));
-        }
-        for w in [1, 2, 3] {
-            events.push(ev(Op::Recv, 2, w, true));
-            events.push(ev(Op::Send, 3, w, false));
         }
         let (any, replies) = survey(&events);
         assert_eq!(any, BTreeSet::from([key(2)]));
