@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 use perfskel_grammar::ast::{
     BinOp, Block, Collective, Compute, Duration, Else, Expr, ExprKind, Ident, If, Loop, MsgSize,
     P2p, P2pOp, Peer, Pick, Site, Size, SizeSpec, Spanned, Stmt, StmtKind, TimeSpec, TimeUnit,
-    Wait, WaitOp,
+    Wait, WaitOp, While,
 };
 
 use super::comms::{bin, CommRef, Comms};
@@ -153,6 +153,7 @@ impl Builder<'_> {
                     }
                 }
                 MNode::Loop { counts, body } => out.push(self.looped(counts, body, universe)),
+                MNode::While { counts, body } => out.extend(self.task_loop(counts, body, universe)),
                 MNode::Steps { count, body } => {
                     self.loops += 1;
                     let counts: BTreeMap<u32, u64> =
@@ -610,6 +611,66 @@ impl Builder<'_> {
                 .join(", ")
         ));
         stmt
+    }
+
+    /// A task loop ([`MNode::While`]): `while recv PEER SIZE tag T { body; compute }`,
+    /// the compute before the receive written before the loop and at the end of its
+    /// body (the receive runs once more than the body: the message that ends the loop).
+    fn task_loop(
+        &mut self,
+        counts: &BTreeMap<u32, u64>,
+        body: &[MNode],
+        universe: &[u32],
+    ) -> Vec<Stmt> {
+        let Some((MNode::Tok { tok, acc }, rest)) = body.split_first() else {
+            return self.block(body, universe);
+        };
+        let gap = self.compute(acc, universe);
+        let head = match self.op(tok, acc) {
+            Some(Stmt {
+                kind: StmtKind::P2p(p2p),
+                site,
+                ..
+            }) if p2p.op == P2pOp::Recv && p2p.tag.is_some() => (*p2p, site),
+            // Not a receive with a tag: nothing to go on with (not made by `serve`).
+            _ => return self.block(body, universe),
+        };
+        self.loops += 1;
+        let mut stmts = self.block(rest, universe);
+        stmts.extend(gap.clone());
+        let mut stmt = Stmt::new(StmtKind::While(Box::new(While {
+            recv: head.0,
+            body: Block {
+                stmts,
+                end_comments: Vec::new(),
+            },
+        })));
+        stmt.site = head.1;
+        let mut by_count: BTreeMap<u64, Vec<u32>> = BTreeMap::new();
+        for (r, c) in counts {
+            by_count.entry(*c).or_default().push(*r);
+        }
+        let taken = by_count
+            .iter()
+            .rev()
+            .enumerate()
+            .map(|(i, (c, r))| {
+                let what = if i == 0 { " task(s)" } else { "" };
+                format!("{c}{what} on {}", list_ranks(r))
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
+        let provenance = self.provenance(counts, body);
+        let provenance = provenance
+            .split_once(" iterations")
+            .map_or(provenance.clone(), |(_, rest)| format!("# Task loop{rest}"));
+        stmt.trivia.leading.push(provenance);
+        stmt.trivia.leading.push(format!(
+            "# The application received any tag here and went on while it was the task's; it took {taken}. Here each rank takes the tasks that come to it."
+        ));
+        let mut out: Vec<Stmt> = gap.into_iter().collect();
+        out.push(stmt);
+        out
     }
 
     fn provenance(&self, counts: &BTreeMap<u32, u64>, body: &[MNode]) -> String {
@@ -1153,7 +1214,9 @@ fn collect_sites(nodes: &[MNode], out: &mut Vec<u32>) {
                     out.push(tok.site);
                 }
             }
-            MNode::Loop { body, .. } | MNode::Steps { body, .. } => collect_sites(body, out),
+            MNode::Loop { body, .. } | MNode::Steps { body, .. } | MNode::While { body, .. } => {
+                collect_sites(body, out)
+            }
             MNode::If { branches } => branches.iter().for_each(|(_, b)| collect_sites(b, out)),
             MNode::When {
                 then, otherwise, ..

@@ -251,6 +251,8 @@ pub(crate) fn size(nodes: &[MNode]) -> usize {
         .map(|n| match n {
             MNode::Tok { .. } => 1,
             MNode::Loop { body, .. } | MNode::Steps { body, .. } => 1 + size(body),
+            // Its head is the `while` statement.
+            MNode::While { body, .. } => size(body),
             MNode::If { branches } => 1 + branches.iter().map(|(_, b)| size(b)).sum::<usize>(),
             MNode::When {
                 then, otherwise, ..
@@ -1192,7 +1194,9 @@ fn ranks_of(nodes: &[MNode]) -> std::collections::BTreeSet<u32> {
     for n in nodes {
         match n {
             MNode::Tok { acc, .. } => out.extend(acc.keys().copied()),
-            MNode::Loop { counts, .. } => out.extend(counts.keys().copied()),
+            MNode::Loop { counts, .. } | MNode::While { counts, .. } => {
+                out.extend(counts.keys().copied())
+            }
             MNode::If { branches } => {
                 for (ranks, body) in branches {
                     out.extend(ranks.iter().copied());
@@ -1224,6 +1228,10 @@ fn scaled(node: &MNode, f: f64) -> MNode {
                 .collect(),
         },
         MNode::Loop { counts, body } => MNode::Loop {
+            counts: counts.clone(),
+            body: each(body),
+        },
+        MNode::While { counts, body } => MNode::While {
             counts: counts.clone(),
             body: each(body),
         },
@@ -1259,6 +1267,7 @@ fn add(a: &mut MNode, b: &MNode) {
             widen(t, u);
         }
         (MNode::Loop { body: x, .. }, MNode::Loop { body: y, .. })
+        | (MNode::While { body: x, .. }, MNode::While { body: y, .. })
         | (MNode::Steps { body: x, .. }, MNode::Steps { body: y, .. }) => all(x, y),
         (MNode::If { branches: x }, MNode::If { branches: y }) => {
             for ((_, p), (_, q)) in x.iter_mut().zip(y) {
@@ -1404,7 +1413,7 @@ pub(crate) fn coarsen(nodes: Vec<MNode>, app_ns: f64, n_ranks: usize) -> Vec<MNo
         piece(taken, out);
     };
     for node in nodes {
-        let major = matches!(node, MNode::Steps { .. }) || time(&node) >= limit;
+        let major = matches!(node, MNode::Steps { .. } | MNode::While { .. }) || time(&node) >= limit;
         if major {
             flush(&mut run, &mut out);
             out.push(node);
@@ -1534,6 +1543,11 @@ fn shape(node: &MNode, out: &mut String) {
                 body.iter().for_each(|n| shape(n, out));
                 out.push(')');
             }
+            out.push(']');
+        }
+        MNode::While { counts, body } => {
+            let _ = write!(out, "H{counts:?}[");
+            body.iter().for_each(|n| shape(n, out));
             out.push(']');
         }
         MNode::Steps { count, body } => {

@@ -29,12 +29,16 @@ pub(crate) struct Merger<'a> {
 enum Cand {
     Tok { tok: Tok, members: Vec<usize> },
     Loop { count: u64, members: Vec<usize> },
+    /// Task loops whose heads unify, however many tasks each rank took.
+    While { head: Tok, members: Vec<usize> },
 }
 
 impl Cand {
     fn members(&self) -> &[usize] {
         match self {
-            Cand::Tok { members, .. } | Cand::Loop { members, .. } => members,
+            Cand::Tok { members, .. } | Cand::Loop { members, .. } | Cand::While { members, .. } => {
+                members
+            }
         }
     }
 }
@@ -136,7 +140,7 @@ impl Merger<'_> {
                             }
                             None => false,
                         },
-                        Cand::Loop { .. } => false,
+                        Cand::Loop { .. } | Cand::While { .. } => false,
                     });
                     if !joined {
                         cands.push(Cand::Tok {
@@ -157,6 +161,32 @@ impl Merger<'_> {
                     if !joined {
                         cands.push(Cand::Loop {
                             count,
+                            members: vec![i],
+                        });
+                    }
+                }
+                MNode::While { body, .. } => {
+                    let Some(MNode::Tok { tok, .. }) = body.first() else {
+                        cands.push(Cand::Loop {
+                            count: u64::MAX,
+                            members: vec![i],
+                        });
+                        continue;
+                    };
+                    let joined = cands.iter_mut().any(|c| match c {
+                        Cand::While { head, members } => match unify(head, tok) {
+                            Some(u) => {
+                                *head = u;
+                                members.push(i);
+                                true
+                            }
+                            None => false,
+                        },
+                        _ => false,
+                    });
+                    if !joined {
+                        cands.push(Cand::While {
+                            head: tok.clone(),
                             members: vec![i],
                         });
                     }
@@ -270,6 +300,10 @@ impl Merger<'_> {
                     counts,
                     body: self.tabulate_ifs(body),
                 }],
+                MNode::While { counts, body } => vec![MNode::While {
+                    counts,
+                    body: self.tabulate_ifs(body),
+                }],
                 other => vec![other],
             })
             .collect()
@@ -304,6 +338,12 @@ impl Merger<'_> {
                     let mut counts = c.clone();
                     counts.extend(d.iter().map(|(r, n)| (*r, *n)));
                     Some(MNode::Loop { counts, body })
+                }
+                (MNode::While { counts: c, body: p }, MNode::While { counts: d, body: q }) => {
+                    let body = self.same_calls(p, q)?;
+                    let mut counts = c.clone();
+                    counts.extend(d.iter().map(|(r, n)| (*r, *n)));
+                    Some(MNode::While { counts, body })
                 }
                 _ => None,
             })
@@ -342,6 +382,36 @@ impl Merger<'_> {
                     counts,
                     body: self.merge(&bodies),
                 }
+            }
+            Cand::While { head, members } => {
+                // The bodies of the ranks that took tasks; the others only received
+                // the message that ended the loop (their head's statistics).
+                let mut counts = BTreeMap::new();
+                let mut bodies = Vec::new();
+                let mut idle = BTreeMap::new();
+                for &i in members {
+                    if let MNode::While { counts: c, body } = &seqs[i].1[cursor[i]] {
+                        counts.extend(c.iter().map(|(r, v)| (*r, *v)));
+                        if c.values().any(|n| *n > 0) {
+                            bodies.push((seqs[i].0, body.as_slice()));
+                        } else if let Some(MNode::Tok { acc, .. }) = body.first() {
+                            idle.extend(acc.iter().map(|(r, a)| (*r, a.clone())));
+                        }
+                    }
+                }
+                let mut body = if bodies.is_empty() {
+                    vec![MNode::Tok {
+                        tok: head.clone(),
+                        acc: BTreeMap::new(),
+                    }]
+                } else {
+                    self.merge(&bodies)
+                };
+                if let Some(MNode::Tok { tok, acc }) = body.first_mut() {
+                    *tok = unify(tok, head).unwrap_or_else(|| tok.clone());
+                    acc.extend(idle);
+                }
+                MNode::While { counts, body }
             }
         }
     }
@@ -457,7 +527,9 @@ impl Merger<'_> {
                 Some((_, body)) => body.iter_mut().all(|n| self.null_on(n, rank)),
                 None => true,
             },
-            MNode::Steps { .. } | MNode::When { .. } => false,
+            // A `while recv` from no neighbour would still run (its receive returns at
+            // once): not left to the peer.
+            MNode::Steps { .. } | MNode::When { .. } | MNode::While { .. } => false,
         }
     }
 
@@ -529,7 +601,7 @@ fn sync_key(node: &MNode) -> Option<SyncKey> {
             let (_, comm, site, kind) = body.first().and_then(sync_key)?;
             Some((true, comm, site, kind))
         }
-        MNode::If { .. } | MNode::Steps { .. } | MNode::When { .. } => None,
+        MNode::If { .. } | MNode::Steps { .. } | MNode::When { .. } | MNode::While { .. } => None,
     }
 }
 
@@ -550,7 +622,9 @@ fn kind_code(kind: &Kind) -> u8 {
 pub(crate) fn has_if(nodes: &[MNode]) -> bool {
     nodes.iter().any(|n| match n {
         MNode::If { .. } => true,
-        MNode::Loop { body, .. } | MNode::Steps { body, .. } => has_if(body),
+        MNode::Loop { body, .. } | MNode::Steps { body, .. } | MNode::While { body, .. } => {
+            has_if(body)
+        }
         MNode::When {
             then, otherwise, ..
         } => has_if(then) || has_if(otherwise),

@@ -38,6 +38,7 @@ mod negligible;
 mod nest;
 mod peers;
 mod prefix;
+mod serve;
 mod source;
 mod spread;
 mod summary;
@@ -315,6 +316,12 @@ pub fn skeletonize(
             ));
         }
     }
+    // Task loops, where tags vary (a loop goes on while its receive gets one tag).
+    let serve = if keep_tags {
+        serve::Serve::default()
+    } else {
+        std::mem::take(&mut survey.serve).decide(&comms)
+    };
     let policy = tokens::Policy {
         dirs: &dirs,
         comms: &comms,
@@ -322,6 +329,7 @@ pub fn skeletonize(
         size_map: &size_map,
         cancelled: &survey.cancelled,
         exchanges: &exchanges,
+        serve: &serve,
     };
     let mut site_names: Vec<String> = Vec::new();
     let mut site_index: BTreeMap<String, u32> = BTreeMap::new();
@@ -340,6 +348,8 @@ pub fn skeletonize(
     let mut covered = 0.0;
     let (mut p2p_bytes, mut explicit_bytes) = (0u64, 0u64);
     let no_sites = BTreeMap::new();
+    // Serve sites by trace-wide site index, and their loop tags.
+    let mut serve_tags: BTreeMap<u32, u32> = BTreeMap::new();
     for &rank in &merged_ranks {
         // Sites are interned in the order of the rank's site table, before its tokens.
         let local: BTreeMap<u64, u32> = survey
@@ -358,10 +368,14 @@ pub fn skeletonize(
             .iter()
             .map(|(id, key)| {
                 let key = (key.object.clone(), key.offset);
+                if let (Some(y), Some(idx)) = (serve.sites.get(&key), local.get(id)) {
+                    serve_tags.insert(*idx, *y);
+                }
                 let info = tokens::SiteInfo {
                     classes: size_classes.get(&key).map(Vec::as_slice),
                     any_receive: any_sites.contains(&key),
                     reply: reply_sites.contains(&key),
+                    serve: serve.sites.contains_key(&key),
                 };
                 (*id, info)
             })
@@ -422,6 +436,35 @@ pub fn skeletonize(
     } else {
         0.0
     };
+
+    // Task loops: on every rank, or (the tags taken away again) on none.
+    if !serve_tags.is_empty() {
+        let rewritten: Option<Vec<Vec<nest::MNode>>> = nests
+            .iter()
+            .map(|(r, n)| serve::to_while(&n.nodes, *r, &serve_tags))
+            .collect();
+        match rewritten {
+            Some(all) => {
+                let loops = all.iter().map(|n| serve::count_whiles(n)).sum::<usize>();
+                for ((_, n), w) in nests.iter_mut().zip(all) {
+                    n.nodes = w;
+                }
+                summary.notes.push(format!(
+                    "{} receive site(s) took any tag and went on while it was the task's: {loops} task loop(s) over all ranks are `while recv ... tag T`, each rank taking the tasks that come to it; the sends of those messages keep their tags",
+                    serve_tags.len()
+                ));
+            }
+            None => {
+                for (_, n) in nests.iter_mut() {
+                    n.nodes = serve::strip(&n.nodes);
+                }
+                summary.notes.push(format!(
+                    "{} receive site(s) took any tag and went on while it was the task's, but some rank's calls there are not one loop: written with the traced number of tasks per rank",
+                    serve_tags.len()
+                ));
+            }
+        }
+    }
 
     // 4. Merge.
     let merger = merge::Merger { dirs: &dirs };
@@ -717,9 +760,9 @@ fn used_comms(nodes: &[nest::MNode], out: &mut std::collections::BTreeSet<comms:
             nest::MNode::Tok { tok, .. } => {
                 out.insert(tok.comm);
             }
-            nest::MNode::Loop { body, .. } | nest::MNode::Steps { body, .. } => {
-                used_comms(body, out)
-            }
+            nest::MNode::Loop { body, .. }
+            | nest::MNode::Steps { body, .. }
+            | nest::MNode::While { body, .. } => used_comms(body, out),
             nest::MNode::If { branches } => {
                 for (_, body) in branches {
                     used_comms(body, out);

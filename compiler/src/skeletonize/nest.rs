@@ -162,6 +162,14 @@ pub(crate) enum MNode {
     If {
         branches: Vec<(Vec<u32>, Vec<MNode>)>,
     },
+    /// A task loop (`while recv PEER SIZE tag T { ... }`, from [`super::serve`]): the
+    /// first node of `body` is the receive (tag T) that heads every iteration, its
+    /// compute statistics over every visit, the last one (the receive that ended the
+    /// loop) included; `counts` are the tasks each rank took in the trace.
+    While {
+        counts: BTreeMap<u32, u64>,
+        body: Vec<MNode>,
+    },
     /// A loop whose body reads its iteration number (from [`super::fold`]): the same
     /// count on every rank.
     Steps { count: u64, body: Vec<MNode> },
@@ -379,7 +387,9 @@ pub(crate) fn time(nodes: &[MNode]) -> f64 {
         .iter()
         .map(|n| match n {
             MNode::Tok { acc, .. } => acc.values().map(|a| a.sum_ns + a.mpi_ns).sum(),
-            MNode::Loop { body, .. } | MNode::Steps { body, .. } => time(body),
+            MNode::Loop { body, .. } | MNode::Steps { body, .. } | MNode::While { body, .. } => {
+                time(body)
+            }
             MNode::If { branches } => branches.iter().map(|(_, b)| time(b)).sum(),
             MNode::When {
                 then, otherwise, ..
@@ -435,7 +445,7 @@ pub(crate) fn pending_after(nodes: &[MNode], mut pending: BTreeSet<u32>) -> Opti
                 }
                 pending
             }
-            MNode::Loop { body, .. } | MNode::Steps { body, .. } => {
+            MNode::Loop { body, .. } | MNode::Steps { body, .. } | MNode::While { body, .. } => {
                 let once = pending_after(body, pending)?;
                 pending_after(body, once)?
             }

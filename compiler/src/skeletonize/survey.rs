@@ -35,6 +35,8 @@ pub(super) struct Survey {
     pub peers: Vec<RecordedPeer>,
     pub comms: CommSurvey,
     pub events: EventSurvey,
+    /// Task loops' receive sites and the channels that feed them ([`super::serve`]).
+    pub serve: super::serve::ServeSurvey,
     pub complete: Vec<u32>,
     pub readable: Vec<u32>,
     pub events_per_rank: BTreeMap<u32, u64>,
@@ -72,6 +74,7 @@ pub(super) fn survey(
         peers: Vec::new(),
         comms: CommSurvey::default(),
         events: EventSurvey::default(),
+        serve: Default::default(),
         complete: Vec::new(),
         readable: Vec::new(),
         events_per_rank: BTreeMap::new(),
@@ -204,6 +207,7 @@ struct RankSurvey {
     /// Communicator-creating calls: new id, parent id, site id, call.
     creating: Vec<(Option<u64>, u64, u64, Op)>,
     events: RankEventSurvey,
+    serve: super::serve::RankServe,
     intercomms: comms::Intercomms,
     /// Requests `MPI_Cancel` named.
     cancelled: BTreeSet<u64>,
@@ -229,6 +233,7 @@ impl RankSurvey {
             peer_limit,
             creating: Vec::new(),
             events: RankEventSurvey::default(),
+            serve: Default::default(),
             intercomms: comms::Intercomms::default(),
             cancelled: BTreeSet::new(),
             phase: 0,
@@ -295,6 +300,7 @@ impl RankSurvey {
             }
         }
         self.events.add(ev);
+        self.serve.add(ev);
     }
 
     /// Adds the rank, read to its end, to the trace's survey.
@@ -353,6 +359,7 @@ impl RankSurvey {
             .collect();
         survey.comms.add_rank(self.rank, comms, creating);
         survey.events.add_rank(self.events, sites);
+        survey.serve.add_rank(self.rank, self.serve, sites);
     }
 }
 
@@ -370,6 +377,7 @@ mod tests {
             peers: Vec::new(),
             comms: CommSurvey::default(),
             events: EventSurvey::default(),
+            serve: Default::default(),
             complete: vec![0, 1],
             readable: vec![0, 1],
             events_per_rank: BTreeMap::new(),

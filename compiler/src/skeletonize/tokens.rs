@@ -142,6 +142,8 @@ pub(crate) struct Policy<'a> {
     pub cancelled: &'a BTreeMap<u32, BTreeSet<u64>>,
     /// Per rank, its data-addressed stretches (event indices) and what they become.
     pub exchanges: &'a BTreeMap<u32, Vec<super::exchange::Exchange>>,
+    /// Task loops: the serve sites and the sends that feed them keep their tags.
+    pub serve: &'a super::serve::Serve,
 }
 
 /// What the tokenizer knows of one call site (by rank-local id) from the survey.
@@ -154,6 +156,8 @@ pub(crate) struct SiteInfo<'a> {
     /// Its sends answer the source of the rank's last receive from any source, every
     /// time, and are written to `source`.
     pub reply: bool,
+    /// It serves a task loop ([`super::serve`]): its receives keep their tags.
+    pub serve: bool,
 }
 
 /// A rank's receives from `MPI_ANY_SOURCE`, read event by event: which receive took a
@@ -324,6 +328,10 @@ pub(crate) struct Tokenizer<'a> {
     /// The failed polls inside the exchange being read, and their time.
     inside_polls: u64,
     inside_poll_ns: u64,
+    /// Sends so far on each channel that fed a task loop ([`super::serve::Serve`]), and
+    /// whether the current event's send fed one (it keeps its tag).
+    sent: FxHashMap<(i64, CommRef, i64), u64>,
+    feeds: bool,
 }
 
 impl<'a> Tokenizer<'a> {
@@ -356,6 +364,8 @@ impl<'a> Tokenizer<'a> {
             inside: (0, 0),
             inside_polls: 0,
             inside_poll_ns: 0,
+            sent: FxHashMap::default(),
+            feeds: false,
         }
     }
 
@@ -369,6 +379,18 @@ impl<'a> Tokenizer<'a> {
     pub fn push(&mut self, ev: &Event, out: &mut dyn FnMut(Token)) {
         let index = self.index;
         self.index += 1;
+        self.feeds = false;
+        if !self.policy.serve.is_empty() && is_send(ev.op) {
+            let comm = self.policy.comms.lookup(self.rank, ev.comm.unwrap_or(0));
+            if let (Some(dst), Some(tag), Some(comm)) = (ev.peer, ev.tag, comm) {
+                let serve = self.policy.serve;
+                if serve.watches(self.rank, dst, comm, tag) {
+                    let k = self.sent.entry((dst, comm, tag)).or_default();
+                    self.feeds = serve.feeds(self.rank, dst, comm, tag, *k);
+                    *k += 1;
+                }
+            }
+        }
         if let Some(ex) = self
             .policy
             .exchanges
@@ -613,6 +635,11 @@ impl<'a> Tokenizer<'a> {
         let wild = Wild {
             any_receive: role.any_from.is_some() && site.any_receive,
             reply: role.reply_after.is_some() && site.reply,
+            tagged: if ev.op == Op::Recv {
+                site.serve
+            } else {
+                self.feeds
+            },
         };
         let Some((kind, sizes)) = kind_of(
             self.rank,
@@ -822,6 +849,9 @@ struct Wild {
     any_receive: bool,
     /// The send (half) goes to `source`.
     reply: bool,
+    /// The call keeps its tag though tags are not kept: a task loop's receive, or a send
+    /// whose message it received.
+    tagged: bool,
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -836,7 +866,7 @@ fn kind_inner(
     out: &mut RankCounts,
 ) -> Option<Kind> {
     let tag = |t: Option<i64>| {
-        if policy.keep_tags {
+        if policy.keep_tags || wild.tagged {
             t.and_then(|t| u32::try_from(t).ok())
         } else {
             None
