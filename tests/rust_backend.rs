@@ -505,6 +505,10 @@ fn run_examples(mpi: Mpi) {
     let task_farm = std::fs::read_to_string(root().join("tests/data/dsl/ok/task_farm.skel"))
         .expect("task_farm.skel");
     programs.push(("task_farm.skel".into(), task_farm));
+    // The same at 2 ranks on a chain: the worker receives from a grid direction.
+    let task_pair = std::fs::read_to_string(root().join("tests/data/dsl/ok/task_pair.skel"))
+        .expect("task_pair.skel");
+    programs.push(("task_pair.skel".into(), task_pair));
     // The hand-written example of the runtime crate, built as the project's main.rs.
     programs.push(("halo".into(), String::new()));
     let halo = std::fs::read_to_string(root().join("runtime/rust/examples/halo.rs"))

@@ -512,7 +512,7 @@ mod walk_tests {
         for node in nodes {
             match node {
                 MNode::Tok { acc, .. } => out.extend(acc.values().cloned()),
-                MNode::Loop { body, .. } => accs_of(body, out),
+                MNode::Loop { body, .. } | MNode::While { body, .. } => accs_of(body, out),
                 MNode::If { .. } | MNode::Steps { .. } | MNode::When { .. } => {}
             }
         }

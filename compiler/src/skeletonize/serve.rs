@@ -195,6 +195,8 @@ pub(crate) struct ServeSurvey {
     /// Per site, the loop tag every rank agrees on (`None`: some rank says no, or two
     /// tags).
     sites: BTreeMap<Site, Option<Option<i64>>>,
+    /// Per site, the ranks that received there.
+    takers: BTreeMap<Site, u32>,
     /// Per receiving rank, its channels' runs of sites.
     recvs: BTreeMap<u32, BTreeMap<LocalKey, Runs<Site>>>,
     /// Per sending rank, its channels' sends.
@@ -211,6 +213,7 @@ impl ServeSurvey {
                 .unwrap_or_default()
         };
         for (site, tags) in &part.sites {
+            *self.takers.entry(key_of(site)).or_default() += 1;
             let v = verdict(tags);
             let entry = self.sites.entry(key_of(site)).or_insert(Some(None));
             *entry = match (*entry, v) {
@@ -248,11 +251,15 @@ impl ServeSurvey {
 
     /// Decides which sites serve loops, once the communicators are known: those whose
     /// every rank agrees on a loop tag, all of whose channels were sent by plain sends
-    /// as many as were received, with their runs known.
+    /// as many as were received, with their runs known. A site only one rank received
+    /// at serves none: a lone worker takes every task, however they come, so the
+    /// traced count is the count anywhere, and a loop with a count can be cut to the
+    /// ratio (a `while` is not: its tasks are the messages that come).
     pub fn decide(self, comms: &Comms) -> Serve {
         let mut serve: BTreeMap<Site, u32> = self
             .sites
             .iter()
+            .filter(|(site, _)| self.takers.get(*site).copied().unwrap_or(0) >= 2)
             .filter_map(|(site, y)| match y {
                 Some(Some(y)) => Some((site.clone(), u32::try_from(*y).ok()?)),
                 _ => None,
@@ -575,4 +582,219 @@ pub(crate) fn strip(nodes: &[MNode]) -> Vec<MNode> {
             },
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::skeletonize::tokens::{Half, PeerAbs};
+
+    fn ev(op: Op, site: u64, peer: i64, tag: i64) -> Event {
+        Event {
+            op,
+            site,
+            peer: Some(peer),
+            tag: Some(tag),
+            bytes: Some(16),
+            comm: Some(0),
+            ..Event::default()
+        }
+    }
+
+    fn sites() -> BTreeMap<u64, SiteKey> {
+        (1..10)
+            .map(|s| {
+                (
+                    s,
+                    SiteKey {
+                        object: "app".into(),
+                        offset: s,
+                    },
+                )
+            })
+            .collect()
+    }
+
+    /// A farm of `tasks[w]` tasks per worker w (ranks 1..): the master sends tasks (tag
+    /// 1) from site 1 and stops (tag 2) from site 2; a worker receives at site 5 and
+    /// answers from site 6. `stop_tag` on the workers' side is what their last receive
+    /// got.
+    fn farm(tasks: &[u64], stop_tag: i64) -> Serve {
+        let mut all = ServeSurvey::default();
+        let mut master = RankServe::default();
+        for (w, n) in tasks.iter().enumerate() {
+            let w = w as i64 + 1;
+            for _ in 0..*n {
+                master.add(&ev(Op::Send, 1, w, 1));
+                master.add(&ev(Op::Recv, 3, w, 3));
+            }
+            master.add(&ev(Op::Send, 2, w, stop_tag));
+        }
+        all.add_rank(0, master, &sites());
+        for (w, n) in tasks.iter().enumerate() {
+            let mut worker = RankServe::default();
+            for _ in 0..*n {
+                worker.add(&ev(Op::Recv, 5, 0, 1));
+                worker.add(&ev(Op::Send, 6, 0, 3));
+            }
+            worker.add(&ev(Op::Recv, 5, 0, stop_tag));
+            all.add_rank(w as u32 + 1, worker, &sites());
+        }
+        all.decide(&Comms::default())
+    }
+
+    #[test]
+    fn a_receive_that_goes_on_while_one_tag_comes_serves_a_loop() {
+        // Worker 3 took no task: its only receive was the stop.
+        let serve = farm(&[3, 2, 0], 2);
+        assert_eq!(serve.sites, [(("app".to_string(), 5), 1)].into());
+        // Every task and every stop the master sent fed it; the results did not.
+        for k in 0..3 {
+            assert!(serve.feeds(0, 1, CommRef::World, 1, k));
+        }
+        assert!(!serve.feeds(0, 1, CommRef::World, 1, 3));
+        assert!(serve.feeds(0, 3, CommRef::World, 2, 0));
+        assert!(!serve.watches(1, 0, CommRef::World, 3));
+    }
+
+    #[test]
+    fn a_receive_of_one_tag_only_serves_no_loop() {
+        // The stop has the task's tag: nothing tells a task from the end.
+        assert!(farm(&[3, 2, 1], 1).is_empty());
+    }
+
+    #[test]
+    fn a_lone_worker_keeps_its_count() {
+        // One worker takes every task however they come: its loop keeps the count.
+        assert!(farm(&[5], 2).is_empty());
+    }
+
+    #[test]
+    fn a_site_fed_by_messages_the_survey_cannot_pair_serves_no_loop() {
+        let mut all = ServeSurvey::default();
+        let mut master = RankServe::default();
+        master.add(&ev(Op::Send, 1, 1, 1));
+        master.add(&ev(Op::Send, 2, 1, 2));
+        all.add_rank(0, master, &sites());
+        let mut worker = RankServe::default();
+        // Two tasks received for one sent (a rank the trace lacks sent the other).
+        worker.add(&ev(Op::Recv, 5, 0, 1));
+        worker.add(&ev(Op::Recv, 5, 0, 1));
+        worker.add(&ev(Op::Recv, 5, 0, 2));
+        all.add_rank(1, worker, &sites());
+        assert!(all.decide(&Comms::default()).is_empty());
+    }
+
+    fn recv(tag: u32, bytes: u64) -> Tok {
+        Tok {
+            kind: Kind::P2p {
+                op: P2pOp::Recv,
+                halves: vec![Half {
+                    peer: PeerAbs::Rank(0),
+                    bytes: Some(bytes),
+                    shift: None,
+                    xor: None,
+                }],
+                tag: Some(tag),
+                req: None,
+            },
+            comm: CommRef::World,
+            site: 5,
+        }
+    }
+
+    fn send(site: u32) -> Tok {
+        Tok {
+            kind: Kind::P2p {
+                op: P2pOp::Send,
+                halves: vec![Half {
+                    peer: PeerAbs::Rank(0),
+                    bytes: Some(8),
+                    shift: None,
+                    xor: None,
+                }],
+                tag: None,
+                req: None,
+            },
+            comm: CommRef::World,
+            site,
+        }
+    }
+
+    fn tok(t: Tok, visits: u64) -> MNode {
+        let mut acc = Acc::default();
+        for _ in 0..visits {
+            acc.add(1000, 10);
+        }
+        MNode::Tok {
+            tok: t,
+            acc: [(1, acc)].into(),
+        }
+    }
+
+    fn visits(node: &MNode) -> u64 {
+        match node {
+            MNode::Tok { acc, .. } => acc.values().map(|a| a.n).sum(),
+            _ => 0,
+        }
+    }
+
+    #[test]
+    fn loops_of_tasks_become_while_loops() {
+        let sites = [(5, 1)].into();
+        // loop 4 { send ready; recv task; send result }; send ready; recv stop (a
+        // shorter message)  →  send ready; while recv task { send result; send ready }
+        let nest = vec![
+            MNode::Loop {
+                counts: [(1, 4)].into(),
+                body: vec![tok(send(7), 4), tok(recv(1, 16), 4), tok(send(6), 4)],
+            },
+            tok(send(7), 1),
+            tok(recv(2, 0), 1),
+        ];
+        let out = to_while(&nest, 1, &sites).expect("rewritten");
+        assert_eq!(out.len(), 2, "{out:#?}");
+        assert!(matches!(&out[0], MNode::Tok { tok, .. } if *tok == send(7)));
+        let MNode::While { counts, body } = &out[1] else {
+            panic!("{out:#?}");
+        };
+        assert_eq!(counts, &[(1, 4)].into());
+        // The head: the task's receive, its statistics over all five receives.
+        assert!(matches!(&body[0], MNode::Tok { tok, .. } if *tok == recv(1, 16)));
+        assert_eq!(visits(&body[0]), 5);
+        assert!(matches!(&body[1], MNode::Tok { tok, .. } if *tok == send(6)));
+        assert!(matches!(&body[2], MNode::Tok { tok, .. } if *tok == send(7)));
+
+        // One task (no loop) and no task.
+        let once = vec![tok(recv(1, 16), 1), tok(send(6), 1), tok(recv(2, 16), 1)];
+        let out = to_while(&once, 1, &sites).expect("rewritten");
+        assert!(
+            matches!(&out[..], [MNode::While { counts, body }] if counts[&1] == 1 && body.len() == 2 && visits(&body[0]) == 2),
+            "{out:#?}"
+        );
+        let none = vec![tok(send(7), 1), tok(recv(2, 16), 1)];
+        let out = to_while(&none, 1, &sites).expect("rewritten");
+        assert!(
+            matches!(&out[1], MNode::While { counts, body } if counts[&1] == 0 && body.len() == 1 && matches!(&body[0], MNode::Tok { tok, .. } if *tok == recv(1, 16))),
+            "{out:#?}"
+        );
+    }
+
+    #[test]
+    fn tasks_that_are_not_one_loop_leave_the_nest_alone() {
+        let sites = [(5, 1)].into();
+        // Two tasks of different kinds (no loop with the stop after it): the rank
+        // would receive a fixed number of tasks, so the caller takes the tags away.
+        let nest = vec![
+            MNode::Loop {
+                counts: [(1, 3)].into(),
+                body: vec![tok(recv(1, 16), 3), tok(send(6), 3)],
+            },
+            tok(send(8), 1),
+            tok(recv(2, 16), 1),
+        ];
+        assert!(to_while(&nest, 1, &sites).is_none());
+        let stripped = strip(&nest);
+        assert!(matches!(&stripped[2], MNode::Tok { tok: Tok { kind: Kind::P2p { tag: None, .. }, .. }, .. }));
+    }
 }

@@ -168,6 +168,14 @@ fn run_at(
                     run(body, rank, dirs, out);
                 }
             }
+            // The rank's traced tasks, then the receive that ended them.
+            MNode::While { counts, body } => {
+                let count = counts.get(&rank).copied().unwrap_or(0);
+                for _ in 0..count {
+                    run(body, rank, dirs, out);
+                }
+                run(&body[..1.min(body.len())], rank, dirs, out);
+            }
             MNode::If { branches } => {
                 let taken = branches
                     .iter()
@@ -373,6 +381,10 @@ fn time_of(nodes: &[MNode], step: Option<u64>) -> f64 {
             MNode::Loop { counts, body } => {
                 counts.values().copied().max().unwrap_or(0) as f64 * time_of(body, step)
             }
+            MNode::While { counts, body } => {
+                let n = counts.values().copied().max().unwrap_or(0) as f64;
+                n * time_of(body, step) + time_of(&body[..1.min(body.len())], step)
+            }
             MNode::If { branches } => branches.iter().map(|(_, b)| time_of(b, step)).sum(),
             MNode::Steps { count, body } => (0..*count).map(|i| time_of(body, Some(i))).sum(),
             MNode::When {
@@ -486,6 +498,7 @@ fn sketch(nodes: &[MNode]) -> String {
                 counts.values().max().copied().unwrap_or(0),
                 sketch(body)
             ),
+            MNode::While { body, .. } => format!("H[{}]", sketch(body)),
             MNode::If { branches } => format!("If({})", branches.len()),
             MNode::Steps { count, body } => format!("S{count}[{}]", sketch(body)),
             MNode::When {

@@ -664,6 +664,10 @@ impl<'a> Writer<'a> {
                         _ => None,
                     }),
                     StmtKind::Loop(l) => search(&l.body, text),
+                    StmtKind::While(w) => match &w.recv.peer.value {
+                        Peer::Dir(d) if printer::direction(d) == text => Some(d.clone()),
+                        _ => search(&w.body, text),
+                    },
                     StmtKind::If(i) => {
                         let mut current = i;
                         loop {
