@@ -341,7 +341,11 @@ fn master_worker(mpi: Mpi) {
     // The workers take tasks while they come (the loop ends at the stop, tag 2), not
     // the number each took in the traced run: one `while recv` for all of them, and
     // the master's tasks and stops keep their tags.
-    assert_eq!(text.matches("while recv hub 16 B tag 1").count(), 1, "{text}");
+    assert_eq!(
+        text.matches("while recv hub 16 B tag 1").count(),
+        1,
+        "{text}"
+    );
     assert!(text.contains("send source 16 B tag 2"), "{text}");
     // Sends of tasks, answers with tasks, answers with stops; the workers' loop.
     assert!(summary["statements"].as_u64().unwrap_or(99) <= 12, "{text}");

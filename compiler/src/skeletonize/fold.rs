@@ -1413,7 +1413,8 @@ pub(crate) fn coarsen(nodes: Vec<MNode>, app_ns: f64, n_ranks: usize) -> Vec<MNo
         piece(taken, out);
     };
     for node in nodes {
-        let major = matches!(node, MNode::Steps { .. } | MNode::While { .. }) || time(&node) >= limit;
+        let major =
+            matches!(node, MNode::Steps { .. } | MNode::While { .. }) || time(&node) >= limit;
         if major {
             flush(&mut run, &mut out);
             out.push(node);

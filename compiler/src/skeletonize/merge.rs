@@ -27,18 +27,27 @@ pub(crate) struct Merger<'a> {
 }
 
 enum Cand {
-    Tok { tok: Tok, members: Vec<usize> },
-    Loop { count: u64, members: Vec<usize> },
+    Tok {
+        tok: Tok,
+        members: Vec<usize>,
+    },
+    Loop {
+        count: u64,
+        members: Vec<usize>,
+    },
     /// Task loops whose heads unify, however many tasks each rank took.
-    While { head: Tok, members: Vec<usize> },
+    While {
+        head: Tok,
+        members: Vec<usize>,
+    },
 }
 
 impl Cand {
     fn members(&self) -> &[usize] {
         match self {
-            Cand::Tok { members, .. } | Cand::Loop { members, .. } | Cand::While { members, .. } => {
-                members
-            }
+            Cand::Tok { members, .. }
+            | Cand::Loop { members, .. }
+            | Cand::While { members, .. } => members,
         }
     }
 }

@@ -43,13 +43,20 @@ const MAX_TAGS: usize = 8;
 /// received on it (none of them is a serve site then).
 const MAX_RUNS: usize = 64;
 
+/// Receives of another tag than the loop's (each ends a loop) a rank may make at a
+/// serve site: a worker stops once per farm; a receive whose tag changes every few
+/// calls (one function receiving each dimension's halo with its own tag) serves no
+/// loop.
+const MAX_ENDS: u64 = 16;
+
 /// The matched tags of one receive site on one rank.
 #[derive(Clone, Debug, Default)]
 struct SiteTags {
     /// Only blocking `MPI_Recv` calls were made there (a serve site is one).
     blocking: bool,
-    counts: BTreeMap<i64, u64>,
-    last: i64,
+    /// Per tag, the receives and the runs of them (receives of it in a row).
+    counts: BTreeMap<i64, (u64, u64)>,
+    last: Option<i64>,
     too_many: bool,
 }
 
@@ -131,18 +138,18 @@ impl RankServe {
         };
         if let (Some(src), Some(tag)) = (received, tag) {
             if src >= 0 {
-                self.recvs
-                    .entry((src, comm, tag))
-                    .or_default()
-                    .add(ev.site);
+                self.recvs.entry((src, comm, tag)).or_default().add(ev.site);
                 let site = self.sites.entry(ev.site).or_insert_with(|| SiteTags {
                     blocking: true,
                     ..SiteTags::default()
                 });
                 site.blocking &= ev.op == Op::Recv;
-                site.last = tag;
+                let new_run = site.last != Some(tag);
+                site.last = Some(tag);
                 if !site.too_many {
-                    *site.counts.entry(tag).or_default() += 1;
+                    let c = site.counts.entry(tag).or_default();
+                    c.0 += 1;
+                    c.1 += u64::from(new_run);
                     site.too_many = site.counts.len() > MAX_TAGS;
                 }
             }
@@ -167,8 +174,8 @@ enum Verdict {
     No,
     /// Only ending tags (the rank took no task).
     Ends,
-    /// Runs of tag T, each ended by another.
-    Loop(i64),
+    /// Runs of tag T, each ended by another: T, its receives and runs.
+    Loop(i64, u64, u64),
 }
 
 fn verdict(t: &SiteTags) -> Verdict {
@@ -179,22 +186,41 @@ fn verdict(t: &SiteTags) -> Verdict {
     let y = t
         .counts
         .iter()
-        .filter(|(tag, _)| **tag != t.last)
-        .max_by_key(|(tag, n)| (**n, std::cmp::Reverse(**tag)))
-        .map(|(tag, _)| *tag);
+        .filter(|(tag, _)| Some(**tag) != t.last)
+        .max_by_key(|(tag, (n, _))| (*n, std::cmp::Reverse(**tag)));
+    let total: u64 = t.counts.values().map(|(n, _)| n).sum();
     match y {
-        Some(y) if y >= 0 => Verdict::Loop(y),
+        Some((&y, &(n, runs))) if y >= 0 && total - n <= MAX_ENDS => Verdict::Loop(y, n, runs),
         Some(_) => Verdict::No,
-        None => Verdict::Ends,
+        None if total <= MAX_ENDS => Verdict::Ends,
+        None => Verdict::No,
+    }
+}
+
+/// What the ranks say of one site: the loop tag they agree on (`None`: some rank says
+/// no, or two tags; `Some(None)`: only ends so far), and their tasks and runs of them.
+#[derive(Clone, Copy, Debug)]
+struct SiteVerdict {
+    y: Option<Option<i64>>,
+    tasks: u64,
+    runs: u64,
+}
+
+impl Default for SiteVerdict {
+    fn default() -> Self {
+        SiteVerdict {
+            y: Some(None),
+            tasks: 0,
+            runs: 0,
+        }
     }
 }
 
 /// The trace-wide survey of serve sites and of the channels that feed them.
 #[derive(Debug, Default)]
 pub(crate) struct ServeSurvey {
-    /// Per site, the loop tag every rank agrees on (`None`: some rank says no, or two
-    /// tags).
-    sites: BTreeMap<Site, Option<Option<i64>>>,
+    /// Per site, what its ranks say.
+    sites: BTreeMap<Site, SiteVerdict>,
     /// Per site, the ranks that received there.
     takers: BTreeMap<Site, u32>,
     /// Per receiving rank, its channels' runs of sites.
@@ -215,13 +241,17 @@ impl ServeSurvey {
         for (site, tags) in &part.sites {
             *self.takers.entry(key_of(site)).or_default() += 1;
             let v = verdict(tags);
-            let entry = self.sites.entry(key_of(site)).or_insert(Some(None));
-            *entry = match (*entry, v) {
+            let entry = self.sites.entry(key_of(site)).or_default();
+            entry.y = match (entry.y, v) {
                 (None, _) | (_, Verdict::No) => None,
                 (Some(y), Verdict::Ends) => Some(y),
-                (Some(None), Verdict::Loop(y)) => Some(Some(y)),
-                (Some(Some(a)), Verdict::Loop(b)) => (a == b).then_some(Some(a)),
+                (Some(None), Verdict::Loop(y, ..)) => Some(Some(y)),
+                (Some(Some(a)), Verdict::Loop(b, ..)) => (a == b).then_some(Some(a)),
             };
+            if let Verdict::Loop(_, n, runs) = v {
+                entry.tasks += n;
+                entry.runs += runs;
+            }
         }
         let recvs = part
             .recvs
@@ -254,14 +284,18 @@ impl ServeSurvey {
     /// as many as were received, with their runs known. A site only one rank received
     /// at serves none: a lone worker takes every task, however they come, so the
     /// traced count is the count anywhere, and a loop with a count can be cut to the
-    /// ratio (a `while` is not: its tasks are the messages that come).
+    /// ratio (a `while` is not: its tasks are the messages that come). Nor does one
+    /// whose runs of tasks are one receive long on average: a tag that changes at
+    /// every call or two follows the program, not the tasks that come.
     pub fn decide(self, comms: &Comms) -> Serve {
         let mut serve: BTreeMap<Site, u32> = self
             .sites
             .iter()
             .filter(|(site, _)| self.takers.get(*site).copied().unwrap_or(0) >= 2)
-            .filter_map(|(site, y)| match y {
-                Some(Some(y)) => Some((site.clone(), u32::try_from(*y).ok()?)),
+            .filter_map(|(site, v)| match v.y {
+                Some(Some(y)) if v.tasks >= 2 * v.runs => {
+                    Some((site.clone(), u32::try_from(y).ok()?))
+                }
                 _ => None,
             })
             .collect();
@@ -398,7 +432,11 @@ fn has_serve_recv(nodes: &[MNode], sites: &BTreeMap<u32, u32>) -> bool {
 
 /// One rank's nest with its task loops as `while`s, or `None` where a receive of a
 /// serve site is left outside one (`sites`: serve site index → loop tag).
-pub(crate) fn to_while(nodes: &[MNode], rank: u32, sites: &BTreeMap<u32, u32>) -> Option<Vec<MNode>> {
+pub(crate) fn to_while(
+    nodes: &[MNode],
+    rank: u32,
+    sites: &BTreeMap<u32, u32>,
+) -> Option<Vec<MNode>> {
     let out = rewrite(nodes, rank, sites)?;
     (!has_serve_recv(&out, sites)).then_some(out)
 }
@@ -435,11 +473,12 @@ fn rewrite(nodes: &[MNode], rank: u32, sites: &BTreeMap<u32, u32>) -> Option<Vec
         // The task's receive: the same call but for its tag and size (a message that
         // stops a worker may be shorter than a task).
         let unsized_head = without_sizes(&head);
-        let is_head = |n: &MNode| matches!(n, MNode::Tok { tok, .. } if without_sizes(tok) == unsized_head);
+        let is_head =
+            |n: &MNode| matches!(n, MNode::Tok { tok, .. } if without_sizes(tok) == unsized_head);
         // The last node before the end that holds a receive of the site, and which.
-        let back = out
-            .iter()
-            .rposition(|n| has_serve_recv(std::slice::from_ref(n), sites) || matches!(n, MNode::While { .. }));
+        let back = out.iter().rposition(|n| {
+            has_serve_recv(std::slice::from_ref(n), sites) || matches!(n, MNode::While { .. })
+        });
         let mut merged = acc.clone();
         let looped = back.and_then(|at| match &out[at] {
             MNode::Loop { counts, body } => {
@@ -462,7 +501,10 @@ fn rewrite(nodes: &[MNode], rank: u32, sites: &BTreeMap<u32, u32>) -> Option<Vec
             let mut wbody = vec![head_node];
             wbody.extend(body[h + 1..].iter().cloned());
             wbody.extend(body[..h].iter().cloned());
-            out.push(MNode::While { counts, body: wbody });
+            out.push(MNode::While {
+                counts,
+                body: wbody,
+            });
             continue;
         }
         match back {
@@ -615,10 +657,9 @@ mod tests {
             .collect()
     }
 
-    /// A farm of `tasks[w]` tasks per worker w (ranks 1..): the master sends tasks (tag
-    /// 1) from site 1 and stops (tag 2) from site 2; a worker receives at site 5 and
-    /// answers from site 6. `stop_tag` on the workers' side is what their last receive
-    /// got.
+    /// A farm of `tasks[w]` tasks per worker w (ranks 1..): the master sends tasks
+    /// (tag 1) from site 1 and stops (tag `stop_tag`) from site 2; a worker receives at
+    /// site 5 and answers from site 6.
     fn farm(tasks: &[u64], stop_tag: i64) -> Serve {
         let mut all = ServeSurvey::default();
         let mut master = RankServe::default();
@@ -661,6 +702,28 @@ mod tests {
     fn a_receive_of_one_tag_only_serves_no_loop() {
         // The stop has the task's tag: nothing tells a task from the end.
         assert!(farm(&[3, 2, 1], 1).is_empty());
+    }
+
+    #[test]
+    fn a_receive_whose_tag_follows_the_program_serves_no_loop() {
+        // Two ranks exchange a halo per dimension through one function: its receive
+        // gets tags 0, 1, 2 in turn (runs of one), or 0, 0, 1 (an end every third
+        // receive, 100 of them): neither is a worker taking tasks.
+        for pattern in [&[0, 1, 2][..], &[0, 0, 1][..]] {
+            let mut all = ServeSurvey::default();
+            for rank in 0..2u32 {
+                let peer = 1 - i64::from(rank);
+                let mut part = RankServe::default();
+                for _ in 0..100 {
+                    for &tag in pattern {
+                        part.add(&ev(Op::Send, 1, peer, tag));
+                        part.add(&ev(Op::Recv, 5, peer, tag));
+                    }
+                }
+                all.add_rank(rank, part, &sites());
+            }
+            assert!(all.decide(&Comms::default()).is_empty(), "{pattern:?}");
+        }
     }
 
     #[test]
@@ -795,6 +858,15 @@ mod tests {
         ];
         assert!(to_while(&nest, 1, &sites).is_none());
         let stripped = strip(&nest);
-        assert!(matches!(&stripped[2], MNode::Tok { tok: Tok { kind: Kind::P2p { tag: None, .. }, .. }, .. }));
+        assert!(matches!(
+            &stripped[2],
+            MNode::Tok {
+                tok: Tok {
+                    kind: Kind::P2p { tag: None, .. },
+                    ..
+                },
+                ..
+            }
+        ));
     }
 }
