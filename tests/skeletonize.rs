@@ -372,6 +372,38 @@ fn master_worker_mpich() {
     master_worker(Mpi::Mpich);
 }
 
+/// Matched probes (MPI-3, how mpi4py's `comm.recv` receives): the master's
+/// `MPI_Mprobe(MPI_ANY_SOURCE)` + `MPI_Mrecv` is a receive from any worker answered with
+/// `send source`, the workers' `MPI_Improbe` polls + `MPI_Imrecv` are polls and a posted
+/// receive from the master; no receive is lost (the tracer once let them through
+/// untraced, and every skeleton of such a program had sends no one received).
+fn matched_probes(mpi: Mpi) {
+    let (dir, trace) = record(mpi, "test:matched_probe", &["9"]);
+    let (text, summary) = skeletonize_cli(&trace, &[]);
+    assert_eq!(summary["dropped_events"], 0, "{summary:#}");
+    assert!(text.contains("recv any 8 B"), "{text}");
+    assert!(text.contains("send source 8 B"), "{text}");
+    assert!(text.contains("irecv hub 8 B"), "{text}");
+    let (program, _) = perfskel_grammar::parse(&text);
+    let info = check(&program, &text, CheckOptions::default())
+        .info
+        .expect("checked");
+    // Nine tasks and three stops from the master, nine results from the workers (a
+    // clean check: every one received).
+    assert_eq!(info.ranks()[0].messages_sent, 9 + 3, "{text}");
+    let results: u64 = info.ranks()[1..].iter().map(|r| r.messages_sent).sum();
+    assert_eq!(results, 9, "{text}");
+    compile_and_run_1to1(mpi, &dir, &trace);
+}
+#[test]
+fn matched_probes_openmpi() {
+    matched_probes(Mpi::OpenMpi);
+}
+#[test]
+fn matched_probes_mpich() {
+    matched_probes(Mpi::Mpich);
+}
+
 /// A stripped executable calling MPI from a stripped shared library (how distributions
 /// build LAMMPS): without debug information every MPI statement still has a call site,
 /// named by function and offset where the dynamic symbol table has the function, by
