@@ -6,12 +6,13 @@
 # `perfskel record -- srun` (then starts a single-node Slurm with slurm-local.sh), and
 # the real applications of scripts/real-apps.sh and tests/lammps.rs: LAMMPS (`lmp`, with
 # its examples) and HPCC, both built against Debian's OpenMPI; SimGrid (smpicc, smpirun)
-# for `perfskel run --simgrid`.
+# for `perfskel run --simgrid`; mpi4py (Debian's python3-mpi4py, on its OpenMPI) for the
+# Python task farm of tests/skeletonize.rs.
 # Debian/Ubuntu; uses sudo when not root.
 set -euo pipefail
 
 packages=(openmpi-bin libopenmpi-dev mpich libmpich-dev zlib1g-dev gfortran libclang-dev pkg-config make time
-    slurm-wlm munge lammps lammps-examples hpcc libsimgrid-dev)
+    slurm-wlm munge lammps lammps-examples hpcc libsimgrid-dev python3-mpi4py)
 missing=()
 for p in "${packages[@]}"; do
     dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

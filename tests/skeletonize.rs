@@ -395,6 +395,36 @@ fn matched_probes(mpi: Mpi) {
     assert_eq!(results, 9, "{text}");
     compile_and_run_1to1(mpi, &dir, &trace);
 }
+/// An mpi4py task farm (Debian's python3-mpi4py, built on its Open MPI): pickled
+/// `comm.recv` is `MPI_Mprobe` + `MPI_Mrecv`, so every receive is recorded, and every
+/// send of the program is one call site in mpi4py's extension module (as is every
+/// receive), so the master's answers are not told from its first tasks: its receives
+/// from any source keep the traced order, and the skeleton checks and runs.
+#[test]
+fn mpi4py_task_farm_openmpi() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/apps/task_farm.py");
+    let trace = record_exe(
+        Mpi::OpenMpi,
+        Path::new("/usr/bin/python3"),
+        "task_farm_py",
+        &[script.to_str().expect("utf-8"), "12", "20000"],
+        dir.path(),
+        N_RANKS,
+    );
+    let (text, summary) = skeletonize_cli(&trace, &[]);
+    assert_eq!(summary["dropped_events"], 0, "{summary:#}");
+    let (program, _) = perfskel_grammar::parse(&text);
+    let info = check(&program, &text, CheckOptions::default())
+        .info
+        .expect("checked");
+    // Twelve tasks and three stops from the master, twelve results.
+    assert_eq!(info.ranks()[0].messages_sent, 12 + 3, "{text}");
+    let results: u64 = info.ranks()[1..].iter().map(|r| r.messages_sent).sum();
+    assert_eq!(results, 12, "{text}");
+    compile_and_run_1to1(Mpi::OpenMpi, &dir, &trace);
+}
+
 #[test]
 fn matched_probes_openmpi() {
     matched_probes(Mpi::OpenMpi);
