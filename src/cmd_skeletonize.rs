@@ -381,19 +381,37 @@ impl RankEvents for Reported<'_> {
 }
 
 /// The traced executable's file name (the object of the first call site of the first
-/// readable rank), as a word; else the trace directory's name.
+/// readable rank; for an mpi4py program the Python script, the first `.py` file among
+/// the sites of its first events, without its extension), as a word; else the trace
+/// directory's name.
 fn skeleton_name(dir: &Path, n_ranks: u32) -> String {
     let from_object = (0..n_ranks).find_map(|rank| {
         let mut reader = cmd_trace::open_rank(dir, rank).ok().flatten()?;
         let mut ev = Event::default();
-        reader.next_event(&mut ev).ok()?;
-        let site = reader
-            .sites()
-            .get(usize::try_from(ev.site).ok()?.checked_sub(1)?)?;
-        let object = reader.object(site.object)?;
-        Path::new(&object.path)
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
+        let mut first: Option<String> = None;
+        for _ in 0..64 {
+            if !matches!(reader.next_event(&mut ev), Ok(true)) {
+                break;
+            }
+            let Some(site) = usize::try_from(ev.site)
+                .ok()
+                .and_then(|s| s.checked_sub(1))
+                .and_then(|s| reader.sites().get(s).cloned())
+            else {
+                continue;
+            };
+            let Some(path) = reader.object(site.object).map(|o| o.path.clone()) else {
+                continue;
+            };
+            let path = Path::new(&path);
+            if path.extension().is_some_and(|e| e == "py") {
+                return path.file_stem().map(|n| n.to_string_lossy().into_owned());
+            }
+            if first.is_none() {
+                first = path.file_name().map(|n| n.to_string_lossy().into_owned());
+            }
+        }
+        first
     });
     let raw = from_object.unwrap_or_else(|| {
         dir.file_name()

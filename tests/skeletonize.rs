@@ -396,10 +396,10 @@ fn matched_probes(mpi: Mpi) {
     compile_and_run_1to1(mpi, &dir, &trace);
 }
 /// An mpi4py task farm (Debian's python3-mpi4py, built on its Open MPI): pickled
-/// `comm.recv` is `MPI_Mprobe` + `MPI_Mrecv`, so every receive is recorded, and every
-/// send of the program is one call site in mpi4py's extension module (as is every
-/// receive), so the master's answers are not told from its first tasks: its receives
-/// from any source keep the traced order, and the skeleton checks and runs.
+/// `comm.recv` is `MPI_Mprobe` + `MPI_Mrecv`, so every receive is recorded; every MPI
+/// call returns into mpi4py's extension module, so the tracer names each by its Python
+/// line instead (`task_farm.py:47`), and the skeleton is the C farm's: the master's
+/// `recv any` / `send source`, the workers' `while recv`.
 #[test]
 fn mpi4py_task_farm_openmpi() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -414,6 +414,13 @@ fn mpi4py_task_farm_openmpi() {
     );
     let (text, summary) = skeletonize_cli(&trace, &[]);
     assert_eq!(summary["dropped_events"], 0, "{summary:#}");
+    assert!(text.contains("skeleton task_farm\n"), "{text}");
+    // The script's lines: the master's receive (35) and answers (38, 42), the
+    // worker's receive (47).
+    assert!(text.contains("recv any 15 B @ \"task_farm.py:35\""), "{text}");
+    assert!(text.contains("send source 15 B tag 1 @ \"task_farm.py:38\""), "{text}");
+    assert!(text.contains("send source 4 B tag 2 @ \"task_farm.py:42\""), "{text}");
+    assert!(text.contains("while recv hub 15 B tag 1 @ \"task_farm.py:47\""), "{text}");
     let (program, _) = perfskel_grammar::parse(&text);
     let info = check(&program, &text, CheckOptions::default())
         .info

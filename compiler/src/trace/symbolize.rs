@@ -58,6 +58,10 @@ impl Location {
         if let Some(short) = self.short() {
             return short;
         }
+        if let Some(line) = python_line(object, offset) {
+            let file = object.rsplit('/').next().unwrap_or(object);
+            return format!("{file}:{line}");
+        }
         if let Some(sym) = &self.symbol {
             return format!("{}+0x{:x}", sym.name, sym.offset);
         }
@@ -65,6 +69,17 @@ impl Location {
             "" => format!("0x{offset:x}"),
             file => format!("{file}+0x{offset:x}"),
         }
+    }
+}
+
+/// The line of a Python call site: the tracer records an mpi4py program's MPI calls
+/// under the Python file (an object whose path ends in `.py`) with the line number as
+/// the offset (FORMAT.md, "Call sites").
+pub fn python_line(object: &str, offset: u64) -> Option<u32> {
+    if object.ends_with(".py") {
+        u32::try_from(offset).ok().filter(|l| *l > 0)
+    } else {
+        None
     }
 }
 
