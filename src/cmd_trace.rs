@@ -250,7 +250,9 @@ pub(crate) struct Symbols {
 impl Symbols {
     pub(crate) fn locate(&self, key: &SiteKey) -> Location {
         // A Python line (mpi4py's calls): the object is the .py file, the offset its line.
-        if let Some(line) = perfskel_compiler::trace::symbolize::python_line(&key.object, key.offset) {
+        if let Some(line) =
+            perfskel_compiler::trace::symbolize::python_line(&key.object, key.offset)
+        {
             return Location {
                 function: None,
                 file: Some(key.object.clone()),

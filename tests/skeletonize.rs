@@ -417,10 +417,22 @@ fn mpi4py_task_farm_openmpi() {
     assert!(text.contains("skeleton task_farm\n"), "{text}");
     // The script's lines: the master's receive (35) and answers (38, 42), the
     // worker's receive (47).
-    assert!(text.contains("recv any 15 B @ \"task_farm.py:35\""), "{text}");
-    assert!(text.contains("send source 15 B tag 1 @ \"task_farm.py:38\""), "{text}");
-    assert!(text.contains("send source 4 B tag 2 @ \"task_farm.py:42\""), "{text}");
-    assert!(text.contains("while recv hub 15 B tag 1 @ \"task_farm.py:47\""), "{text}");
+    assert!(
+        text.contains("recv any 15 B @ \"task_farm.py:35\""),
+        "{text}"
+    );
+    assert!(
+        text.contains("send source 15 B tag 1 @ \"task_farm.py:38\""),
+        "{text}"
+    );
+    assert!(
+        text.contains("send source 4 B tag 2 @ \"task_farm.py:42\""),
+        "{text}"
+    );
+    assert!(
+        text.contains("while recv hub 15 B tag 1 @ \"task_farm.py:47\""),
+        "{text}"
+    );
     let (program, _) = perfskel_grammar::parse(&text);
     let info = check(&program, &text, CheckOptions::default())
         .info
