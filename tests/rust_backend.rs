@@ -521,19 +521,20 @@ fn run_examples(mpi: Mpi) {
     }
     let mut failures = BTreeMap::new();
     for (name, source) in programs {
-        let (expected_name, app_time_s) = if name == "halo" {
+        let (expected_name, app_time_s, n_ranks) = if name == "halo" {
             let main_rs = GeneratedFile {
                 path: "src/main.rs".into(),
                 contents: halo.clone(),
             };
             write_project(&project, &[main_rs]);
-            ("halo".to_string(), 0.5)
+            ("halo".to_string(), 0.5, 4)
         } else {
             let (program, files) = emit(&name, &source);
             write_project(&project, &files);
             (
                 program.name.value.name.clone(),
                 program.app_time.value.seconds(),
+                program.ranks.value,
             )
         };
         let _ = std::fs::remove_file(project.join("skeleton"));
@@ -567,7 +568,8 @@ fn run_examples(mpi: Mpi) {
         if warmup {
             run.env("PERFSKEL_WARMUP", "on");
         }
-        run.args(["-np", "4", "./skeleton"]).current_dir(&project);
+        let np = n_ranks.to_string();
+        run.args(["-np", &np, "./skeleton"]).current_dir(&project);
         let output = {
             let _guard = MPI_LOCK.lock().unwrap_or_else(|e| e.into_inner());
             run.output().expect("mpirun runs")
@@ -599,7 +601,7 @@ fn run_examples(mpi: Mpi) {
                 if output.status.success()
                     && r.skeleton == expected_name
                     && r.backend == "rust"
-                    && r.ranks == 4
+                    && r.ranks == n_ranks
                     && r.ratio == 1
                     && r.skeleton_s > 0.0
                     && (r.predicted_s - r.skeleton_s).abs() < 1e-5
