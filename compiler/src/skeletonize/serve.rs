@@ -844,6 +844,51 @@ mod tests {
     }
 
     #[test]
+    fn the_workers_task_loops_merge_whatever_their_counts() {
+        use crate::skeletonize::merge::Merger;
+        use crate::skeletonize::topo::Directions;
+        use perfskel_grammar::ast::Topology;
+        let sites = [(5, 1)].into();
+        let worker = |rank: u32, tasks: u64| -> Vec<MNode> {
+            let at = |t: Tok, visits: u64| match tok(t, visits) {
+                MNode::Tok { tok, acc } => MNode::Tok {
+                    tok,
+                    acc: acc.into_values().map(|a| (rank, a)).collect(),
+                },
+                other => other,
+            };
+            let mut nest = Vec::new();
+            if tasks > 0 {
+                nest.push(MNode::Loop {
+                    counts: [(rank, tasks)].into(),
+                    body: vec![at(recv(1, 16), tasks), at(send(6), tasks)],
+                });
+            }
+            nest.push(at(recv(2, 16), 1));
+            to_while(&nest, rank, &sites).expect("rewritten")
+        };
+        // Rank 3 took no task: its loop has only the receive that ended it.
+        let nests = [(1, worker(1, 5)), (2, worker(2, 3)), (3, worker(3, 0))];
+        let seqs: Vec<(u32, &[MNode])> = nests.iter().map(|(r, n)| (*r, n.as_slice())).collect();
+        let merger = Merger {
+            dirs: &Directions::new(Topology::Star, 4),
+        };
+        let merged = merger.merge(&seqs);
+        let [MNode::While { counts, body }] = merged.as_slice() else {
+            panic!("{merged:#?}");
+        };
+        assert_eq!(counts, &[(1, 5), (2, 3), (3, 0)].into());
+        assert_eq!(body.len(), 2, "{body:#?}");
+        // The head: every rank's receives, the one that ended rank 3's loop included.
+        let MNode::Tok { tok: head, acc } = &body[0] else {
+            panic!("{body:#?}");
+        };
+        assert_eq!(head, &recv(1, 16));
+        let visits: BTreeMap<u32, u64> = acc.iter().map(|(r, a)| (*r, a.n)).collect();
+        assert_eq!(visits, [(1, 6), (2, 4), (3, 1)].into());
+    }
+
+    #[test]
     fn tasks_that_are_not_one_loop_leave_the_nest_alone() {
         let sites = [(5, 1)].into();
         // Two tasks of different kinds (no loop with the stop after it): the rank
