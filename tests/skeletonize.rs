@@ -444,6 +444,31 @@ fn mpi4py_task_farm_openmpi() {
     compile_and_run_1to1(Mpi::OpenMpi, &dir, &trace);
 }
 
+/// The same farm through the Fortran bindings (`use mpi`; Open MPI's Fortran layer calls
+/// `PMPI_*` directly, so only the tracer's Fortran wrappers see it): the workers'
+/// `MPI_MPROBE` + `MPI_MRECV` of any tag, going on while it is 1, are a task loop.
+fn matched_probes_fortran(mpi: Mpi) {
+    let (dir, trace) = record(mpi, "test:matched_probe_f", &["9"]);
+    let (text, summary) = skeletonize_cli(&trace, &[]);
+    assert_eq!(summary["dropped_events"], 0, "{summary:#}");
+    assert!(text.contains("recv any 8 B"), "{text}");
+    assert!(text.contains("send source 8 B tag 2"), "{text}");
+    assert_eq!(
+        text.matches("while recv hub 8 B tag 1").count(),
+        1,
+        "{text}"
+    );
+    compile_and_run_1to1(mpi, &dir, &trace);
+}
+#[test]
+fn matched_probes_fortran_openmpi() {
+    matched_probes_fortran(Mpi::OpenMpi);
+}
+#[test]
+fn matched_probes_fortran_mpich() {
+    matched_probes_fortran(Mpi::Mpich);
+}
+
 #[test]
 fn matched_probes_openmpi() {
     matched_probes(Mpi::OpenMpi);
