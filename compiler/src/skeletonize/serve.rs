@@ -238,9 +238,15 @@ impl ServeSurvey {
                 .map(|k| (k.object.clone(), k.offset))
                 .unwrap_or_default()
         };
+        // Sites that may still serve a loop after this rank: only their channels are kept
+        // (a halo's receives, with one tag, say no at once).
+        let mut maybe: BTreeSet<u64> = BTreeSet::new();
         for (site, tags) in &part.sites {
             *self.takers.entry(key_of(site)).or_default() += 1;
             let v = verdict(tags);
+            if v != Verdict::No {
+                maybe.insert(*site);
+            }
             let entry = self.sites.entry(key_of(site)).or_default();
             entry.y = match (entry.y, v) {
                 (None, _) | (_, Verdict::No) => None,
@@ -256,6 +262,7 @@ impl ServeSurvey {
         let recvs = part
             .recvs
             .into_iter()
+            .filter(|(_, runs)| runs.sites().iter().any(|s| maybe.contains(s)))
             .map(|(key, runs)| {
                 let mut out = Runs::<Site> {
                     runs: runs.runs.iter().map(|(s, n)| (key_of(s), *n)).collect(),
