@@ -660,11 +660,9 @@ impl Builder<'_> {
             })
             .collect::<Vec<_>>()
             .join(", ");
-        let provenance = self.provenance(counts, body);
-        let provenance = provenance
-            .split_once(" iterations")
-            .map_or(provenance.clone(), |(_, rest)| format!("# Task loop{rest}"));
-        stmt.trivia.leading.push(provenance);
+        stmt.trivia
+            .leading
+            .push(self.provenance_of("Task loop", counts, body));
         stmt.trivia.leading.push(format!(
             "# The application received any tag here and went on while it was the task's; it took {taken}. Here each rank takes the tasks that come to it."
         ));
@@ -674,6 +672,12 @@ impl Builder<'_> {
     }
 
     fn provenance(&self, counts: &BTreeMap<u32, u64>, body: &[MNode]) -> String {
+        let count = counts.values().max().copied().unwrap_or(0);
+        self.provenance_of(&format!("{count} iterations"), counts, body)
+    }
+
+    /// `# WHAT from SITE to SITE: T per rank, S % of the run.`
+    fn provenance_of(&self, what: &str, counts: &BTreeMap<u32, u64>, body: &[MNode]) -> String {
         let mut sites = Vec::new();
         collect_sites(body, &mut sites);
         let first = sites.first().and_then(|s| self.site(*s));
@@ -685,16 +689,12 @@ impl Builder<'_> {
         };
         let n_ranks = counts.len().max(1) as f64;
         let total: f64 = super::nest::time(body) / n_ranks;
-        let count = counts.values().max().copied().unwrap_or(0);
         let share = if self.app_ns > 0.0 {
             format!(", {:.1} % of the run", 100.0 * total / self.app_ns)
         } else {
             String::new()
         };
-        format!(
-            "# {count} iterations{from}: {} per rank{share}.",
-            fmt_time(total)
-        )
+        format!("# {what}{from}: {} per rank{share}.", fmt_time(total))
     }
 
     /// The variable of the innermost loop reading its iteration number.

@@ -1218,42 +1218,16 @@ fn ranks_of(nodes: &[MNode]) -> std::collections::BTreeSet<u32> {
 /// A copy of `node` holding the share `f` of its statistics.
 fn scaled(node: &MNode, f: f64) -> MNode {
     let f = f.clamp(0.0, 1.0);
-    let each = |nodes: &[MNode]| nodes.iter().map(|n| scaled(n, f)).collect::<Vec<_>>();
-    match node {
-        MNode::Tok { tok, acc } => MNode::Tok {
-            tok: tok.clone(),
-            acc: acc
-                .iter()
-                .map(|(r, a)| (*r, if f > 0.0 { a.scaled(f) } else { Acc::default() }))
-                .collect(),
-        },
-        MNode::Loop { counts, body } => MNode::Loop {
-            counts: counts.clone(),
-            body: each(body),
-        },
-        MNode::While { counts, body } => MNode::While {
-            counts: counts.clone(),
-            body: each(body),
-        },
-        MNode::If { branches } => MNode::If {
-            branches: branches.iter().map(|(r, b)| (r.clone(), each(b))).collect(),
-        },
-        MNode::Steps { count, body } => MNode::Steps {
-            count: *count,
-            body: each(body),
-        },
-        MNode::When {
-            cond,
-            then,
-            otherwise,
-            recorded,
-        } => MNode::When {
-            cond: cond.clone(),
-            then: each(then),
-            otherwise: each(otherwise),
-            recorded: *recorded,
-        },
-    }
+    let share = |tok: &Tok, acc: &BTreeMap<u32, Acc>| {
+        let acc = acc
+            .iter()
+            .map(|(r, a)| (*r, if f > 0.0 { a.scaled(f) } else { Acc::default() }))
+            .collect();
+        (tok.clone(), acc)
+    };
+    super::nest::map_toks(std::slice::from_ref(node), &share)
+        .pop()
+        .unwrap_or_else(|| node.clone())
 }
 
 /// Adds the statistics of `b` into `a` (nodes of the same shape).

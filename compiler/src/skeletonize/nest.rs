@@ -380,6 +380,50 @@ fn lay_out(nest: &[Node], depth: usize, steps: &mut Vec<Step>, n_tokens: &mut us
     }
 }
 
+/// A token's statistics per rank.
+pub(crate) type Accs = BTreeMap<u32, Acc>;
+
+/// A copy of the nest with every token and its statistics as `f` gives them (the
+/// shape, counts and conditions as they are).
+pub(crate) fn map_toks(nodes: &[MNode], f: &dyn Fn(&Tok, &Accs) -> (Tok, Accs)) -> Vec<MNode> {
+    let each = |nodes: &[MNode]| map_toks(nodes, f);
+    nodes
+        .iter()
+        .map(|node| match node {
+            MNode::Tok { tok, acc } => {
+                let (tok, acc) = f(tok, acc);
+                MNode::Tok { tok, acc }
+            }
+            MNode::Loop { counts, body } => MNode::Loop {
+                counts: counts.clone(),
+                body: each(body),
+            },
+            MNode::While { counts, body } => MNode::While {
+                counts: counts.clone(),
+                body: each(body),
+            },
+            MNode::If { branches } => MNode::If {
+                branches: branches.iter().map(|(r, b)| (r.clone(), each(b))).collect(),
+            },
+            MNode::Steps { count, body } => MNode::Steps {
+                count: *count,
+                body: each(body),
+            },
+            MNode::When {
+                cond,
+                then,
+                otherwise,
+                recorded,
+            } => MNode::When {
+                cond: cond.clone(),
+                then: each(then),
+                otherwise: each(otherwise),
+                recorded: *recorded,
+            },
+        })
+        .collect()
+}
+
 /// The time (compute before each call and MPI time) a nest holds, over all its ranks
 /// and visits.
 pub(crate) fn time(nodes: &[MNode]) -> f64 {

@@ -587,50 +587,13 @@ fn add_accs(into: &mut BTreeMap<u32, Acc>, more: &BTreeMap<u32, Acc>) {
 /// The nest with the tags [`Serve`] gave its calls taken away (every tag 0, as where
 /// tags vary): for when some rank's task loop cannot be a `while`.
 pub(crate) fn strip(nodes: &[MNode]) -> Vec<MNode> {
-    nodes
-        .iter()
-        .map(|n| match n {
-            MNode::Tok { tok, acc } => {
-                let mut tok = tok.clone();
-                if let Kind::P2p { tag, .. } = &mut tok.kind {
-                    *tag = None;
-                }
-                MNode::Tok {
-                    tok,
-                    acc: acc.clone(),
-                }
-            }
-            MNode::Loop { counts, body } => MNode::Loop {
-                counts: counts.clone(),
-                body: strip(body),
-            },
-            MNode::While { counts, body } => MNode::While {
-                counts: counts.clone(),
-                body: strip(body),
-            },
-            MNode::Steps { count, body } => MNode::Steps {
-                count: *count,
-                body: strip(body),
-            },
-            MNode::If { branches } => MNode::If {
-                branches: branches
-                    .iter()
-                    .map(|(r, b)| (r.clone(), strip(b)))
-                    .collect(),
-            },
-            MNode::When {
-                cond,
-                then,
-                otherwise,
-                recorded,
-            } => MNode::When {
-                cond: cond.clone(),
-                then: strip(then),
-                otherwise: strip(otherwise),
-                recorded: *recorded,
-            },
-        })
-        .collect()
+    super::nest::map_toks(nodes, &|tok, acc| {
+        let mut tok = tok.clone();
+        if let Kind::P2p { tag, .. } = &mut tok.kind {
+            *tag = None;
+        }
+        (tok, acc.clone())
+    })
 }
 
 #[cfg(test)]
@@ -755,40 +718,32 @@ mod tests {
         assert!(all.decide(&Comms::default()).is_empty());
     }
 
-    fn recv(tag: u32, bytes: u64) -> Tok {
+    /// A call of rank 0 at `site` (`tag` None: tags not kept).
+    fn p2p(op: P2pOp, site: u32, tag: Option<u32>, bytes: u64) -> Tok {
         Tok {
             kind: Kind::P2p {
-                op: P2pOp::Recv,
+                op,
                 halves: vec![Half {
                     peer: PeerAbs::Rank(0),
                     bytes: Some(bytes),
                     shift: None,
                     xor: None,
                 }],
-                tag: Some(tag),
-                req: None,
-            },
-            comm: CommRef::World,
-            site: 5,
-        }
-    }
-
-    fn send(site: u32) -> Tok {
-        Tok {
-            kind: Kind::P2p {
-                op: P2pOp::Send,
-                halves: vec![Half {
-                    peer: PeerAbs::Rank(0),
-                    bytes: Some(8),
-                    shift: None,
-                    xor: None,
-                }],
-                tag: None,
+                tag,
                 req: None,
             },
             comm: CommRef::World,
             site,
         }
+    }
+
+    /// A receive of the serve site 5.
+    fn recv(tag: u32, bytes: u64) -> Tok {
+        p2p(P2pOp::Recv, 5, Some(tag), bytes)
+    }
+
+    fn send(site: u32) -> Tok {
+        p2p(P2pOp::Send, site, None, 8)
     }
 
     fn tok(t: Tok, visits: u64) -> MNode {
