@@ -604,16 +604,28 @@ fn rotate_loops(mut stmts: Vec<Stmt>, ctx: &Ctx, scope: &[String]) -> Vec<Stmt> 
         };
         let inner: Vec<String> = body.iter().map(signature).collect();
         let n = body.len();
+        // The statements alternate compute, call ([`with_gaps`]); a turn keeps them so,
+        // or a call's compute would go with the call before it, which folds differently
+        // (and lost a dimension's compute). So the parts that move are whole pairs, the
+        // body ends with a call, and the loop's own compute (just before it) stays with
+        // the loop.
+        let is_compute = |s: &Stmt| matches!(s.kind, StmtKind::Compute(_));
+        if k == 0 || !is_compute(&stmts[k - 1]) || body.last().is_none_or(is_compute) {
+            k += 1;
+            continue;
+        }
         // After the loop: the body's longest prefix that follows it.
         let after = (1..n).rev().find(|&j| {
-            outer.get(k + 1..k + 1 + j) == Some(&inner[..j])
+            is_compute(&body[j])
+                && outer.get(k + 1..k + 1 + j) == Some(&inner[..j])
                 && stat_free(&stmts[k + 1..k + 1 + j]) == stat_free(&body[..j])
                 && !reads(&body[..j])
         });
-        // Before the loop: the body's longest suffix that precedes it.
-        let before = (1..n.min(k + 1)).rev().find(|&j| {
-            outer[k - j..k] == inner[n - j..]
-                && stat_free(&stmts[k - j..k]) == stat_free(&body[n - j..])
+        // Before the loop and its compute: the body's longest suffix that precedes them.
+        let before = (1..n.min(k)).rev().find(|&j| {
+            is_compute(&body[n - j])
+                && outer[k - 1 - j..k - 1] == inner[n - j..]
+                && stat_free(&stmts[k - 1 - j..k - 1]) == stat_free(&body[n - j..])
                 && !reads(&body[n - j..])
         });
         if after.is_none() && before.is_none() {
@@ -645,13 +657,14 @@ fn rotate_loops(mut stmts: Vec<Stmt>, ctx: &Ctx, scope: &[String]) -> Vec<Stmt> 
             l.body.stmts = rotated;
         }
         if forward {
-            // `loop { A B } A` -> `A loop { B A }`: the A after the loop moves before it.
+            // `c loop { A B } A` -> `A c loop { B A }`: the A after the loop moves before
+            // it and its compute `c`.
             let moved: Vec<Stmt> = stmts.drain(k + 1..k + 1 + j).collect();
             stmts[k] = looped;
-            stmts.splice(k..k, moved);
+            stmts.splice(k - 1..k - 1, moved);
         } else {
-            // `B loop { A B }` -> `loop { B A } B`.
-            let moved: Vec<Stmt> = stmts.drain(k - j..k).collect();
+            // `B c loop { A B }` -> `c loop { B A } B`.
+            let moved: Vec<Stmt> = stmts.drain(k - 1 - j..k - 1).collect();
             k -= j;
             stmts[k] = looped;
             stmts.splice(k + 1..k + 1, moved);
