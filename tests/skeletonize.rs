@@ -372,6 +372,38 @@ fn master_worker_mpich() {
     master_worker(Mpi::Mpich);
 }
 
+/// A farm of 400 tasks at 1:10: the master's dispatch loop keeps 40 tasks of the 400
+/// (ten for each of three workers, the first task each and the stops kept), the
+/// workers' `while` takes them as they come, and the scaled program runs.
+#[test]
+fn a_farm_cut_to_its_share_runs_openmpi() {
+    let mpi = Mpi::OpenMpi;
+    let (dir, trace) = record(mpi, "master_worker", &["2000", "400"]);
+    let (text, _) = skeletonize_cli(&trace, &[]);
+    assert!(text.contains("loop 397 {"), "{text}");
+    let skel = trace.with_extension("skel");
+    let scaled = perfskel(&[
+        "compile",
+        skel.to_str().expect("utf-8"),
+        "--ratio",
+        "1:10",
+        "--emit",
+        "skel",
+    ]);
+    let scaled_text = String::from_utf8_lossy(&scaled.stdout).to_string();
+    let warnings = String::from_utf8_lossy(&scaled.stderr).to_string();
+    assert!(scaled.status.success(), "{warnings}");
+    assert!(scaled_text.contains("loop 37 {"), "{scaled_text}");
+    assert!(scaled_text.contains("loop 3 as i {"), "{scaled_text}");
+    let (program, _) = perfskel_grammar::parse(&scaled_text);
+    let info = check(&program, &scaled_text, CheckOptions::default())
+        .info
+        .expect("checked");
+    let tasks: u64 = info.ranks().iter().map(|r| r.tasks).sum();
+    assert_eq!(tasks, 40, "{scaled_text}");
+    compile_and_run_at(mpi, &dir, &trace, N_RANKS, "1:10");
+}
+
 /// Matched probes (MPI-3, how mpi4py's `comm.recv` receives): the master's
 /// `MPI_Mprobe(MPI_ANY_SOURCE)` + `MPI_Mrecv` is a receive from any worker answered with
 /// `send source`, the workers' `MPI_Improbe` polls + `MPI_Imrecv` are polls and a posted
@@ -1666,13 +1698,19 @@ fn compile_and_run_1to1(mpi: Mpi, dir: &tempfile::TempDir, trace: &Path) {
 }
 
 fn compile_and_run_1to1_np(mpi: Mpi, dir: &tempfile::TempDir, trace: &Path, n_ranks: u32) {
+    compile_and_run_at(mpi, dir, trace, n_ranks, "1:1")
+}
+
+/// The skeleton `skeletonize_cli` wrote beside `trace`, compiled at `ratio` and run once.
+fn compile_and_run_at(mpi: Mpi, dir: &tempfile::TempDir, trace: &Path, n_ranks: u32, ratio: &str) {
     let skel = trace.with_extension("skel");
     let out = dir.path().join("out");
     let compiled = perfskel(&[
         "compile",
         skel.to_str().expect("utf-8"),
         "--ratio",
-        "1:1",
+        ratio,
+        "--force",
         "-o",
         out.to_str().expect("utf-8"),
     ]);

@@ -56,6 +56,8 @@ pub struct RankStats {
     pub bytes_sent: u64,
     /// Collective calls (including communicator creation).
     pub collectives: u64,
+    /// Iterations of `while recv` loops: messages received with the loop's tag.
+    pub tasks: u64,
 }
 
 pub(super) fn simulate(
@@ -470,7 +472,9 @@ impl<'p, 'd> Sim<'p, 'd> {
                 // The loop goes on while the message has its tag.
                 Op::WhileTag { tag, end } => {
                     let state = &mut self.ranks[r];
-                    if !state.kept.goes_on(*tag) {
+                    if state.kept.goes_on(*tag) {
+                        state.stats.tasks += 1;
+                    } else {
                         state.cursor.pc = *end;
                     }
                 }

@@ -55,7 +55,36 @@ pub struct Plan {
     /// Statements left out ([`Mode::rounded`]): an iteration of a rank branch's loop
     /// that the trace shows written out on some ranks, whose share is under a half.
     pub dropped: std::collections::HashSet<*const Stmt>,
+    /// Statements in a `while recv` whose kept iterations each stand for this many of
+    /// the application's (see [`Tasks`]): their compute's spread is that of so many
+    /// tasks' sum.
+    pub aggregate: HashMap<*const Stmt, f64>,
     pub warnings: Vec<Diag>,
+}
+
+/// How a program's task loops are cut. A `while recv` runs as many iterations as
+/// messages with its tag come: the loops that send those messages (its *feeders*) decide
+/// how many tasks the skeleton runs. They are cut by `feed`, each kept iteration
+/// standing for `n / cut` of the application's; the `while`'s body then runs `share` of
+/// the application's tasks, and its compute is scaled by `k · share`, so that what every
+/// rank computes is still 1/K of the application's.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Tasks {
+    /// The ratio feeding loops are cut by (1: kept whole).
+    pub feed: f64,
+    /// The application's tasks that the cut leaves, as a fraction (1: all).
+    pub share: f64,
+    /// Tasks each rank that takes some will take, about (for the warning's note).
+    pub rounds: f64,
+}
+
+impl Tasks {
+    /// Feeding loops kept whole: every task of the application runs.
+    pub const WHOLE: Tasks = Tasks {
+        feed: 1.0,
+        share: 1.0,
+        rounds: 0.0,
+    };
 }
 
 /// How loops in rank branches are cut. The scaler tries `ROUNDED`, `PLAIN`,
@@ -120,20 +149,32 @@ pub fn plan(
     k: f64,
     mode: Mode,
     keep: &std::collections::HashSet<*const Loop>,
+    tasks: Tasks,
 ) -> Plan {
     let n = program.ranks.value;
     let envs = Env::all(n, world);
-    // A `while recv` runs as many iterations as messages with its tag come, and its
-    // compute, in no cut loop, is scaled by the whole ratio: the loops that send those
-    // messages must keep all theirs, or that compute would be cut twice (and the
-    // messages that end it could be cut away). Every loop that communicates point to
-    // point is kept whole then.
+    // A `while recv` runs as many iterations as messages with its tag come: the loops
+    // that send those messages are cut by the ratio of `tasks` (see [`Tasks`]), and
+    // every other loop that communicates point to point is kept whole: the messages
+    // that end a `while` must all stay, and partners of loops in its body decide as
+    // they run.
     let mut frozen = keep.clone();
     let whiles = has_while(&program.body.stmts);
+    let mut feeders = std::collections::HashSet::new();
     if whiles {
         let mut all = Vec::new();
         p2p_loops(&program.body.stmts, &mut all);
-        frozen.extend(all.into_iter().map(|l| l as *const Loop));
+        if tasks.feed > 1.0 {
+            let mut tags = std::collections::BTreeSet::new();
+            while_tags(&program.body.stmts, &mut tags);
+            feeding_loops(&program.body.stmts, &tags, &mut feeders);
+            feeders.retain(|l| !keep.contains(l));
+        }
+        frozen.extend(
+            all.into_iter()
+                .map(|l| l as *const Loop)
+                .filter(|l| !feeders.contains(l)),
+        );
     }
     let mut planner = Planner {
         envs,
@@ -144,6 +185,8 @@ pub fn plan(
         rank_branch: false,
         loop_sites: std::collections::BTreeMap::new(),
         whiles,
+        feeders,
+        tasks,
     };
     planner.block(&program.body, k);
     planner.plan
@@ -167,8 +210,13 @@ struct Planner {
     /// In [`Mode::rounded`], the call sites of the collectives in the bodies of the
     /// loops of the current block's rank branches, and in how many of those loops each is.
     loop_sites: std::collections::BTreeMap<String, usize>,
-    /// The program has a `while recv`: its point-to-point loops are kept whole.
+    /// The program has a `while recv`: its point-to-point loops are kept whole, but for
+    /// its feeders.
     whiles: bool,
+    /// The loops that send the tasks of a `while recv` (see [`Tasks`]), cut by
+    /// `tasks.feed`.
+    feeders: std::collections::HashSet<*const Loop>,
+    tasks: Tasks,
 }
 
 /// Whether a block sends or receives point to point anywhere inside.
@@ -180,7 +228,7 @@ fn has_p2p(stmts: &[Stmt]) -> bool {
 }
 
 /// Whether a block holds a `while recv` anywhere inside.
-fn has_while(stmts: &[Stmt]) -> bool {
+pub(super) fn has_while(stmts: &[Stmt]) -> bool {
     stmts.iter().any(|s| {
         matches!(s.kind, StmtKind::While(_))
             || stmt_blocks(s).into_iter().any(|b| has_while(&b.stmts))
@@ -197,6 +245,71 @@ fn p2p_loops<'p>(stmts: &'p [Stmt], out: &mut Vec<&'p Loop>) {
         }
         for b in stmt_blocks(s) {
             p2p_loops(&b.stmts, out);
+        }
+    }
+}
+
+/// Every statement of a block, at any depth.
+fn each_stmt_ptr(stmts: &[Stmt], out: &mut Vec<*const Stmt>) {
+    for s in stmts {
+        out.push(s as *const Stmt);
+        for b in stmt_blocks(s) {
+            each_stmt_ptr(&b.stmts, out);
+        }
+    }
+}
+
+/// The tags of every `while recv` head.
+fn while_tags(stmts: &[Stmt], out: &mut std::collections::BTreeSet<u32>) {
+    for s in stmts {
+        if let StmtKind::While(w) = &s.kind {
+            out.extend(w.recv.tag.map(|t| t.value));
+        }
+        for b in stmt_blocks(s) {
+            while_tags(&b.stmts, out);
+        }
+    }
+}
+
+/// Whether a block sends, anywhere inside, a message with one of `tags`.
+fn sends_tag(stmts: &[Stmt], tags: &std::collections::BTreeSet<u32>) -> bool {
+    stmts.iter().any(|s| {
+        matches!(&s.kind, StmtKind::P2p(p)
+            if !p.op.receives() && p.tag.is_some_and(|t| tags.contains(&t.value)))
+            || stmt_blocks(s)
+                .into_iter()
+                .any(|b| sends_tag(&b.stmts, tags))
+    })
+}
+
+/// The loops outside any `while` body that send tasks of a `while` (a message with its
+/// tag) and do not read their own variable: a master's dispatch loop, `loop 117 { recv
+/// any; send source 16 B tag 1 }`. A loop that reads its variable (`loop 3 as i { send
+/// rank(i + 1) 16 B tag 1 }`, a first task for each worker) gives each iteration to
+/// another rank, and is kept whole.
+fn feeding_loops(
+    stmts: &[Stmt],
+    tags: &std::collections::BTreeSet<u32>,
+    out: &mut std::collections::HashSet<*const Loop>,
+) {
+    for s in stmts {
+        match &s.kind {
+            StmtKind::While(_) => {}
+            StmtKind::Loop(l) => {
+                let reads_own = l
+                    .var
+                    .as_ref()
+                    .is_some_and(|v| block_reads_var(&l.body, &v.name));
+                if !reads_own && sends_tag(&l.body.stmts, tags) {
+                    out.insert(&**l as *const Loop);
+                }
+                feeding_loops(&l.body.stmts, tags, out);
+            }
+            _ => {
+                for b in stmt_blocks(s) {
+                    feeding_loops(&b.stmts, tags, out);
+                }
+            }
         }
     }
 }
@@ -410,6 +523,9 @@ impl Planner {
             &self.weighed_ifs,
             &mut coupled,
         );
+        // A while's feeders are cut by their own share (in `walk`): their partner is
+        // the `while`, which takes as many tasks as come.
+        coupled.retain(|l| !self.feeders.contains(&(*l as *const Loop)));
         // Point-to-point loops in rank branches talk to partner loops elsewhere in the
         // block: in other branches (the group's common divisor keeps them matched), but
         // also at the block's top level or nested inside a group loop (HPCC's panel
@@ -563,6 +679,27 @@ impl Planner {
         for stmt in stmts {
             match &stmt.kind {
                 StmtKind::Loop(l) if self.plan.loops.contains_key(&(&**l as *const Loop)) => {}
+                StmtKind::Loop(l) if self.feeders.contains(&(&**l as *const Loop)) => {
+                    let n = self.max_count(l);
+                    let cut = (n as f64 / self.tasks.feed).round() as u64;
+                    let count = if cut == n {
+                        l.count.clone()
+                    } else if depends_on_rank(&l.count) {
+                        let d = (n as f64 / cut.max(1) as f64).round().max(1.0) as u64;
+                        self.count_with(l, BinOp::Div, d)
+                    } else {
+                        Expr {
+                            kind: ExprKind::Int(cut as i64),
+                            pos: l.count.pos,
+                        }
+                    };
+                    self.plan.loops.insert(&**l as *const Loop, count);
+                    if cut > 0 {
+                        // Each kept iteration stands for n / cut of the application's.
+                        let factor = n as f64 / cut as f64;
+                        self.body(l, k / factor, k, factor, None, None);
+                    }
+                }
                 StmtKind::Loop(l) if self.frozen.contains(&(&**l as *const Loop)) => {
                     // Partners a common divisor cannot reach: kept whole.
                     self.plan.loops.insert(&**l as *const Loop, l.count.clone());
@@ -628,10 +765,19 @@ impl Planner {
                     self.body(l, k / factor, k, factor, None, kept);
                 }
                 StmtKind::While(w) => {
-                    // Not cut (its iterations are the messages it gets): the compute
-                    // inside stands for the whole ratio.
-                    self.plan.residual.insert(stmt as *const Stmt, k);
-                    self.block(&w.body, k);
+                    // Not cut (its iterations are the messages it gets): it runs `share`
+                    // of the application's tasks, each standing for 1 / share of them.
+                    let share = self.tasks.share;
+                    let body_k = k * share;
+                    self.plan.residual.insert(stmt as *const Stmt, body_k);
+                    self.block(&w.body, body_k);
+                    if share < 1.0 {
+                        let mut inside = Vec::new();
+                        each_stmt_ptr(&w.body.stmts, &mut inside);
+                        for s in inside {
+                            self.plan.aggregate.insert(s, 1.0 / share);
+                        }
+                    }
                 }
                 StmtKind::If(i) if self.weighed_ifs.contains(&(&**i as *const If)) => {}
                 StmtKind::If(i) => {
@@ -787,8 +933,16 @@ impl Planner {
                 ratio_text(body_k),
                 ratio_text(body_k)
             ));
-            if self.whiles && has_p2p(&l.body.stmts) {
-                diag = diag.with_note("the program has a `while recv`, which runs as many iterations as messages with its tag come: loops that communicate point to point keep all their iterations, so that those messages stay");
+            if self.feeders.contains(&(l as *const Loop)) {
+                diag = diag.with_note(format!(
+                    "it sends the tasks of a `while recv`: the skeleton keeps {:.1} % of the application's tasks, about {:.0} for each rank that takes some (at least {:.0} where the application had as many), so that the ranks share them as the application's did; each task's compute stands for {} of the application's",
+                    100.0 * self.tasks.share,
+                    self.tasks.rounds,
+                    super::MIN_TASK_ROUNDS,
+                    ratio_text(1.0 / self.tasks.share)
+                ));
+            } else if self.whiles && has_p2p(&l.body.stmts) {
+                diag = diag.with_note("the program has a `while recv`, which runs as many iterations as messages with its tag come: loops that communicate point to point keep all their iterations (but for those that send its tasks, which are cut), so that the messages that end it stay");
             } else if let Some(g) = common {
                 diag = diag.with_note(format!(
                     "loops whose counts differ by rank or by branch are cut by a common divisor of their counts (here of {g}) so that sends and receives still match"

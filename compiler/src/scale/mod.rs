@@ -26,7 +26,7 @@ pub use timing::{simulate, Timing, TimingError};
 
 use crate::check::{verify, Options as CheckOptions, Verified};
 use crate::semantics::{Shape, MAX_SIMULATED_RANKS};
-use cut::{plan, ratio_text, suspect_loops, Mode, Plan};
+use cut::{plan, ratio_text, suspect_loops, Mode, Plan, Tasks};
 
 /// The shortest skeleton run that can be timed reliably between two barriers.
 pub const MIN_SKELETON_S: f64 = 100e-6;
@@ -202,78 +202,9 @@ pub fn scale(verified: &Verified, options: &ScaleOptions) -> Result<Scaled, Box<
             TimingError::TooManyRanks(program.ranks.value),
         ));
     }
-    // Coupled loops that no common divisor near K cuts shortened alike, where that
-    // checks; then loops of rank branches rounded each by their own share, then cut by
-    // common divisors; where the cut program no longer checks (a message or collective
-    // left unmatched), loops kept whole one at a time, those the errors point at first (see
-    // `suspect_loops`); then every point-to-point loop of a block with rank branches
-    // kept whole (where partners sit outside the branches, or nested in their loops):
-    // the first plan whose program checks. Where none does, the plain plan, or the
-    // conservative one where the plain plan's timed run gets stuck.
-    let none = std::collections::HashSet::new();
-    let mut plan = {
-        let check = |p: &Plan| {
-            let candidate = apply(program, p, 1.0, 1.0, app_time / k);
-            verify(candidate, verified.source(), CheckOptions::default()).err()
-        };
-        let mut tried: Vec<Plan> = Vec::new();
-        let mut chosen = None;
-        if k > 1.0 {
-            // Coupled loops that no common divisor near K cuts, each shortened by the
-            // same number of iterations, where that still checks (see `Mode::shifted`).
-            // (A shift can give the rounded plan's counts, with other warnings: that
-            // plan is the rounded one's.)
-            let shifted = plan(program, world, k, Mode::ROUNDED_SHIFTED, &none);
-            if !same_counts(&shifted, &plan(program, world, k, Mode::ROUNDED, &none))
-                && check(&shifted).is_none()
-            {
-                chosen = Some(shifted);
-            }
-        }
-        if k > 1.0 && chosen.is_none() {
-            for mode in [
-                Mode::ROUNDED,
-                Mode::PLAIN,
-                Mode::ROUNDED_CONSERVATIVE,
-                Mode::CONSERVATIVE,
-            ] {
-                let p = plan(program, world, k, mode, &none);
-                if tried.iter().any(|t| same_counts(t, &p)) {
-                    continue;
-                }
-                let Some(errors) = check(&p) else {
-                    chosen = Some(p);
-                    break;
-                };
-                tried.push(p);
-                if mode.conservative {
-                    continue;
-                }
-                chosen = keep_loops_whole(program, world, k, mode, &check, errors, &mut tried);
-                if chosen.is_some() {
-                    break;
-                }
-            }
-        }
-        chosen.unwrap_or_else(|| {
-            let plain = plan(program, world, k, Mode::PLAIN, &none);
-            let stuck = k > 1.0
-                && matches!(
-                    simulate(
-                        &apply(program, &plain, 1.0, 1.0, app_time / k),
-                        world,
-                        model,
-                        SIMULATION_BUDGET
-                    ),
-                    Err(TimingError::Stuck(_))
-                );
-            if stuck {
-                plan(program, world, k, Mode::CONSERVATIVE, &none)
-            } else {
-                plain
-            }
-        })
-    };
+    // The share of a `while`'s tasks the skeleton keeps (all, in a program without one).
+    let tasks = task_cut(verified, world, model, k);
+    let mut plan = choose_plan(program, verified.source(), world, model, k, tasks);
     // Against the model's own time, compute is never stretched: where whole iterations
     // cut more than 1/K (one of 140 at 1:100), the skeleton reaches a higher ratio
     // (1:140) and `run` multiplies by it.
@@ -426,11 +357,182 @@ pub fn scale(verified: &Verified, options: &ScaleOptions) -> Result<Scaled, Box<
 /// [`suspect_loops`]): a loop stays kept when keeping it changes the errors (the
 /// messages now match past it, and the plan joins `tried`), and is dropped again when it
 /// does not. The first plan whose program checks, within [`KEEP_TRIALS`] plans.
+/// The cut plan at ratio `k` with task loops cut by `tasks`: coupled loops that no common
+/// divisor near K cuts shortened alike, where that checks; then loops of rank branches
+/// rounded each by their own share, then cut by common divisors; where the cut program
+/// no longer checks (a message or collective left unmatched), loops kept whole one at a
+/// time, those the errors point at first (see `suspect_loops`); then every
+/// point-to-point loop of a block with rank branches kept whole (where partners sit
+/// outside the branches, or nested in their loops): the first plan whose program
+/// checks. Where none does, the plain plan, or the conservative one where the plain
+/// plan's timed run gets stuck.
+fn choose_plan(
+    program: &Program,
+    source: &str,
+    world: &Shape,
+    model: &Model,
+    k: f64,
+    tasks: Tasks,
+) -> Plan {
+    let app_time = program.app_time.value.seconds();
+    let none = std::collections::HashSet::new();
+    let check = |p: &Plan| {
+        let candidate = apply(program, p, 1.0, 1.0, app_time / k);
+        verify(candidate, source, CheckOptions::default()).err()
+    };
+    let mut tried: Vec<Plan> = Vec::new();
+    let mut chosen = None;
+    if k > 1.0 {
+        // Coupled loops that no common divisor near K cuts, each shortened by the
+        // same number of iterations, where that still checks (see `Mode::shifted`).
+        // (A shift can give the rounded plan's counts, with other warnings: that
+        // plan is the rounded one's.)
+        let shifted = plan(program, world, k, Mode::ROUNDED_SHIFTED, &none, tasks);
+        if !same_counts(
+            &shifted,
+            &plan(program, world, k, Mode::ROUNDED, &none, tasks),
+        ) && check(&shifted).is_none()
+        {
+            chosen = Some(shifted);
+        }
+    }
+    if k > 1.0 && chosen.is_none() {
+        for mode in [
+            Mode::ROUNDED,
+            Mode::PLAIN,
+            Mode::ROUNDED_CONSERVATIVE,
+            Mode::CONSERVATIVE,
+        ] {
+            let p = plan(program, world, k, mode, &none, tasks);
+            if tried.iter().any(|t| same_counts(t, &p)) {
+                continue;
+            }
+            let Some(errors) = check(&p) else {
+                chosen = Some(p);
+                break;
+            };
+            tried.push(p);
+            if mode.conservative {
+                continue;
+            }
+            chosen = keep_loops_whole(
+                program,
+                &|keep| plan(program, world, k, mode, keep, tasks),
+                &check,
+                errors,
+                &mut tried,
+            );
+            if chosen.is_some() {
+                break;
+            }
+        }
+    }
+    chosen.unwrap_or_else(|| {
+        let plain = plan(program, world, k, Mode::PLAIN, &none, tasks);
+        let stuck = k > 1.0
+            && matches!(
+                simulate(
+                    &apply(program, &plain, 1.0, 1.0, app_time / k),
+                    world,
+                    model,
+                    SIMULATION_BUDGET
+                ),
+                Err(TimingError::Stuck(_))
+            );
+        if stuck {
+            plan(program, world, k, Mode::CONSERVATIVE, &none, tasks)
+        } else {
+            plain
+        }
+    })
+}
+
+/// Tasks each rank that takes some from a `while recv` keeps at least, where the
+/// application's allow: a skeleton's farm ends when its last task does, and with few
+/// tasks a rank whose last one came late (or that shared a core) decides the time;
+/// with ten, the tail is a tenth of a task's share of the run at most.
+const MIN_TASK_ROUNDS: f64 = 10.0;
+
+/// The `while recv` iterations a plan's program runs over all ranks (`None` where it
+/// does not check).
+fn tasks_run(program: &Program, source: &str, plan: &Plan, k: f64) -> Option<u64> {
+    let app_time = program.app_time.value.seconds();
+    let candidate = apply(program, plan, 1.0, 1.0, app_time / k);
+    verify(candidate, source, CheckOptions::default())
+        .ok()
+        .map(|v| v.info().ranks().iter().map(|r| r.tasks).sum())
+}
+
+/// How to cut a program's task loops at ratio `k` (see [`Tasks`]): the application's N
+/// tasks over the W ranks that took some, the skeleton keeps N / K of them, but at least
+/// [`MIN_TASK_ROUNDS`] for each of those ranks (all N where that is more). The feeding
+/// loops' ratio that gives as many: cut by K first, the tasks that do not shrink with
+/// them (a first task for each worker) are what is left over N / K; the rest shrink
+/// with the ratio.
+fn task_cut(verified: &Verified, world: &Shape, model: &Model, k: f64) -> Tasks {
+    let program = verified.program();
+    let source = verified.source();
+    let counts: Vec<u64> = verified.info().ranks().iter().map(|r| r.tasks).collect();
+    let n: u64 = counts.iter().sum();
+    let w = counts.iter().filter(|&&c| c > 0).count() as f64;
+    if k <= 1.0 || n == 0 || !cut::has_while(&program.body.stmts) {
+        return Tasks::WHOLE;
+    }
+    let n = n as f64;
+    let wanted = (n / k).max((MIN_TASK_ROUNDS * w).min(n));
+    if wanted >= n * 0.999 {
+        return Tasks::WHOLE;
+    }
+    let probe = Tasks {
+        feed: k,
+        share: 1.0,
+        rounds: 0.0,
+    };
+    let Some(at_k) = tasks_run(
+        program,
+        source,
+        &choose_plan(program, source, world, model, k, probe),
+        k,
+    ) else {
+        return Tasks::WHOLE;
+    };
+    // Tasks that stay whatever the cut: at_k = fixed + (n - fixed) / k.
+    let fixed = ((at_k as f64 - n / k) / (1.0 - 1.0 / k)).clamp(0.0, n);
+    let feed = if wanted <= fixed {
+        k
+    } else {
+        ((n - fixed) / (wanted - fixed)).max(1.0)
+    };
+    if feed <= 1.0 {
+        return Tasks::WHOLE;
+    }
+    let tasks = Tasks {
+        feed,
+        share: 1.0,
+        rounds: 0.0,
+    };
+    let kept = tasks_run(
+        program,
+        source,
+        &choose_plan(program, source, world, model, k, tasks),
+        k,
+    );
+    match kept {
+        Some(kept) if kept > 0 && (kept as f64) < n => Tasks {
+            feed,
+            share: kept as f64 / n,
+            rounds: kept as f64 / w,
+        },
+        _ => Tasks::WHOLE,
+    }
+}
+
+/// The plan `plan_keeping` makes with one more loop kept whole at a time, those the
+/// errors of the last tried plan point at first, until one checks (`None` when none
+/// does within [`KEEP_TRIALS`]).
 fn keep_loops_whole(
     program: &Program,
-    world: &Shape,
-    k: f64,
-    mode: Mode,
+    plan_keeping: &dyn Fn(&std::collections::HashSet<*const Loop>) -> Plan,
     check: &dyn Fn(&Plan) -> Option<Vec<Diag>>,
     mut errors: Vec<Diag>,
     tried: &mut Vec<Plan>,
@@ -456,7 +558,7 @@ fn keep_loops_whole(
             trials += 1;
             let mut trial = keep.clone();
             trial.insert(l);
-            let p = plan(program, world, k, mode, &trial);
+            let p = plan_keeping(&trial);
             match check(&p) {
                 None => return Some(p),
                 Some(e) if labels(&e) != labels(&errors) => {
@@ -642,8 +744,14 @@ fn rewrite(stmt: &Stmt, plan: &Plan, c: f64, s: f64) -> Stmt {
                 let value = (n.value as f64 * share).round() as u64;
                 (value > 0).then_some(Spanned { value, pos: n.pos })
             });
+            // A kept task that stands for m of the application's: its time is their
+            // sum's, whose spread is √m times one task's, not m times.
+            let time = match plan.aggregate.get(&(stmt as *const Stmt)) {
+                Some(&m) if m > 1.0 => narrow(&compute.time, 1.0 / m.sqrt()),
+                _ => compute.time.clone(),
+            };
             StmtKind::Compute(Box::new(Compute {
-                time: scale_time(&compute.time, &d),
+                time: scale_time(&time, &d),
                 working_set: compute.working_set,
                 poll_cost: compute.poll_cost.filter(|_| polls.is_some()),
                 polls,
@@ -747,6 +855,34 @@ fn same_counts(a: &Plan, b: &Plan) -> bool {
 }
 
 /// A compute time with every duration in it mapped by `d`.
+/// A distribution of compute times with its spread around the mean multiplied by `by`
+/// (the normal's deviation, the uniform's half width), the mean kept.
+fn narrow(time: &TimeSpec, by: f64) -> TimeSpec {
+    let at = |d: &Spanned<Duration>, seconds: f64| Spanned {
+        value: duration_of(seconds, d.value.unit),
+        pos: d.pos,
+    };
+    match time {
+        TimeSpec::Normal { mean, stddev } => TimeSpec::Normal {
+            mean: *mean,
+            stddev: at(stddev, stddev.value.seconds() * by),
+        },
+        TimeSpec::Uniform { low, high } => {
+            let (l, h) = (low.value.seconds(), high.value.seconds());
+            let (mid, half) = ((l + h) / 2.0, (h - l) / 2.0 * by);
+            TimeSpec::Uniform {
+                low: at(low, mid - half),
+                high: at(high, mid + half),
+            }
+        }
+        TimeSpec::Pick(p) => TimeSpec::Pick(Box::new(Pick {
+            values: p.values.iter().map(|t| narrow(t, by)).collect(),
+            index: p.index.clone(),
+        })),
+        TimeSpec::Fixed(_) | TimeSpec::PerRank(_) => time.clone(),
+    }
+}
+
 fn scale_time(time: &TimeSpec, d: &dyn Fn(&Spanned<Duration>) -> Spanned<Duration>) -> TimeSpec {
     match time {
         TimeSpec::Fixed(t) => TimeSpec::Fixed(d(t)),

@@ -312,6 +312,7 @@ fn partner_loops_out_of_one_divisors_reach_are_kept_whole() {
         10.0,
         cut::Mode::PLAIN,
         &std::collections::HashSet::new(),
+        cut::Tasks::WHOLE,
     );
     let cut = apply(verified.program(), &plain, 1.0, 1.0, 0.1);
     assert!(
@@ -349,6 +350,7 @@ fn only_loops_a_cut_leaves_unmatched_are_kept_whole() {
         10.0,
         cut::Mode::CONSERVATIVE,
         &none,
+        cut::Tasks::WHOLE,
     );
     let whole = apply(verified.program(), &conservative, 1.0, 1.0, 0.1);
     assert_eq!(counts(&whole), ["2", "9", "18", "100"]);
@@ -808,4 +810,76 @@ fn windows_let_ranks_run_apart_in_the_timed_simulation() {
     assert!((0.030..0.0301).contains(&coupled), "{coupled}");
     assert!((0.020..0.0201).contains(&windowed), "{windowed}");
     assert!(one >= windowed - 1e-6 && one <= coupled + 1e-4, "{one}");
+}
+
+/// A farm: the master's first task for each of 3 workers, its dispatch loop of 117
+/// more, and a stop for each; the workers' `while recv`.
+const FARM: &str = "skeleton farm\nranks 4\ntopology star\napp_time 1.28 s\nif rank == 0 {\n    loop 3 as i {\n        send rank(i + 1) 16 B tag 1\n    }\n    loop 117 {\n        recv any 8 B\n        send source 16 B tag 1\n    }\n    loop 3 {\n        recv any 8 B\n        send source 16 B tag 2\n    }\n} else {\n    while recv hub 16 B tag 1 {\n        compute normal(32 ms, 8 ms)\n        send hub 8 B\n    }\n}\n";
+
+/// The tasks a program's `while`s run over all ranks, and each rank's compute.
+fn farm_stats(program: &Program) -> (u64, Vec<f64>) {
+    let text = print(program);
+    let checked = check(program, &text, Options::default());
+    let info = checked.info.expect("checks");
+    (
+        info.ranks().iter().map(|r| r.tasks).sum(),
+        info.ranks().iter().map(|r| r.compute_seconds).collect(),
+    )
+}
+
+/// Applies `f` to the time of every compute statement.
+fn each_compute(block: &Block, f: &mut dyn FnMut(&TimeSpec)) {
+    for stmt in &block.stmts {
+        if let StmtKind::Compute(c) = &stmt.kind {
+            f(&c.time);
+        }
+        for b in crate::semantics::stmt_blocks(stmt) {
+            each_compute(b, f);
+        }
+    }
+}
+
+/// The dispatch loop is cut, the first tasks and the stops are not: 30 of the 120 tasks
+/// stay (ten for each worker), each standing for four, so every worker computes 1/K of
+/// its share and the spread of a task's time is that of four tasks' sum.
+#[test]
+fn a_farm_keeps_ten_tasks_a_worker_each_standing_for_the_rest() {
+    let (program, _) = parse(FARM);
+    let (tasks, compute) = farm_stats(&program);
+    assert_eq!(tasks, 120);
+    let s = scaled_for(FARM, 100, Target::Model).expect("scales");
+    let text = print(&s.program);
+    assert_eq!(counts(&s.program), ["3", "27", "3"], "{text}");
+    let (kept, scaled_compute) = farm_stats(&s.program);
+    assert_eq!(kept, 30);
+    let total = |c: &[f64]| c.iter().sum::<f64>();
+    let ratio = total(&compute) / total(&scaled_compute) * s.compute_factor;
+    assert!((ratio / 100.0 - 1.0).abs() < 0.02, "compute 1:{ratio}");
+    // The mean 32 ms × 4 / 100 = 1.28 ms (times the compute factor), the deviation a
+    // quarter of the mean in one task, an eighth in the sum of four.
+    let mut found = None;
+    each_compute(&s.program.body, &mut |t| {
+        if let TimeSpec::Normal { mean, stddev } = t {
+            found = Some((mean.value.seconds(), stddev.value.seconds()));
+        }
+    });
+    let (mean, stddev) = found.expect("a normal compute");
+    assert!(
+        (mean / s.compute_factor / 1.28e-3 - 1.0).abs() < 1e-3,
+        "{text}"
+    );
+    assert!((stddev / mean / 0.125 - 1.0).abs() < 1e-2, "{text}");
+    assert!(s.warnings.iter().any(|w| w
+        .notes
+        .iter()
+        .any(|n| n.contains("sends the tasks of a `while recv`"))));
+}
+
+/// Where ten tasks a worker is every task the application had, none is cut.
+#[test]
+fn a_farm_with_few_tasks_keeps_them_all() {
+    let few = FARM.replace("loop 117", "loop 12");
+    let s = scaled_for(&few, 100, Target::Model).expect("scales");
+    assert_eq!(counts(&s.program), ["3", "12", "3"]);
+    assert_eq!(farm_stats(&s.program).0, 15);
 }
