@@ -300,10 +300,13 @@ fn feeding_loops(
                     .var
                     .as_ref()
                     .is_some_and(|v| block_reads_var(&l.body, &v.name));
+                // The outermost only: loops inside one are kept whole, so that a
+                // task is not cut twice.
                 if !reads_own && sends_tag(&l.body.stmts, tags) {
                     out.insert(&**l as *const Loop);
+                } else {
+                    feeding_loops(&l.body.stmts, tags, out);
                 }
-                feeding_loops(&l.body.stmts, tags, out);
             }
             _ => {
                 for b in stmt_blocks(s) {

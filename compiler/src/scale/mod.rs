@@ -352,11 +352,6 @@ pub fn scale(verified: &Verified, options: &ScaleOptions) -> Result<Scaled, Box<
     })
 }
 
-/// From the plan of `mode` last in `tried`, whose program failed the checker with
-/// `errors`, keeps loops whole one at a time, the likeliest first (see
-/// [`suspect_loops`]): a loop stays kept when keeping it changes the errors (the
-/// messages now match past it, and the plan joins `tried`), and is dropped again when it
-/// does not. The first plan whose program checks, within [`KEEP_TRIALS`] plans.
 /// The cut plan at ratio `k` with task loops cut by `tasks`: coupled loops that no common
 /// divisor near K cuts shortened alike, where that checks; then loops of rank branches
 /// rounded each by their own share, then cut by common divisors; where the cut program
@@ -527,9 +522,12 @@ fn task_cut(verified: &Verified, world: &Shape, model: &Model, k: f64) -> Tasks 
     }
 }
 
-/// The plan `plan_keeping` makes with one more loop kept whole at a time, those the
-/// errors of the last tried plan point at first, until one checks (`None` when none
-/// does within [`KEEP_TRIALS`]).
+/// From the plan last in `tried`, whose program failed the checker with `errors`, keeps
+/// loops whole one at a time (`plan_keeping` makes the plan that keeps a set of them
+/// whole), the likeliest first (see [`suspect_loops`]): a loop stays kept when keeping
+/// it changes the errors (the messages now match past it, and the plan joins `tried`),
+/// and is dropped again when it does not. The first plan whose program checks, within
+/// [`KEEP_TRIALS`] plans.
 fn keep_loops_whole(
     program: &Program,
     plan_keeping: &dyn Fn(&std::collections::HashSet<*const Loop>) -> Plan,
