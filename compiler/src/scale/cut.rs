@@ -945,7 +945,11 @@ impl Planner {
                     ratio_text(1.0 / self.tasks.share)
                 ));
             } else if self.whiles && has_p2p(&l.body.stmts) {
-                diag = diag.with_note("the program has a `while recv`, which runs as many iterations as messages with its tag come: loops that communicate point to point keep all their iterations (but for those that send its tasks, which are cut), so that the messages that end it stay");
+                diag = diag.with_note(if self.tasks.feed > 1.0 {
+                    "the program has a `while recv`, which runs as many iterations as messages with its tag come: the loops that send its tasks are cut, and the others that communicate point to point keep all their iterations, so that the messages that end it stay"
+                } else {
+                    "the program has a `while recv`, which runs as many iterations as messages with its tag come: its tasks are too few to cut (a farm keeps ten for each rank that takes some, at least), so the loops that communicate point to point keep all their iterations"
+                });
             } else if let Some(g) = common {
                 diag = diag.with_note(format!(
                     "loops whose counts differ by rank or by branch are cut by a common divisor of their counts (here of {g}) so that sends and receives still match"
