@@ -165,9 +165,11 @@ pub fn plan(
         let mut all = Vec::new();
         p2p_loops(&program.body.stmts, &mut all);
         if tasks.feed > 1.0 {
-            let mut tags = std::collections::BTreeSet::new();
-            while_tags(&program.body.stmts, &mut tags);
-            feeding_loops(&program.body.stmts, &tags, &mut feeders);
+            feeding_loops(
+                &program.body.stmts,
+                &while_tags(&program.body.stmts),
+                &mut feeders,
+            );
             feeders.retain(|l| !keep.contains(l));
         }
         frozen.extend(
@@ -219,66 +221,62 @@ struct Planner {
     tasks: Tasks,
 }
 
+/// Whether some statement of a block, at any depth, is one `f` accepts.
+fn any_stmt(stmts: &[Stmt], f: &dyn Fn(&Stmt) -> bool) -> bool {
+    stmts
+        .iter()
+        .any(|s| f(s) || stmt_blocks(s).into_iter().any(|b| any_stmt(&b.stmts, f)))
+}
+
+/// Applies `f` to every statement of a block, at any depth, outer first.
+fn each_stmt<'p>(stmts: &'p [Stmt], f: &mut dyn FnMut(&'p Stmt)) {
+    for s in stmts {
+        f(s);
+        for b in stmt_blocks(s) {
+            each_stmt(&b.stmts, f);
+        }
+    }
+}
+
 /// Whether a block sends or receives point to point anywhere inside.
 fn has_p2p(stmts: &[Stmt]) -> bool {
-    stmts.iter().any(|s| {
+    any_stmt(stmts, &|s| {
         matches!(s.kind, StmtKind::P2p(_) | StmtKind::While(_))
-            || stmt_blocks(s).into_iter().any(|b| has_p2p(&b.stmts))
     })
 }
 
 /// Whether a block holds a `while recv` anywhere inside.
 pub(super) fn has_while(stmts: &[Stmt]) -> bool {
-    stmts.iter().any(|s| {
-        matches!(s.kind, StmtKind::While(_))
-            || stmt_blocks(s).into_iter().any(|b| has_while(&b.stmts))
-    })
+    any_stmt(stmts, &|s| matches!(s.kind, StmtKind::While(_)))
 }
 
 /// Every loop with point-to-point communication inside, at any depth.
 fn p2p_loops<'p>(stmts: &'p [Stmt], out: &mut Vec<&'p Loop>) {
-    for s in stmts {
+    each_stmt(stmts, &mut |s| {
         if let StmtKind::Loop(l) = &s.kind {
             if has_p2p(&l.body.stmts) {
                 out.push(l);
             }
         }
-        for b in stmt_blocks(s) {
-            p2p_loops(&b.stmts, out);
-        }
-    }
-}
-
-/// Every statement of a block, at any depth.
-fn each_stmt_ptr(stmts: &[Stmt], out: &mut Vec<*const Stmt>) {
-    for s in stmts {
-        out.push(s as *const Stmt);
-        for b in stmt_blocks(s) {
-            each_stmt_ptr(&b.stmts, out);
-        }
-    }
+    });
 }
 
 /// The tags of every `while recv` head.
-fn while_tags(stmts: &[Stmt], out: &mut std::collections::BTreeSet<u32>) {
-    for s in stmts {
+fn while_tags(stmts: &[Stmt]) -> std::collections::BTreeSet<u32> {
+    let mut tags = std::collections::BTreeSet::new();
+    each_stmt(stmts, &mut |s| {
         if let StmtKind::While(w) = &s.kind {
-            out.extend(w.recv.tag.map(|t| t.value));
+            tags.extend(w.recv.tag.map(|t| t.value));
         }
-        for b in stmt_blocks(s) {
-            while_tags(&b.stmts, out);
-        }
-    }
+    });
+    tags
 }
 
 /// Whether a block sends, anywhere inside, a message with one of `tags`.
 fn sends_tag(stmts: &[Stmt], tags: &std::collections::BTreeSet<u32>) -> bool {
-    stmts.iter().any(|s| {
+    any_stmt(stmts, &|s| {
         matches!(&s.kind, StmtKind::P2p(p)
             if !p.op.receives() && p.tag.is_some_and(|t| tags.contains(&t.value)))
-            || stmt_blocks(s)
-                .into_iter()
-                .any(|b| sends_tag(&b.stmts, tags))
     })
 }
 
@@ -775,11 +773,10 @@ impl Planner {
                     self.plan.residual.insert(stmt as *const Stmt, body_k);
                     self.block(&w.body, body_k);
                     if share < 1.0 {
-                        let mut inside = Vec::new();
-                        each_stmt_ptr(&w.body.stmts, &mut inside);
-                        for s in inside {
-                            self.plan.aggregate.insert(s, 1.0 / share);
-                        }
+                        let aggregate = &mut self.plan.aggregate;
+                        each_stmt(&w.body.stmts, &mut |s| {
+                            aggregate.insert(s as *const Stmt, 1.0 / share);
+                        });
                     }
                 }
                 StmtKind::If(i) if self.weighed_ifs.contains(&(&**i as *const If)) => {}
