@@ -9,7 +9,7 @@ use std::process::ExitCode;
 
 use perfskel_compiler::back::{Backend, GeneratedFile};
 pub use perfskel_compiler::pipeline::{compile, CompileError, Compiled};
-use perfskel_compiler::scale::{Model, Target};
+use perfskel_compiler::scale::{min_reliable_s, too_short_to_time, Model, Target};
 
 use crate::cmd_calibrate;
 use crate::cmd_record::MpiKind;
@@ -121,7 +121,7 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
         .file_name()
         .map_or_else(|| name.clone(), |f| f.to_string_lossy().into_owned());
     let backend = args.emit.is_none().then_some(args.backend);
-    let compiled = match compile(
+    let mut compiled = match compile(
         &source_name,
         &source,
         args.ratio,
@@ -136,6 +136,7 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
         }
         Err(CompileError::Message(m)) => return Err(m),
     };
+    weigh_shared_cores(&mut compiled, args.ratio, cores_here());
     emit(&name, &source, &compiled.diags);
     eprintln!("perfskel compile: {} ({model_from})", compiled.report);
     if args.emit.is_some() {
@@ -155,6 +156,31 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
         compiled.scaled.program.ranks.value
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// This machine's cores (1 when they cannot be known).
+pub fn cores_here() -> u64 {
+    std::thread::available_parallelism().map_or(1, |n| n.get() as u64)
+}
+
+/// Where the skeleton's ranks outnumber `cores` (this machine's, where it is usually
+/// traced and run), a run must last longer to time reliably ([`min_reliable_s`]): the
+/// scaler's `too-short-to-time` warning, which assumes a core for each rank, is made
+/// again with that bound.
+pub fn weigh_shared_cores(compiled: &mut Compiled, ratio: u64, cores: u64) {
+    let ranks = compiled.scaled.program.ranks.value;
+    if ratio <= 1 || ranks <= cores {
+        return;
+    }
+    let min_s = min_reliable_s(ranks, cores);
+    compiled.diags.retain(|d| d.code != "too-short-to-time");
+    if let Some(diag) = too_short_to_time(&compiled.app_time, compiled.scaled.ratio_reached, min_s)
+    {
+        compiled.diags.push(diag.with_note(format!(
+            "its {ranks} ranks share this machine's {cores} cores, each running in turns: a run must last {} times as long as with a core for each",
+            ranks.div_ceil(cores)
+        )));
+    }
 }
 
 /// The model to scale with and where it came from: `path` as given, or the cached model

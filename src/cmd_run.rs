@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
 use perfskel_compiler::back::RunResult;
-use perfskel_compiler::scale::MIN_RELIABLE_S;
+use perfskel_compiler::scale::min_reliable_s;
 
 use crate::cmd_calibrate::cache_dir;
 use crate::cmd_record::MpiKind;
@@ -130,11 +130,18 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
         result.predicted_s,
         result.app_time_s
     );
-    if result.skeleton_s < MIN_RELIABLE_S {
+    let cores = crate::cmd_compile::cores_here();
+    let min_s = min_reliable_s(args.np, cores);
+    if result.skeleton_s < min_s {
         eprintln!(
-            "perfskel run: warning: the skeleton ran {:.1} ms, too short to time reliably (at least {:.0} ms): compile it at a smaller ratio",
+            "perfskel run: warning: the skeleton ran {:.1} ms, too short to time reliably (at least {:.0} ms{}): compile it at a smaller ratio",
             1e3 * result.skeleton_s,
-            1e3 * MIN_RELIABLE_S
+            1e3 * min_s,
+            if args.np > cores {
+                format!(" where {} ranks share {cores} cores", args.np)
+            } else {
+                String::new()
+            }
         );
     }
     let (_, _, spread) = range(&results);

@@ -899,3 +899,47 @@ fn the_model_is_measured_on_first_use_and_never_used_stale() {
     assert!(plain.contains("built-in defaults"), "{plain}");
     assert!(!model_file.exists());
 }
+
+/// A 4-rank skeleton of 8 s at 1:100 runs about 80 ms: enough with a core for each rank
+/// (no warning), too short where its ranks share 2 cores (at least 100 ms, 1:80 named).
+#[test]
+fn ranks_sharing_cores_need_a_longer_run_to_time() {
+    let source = "skeleton shared\nranks 4\ntopology ring\napp_time 8 s\nloop 1000 {\n    compute 8 ms\n    sendrecv to next 8 B from prev 8 B\n}\n";
+    let compiled = || match compile(
+        "shared.skel",
+        source,
+        100,
+        None,
+        &Model::default(),
+        Target::default(),
+    ) {
+        Ok(c) => c,
+        Err(CompileError::Diags(d)) => panic!("{}", render_plain("shared.skel", source, &d)),
+        Err(CompileError::Message(m)) => panic!("{m}"),
+    };
+    let short = |c: &perfskel::cmd_compile::Compiled| {
+        let warnings: Vec<_> = c
+            .diags
+            .iter()
+            .filter(|d| d.code == "too-short-to-time")
+            .cloned()
+            .collect();
+        render_plain("shared.skel", source, &warnings)
+    };
+    let mut own_cores = compiled();
+    perfskel::cmd_compile::weigh_shared_cores(&mut own_cores, 100, 4);
+    assert!(
+        !short(&own_cores).contains("too-short-to-time"),
+        "{}",
+        short(&own_cores)
+    );
+    let mut shared = compiled();
+    perfskel::cmd_compile::weigh_shared_cores(&mut shared, 100, 2);
+    let text = short(&shared);
+    assert!(text.contains("at least 100.000 ms"), "{text}");
+    assert!(text.contains("1:80 or a smaller ratio"), "{text}");
+    assert!(
+        text.contains("4 ranks share this machine's 2 cores"),
+        "{text}"
+    );
+}

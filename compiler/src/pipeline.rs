@@ -15,6 +15,8 @@ use crate::scale::{self, seconds_text, Model, ScaleOptions, Scaled, Target};
 /// (warnings) and a one-line report of what scaling reached.
 pub struct Compiled {
     pub scaled: Scaled,
+    /// The `app_time` of the skeleton as written (before scaling).
+    pub app_time: perfskel_grammar::ast::Decl<perfskel_grammar::ast::Duration>,
     pub files: Vec<GeneratedFile>,
     pub diags: Vec<Diag>,
     pub report: String,
@@ -98,6 +100,7 @@ pub fn compile(
         }
     };
     Ok(Compiled {
+        app_time: verified.program().app_time.clone(),
         scaled,
         files,
         diags,

@@ -685,7 +685,7 @@ impl Planner {
                     let cut = (n as f64 / self.tasks.feed).round() as u64;
                     let count = if cut == n {
                         l.count.clone()
-                    } else if depends_on_rank(&l.count) {
+                    } else if cut > 0 && depends_on_rank(&l.count) {
                         let d = (n as f64 / cut.max(1) as f64).round().max(1.0) as u64;
                         self.count_with(l, BinOp::Div, d)
                     } else {

@@ -883,3 +883,32 @@ fn a_farm_with_few_tasks_keeps_them_all() {
     assert_eq!(counts(&s.program), ["3", "12", "3"]);
     assert_eq!(farm_stats(&s.program).0, 15);
 }
+
+/// A feeding loop whose count depends on the rank and whose cut rounds to no iteration
+/// keeps none on any rank: not `count / n`, which leaves one on the rank with most.
+#[test]
+fn a_rank_dependent_feeder_cut_to_nothing_keeps_nothing() {
+    let source = "skeleton f\nranks 2\ntopology star\napp_time 1 s\nloop 3 - 3 * rank {\n    send rank(1) 16 B tag 1\n}\nif rank == 0 {\n    send rank(1) 16 B tag 2\n} else {\n    while recv rank(0) 16 B tag 1 {\n        compute 1 ms\n    }\n}\n";
+    let (program, diags) = parse(source);
+    assert!(diags.is_empty(), "{diags:?}");
+    let verified = verify(program, source, Options::default()).unwrap_or_else(|d| panic!("{d:?}"));
+    let tasks = Tasks {
+        feed: 10.0,
+        share: 0.0,
+        rounds: 0.0,
+    };
+    let none = std::collections::HashSet::new();
+    let p = cut::plan(
+        verified.program(),
+        verified.info().world(),
+        10.0,
+        Mode::ROUNDED,
+        &none,
+        tasks,
+    );
+    let StmtKind::Loop(feeder) = &verified.program().body.stmts[0].kind else {
+        panic!("the feeder is the first statement");
+    };
+    let count = &p.loops[&(&**feeder as *const Loop)];
+    assert_eq!(count.kind, ExprKind::Int(0), "{count:?}");
+}
