@@ -729,6 +729,45 @@ fn run_repeats_and_predicts_from_the_median_run() {
     );
 }
 
+/// A short skeleton run beside other work (two threads of this test spinning on this
+/// machine's cores) is a warning that names a ratio that runs a second.
+#[test]
+fn run_says_when_other_work_shared_the_machine() {
+    let dir = scratch("other-work");
+    let source = "skeleton beside\nranks 2\ntopology ring\napp_time 2 s\nloop 100 {\n    compute 20 ms\n    sendrecv to next 1 KiB from prev 1 KiB\n}\n";
+    std::fs::write(dir.join("beside.skel"), source).expect("write");
+    let compiled = perfskel(
+        &dir,
+        &["compile", "beside.skel", "--ratio", "1:10", "-o", "out"],
+    );
+    assert!(compiled.status.success(), "{}", text(&compiled.stderr));
+    let ran = {
+        let _guard = MPI_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let spinners: Vec<_> = (0..2)
+            .map(|_| {
+                let stop = stop.clone();
+                std::thread::spawn(move || {
+                    let mut x = 1.0f64;
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        x = std::hint::black_box(x * 1.000_000_1 + 1e-9);
+                    }
+                })
+            })
+            .collect();
+        let ran = perfskel(&dir, &["run", "out", "-np", "2", "--repeat", "3"]);
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for s in spinners {
+            s.join().expect("a spinner");
+        }
+        ran
+    };
+    let (stdout, stderr) = (text(&ran.stdout), text(&ran.stderr));
+    assert!(ran.status.success(), "{stdout}\n{stderr}");
+    assert!(stderr.contains("other work used"), "{stderr}");
+    assert!(stderr.contains("1:2 or a smaller ratio"), "{stderr}");
+}
+
 /// Two ranks, 100 ms of compute and communication on a communicator of its own.
 const WARM: &str = "skeleton warm\nranks 2\ntopology ring\napp_time 1 s\ncomm pair = dup(world)\nloop 10 {\n    compute 10 ms\n    allreduce 1 MiB on pair\n    compute normal(1 ms, 100 us)\n}\n";
 
