@@ -524,7 +524,7 @@ pub fn launch(
     if mpi == MpiKind::Openmpi {
         cmd.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
             .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u64);
+        let cores = crate::cmd_compile::cores_here();
         let is_mpirun = Path::new(exe).file_name().is_some_and(|f| {
             f.to_string_lossy().starts_with("mpirun") || f.to_string_lossy().starts_with("mpiexec")
         });

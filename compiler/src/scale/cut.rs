@@ -686,7 +686,7 @@ impl Planner {
                     let count = if cut == n {
                         l.count.clone()
                     } else if cut > 0 && depends_on_rank(&l.count) {
-                        let d = (n as f64 / cut.max(1) as f64).round().max(1.0) as u64;
+                        let d = (n as f64 / cut as f64).round() as u64;
                         self.count_with(l, BinOp::Div, d)
                     } else {
                         Expr {

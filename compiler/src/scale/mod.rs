@@ -882,7 +882,6 @@ fn same_counts(a: &Plan, b: &Plan) -> bool {
             .all(|(l, count)| b.loops.get(l).is_some_and(|c| c == count))
 }
 
-/// A compute time with every duration in it mapped by `d`.
 /// A distribution of compute times with its spread around the mean multiplied by `by`
 /// (the normal's deviation, the uniform's half width), the mean kept.
 fn narrow(time: &TimeSpec, by: f64) -> TimeSpec {
@@ -911,6 +910,7 @@ fn narrow(time: &TimeSpec, by: f64) -> TimeSpec {
     }
 }
 
+/// A compute time with every duration in it mapped by `d`.
 fn scale_time(time: &TimeSpec, d: &dyn Fn(&Spanned<Duration>) -> Spanned<Duration>) -> TimeSpec {
     match time {
         TimeSpec::Fixed(t) => TimeSpec::Fixed(d(t)),
