@@ -195,12 +195,12 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
         "1 run".to_string()
     };
     println!(
-        "skeleton `{}` on {} ranks ({} back end): {:.6} s ({runs}) × {} = predicted application time {:.3} s (the skeleton stands for {:.3} s where it was made)",
+        "skeleton `{}` on {} ranks ({} back end): {:.6} s ({runs}){} = predicted application time {:.3} s (the skeleton stands for {:.3} s where it was made)",
         result.skeleton,
         result.ranks,
         result.backend,
         result.skeleton_s,
-        result.reached,
+        prediction_text(&result),
         result.predicted_s,
         result.app_time_s
     );
@@ -346,12 +346,12 @@ fn run_simgrid(args: &Args, platform: &Path) -> Result<ExitCode, String> {
     // The median run's line again, with the simulation's wall time, last.
     println!("{}", result.line());
     println!(
-        "skeleton `{}` on {} simulated ranks ({}): {:.6} s simulated × {} = predicted application time {:.3} s on that platform (the skeleton stands for {:.3} s where it was made); the simulation took {:.3} s",
+        "skeleton `{}` on {} simulated ranks ({}): {:.6} s simulated{} = predicted application time {:.3} s on that platform (the skeleton stands for {:.3} s where it was made); the simulation took {:.3} s",
         result.skeleton,
         result.ranks,
         platform.display(),
         result.skeleton_s,
-        result.reached,
+        prediction_text(&result),
         result.predicted_s,
         result.app_time_s,
         wall
@@ -424,12 +424,32 @@ fn range(results: &[RunResult]) -> (f64, f64, f64) {
     (lo, hi, spread)
 }
 
-/// The run whose time is the median (the lower middle run for an even count, so the
-/// line is one a program printed).
+/// The run whose prediction is the median (the lower middle run for an even count, so
+/// the line is one a program printed).
 pub fn median_result(results: &[RunResult]) -> RunResult {
     let mut sorted: Vec<&RunResult> = results.iter().collect();
-    sorted.sort_by(|a, b| a.skeleton_s.total_cmp(&b.skeleton_s));
+    sorted.sort_by(|a, b| a.predicted_s.total_cmp(&b.predicted_s));
     sorted[(sorted.len() - 1) / 2].clone()
+}
+
+/// How a run's time became its prediction, after the time: ` × K`, or where the
+/// measuring pass timed communication that loops cut less than K, what of the time
+/// that was and how each part is multiplied.
+fn prediction_text(result: &RunResult) -> String {
+    if result.own_s > 0.0 {
+        format!(
+            ", of which {:.6} s communication that loops cut less than 1:{} (standing for {:.6} s of the application's): ({:.6} − {:.6}) × {} + {:.6}",
+            result.own_s,
+            result.ratio,
+            result.own_app_s,
+            result.skeleton_s,
+            result.own_s,
+            result.rest,
+            result.own_app_s
+        )
+    } else {
+        format!(" × {}", result.reached)
+    }
 }
 
 /// The compiler wrapper of `mpi`: `mpicc.openmpi`/`mpicc.mpich` when installed, else

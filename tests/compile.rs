@@ -258,10 +258,14 @@ fn compile_and_run(name: &str, source: &str, (ratio, target): (u64, &str), mpi: 
         (result.reached - reached).abs() <= 0.051 * reached,
         "{result:?}: compile reported 1:{reached}"
     );
+    // Where the measuring pass timed communication that loops cut less than K, that
+    // counts by its own ratios and the rest by the rest ratio.
+    let split = result.rest * (result.skeleton_s - result.own_s) + result.own_app_s;
     assert!(
-        (result.predicted_s - result.skeleton_s * result.reached).abs() <= 1e-6 * result.reached,
+        (result.predicted_s - split).abs() <= 1e-4 * result.rest,
         "{result:?}"
     );
+    assert!(result.own_s <= result.skeleton_s, "{result:?}");
     // Above 1:1 the program ran once untimed first (`ps_pass`).
     assert_eq!(result.warmup_s > 0.0, ratio > 1, "{result:?}");
     // Compute spans run for their whole time, so the skeleton cannot be much faster
@@ -784,7 +788,7 @@ fn the_warm_up_pass_runs_the_program_once_without_compute() {
     let c = std::fs::read_to_string(dir.join("two/warm.c")).expect("generated C");
     // The communicator is made once, before the passes.
     let made = c.find("MPI_Comm_dup(world, &pair);").expect("the dup");
-    let passes = c.find("while (ps_pass(2ULL)) {").expect("the passes");
+    let passes = c.find("while (ps_pass(2ULL, 0)) {").expect("the passes");
     assert!(made < passes, "{c}");
     let run = |out: &str, warmup: &str| {
         let _guard = MPI_LOCK.lock().unwrap_or_else(|e| e.into_inner());
@@ -823,6 +827,77 @@ fn the_warm_up_pass_runs_the_program_once_without_compute() {
         "{}",
         text(&bad.stderr)
     );
+}
+
+/// An allreduce outside any loop and three iterations of a bcast (a loop of 3 keeps
+/// one at 1:10), then a ring exchange that loops cut: two ranks.
+const OWN: &str = "skeleton own\nranks 2\ntopology ring\napp_time 1 s\ncompute 20 ms\nallreduce 64 KiB\nloop 3 {\n    compute 20 ms\n    bcast 64 KiB\n}\nloop 200 {\n    compute 2 ms\n    sendrecv to next 1 KiB from prev 1 KiB\n}\n";
+
+/// Communication that loops cut less than K is timed in a measuring pass without
+/// compute and multiplied by its own ratio, the rest by the rest ratio, under both
+/// MPIs; `PERFSKEL_WARMUP=off` leaves the pass out, and the prediction is the time x
+/// the ratio reached.
+#[test]
+fn communication_loops_cut_less_than_k_is_measured_and_counted_by_its_own_ratio() {
+    let dir = scratch("own-ratio");
+    std::fs::write(dir.join("own.skel"), OWN).expect("write");
+    let compiled = perfskel(
+        &dir,
+        &["compile", "own.skel", "--ratio", "1:10", "-o", "out"],
+    );
+    assert!(compiled.status.success(), "{}", text(&compiled.stderr));
+    let c = std::fs::read_to_string(dir.join("out/own.c")).expect("generated C");
+    assert!(c.contains("while (ps_pass(10ULL, 1)) {"), "{c}");
+    assert_eq!(c.matches("ps_own_begin();").count(), 2, "{c}");
+    assert!(
+        c.contains("ps_own_end(1.0);") && c.contains("ps_own_end(3.0);"),
+        "{c}"
+    );
+    for mpi in ["openmpi", "mpich"] {
+        let run = |warmup: &str| {
+            let output = {
+                let _guard = MPI_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+                perfskel_with(
+                    &dir,
+                    &["run", "out", "-np", "2", "--mpi", mpi, "--repeat", "1"],
+                    &[("PERFSKEL_WARMUP", warmup)],
+                )
+            };
+            let stdout = text(&output.stdout);
+            assert!(
+                output.status.success(),
+                "{mpi}: {stdout}\n{}",
+                text(&output.stderr)
+            );
+            (RunResult::find_in(&stdout).expect("a result line"), stdout)
+        };
+        let (r, stdout) = run("");
+        assert!(r.own_s > 0.0 && r.own_s < r.skeleton_s, "{mpi}: {r:?}");
+        // The bcast's time counts three times, the allreduce's once.
+        assert!(
+            r.own_app_s > r.own_s && r.own_app_s < 3.0 * r.own_s + 1e-6,
+            "{mpi}: {r:?}"
+        );
+        assert!(r.rest > r.reached, "{mpi}: {r:?}");
+        let split = r.rest * (r.skeleton_s - r.own_s) + r.own_app_s;
+        assert!(
+            (r.predicted_s - split).abs() < 1e-4 * r.rest,
+            "{mpi}: {r:?}"
+        );
+        assert!(
+            stdout.contains("communication that loops cut less than 1:10"),
+            "{mpi}: {stdout}"
+        );
+        let (off, _) = run("off");
+        assert_eq!(
+            (off.own_s, off.own_app_s, off.rest),
+            (0.0, 0.0, off.reached)
+        );
+        assert!(
+            (off.predicted_s - off.skeleton_s * off.reached).abs() < 1e-4 * off.reached,
+            "{mpi}: {off:?}"
+        );
+    }
 }
 
 #[test]

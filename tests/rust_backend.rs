@@ -33,6 +33,8 @@ fn emit(source_name: &str, source: &str) -> (Program, Vec<GeneratedFile>) {
     let options = back::Options {
         ratio: 1,
         ratio_reached: 1.0,
+        own_ratios: Default::default(),
+        rest_ratio: 1.0,
         app_time_s: verified.program().app_time.value.seconds(),
         source_name: source_name.to_string(),
         source: source.to_string(),
@@ -476,6 +478,11 @@ fn write_project(dir: &Path, files: &[GeneratedFile]) {
     }
 }
 
+/// An allreduce outside any loop and three iterations of a bcast (a loop of 3 keeps one
+/// at 1:10), then a ring exchange that loops cut: two ranks.
+const OWN: &str = "skeleton own\nranks 2\ntopology ring\napp_time 1 s\ncompute 20 ms\nallreduce 64 KiB\nloop 3 {\n    compute 20 ms\n    bcast 64 KiB\n}\nloop 200 {\n    compute 2 ms\n    sendrecv to next 1 KiB from prev 1 KiB\n}\n";
+const OWN_NAME: &str = "own.skel";
+
 /// Builds and runs every example's 4-rank variant, `COLLECTIVES` and the runtime's
 /// hand-written `halo` example under `mpi`.
 fn run_examples(mpi: Mpi) {
@@ -509,6 +516,8 @@ fn run_examples(mpi: Mpi) {
     let task_pair = std::fs::read_to_string(root().join("tests/data/dsl/ok/task_pair.skel"))
         .expect("task_pair.skel");
     programs.push(("task_pair.skel".into(), task_pair));
+    // Communication that loops cut less than K, at 1:10 (below): the measuring pass.
+    programs.push((OWN_NAME.into(), OWN.into()));
     // The hand-written example of the runtime crate, built as the project's main.rs.
     programs.push(("halo".into(), String::new()));
     let halo = std::fs::read_to_string(root().join("runtime/rust/examples/halo.rs"))
@@ -528,6 +537,18 @@ fn run_examples(mpi: Mpi) {
             };
             write_project(&project, &[main_rs]);
             ("halo".to_string(), 0.5, 4)
+        } else if name == OWN_NAME {
+            let compiled = perfskel_compiler::pipeline::compile(
+                &name,
+                &source,
+                10,
+                Some(back::Backend::Rust),
+                &perfskel_compiler::scale::Model::default(),
+                perfskel_compiler::scale::Target::Model,
+            )
+            .unwrap_or_else(|_| panic!("{name} compiles at 1:10"));
+            write_project(&project, &compiled.files);
+            ("own".to_string(), 1.0, 2)
         } else {
             let (program, files) = emit(&name, &source);
             write_project(&project, &files);
@@ -596,9 +617,25 @@ fn run_examples(mpi: Mpi) {
             }
         }
         let result = RunResult::find_in(&stdout);
+        let ratio = if name == OWN_NAME { 10 } else { 1 };
         match result {
+            // At 1:10, a measuring pass timed the allreduce (once) and the bcast (x3),
+            // and the rest of the time is multiplied by the rest ratio.
             Some(r)
-                if output.status.success()
+                if ratio > 1
+                    && output.status.success()
+                    && r.ratio == ratio
+                    && r.own_s > 0.0
+                    && r.own_s < r.skeleton_s
+                    && r.own_app_s > r.own_s
+                    && r.own_app_s < 3.0 * r.own_s + 1e-6
+                    && r.rest > r.reached
+                    && (r.predicted_s - (r.rest * (r.skeleton_s - r.own_s) + r.own_app_s))
+                        .abs()
+                        < 1e-4 * r.rest => {}
+            Some(r)
+                if ratio == 1
+                    && output.status.success()
                     && r.skeleton == expected_name
                     && r.backend == "rust"
                     && r.ranks == n_ranks

@@ -85,6 +85,15 @@ pub fn compile(
             .map(|t| format!("; the model gives the unscaled skeleton {}", seconds_text(t)))
             .unwrap_or_default()
     );
+    let report = if scaled.own_ratios.is_empty() {
+        report
+    } else {
+        format!(
+            "{report}; {} communication statement(s) cut less than 1:{ratio}: the skeleton times them and counts each by its own ratio, the rest of its time x{:.4}",
+            scaled.own_ratios.len(),
+            scaled.rest_ratio
+        )
+    };
     let files = match backend {
         None => Vec::new(),
         Some(backend) => {
@@ -92,6 +101,12 @@ pub fn compile(
                 ratio,
                 // Four decimals, as the program prints it.
                 ratio_reached: (scaled.ratio_reached * 1e4).round() / 1e4,
+                own_ratios: scaled
+                    .own_ratios
+                    .iter()
+                    .map(|(&at, &r)| (at, (r * 1e4).round() / 1e4))
+                    .collect(),
+                rest_ratio: (scaled.rest_ratio * 1e4).round() / 1e4,
                 app_time_s: verified.program().app_time.value.seconds(),
                 source_name: source_name.to_string(),
                 source: source.to_string(),

@@ -34,7 +34,15 @@
  *     between two barriers. The first uses of message buffers and of the MPI library's
  *     own (its temporary buffers, shared-memory segments) cost time the application pays
  *     once but a skeleton at 1:K would pay K times over; PERFSKEL_WARMUP=off (or on)
- *     overrides.
+ *     overrides. Communication that loops cut less than K (kept whole: HPL's panel
+ *     loops of 9 iterations at 1:100) sits between ps_own_begin() and ps_own_end(R),
+ *     R the application's executions each of the skeleton's stands for; a program
+ *     that has such statements runs one more pass without compute before the timed
+ *     one, which sums the time each rank spends there (and that time x R), and the
+ *     prediction is the rest ratio x (the time - that sum) + the sum x R, of the rank
+ *     that spends the most there: a message that a shared core makes cost a time
+ *     slice costs it once, not K times. Where no such pass ran (PERFSKEL_WARMUP=off)
+ *     the prediction is the time x the ratio reached.
  *
  * Built with SimGrid's smpicc and -DPERFSKEL_SMPI (`make skeleton-smpi`, which `perfskel
  * run --simgrid PLATFORM` runs), the program is simulated: a compute span of `seconds`
@@ -291,10 +299,29 @@ static inline void ps_memory(size_t working_set, double traced_rate) {
 /* Work not yet run by `work` spans, in units: spans shorter than a unit add up. */
 static double ps_carry;
 
-/* Where ps_pass stands: before the passes, in the warm-up pass (compute spans do
- * nothing), in the timed pass. */
+/* Where ps_pass stands: before the passes, in a pass without compute (compute spans
+ * do nothing: the warm-up pass or the measuring pass), in the timed pass. */
 enum { PS_BEFORE, PS_WARMING, PS_TIMED };
 static int ps_pass_state = PS_BEFORE;
+
+/* The measuring pass (a pass without compute after the warm-up): the time this rank
+ * spent between ps_own_begin and ps_own_end, and that time x each stretch's own ratio. */
+static int ps_measuring, ps_measured;
+static double ps_own_t0, ps_own_s, ps_own_app_s;
+
+/* Communication that loops cut less than the ratio: timed in the measuring pass. */
+static inline void ps_own_begin(void) {
+    if (ps_measuring) ps_own_t0 = MPI_Wtime();
+}
+
+/* The end of such a stretch; each of its executions stands for `ratio` of the
+ * application's. */
+static inline void ps_own_end(double ratio) {
+    if (!ps_measuring) return;
+    double t = MPI_Wtime() - ps_own_t0;
+    ps_own_s += t;
+    ps_own_app_s += t * ratio;
+}
 
 /* A compute span of `seconds` touching `ws` bytes (0: an L1-sized buffer), run as
  * PERFSKEL_COMPUTE says (see the top of this file). Each chunk's measured rate refines
@@ -600,12 +627,22 @@ static inline int ps_want_warmup(unsigned long long ratio) {
     return 0;
 }
 
-/* The loop over the passes: `while (ps_pass(K)) { program }`. The first pass, when
+/* Whether to run the measuring pass of a program with statements between ps_own_begin
+ * and ps_own_end (`measure`): at ratios above 1 unless PERFSKEL_WARMUP=off (also under
+ * SMPI, where it costs simulated time only). */
+static inline int ps_want_measure(unsigned long long ratio, int measure) {
+    const char *env = getenv("PERFSKEL_WARMUP");
+    if (!measure || ratio <= 1) return 0;
+    return !(env && strcmp(env, "off") == 0);
+}
+
+/* The loop over the passes: `while (ps_pass(K, M)) { program }`. The first pass, when
  * there is a warm-up, runs the program with compute spans that do nothing and is not
- * timed; the timed pass starts after a barrier, with each rank's random sequence and
- * the kernel's carried work started afresh, as in a run without warm-up. Returns 0
- * once the timed pass is done. */
-static inline int ps_pass(unsigned long long ratio) {
+ * timed; with M (the program has communication with ratios of its own) the measuring
+ * pass, also without compute, follows (see ps_own_begin); the timed pass starts after a
+ * barrier, with each rank's random sequence and the kernel's carried work started
+ * afresh, as in a run without warm-up. Returns 0 once the timed pass is done. */
+static inline int ps_pass(unsigned long long ratio, int measure) {
     if (ps_pass_state == PS_TIMED) return 0;
     if (ps_pass_state == PS_BEFORE && ps_want_warmup(ratio)) {
         ps_pass_state = PS_WARMING;
@@ -615,7 +652,17 @@ static inline int ps_pass(unsigned long long ratio) {
     }
     MPI_Barrier(MPI_COMM_WORLD);
     double now = MPI_Wtime();
-    if (ps_pass_state == PS_WARMING) ps_warmup_s = now - ps_start;
+    if (ps_pass_state == PS_WARMING && !ps_measuring) ps_warmup_s = now - ps_start;
+    if (!ps_measuring && !ps_measured && ps_want_measure(ratio, measure)) {
+        ps_pass_state = PS_WARMING;
+        ps_measuring = 1;
+        ps_start = now;
+        return 1;
+    }
+    if (ps_measuring) {
+        ps_measuring = 0;
+        ps_measured = 1;
+    }
     int rank = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     ps_seed(rank);
@@ -626,21 +673,46 @@ static inline int ps_pass(unsigned long long ratio) {
 }
 
 /* The end of the timed pass: a barrier, then rank 0 prints the result line: the
- * ratio asked (K of 1:K), and the prediction, the time times the ratio the scaled
- * program reaches (`perfskel compile` reports it; K when the target was hit). */
+ * ratio asked (K of 1:K), and the prediction: where the measuring pass ran, the rest
+ * ratio x (the time - the measured stretches' time) + their time x their own ratios,
+ * of the rank that spent the most in them; else the time x the ratio the scaled
+ * program reaches (`perfskel compile` reports both; K when the target was hit). */
 static inline void ps_end(const char *name, unsigned long long ratio, double reached,
-                          double app_time_s) {
+                          double rest, double app_time_s) {
     MPI_Barrier(MPI_COMM_WORLD);
     double elapsed = MPI_Wtime() - ps_start;
     ps_poll_end();
     int rank, size;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
+    double own_s = 0, own_app_s = 0, predicted = elapsed * reached;
+    if (ps_measured) {
+        double mine[2] = {ps_own_s, ps_own_app_s};
+        double *all = NULL;
+        if (rank == 0) {
+            all = (double *)malloc(2 * (size_t)size * sizeof(double));
+            if (!all) ps_fail("out of memory for the measured stretches");
+        }
+        MPI_Gather(mine, 2, MPI_DOUBLE, all, 2, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+        if (rank == 0) {
+            for (int r = 0; r < size; r++)
+                if (all[2 * r] > own_s) {
+                    own_s = all[2 * r];
+                    own_app_s = all[2 * r + 1];
+                }
+            free(all);
+            if (own_s > elapsed) own_s = elapsed;
+            predicted = rest * (elapsed - own_s) + own_app_s;
+        }
+    } else {
+        rest = reached;
+    }
     if (rank == 0) {
         printf("perfskel-result skeleton=%s backend=c ranks=%d ratio=%llu skeleton_s=%.6f "
-               "predicted_s=%.6f app_time_s=%.6f warmup_s=%.6f reached=%.4f\n",
-               name, size, ratio, elapsed, elapsed * reached, app_time_s, ps_warmup_s,
-               reached);
+               "predicted_s=%.6f app_time_s=%.6f warmup_s=%.6f reached=%.4f own_s=%.6f "
+               "own_app_s=%.6f rest=%.4f\n",
+               name, size, ratio, elapsed, predicted, app_time_s, ps_warmup_s, reached,
+               own_s, own_app_s, rest);
         fflush(stdout);
     }
     free(ps_sbuf);

@@ -29,6 +29,13 @@ pub struct Options {
     /// over that of the scaled one; K when the target was hit, 1 at 1:1), to four
     /// decimals: the program's time times this is the prediction.
     pub ratio_reached: f64,
+    /// The communication statements with a ratio of their own (by the byte offset where
+    /// each starts in the source; see `scale::Scaled::own_ratios`), to four decimals:
+    /// the program times them in a measuring pass without compute.
+    pub own_ratios: std::collections::BTreeMap<u32, f64>,
+    /// What the rest of the program's time is multiplied by where it measured those
+    /// statements (`scale::Scaled::rest_ratio`), to four decimals.
+    pub rest_ratio: f64,
     /// The `app_time` of the unscaled skeleton, in seconds.
     pub app_time_s: f64,
     /// The skeleton file's name without directories, for comments (`stencil2d.skel`).
@@ -119,6 +126,48 @@ pub(crate) fn comms_and_passes(body: &Block) -> (Vec<&Stmt>, Vec<&Stmt>) {
         .partition(|s| matches!(s.kind, StmtKind::CommDecl(_)))
 }
 
+/// The stretches of a block's statements that a program times in its measuring pass:
+/// from a communication statement with a ratio of its own (`own`, by where statements
+/// start in the source) to the last one after it with the same ratio, compute between
+/// them included (it does nothing in that pass), as (first index, last index, ratio).
+pub(crate) fn own_stretches(
+    stmts: &[&Stmt],
+    own: &std::collections::BTreeMap<u32, f64>,
+) -> Vec<(usize, usize, f64)> {
+    let own_of = |stmt: &Stmt| stmt.pos.span().and_then(|s| own.get(&s.start)).copied();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < stmts.len() {
+        let Some(ratio) = own_of(stmts[i]) else {
+            i += 1;
+            continue;
+        };
+        let mut end = i;
+        for (j, stmt) in stmts.iter().enumerate().skip(i + 1) {
+            match own_of(stmt) {
+                Some(r) if r == ratio => end = j,
+                None if matches!(stmt.kind, StmtKind::Compute(_)) => {}
+                _ => break,
+            }
+        }
+        out.push((i, end, ratio));
+        i = end + 1;
+    }
+    out
+}
+
+/// The comment of a stretch [`own_stretches`] gives.
+pub(crate) fn own_stretch_note(ratio: f64) -> String {
+    if ratio == 1.0 {
+        "runs as often as in the application: its time in the measuring pass counts once"
+            .to_string()
+    } else {
+        format!(
+            "each run stands for {ratio} of the application's: its time in the measuring pass counts x{ratio}"
+        )
+    }
+}
+
 /// The names of the loop variables of `body` (`loop N as NAME`), sorted: back ends give
 /// each one variable of the target language, `v_NAME` unless that is taken.
 pub(crate) fn loop_var_names(body: &Block) -> std::collections::BTreeSet<&str> {
@@ -200,7 +249,12 @@ pub struct GeneratedFile {
 ///
 /// `ratio` is K of the target ratio 1:K; `reached` the ratio the scaled program reaches
 /// (four decimals; lines of older programs lack it, which reached K); `predicted_s` is
-/// `skeleton_s × reached`; `app_time_s` is the `app_time` of the unscaled skeleton.
+/// `rest × (skeleton_s − own_s) + own_app_s`, where `own_s` is the time the measuring
+/// pass found in the communication that loops cut less than K (of the rank that spent
+/// the most there) and `own_app_s` what it stands for in the application, or
+/// `skeleton_s × reached` where no measuring pass ran (`own_s` 0, `rest` = `reached`;
+/// lines of older programs lack the three); `app_time_s` is the `app_time` of the
+/// unscaled skeleton.
 /// Times have six decimals. Under a simulator, `perfskel run --simgrid` prints the
 /// median run's line once more with `simulation_s=W` at the end: the wall time the
 /// simulation took (the other times are simulated).
@@ -216,8 +270,17 @@ pub struct RunResult {
     /// How long the untimed warm-up pass took (0 without one; lines of older skeletons
     /// do not have it).
     pub warmup_s: f64,
-    /// The ratio reached, by which the skeleton's time is multiplied.
+    /// The ratio reached, by which the skeleton's time is multiplied where no measuring
+    /// pass ran.
     pub reached: f64,
+    /// Seconds the measuring pass found in communication with ratios of its own (0
+    /// without one).
+    pub own_s: f64,
+    /// What those stand for in the application: each stretch's time times its ratio.
+    pub own_app_s: f64,
+    /// The ratio the rest of the time is multiplied by (`reached` without a measuring
+    /// pass).
+    pub rest: f64,
     /// The wall time a simulated run took (`None`: a real run).
     pub simulation_s: Option<f64>,
 }
@@ -233,7 +296,7 @@ impl RunResult {
             .map(|w| format!(" simulation_s={w:.3}"))
             .unwrap_or_default();
         format!(
-            "{RESULT_PREFIX} skeleton={} backend={} ranks={} ratio={} skeleton_s={:.6} predicted_s={:.6} app_time_s={:.6} warmup_s={:.6} reached={:.4}{simulation}",
+            "{RESULT_PREFIX} skeleton={} backend={} ranks={} ratio={} skeleton_s={:.6} predicted_s={:.6} app_time_s={:.6} warmup_s={:.6} reached={:.4} own_s={:.6} own_app_s={:.6} rest={:.4}{simulation}",
             self.skeleton,
             self.backend,
             self.ranks,
@@ -242,7 +305,10 @@ impl RunResult {
             self.predicted_s,
             self.app_time_s,
             self.warmup_s,
-            self.reached
+            self.reached,
+            self.own_s,
+            self.own_app_s,
+            self.rest
         )
     }
 
@@ -261,6 +327,7 @@ impl RunResult {
         let (mut skeleton_s, mut predicted_s, mut app_time_s) = (None, None, None);
         let mut warmup_s = 0.0;
         let mut reached = None;
+        let (mut own_s, mut own_app_s, mut rest) = (0.0, 0.0, None);
         let mut simulation_s = None;
         for word in words {
             let (key, value) = word.split_once('=')?;
@@ -274,10 +341,14 @@ impl RunResult {
                 "app_time_s" => app_time_s = value.parse().ok(),
                 "warmup_s" => warmup_s = value.parse().ok()?,
                 "reached" => reached = Some(value.parse::<f64>().ok()?),
+                "own_s" => own_s = value.parse().ok()?,
+                "own_app_s" => own_app_s = value.parse().ok()?,
+                "rest" => rest = Some(value.parse::<f64>().ok()?),
                 "simulation_s" => simulation_s = Some(value.parse::<f64>().ok()?),
                 _ => {}
             }
         }
+        let reached = reached.unwrap_or(ratio? as f64);
         Some(RunResult {
             skeleton: skeleton?,
             backend: backend?,
@@ -287,7 +358,10 @@ impl RunResult {
             predicted_s: predicted_s?,
             app_time_s: app_time_s?,
             warmup_s,
-            reached: reached.unwrap_or(ratio? as f64),
+            reached,
+            own_s,
+            own_app_s,
+            rest: rest.unwrap_or(reached),
             simulation_s,
         })
     }
@@ -309,17 +383,26 @@ mod tests {
             app_time_s: 11.8,
             warmup_s: 0.004,
             reached: 98.7633,
+            own_s: 0.01,
+            own_app_s: 0.02,
+            rest: 107.6,
             simulation_s: None,
         };
         let line = result.line();
         assert_eq!(
             line,
-            "perfskel-result skeleton=stencil2d backend=c ranks=4 ratio=100 skeleton_s=0.120000 predicted_s=11.851600 app_time_s=11.800000 warmup_s=0.004000 reached=98.7633"
+            "perfskel-result skeleton=stencil2d backend=c ranks=4 ratio=100 skeleton_s=0.120000 predicted_s=11.851600 app_time_s=11.800000 warmup_s=0.004000 reached=98.7633 own_s=0.010000 own_app_s=0.020000 rest=107.6000"
         );
-        // Lines of skeletons generated before the warm-up pass, and before `reached`.
+        // Lines of skeletons generated before the warm-up pass, before `reached`, and
+        // before the measuring pass.
         let old = "perfskel-result skeleton=s backend=c ranks=2 ratio=3 skeleton_s=1.0 predicted_s=3.0 app_time_s=1.0";
-        assert_eq!(RunResult::parse(old).map(|r| r.warmup_s), Some(0.0));
-        assert_eq!(RunResult::parse(old).map(|r| r.reached), Some(3.0));
+        let parsed = RunResult::parse(old).expect("an old line");
+        assert_eq!(
+            (parsed.warmup_s, parsed.reached, parsed.own_s, parsed.rest),
+            (0.0, 3.0, 0.0, 3.0)
+        );
+        let no_own = "perfskel-result skeleton=s backend=c ranks=2 ratio=3 skeleton_s=1.0 predicted_s=3.0 app_time_s=1.0 warmup_s=0.1 reached=2.5";
+        assert_eq!(RunResult::parse(no_own).map(|r| r.rest), Some(2.5));
         let output = format!("warming up\n{line}\nbye\n");
         assert_eq!(RunResult::find_in(&output), Some(result.clone()));
         // A simulated run's line, with the simulation's wall time.
@@ -329,7 +412,7 @@ mod tests {
         };
         assert!(simulated
             .line()
-            .ends_with(" reached=98.7633 simulation_s=2.500"));
+            .ends_with(" rest=107.6000 simulation_s=2.500"));
         assert_eq!(RunResult::find_in(&simulated.line()), Some(simulated));
         assert_eq!(RunResult::parse("perfskel-result skeleton=x"), None);
         assert_eq!(RunResult::parse("hello"), None);

@@ -22,7 +22,7 @@ use perfskel_grammar::ast::*;
 use perfskel_grammar::Diag;
 
 pub use model::Model;
-pub use timing::{simulate, Timing, TimingError};
+pub use timing::{simulate, simulate_own, OwnTime, Timing, TimingError};
 
 use crate::check::{verify, Options as CheckOptions, Verified};
 use crate::semantics::{Shape, MAX_SIMULATED_RANKS};
@@ -167,6 +167,22 @@ pub struct Scaled {
     pub size_factor: f64,
     /// The model's time for the unscaled skeleton, when it was small enough to simulate.
     pub unscaled_model_s: Option<f64>,
+    /// The communication statements that loops cut less than K (by the byte offset
+    /// where each starts in the source), each with the ratio it has of its own: one
+    /// execution in the scaled skeleton stands for that many of the application's (1
+    /// where every enclosing loop is kept whole). The generated programs time them in a
+    /// pass without compute and multiply each by its own ratio, and only the rest of
+    /// their time by [`Scaled::rest_ratio`]: a message that runs as often in the
+    /// skeleton as in the application costs what it costs once, however long a time
+    /// slice or a slow network makes it. Empty at 1:1, and where the model gives these
+    /// statements nearly all of the skeleton's time (the rest would be too small to
+    /// multiply).
+    pub own_ratios: std::collections::BTreeMap<u32, f64>,
+    /// The ratio the rest of the skeleton's time (all but those statements') is
+    /// multiplied by: the model's application time less what those statements stand for,
+    /// over the scaled skeleton's less their time, both as the model's measuring pass
+    /// gives them; the ratio reached where there are none.
+    pub rest_ratio: f64,
     pub warnings: Vec<Diag>,
 }
 
@@ -351,6 +367,20 @@ pub fn scale(verified: &Verified, options: &ScaleOptions) -> Result<Scaled, Box<
         ));
     }
     warnings.extend(unscaled_communication(program, &plan, model, target));
+    let (own_ratios, rest_ratio) = if k > 1.0 {
+        own_split(
+            program,
+            &scaled,
+            &plan,
+            world,
+            model,
+            k,
+            ratio_reached * expected,
+            expected,
+        )
+    } else {
+        (Default::default(), ratio_reached)
+    };
     let mut program = scaled;
     program.name.trivia.leading.extend([
         format!(
@@ -378,8 +408,86 @@ pub fn scale(verified: &Verified, options: &ScaleOptions) -> Result<Scaled, Box<
         compute_factor: c,
         size_factor: s,
         unscaled_model_s,
+        own_ratios,
+        rest_ratio,
         warnings,
     })
+}
+
+/// The share of the scaled skeleton's time (in the model) that statements with a ratio
+/// of their own may take at most: past it, the rest is too small a part of the run to
+/// multiply by a ratio of its own (its noise would be multiplied with it).
+const MAX_OWN_SHARE: f64 = 0.9;
+
+/// The communication statements of `program` (the unscaled one; the scaled one keeps
+/// their positions) that `plan` cuts less than `k`, with their own ratios (`k` over the
+/// ratio their enclosing loops leave), and the rest ratio: `app_s` (the model's
+/// application time) less what those statements stand for, over `expected_s` (the
+/// scaled skeleton's) less their time, as [`simulate_own`] gives them for the rank that
+/// spends the most in them. No statements and the ratio reached where there are none,
+/// where the simulation fails, or where they take nearly all of the time.
+#[allow(clippy::too_many_arguments)]
+fn own_split(
+    program: &Program,
+    scaled: &Program,
+    plan: &Plan,
+    world: &Shape,
+    model: &Model,
+    k: f64,
+    app_s: f64,
+    expected_s: f64,
+) -> (std::collections::BTreeMap<u32, f64>, f64) {
+    let none = (
+        std::collections::BTreeMap::new(),
+        app_s / expected_s.max(f64::MIN_POSITIVE),
+    );
+    let own = own_ratios(program, plan, k);
+    if own.is_empty() || expected_s.is_nan() || expected_s <= 0.0 {
+        return none;
+    }
+    let Ok(found) = simulate_own(scaled, world, model, SIMULATION_BUDGET, &own) else {
+        return none;
+    };
+    let (own_s, own_app_s) = found.busiest();
+    let rest_s = expected_s - own_s;
+    if rest_s < (1.0 - MAX_OWN_SHARE) * expected_s || app_s - own_app_s < rest_s {
+        return none;
+    }
+    (own, (app_s - own_app_s) / rest_s)
+}
+
+/// The communication statements (point to point, collectives, waits) that the plan
+/// keeps and cuts less than `k`, by where each starts in the source, with `k` over the
+/// ratio left to them (the application's executions each of theirs stands for).
+/// Statements without a source position are left to the rest.
+fn own_ratios(program: &Program, plan: &Plan, k: f64) -> std::collections::BTreeMap<u32, f64> {
+    fn walk(stmts: &[Stmt], plan: &Plan, k: f64, out: &mut std::collections::BTreeMap<u32, f64>) {
+        for stmt in stmts {
+            if runs_none(stmt, plan) {
+                continue;
+            }
+            match &stmt.kind {
+                StmtKind::P2p(_) | StmtKind::Collective(_) | StmtKind::Wait(_) => {
+                    let left = plan
+                        .residual
+                        .get(&(stmt as *const Stmt))
+                        .copied()
+                        .unwrap_or(1.0);
+                    if let (Some(span), true) = (stmt.pos.span(), left > 1.001) {
+                        out.insert(span.start, k / left);
+                    }
+                }
+                _ => {
+                    for block in crate::semantics::stmt_blocks(stmt) {
+                        walk(&block.stmts, plan, k, out);
+                    }
+                }
+            }
+        }
+    }
+    let mut out = std::collections::BTreeMap::new();
+    walk(&program.body.stmts, plan, k, &mut out);
+    out
 }
 
 /// The cut plan at ratio `k` with task loops cut by `tasks`: coupled loops that no common

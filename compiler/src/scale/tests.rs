@@ -912,3 +912,62 @@ fn a_rank_dependent_feeder_cut_to_nothing_keeps_nothing() {
     let count = &p.loops[&(&**feeder as *const Loop)];
     assert_eq!(count.kind, ExprKind::Int(0), "{count:?}");
 }
+
+/// An allreduce outside loops, three iterations of one that a loop of 3 keeps one of at
+/// 1:10, then a ring exchange that loops cut: 4 ranks.
+const OWN: &str = "skeleton own\nranks 4\ntopology ring\napp_time 1 s\ncompute 20 ms\nallreduce 64 KiB\nloop 3 {\n    compute 20 ms\n    bcast 64 KiB\n}\nloop 200 {\n    compute 2 ms\n    sendrecv to next 1 KiB from prev 1 KiB\n    loop 2 {\n        barrier\n    }\n}\n";
+
+#[test]
+fn communication_loops_cut_less_than_k_has_a_ratio_of_its_own() {
+    let s = scaled_for(OWN, 10, Target::Model).expect("scales");
+    let at = |text: &str| OWN.find(text).expect("in the source") as u32;
+    // The allreduce runs as often as in the application; the loop of 3 keeps one
+    // iteration, whose bcast stands for 3; the ring's messages and barriers are cut
+    // by 10 and are the rest's.
+    assert_eq!(
+        s.own_ratios
+            .iter()
+            .map(|(&a, &r)| (a, r))
+            .collect::<Vec<_>>(),
+        vec![(at("allreduce"), 1.0), (at("bcast"), 3.0)]
+    );
+    // The rest is multiplied by more than the ratio reached: the model's application
+    // time less what those stand for, over the skeleton's less their time.
+    assert!(
+        s.rest_ratio > s.ratio_reached,
+        "{} {}",
+        s.rest_ratio,
+        s.ratio_reached
+    );
+    let world = Shape::Grid {
+        dims: vec![4],
+        periodic: vec![true],
+    };
+    let own = simulate_own(
+        &s.program,
+        &world,
+        &Model::default(),
+        SIMULATION_BUDGET,
+        &s.own_ratios,
+    )
+    .expect("simulates");
+    let (own_s, own_app_s) = own.busiest();
+    assert!(
+        own_s > 0.0 && own_app_s > own_s && own_app_s < 3.0 * own_s,
+        "{own:?}"
+    );
+    // The model's prediction is the same either way.
+    let app = s.ratio_reached * s.expected_skeleton_s;
+    let split = s.rest_ratio * (s.expected_skeleton_s - own_s) + own_app_s;
+    assert!((split / app - 1.0).abs() < 1e-9, "{split} {app}");
+    // A loop of 20 at 1:100 keeps one iteration: its sendrecv stands for 20; its loop
+    // of 2 keeps one too, whose barrier stands for 40.
+    let partly = OWN.replace("loop 200", "loop 20");
+    let p = scaled_for(&partly, 100, Target::Model).expect("scales");
+    let ratios: Vec<f64> = p.own_ratios.values().copied().collect();
+    assert_eq!(ratios, vec![1.0, 3.0, 20.0, 40.0], "{:?}", p.own_ratios);
+    // At 1:1 nothing has a ratio of its own.
+    let one = scaled_for(OWN, 1, Target::Model).expect("scales");
+    assert!(one.own_ratios.is_empty());
+    assert_eq!(one.rest_ratio, 1.0);
+}

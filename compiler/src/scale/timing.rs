@@ -12,7 +12,7 @@
 //! cannot deadlock; a budget bounds long runs.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeSet, BinaryHeap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, VecDeque};
 
 use perfskel_grammar::ast::*;
 use rustc_hash::FxHashMap as HashMap;
@@ -80,6 +80,53 @@ pub fn simulate(
     model: &Model,
     budget: u64,
 ) -> Result<Timing, TimingError> {
+    run_timed(program, world, model, budget, None).map(|(timing, _)| timing)
+}
+
+/// What a pass without compute spends in the statements that have a ratio of their
+/// own (see [`simulate_own`]), per rank: seconds there, and the seconds of the
+/// application they stand for (each statement's time times its ratio).
+#[derive(Clone, Debug, PartialEq)]
+pub struct OwnTime {
+    pub rank_s: Vec<f64>,
+    pub rank_app_s: Vec<f64>,
+}
+
+impl OwnTime {
+    /// The rank that spends the most time in those statements (the lowest among
+    /// equals), and its two sums: the generated programs report the same rank's.
+    pub fn busiest(&self) -> (f64, f64) {
+        let mut best = (0.0, 0.0);
+        for (&s, &app) in self.rank_s.iter().zip(&self.rank_app_s) {
+            if s > best.0 {
+                best = (s, app);
+            }
+        }
+        best
+    }
+}
+
+/// Simulates `program` as the generated programs' measuring pass runs it: every
+/// compute span (and its polls) takes no time, and the time each rank spends in the
+/// communication statements of `own` (by the byte offset where each starts in the
+/// source, with the ratio it has of its own) is summed.
+pub fn simulate_own(
+    program: &Program,
+    world: &Shape,
+    model: &Model,
+    budget: u64,
+    own: &BTreeMap<u32, f64>,
+) -> Result<OwnTime, TimingError> {
+    run_timed(program, world, model, budget, Some(own)).map(|(_, own)| own)
+}
+
+fn run_timed(
+    program: &Program,
+    world: &Shape,
+    model: &Model,
+    budget: u64,
+    own: Option<&BTreeMap<u32, f64>>,
+) -> Result<(Timing, OwnTime), TimingError> {
     if program.ranks.value > MAX_SIMULATED_RANKS {
         return Err(TimingError::TooManyRanks(program.ranks.value));
     }
@@ -108,16 +155,23 @@ pub fn simulate(
         CommError::UnknownParent => stuck("unknown parent communicator"),
     })?;
     let mut sim = Timed::new(&plan, comms, envs, names.len(), model, budget);
+    sim.own = own;
     sim.run()?;
     if let Some(r) = sim.ranks.iter().position(|r| !r.done) {
         return Err(TimingError::Stuck(format!("rank {r} never finished")));
     }
-    Ok(Timing {
-        rank_end_s: sim.ranks.iter().map(|r| r.clock).collect(),
-        rank_compute_s: sim.ranks.iter().map(|r| r.compute).collect(),
-        ops: sim.work.ops,
-        request_slots: sim.reqs.len(),
-    })
+    Ok((
+        Timing {
+            rank_end_s: sim.ranks.iter().map(|r| r.clock).collect(),
+            rank_compute_s: sim.ranks.iter().map(|r| r.compute).collect(),
+            ops: sim.work.ops,
+            request_slots: sim.reqs.len(),
+        },
+        OwnTime {
+            rank_s: sim.ranks.iter().map(|r| r.own_s).collect(),
+            rank_app_s: sim.ranks.iter().map(|r| r.own_app_s).collect(),
+        },
+    ))
 }
 
 /// No request bound to a handle.
@@ -141,6 +195,25 @@ struct Rank<'p> {
     done: bool,
     /// Its `source` and last `while recv` tag.
     kept: Kept,
+    /// In [`simulate_own`]: the clock when the rank started its last operation, and
+    /// that statement's own ratio, while it is one of those timed.
+    own_since: Option<(f64, f64)>,
+    /// In [`simulate_own`]: seconds in the statements timed, and those times their
+    /// ratios.
+    own_s: f64,
+    own_app_s: f64,
+}
+
+impl Rank<'_> {
+    /// Adds the time since the rank started an operation of a statement timed with a
+    /// ratio of its own (it has run again, or ended: the operation is over).
+    fn settle_own(&mut self) {
+        if let Some((since, ratio)) = self.own_since.take() {
+            let t = (self.clock - since).max(0.0);
+            self.own_s += t;
+            self.own_app_s += t * ratio;
+        }
+    }
 }
 
 struct Send {
@@ -197,6 +270,9 @@ struct Timed<'p> {
     queues: Queues<Send, Recv>,
     colls: Gatherings<Coll>,
     ready: BinaryHeap<Reverse<(Clock, u32)>>,
+    /// In [`simulate_own`]: the statements timed, with their ratios; compute then
+    /// takes no time.
+    own: Option<&'p BTreeMap<u32, f64>>,
 }
 
 /// A clock value ordered totally (clocks are finite and never negative).
@@ -239,6 +315,9 @@ impl<'p> Timed<'p> {
                 blocked: None,
                 done: false,
                 kept: Kept::default(),
+                own_since: None,
+                own_s: 0.0,
+                own_app_s: 0.0,
             })
             .collect();
         let coll_bytes = plan
@@ -269,6 +348,7 @@ impl<'p> Timed<'p> {
             reqs: Vec::new(),
             free: Vec::new(),
             ready: (0..n as u32).map(|r| Reverse((Clock(0.0), r))).collect(),
+            own: None,
         }
     }
 
@@ -298,6 +378,7 @@ impl<'p> Timed<'p> {
     fn step(&mut self, rank: u32) -> Result<bool, TimingError> {
         let r = rank as usize;
         let state = &mut self.ranks[r];
+        state.settle_own();
         let mut unused = 0.0;
         let stop =
             state
@@ -305,6 +386,8 @@ impl<'p> Timed<'p> {
                 .advance(self.plan, &mut self.memo, &mut unused, &mut self.work, true)?;
         let op = match stop {
             Stop::Op(op) => op,
+            // The measuring pass runs no compute.
+            Stop::Compute(_) if self.own.is_some() => return Ok(true),
             Stop::Compute(t) => {
                 state.clock += t;
                 state.compute += t;
@@ -317,6 +400,20 @@ impl<'p> Timed<'p> {
             // Found over budget before the next step.
             Stop::Budget => return Ok(true),
         };
+        if let Some(own) = self.own {
+            let stmt = match op {
+                Op::P2p(i) => Some(self.plan.p2ps[*i as usize].stmt),
+                Op::Collective(i) => Some(self.plan.colls[*i as usize].stmt),
+                Op::Wait { stmt, .. } => Some(*stmt),
+                _ => None,
+            };
+            let ratio = stmt
+                .and_then(|s| s.pos.span())
+                .and_then(|span| own.get(&span.start));
+            if let Some(&ratio) = ratio {
+                state.own_since = Some((state.clock, ratio));
+            }
+        }
         match op {
             Op::P2p(i) => self.p2p(rank, &self.plan.p2ps[*i as usize]),
             Op::Collective(i) => {

@@ -82,6 +82,7 @@ pub struct Builder {
     ranks: Option<u64>,
     ratio: u64,
     reached: Option<f64>,
+    rest: Option<f64>,
     app_time: Duration,
     working_sets: Vec<u64>,
     memory: Option<(u64, f64)>,
@@ -106,6 +107,15 @@ impl Builder {
     /// target was hit, the default): the prediction is the skeleton's time times this.
     pub fn reached(mut self, ratio: f64) -> Builder {
         self.reached = Some(ratio);
+        self
+    }
+
+    /// The program has communication with ratios of its own (between
+    /// [`Skeleton::own_begin`] and [`Skeleton::own_end`]), and the rest of its time is
+    /// multiplied by `ratio`: a measuring pass without compute runs before the timed
+    /// one (see [`Skeleton::pass`]).
+    pub fn rest(mut self, ratio: f64) -> Builder {
+        self.rest = Some(ratio);
         self
     }
 
@@ -246,6 +256,8 @@ impl Builder {
                 .reached
                 .filter(|r| r.is_finite() && *r > 0.0)
                 .unwrap_or(self.ratio as f64),
+            rest: self.rest.filter(|r| r.is_finite() && *r > 0.0),
+            own: Own::default(),
             app_time: self.app_time,
             rank,
             n_ranks,
@@ -277,6 +289,10 @@ pub struct Skeleton {
     backend: String,
     ratio: u64,
     reached: f64,
+    /// What the rest of the time is multiplied by where the program measures its
+    /// communication with ratios of their own (`None`: it has none).
+    rest: Option<f64>,
+    own: Own,
     app_time: Duration,
     rank: u64,
     n_ranks: u64,
@@ -298,7 +314,21 @@ pub struct Skeleton {
 enum Passes {
     NotStarted,
     WarmingUp,
+    /// The pass without compute that times the communication with ratios of its own.
+    Measuring,
     Timed,
+}
+
+/// What the measuring pass found on this rank.
+#[derive(Clone, Copy, Debug, Default)]
+struct Own {
+    /// When the current stretch started.
+    since: Option<Instant>,
+    /// Seconds in the stretches, and those times their ratios.
+    s: f64,
+    app_s: f64,
+    /// Whether the measuring pass ran.
+    measured: bool,
 }
 
 impl Skeleton {
@@ -310,6 +340,7 @@ impl Skeleton {
             ranks: None,
             ratio: 1,
             reached: None,
+            rest: None,
             app_time: Duration::ZERO,
             working_sets: Vec::new(),
             memory: None,
@@ -457,6 +488,14 @@ impl Skeleton {
     /// overrides. The timed pass starts after a barrier, with the random sequence of
     /// `normal` and `uniform` spans started afresh, as in a run without warm-up; false
     /// once it is done.
+    ///
+    /// A program with communication that loops cut less than K (built with
+    /// [`Builder::rest`]) runs a measuring pass, also without compute, before the timed
+    /// one: each rank sums the time it spends between [`Skeleton::own_begin`] and
+    /// [`Skeleton::own_end`], and that time times each stretch's own ratio, and the
+    /// prediction is the rest ratio × (the time − that sum) + the sum × the ratios, of
+    /// the rank that spends the most there (a message a shared core makes cost a time
+    /// slice costs it once, not K times). `PERFSKEL_WARMUP=off` leaves it out too.
     pub fn pass(&mut self) -> bool {
         match self.passes {
             Passes::NotStarted if self.want_warmup() => {
@@ -465,10 +504,22 @@ impl Skeleton {
                 self.start = Instant::now();
                 true
             }
-            Passes::NotStarted | Passes::WarmingUp => {
+            Passes::NotStarted | Passes::WarmingUp if self.want_measure() => {
                 self.barrier_world();
                 if self.passes == Passes::WarmingUp {
                     self.warmup_s = self.elapsed();
+                }
+                self.passes = Passes::Measuring;
+                self.start = Instant::now();
+                true
+            }
+            Passes::NotStarted | Passes::WarmingUp | Passes::Measuring => {
+                self.barrier_world();
+                if self.passes == Passes::WarmingUp {
+                    self.warmup_s = self.elapsed();
+                }
+                if self.passes == Passes::Measuring {
+                    self.own.measured = true;
                 }
                 self.rng = Rng::new(self.rank);
                 self.passes = Passes::Timed;
@@ -476,6 +527,32 @@ impl Skeleton {
                 true
             }
             Passes::Timed => false,
+        }
+    }
+
+    /// Whether to run the measuring pass: a program with communication with ratios of
+    /// its own, above 1:1, unless `PERFSKEL_WARMUP=off`.
+    fn want_measure(&self) -> bool {
+        self.rest.is_some()
+            && self.ratio > 1
+            && std::env::var("PERFSKEL_WARMUP").as_deref() != Ok("off")
+    }
+
+    /// The start of a stretch of communication with a ratio of its own, timed in the
+    /// measuring pass.
+    pub fn own_begin(&mut self) {
+        if self.passes == Passes::Measuring {
+            self.own.since = Some(Instant::now());
+        }
+    }
+
+    /// The end of such a stretch: each of its runs stands for `ratio` of the
+    /// application's.
+    pub fn own_end(&mut self, ratio: f64) {
+        if let (Passes::Measuring, Some(since)) = (self.passes, self.own.since.take()) {
+            let t = since.elapsed().as_secs_f64();
+            self.own.s += t;
+            self.own.app_s += t * ratio;
         }
     }
 
@@ -504,6 +581,22 @@ impl Skeleton {
         self.barrier_world();
         let skeleton_s = self.elapsed();
         self.poller.end();
+        // The rank that spent the most in the measured stretches, and its sums.
+        let own = match self.rest {
+            Some(rest) if self.own.measured => {
+                let mine = [self.own.s, self.own.app_s];
+                let mut all = vec![0.0f64; 2 * self.n_ranks as usize];
+                on_comm!(self.comms[0], c => c.all_gather_into(&mine[..], &mut all[..]));
+                let mut busiest = (0.0f64, 0.0f64);
+                for pair in all.chunks_exact(2) {
+                    if pair[0] > busiest.0 {
+                        busiest = (pair[0], pair[1]);
+                    }
+                }
+                Some((busiest.0.min(skeleton_s), busiest.1, rest))
+            }
+            _ => None,
+        };
         if self.rank == 0 {
             println!(
                 "{}",
@@ -514,7 +607,8 @@ impl Skeleton {
                     (self.ratio, self.reached),
                     skeleton_s,
                     self.app_time.as_secs_f64(),
-                    self.warmup_s
+                    self.warmup_s,
+                    own
                 )
             );
         }
@@ -523,7 +617,7 @@ impl Skeleton {
     }
 
     fn run_compute(&mut self, time: &TimeSpec, working_set: Option<u64>, polls: u64) {
-        if self.passes == Passes::WarmingUp {
+        if matches!(self.passes, Passes::WarmingUp | Passes::Measuring) {
             return;
         }
         let span = time.draw(self.rank as usize, &mut self.rng);
@@ -581,7 +675,10 @@ pub(crate) fn count(n: u64) -> i32 {
 }
 
 /// The line every perfskel skeleton prints on rank 0 when it ends; the format of
-/// `perfskel_compiler::back::RunResult::line`, which `perfskel run` reads back.
+/// `perfskel_compiler::back::RunResult::line`, which `perfskel run` reads back. `own`:
+/// where the measuring pass ran, the seconds of the rank that spent the most in the
+/// measured stretches, those times their ratios, and the rest ratio.
+#[allow(clippy::too_many_arguments)]
 pub fn result_line(
     name: &str,
     backend: &str,
@@ -590,10 +687,16 @@ pub fn result_line(
     skeleton_s: f64,
     app_time_s: f64,
     warmup_s: f64,
+    own: Option<(f64, f64, f64)>,
 ) -> String {
-    format!(
-        "perfskel-result skeleton={name} backend={backend} ranks={n_ranks} ratio={ratio} skeleton_s={skeleton_s:.6} predicted_s={:.6} app_time_s={app_time_s:.6} warmup_s={warmup_s:.6} reached={reached:.4}",
+    let (own_s, own_app_s, rest) = own.unwrap_or((0.0, 0.0, reached));
+    let predicted = if own.is_some() {
+        rest * (skeleton_s - own_s) + own_app_s
+    } else {
         skeleton_s * reached
+    };
+    format!(
+        "perfskel-result skeleton={name} backend={backend} ranks={n_ranks} ratio={ratio} skeleton_s={skeleton_s:.6} predicted_s={predicted:.6} app_time_s={app_time_s:.6} warmup_s={warmup_s:.6} reached={reached:.4} own_s={own_s:.6} own_app_s={own_app_s:.6} rest={rest:.4}"
     )
 }
 
@@ -604,8 +707,23 @@ mod tests {
     #[test]
     fn result_line_has_the_compiler_format() {
         assert_eq!(
-            result_line("stencil2d", "c", 4, (100, 98.7633), 0.12, 11.8, 0.004),
-            "perfskel-result skeleton=stencil2d backend=c ranks=4 ratio=100 skeleton_s=0.120000 predicted_s=11.851596 app_time_s=11.800000 warmup_s=0.004000 reached=98.7633"
+            result_line("stencil2d", "c", 4, (100, 98.7633), 0.12, 11.8, 0.004, None),
+            "perfskel-result skeleton=stencil2d backend=c ranks=4 ratio=100 skeleton_s=0.120000 predicted_s=11.851596 app_time_s=11.800000 warmup_s=0.004000 reached=98.7633 own_s=0.000000 own_app_s=0.000000 rest=98.7633"
+        );
+        // 0.02 s of the run measured as communication each run of which stands for 2
+        // of the application's: 0.1 s × 102 + 0.04 s.
+        assert_eq!(
+            result_line(
+                "s",
+                "rust",
+                2,
+                (100, 100.0),
+                0.12,
+                11.8,
+                0.004,
+                Some((0.02, 0.04, 102.0))
+            ),
+            "perfskel-result skeleton=s backend=rust ranks=2 ratio=100 skeleton_s=0.120000 predicted_s=10.240000 app_time_s=11.800000 warmup_s=0.004000 reached=100.0000 own_s=0.020000 own_app_s=0.040000 rest=102.0000"
         );
     }
 }

@@ -110,8 +110,13 @@ pub struct SkeletonObservation {
     pub skeleton_s: Option<f64>,
     /// `app_time_s` of the skeleton: the traced application's time.
     pub app_time_s: Option<f64>,
-    /// The ratio the scaled skeleton reaches, which its time is multiplied by.
+    /// The ratio the scaled skeleton reaches, which its time is multiplied by where it
+    /// ran no measuring pass.
     pub reached: Option<f64>,
+    /// `run`'s prediction (its median run's `predicted_s`): the time × the ratio
+    /// reached, or, where the measuring pass timed communication that loops cut less
+    /// than K, that part by its own ratios and the rest by the rest ratio.
+    pub predicted_s: Option<f64>,
 }
 
 impl SkeletonObservation {
@@ -265,6 +270,7 @@ pub fn drive(plan: &Plan, runner: &mut impl Runner) -> Observations {
                         skeleton_s: None,
                         app_time_s: None,
                         reached: None,
+                        predicted_s: None,
                     };
                     runner.progress(&format!("{what}: {backend} skeleton"));
                     let result = runner
@@ -282,6 +288,7 @@ pub fn drive(plan: &Plan, runner: &mut impl Runner) -> Observations {
                             skeleton.skeleton_s = Some(r.answer.skeleton_s);
                             skeleton.app_time_s = Some(r.answer.app_time_s);
                             skeleton.reached = Some(r.answer.reached);
+                            skeleton.predicted_s = Some(r.answer.predicted_s);
                         }
                         Err(e) => {
                             observations.failures.push(fail(
@@ -485,20 +492,26 @@ mod tests {
                 .push(format!("skeleton {} {backend} {}", app.name, scenario.name));
             // `run` without `--repeat` runs at least three times.
             let runs: Vec<RunResult> = (0..repeat.unwrap_or(3))
-                .map(|_| RunResult {
-                    skeleton: app.name.into(),
-                    backend: backend.name().into(),
-                    ranks: scenario.traced_ranks.unwrap_or(2).into(),
-                    ratio: 10,
-                    skeleton_s: self
+                .map(|_| {
+                    let skeleton_s = self
                         .skeleton_times
                         .pop_front()
-                        .unwrap_or(0.1 * slowdown(scenario)),
-                    predicted_s: slowdown(scenario),
-                    app_time_s: 1.0,
-                    warmup_s: 0.0,
-                    reached: 10.0,
-                    simulation_s: None,
+                        .unwrap_or(0.1 * slowdown(scenario));
+                    RunResult {
+                        skeleton: app.name.into(),
+                        backend: backend.name().into(),
+                        ranks: scenario.traced_ranks.unwrap_or(2).into(),
+                        ratio: 10,
+                        skeleton_s,
+                        predicted_s: 10.0 * skeleton_s,
+                        app_time_s: 1.0,
+                        warmup_s: 0.0,
+                        reached: 10.0,
+                        own_s: 0.0,
+                        own_app_s: 0.0,
+                        rest: 10.0,
+                        simulation_s: None,
+                    }
                 })
                 .collect();
             let mut sorted = runs.clone();

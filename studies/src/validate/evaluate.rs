@@ -197,13 +197,16 @@ pub fn evaluate(plan: &Plan, observations: &Observations) -> Report {
             .filter(|(_, m)| *m > 0.0)
             .map(|((lo, hi), m)| 100.0 * (hi - lo) / m);
         let skeleton_s = |o: &Observation, backend| skeleton_of(o, backend)?.answer();
-        // The skeleton's time times the ratio it reaches (K where the target was hit).
+        // `run`'s prediction; else the skeleton's time times the ratio it reaches (K
+        // where the target was hit).
         let mut predicted: Vec<(String, Option<f64>)> = plan
             .backends
             .iter()
             .map(|&backend| {
-                let time = skeleton_of(obs, backend)
-                    .and_then(|s| Some(s.answer()? * s.reached.unwrap_or(plan.ratio as f64)));
+                let time = skeleton_of(obs, backend).and_then(|s| {
+                    s.predicted_s
+                        .or_else(|| Some(s.answer()? * s.reached.unwrap_or(plan.ratio as f64)))
+                });
                 (skeleton_method(backend), time)
             })
             .collect();
@@ -435,6 +438,7 @@ mod tests {
                 skeleton_s: Some(skel),
                 app_time_s: Some(t),
                 reached: None,
+                predicted_s: None,
             }],
         }
     }

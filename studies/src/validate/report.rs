@@ -286,6 +286,7 @@ pub(crate) mod tests {
                 skeleton_s: Some(skel),
                 app_time_s: Some(10.0),
                 reached: None,
+                predicted_s: None,
             }],
         };
         let observations = Observations {

@@ -392,9 +392,7 @@ impl<'a> Writer<'a> {
     fn part(&mut self, stmts: &[&Stmt], indent: usize, end: Option<&Block>) -> String {
         let before = std::mem::take(&mut self.out);
         self.indent = indent;
-        for stmt in stmts {
-            self.stmt(stmt);
-        }
+        self.stmts(stmts);
         if let Some(block) = end {
             self.end_comments(block);
         }
@@ -505,18 +503,25 @@ impl<'a> Writer<'a> {
             self.line("");
         }
         let ratio = self.options.ratio;
-        self.line(if ratio > 1 {
+        let measure = !self.options.own_ratios.is_empty();
+        self.line(if ratio > 1 && measure {
+            "/* A warm-up pass without compute, untimed, a measuring pass without compute\n       (see ps_own_begin), then the timed pass (ps_pass). */"
+        } else if ratio > 1 {
             "/* A warm-up pass without compute, untimed, then the timed pass (ps_pass). */"
         } else {
             "/* The timed pass (at 1:1 without a warm-up pass unless PERFSKEL_WARMUP=on). */"
         });
-        self.line(&format!("while (ps_pass({ratio}ULL)) {{"));
+        self.line(&format!(
+            "while (ps_pass({ratio}ULL, {})) {{",
+            u8::from(measure)
+        ));
         self.out.push_str(&body);
         self.line("}");
         let end = format!(
-            "ps_end(\"{}\", {ratio}ULL, {}, {});",
+            "ps_end(\"{}\", {ratio}ULL, {}, {}, {});",
             c_string(name),
             number(self.options.ratio_reached),
+            number(self.options.rest_ratio),
             number(self.options.app_time_s)
         );
         self.line(&end);

@@ -12,10 +12,28 @@ impl Writer<'_> {
     // ---- statements -----------------------------------------------------------------
 
     pub(super) fn block(&mut self, block: &Block) {
-        for stmt in &block.stmts {
-            self.stmt(stmt);
-        }
+        let stmts: Vec<&Stmt> = block.stmts.iter().collect();
+        self.stmts(&stmts);
         self.end_comments(block);
+    }
+
+    /// Statements in a row, the stretches timed in the measuring pass between
+    /// `ps_own_begin()` and `ps_own_end(R)` (see `back::own_stretches`).
+    pub(super) fn stmts(&mut self, stmts: &[&Stmt]) {
+        let stretches = crate::back::own_stretches(stmts, &self.options.own_ratios);
+        for (i, stmt) in stmts.iter().enumerate() {
+            self.leading_comments(stmt);
+            if let Some(&(_, _, ratio)) = stretches.iter().find(|s| s.0 == i) {
+                self.line(&format!(
+                    "ps_own_begin(); /* {} */",
+                    crate::back::own_stretch_note(ratio)
+                ));
+            }
+            self.stmt_after_comments(stmt);
+            if let Some(&(_, _, ratio)) = stretches.iter().find(|s| s.1 == i) {
+                self.line(&format!("ps_own_end({});", super::text::number(ratio)));
+            }
+        }
     }
 
     /// The comments after a block's last statement.
@@ -35,10 +53,15 @@ impl Writer<'_> {
         }
     }
 
-    pub(super) fn stmt(&mut self, stmt: &Stmt) {
+    /// The comments and blank lines before a statement.
+    fn leading_comments(&mut self, stmt: &Stmt) {
         for comment in &stmt.trivia.leading {
             self.comment_line(comment);
         }
+    }
+
+    /// A statement without the comments before it: its heading comment and its code.
+    fn stmt_after_comments(&mut self, stmt: &Stmt) {
         let mut head = format!("{}:", self.options.source_name);
         match stmt.pos.span() {
             Some(span) => head.push_str(&self.line_of(span.start).to_string()),

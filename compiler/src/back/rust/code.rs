@@ -25,6 +25,7 @@ pub fn main_rs(program: &Program, info: &Info, options: &Options) -> String {
         source_name: options.source_name.clone(),
         used_comms: used_comms(&program.body),
         vars: loop_vars(&program.body, info),
+        own: options.own_ratios.clone(),
     };
     g.header(program, info, options);
     let (decls, rest) = crate::back::comms_and_passes(&program.body);
@@ -35,7 +36,9 @@ pub fn main_rs(program: &Program, info: &Info, options: &Options) -> String {
     g.line(1, "");
     g.line(
         1,
-        if options.ratio > 1 {
+        if options.ratio > 1 && !options.own_ratios.is_empty() {
+            "// A warm-up pass without compute, untimed, a measuring pass without compute\n    // (see `Skeleton::own_begin`), then the timed pass (`Skeleton::pass`)."
+        } else if options.ratio > 1 {
             "// A warm-up pass without compute, untimed, then the timed pass (`Skeleton::pass`)."
         } else {
             "// The timed pass (at 1:1 without a warm-up pass unless PERFSKEL_WARMUP=on)."
@@ -56,6 +59,8 @@ struct Gen {
     source_name: String,
     used_comms: BTreeSet<String>,
     vars: LoopVars,
+    /// The communication statements with ratios of their own (see `Options::own_ratios`).
+    own: std::collections::BTreeMap<u32, f64>,
 }
 
 /// The Rust variable of each loop variable: `v_NAME`, with underscores added while a
@@ -160,6 +165,9 @@ impl Gen {
             "\n        .ranks({})\n        .ratio({})\n        .reached({:?})\n        .app_time(secs({:?}))",
             program.ranks.value, options.ratio, options.ratio_reached, options.app_time_s
         );
+        if !options.own_ratios.is_empty() {
+            let _ = write!(builder, "\n        .rest({:?})", options.rest_ratio);
+        }
         if !ws.is_empty() {
             let _ = write!(builder, "\n        .working_sets(&[{}])", ws.join(", "));
         }
@@ -267,13 +275,27 @@ impl Gen {
         self.out.replace_range(start..start + blank, "");
     }
 
+    /// Statements in a row, the stretches timed in the measuring pass between
+    /// `sk.own_begin()` and `sk.own_end(R)` (see `back::own_stretches`).
     fn stmts<'s>(&mut self, stmts: impl IntoIterator<Item = &'s Stmt>, depth: usize) {
-        for stmt in stmts {
+        let stmts: Vec<&Stmt> = stmts.into_iter().collect();
+        let stretches = crate::back::own_stretches(&stmts, &self.own);
+        for (i, stmt) in stmts.iter().enumerate() {
             for comment in &stmt.trivia.leading {
                 self.comment_line(depth, comment);
             }
+            if let Some(&(_, _, ratio)) = stretches.iter().find(|s| s.0 == i) {
+                self.line(
+                    depth,
+                    &format!("// {}", crate::back::own_stretch_note(ratio)),
+                );
+                self.line(depth, "sk.own_begin();");
+            }
             self.cite(depth, stmt);
             self.stmt(stmt, depth);
+            if let Some(&(_, _, ratio)) = stretches.iter().find(|s| s.1 == i) {
+                self.line(depth, &format!("sk.own_end({ratio:?});"));
+            }
         }
     }
 
