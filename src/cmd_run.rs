@@ -241,6 +241,9 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
             100.0 * STABLE_SPREAD
         );
     }
+    if let Some(note) = mostly_own(&result) {
+        eprintln!("perfskel run: warning: {note}");
+    }
     Ok(if success {
         ExitCode::SUCCESS
     } else {
@@ -432,6 +435,26 @@ pub fn median_result(results: &[RunResult]) -> RunResult {
     sorted[(sorted.len() - 1) / 2].clone()
 }
 
+/// Past this share of the skeleton's time in communication that loops cut less than K,
+/// `run` says that the prediction rests on the measuring pass.
+pub const MOSTLY_OWN: f64 = 0.5;
+
+/// The warning for a run most of whose time went to communication that loops cut less
+/// than K (both ranks of a job on one spinning core: every message a time slice): the
+/// prediction then counts that part as a pass without compute timed it, and where the
+/// cost of a message depends on what runs beside it (the scheduler, the compute
+/// between messages), that pass speaks for the application less well.
+fn mostly_own(result: &RunResult) -> Option<String> {
+    (result.skeleton_s > 0.0 && result.own_s > MOSTLY_OWN * result.skeleton_s).then(|| {
+        format!(
+            "{:.0} % of the skeleton's time was communication that loops cut less than 1:{} ({:.6} s, measured in a pass without compute): the prediction counts it by its own ratios, and is only as good as that pass's timing of it (where ranks share a core, what a message costs depends on the scheduler)",
+            100.0 * result.own_s / result.skeleton_s,
+            result.ratio,
+            result.own_s
+        )
+    })
+}
+
 /// How a run's time became its prediction, after the time: ` × K`, or where the
 /// measuring pass timed communication that loops cut less than K, what of the time
 /// that was and how each part is multiplied.
@@ -585,6 +608,31 @@ mod tests {
         // Ours can exceed the machine's count by rounding: never below none.
         assert_eq!(other_cores(1.0, 1.2, 1.0), 0.0);
         assert_eq!(other_cores(1.0, 0.0, 0.0), 0.0);
+    }
+
+    #[test]
+    fn a_run_mostly_in_communication_the_ratio_does_not_shrink_says_so() {
+        let line = |skeleton_s: f64, own_s: f64| RunResult {
+            skeleton: "hpcc".into(),
+            backend: "c".into(),
+            ranks: 2,
+            ratio: 100,
+            skeleton_s,
+            predicted_s: 100.0 * (skeleton_s - own_s) + own_s,
+            app_time_s: 3.4,
+            warmup_s: 0.01,
+            reached: 100.0,
+            own_s,
+            own_app_s: own_s,
+            rest: 100.0,
+            simulation_s: None,
+        };
+        assert_eq!(mostly_own(&line(0.032, 0.004)), None);
+        let note = mostly_own(&line(2.88, 2.45)).expect("85 % of the time");
+        assert!(note.starts_with("85 % of the skeleton's time"), "{note}");
+        assert!(note.contains("less than 1:100 (2.450000 s"), "{note}");
+        // Old result lines measured nothing.
+        assert_eq!(mostly_own(&line(0.5, 0.0)), None);
     }
 
     /// The machine's counters move with real work: a thread that spins 0.3 s shows in

@@ -65,6 +65,15 @@ pub struct ProcessRunner {
 const FIRST_RUN_LIMIT: Duration = Duration::from_secs(900);
 
 impl ProcessRunner {
+    /// The log file (`out` or `err`) of the last command started, `label`.
+    fn log_path(&self, label: &str, ext: &str) -> PathBuf {
+        self.workdir.join("logs").join(format!(
+            "{:04}-{}.{ext}",
+            self.n_logged,
+            label.replace([' ', '/'], "-")
+        ))
+    }
+
     /// The timing shim as a shared library, preloaded into the timed runs.
     fn shim_library(&self, mpi: Mpi) -> PathBuf {
         self.workdir
@@ -215,10 +224,8 @@ impl ProcessRunner {
             )));
         }
         self.n_logged += 1;
-        let logs = self.workdir.join("logs");
-        let stem = format!("{:04}-{}", self.n_logged, label.replace([' ', '/'], "-"));
-        let out_path = logs.join(format!("{stem}.out"));
-        let err_path = logs.join(format!("{stem}.err"));
+        let out_path = self.log_path(label, "out");
+        let err_path = self.log_path(label, "err");
         let out = File::create(&out_path).map_err(|e| io_error(&out_path, e))?;
         let err = File::create(&err_path).map_err(|e| io_error(&err_path, e))?;
         if command.get_current_dir().is_none() {
@@ -478,9 +485,12 @@ impl Runner for ProcessRunner {
         };
         let stdout = self.run_within(&label, command, scenario.competing_jobs, limit)?;
         self.built_programs.insert(dir);
-        SkeletonRuns::find_in(&stdout).ok_or_else(|| {
-            RunError::failed(format!("{label}: no perfskel-result line in the output"))
-        })
+        let stderr = std::fs::read_to_string(self.log_path(&label, "err")).unwrap_or_default();
+        SkeletonRuns::find_in(&stdout)
+            .map(|runs| runs.with_warnings_of(&stderr))
+            .ok_or_else(|| {
+                RunError::failed(format!("{label}: no perfskel-result line in the output"))
+            })
     }
 
     fn progress(&mut self, message: &str) {

@@ -30,6 +30,10 @@
 //! - [`Skeleton::pass`] loops over the passes: at a ratio above 1 (`.ratio(K)`) an
 //!   untimed warm-up pass without compute, then the timed pass, which restarts the
 //!   clock (`PERFSKEL_WARMUP=on`/`off` overrides). Communicators are made before it.
+//!   With `.rest(R)` a measuring pass without compute comes between them: it times the
+//!   stretches between [`Skeleton::own_begin`] and [`Skeleton::own_end`] (communication
+//!   that loops cut less than K, each with its own ratio), and the prediction counts
+//!   them by their own ratios and the rest of the time by R.
 //! - Operations are builders: `.tag(..)`, `.on(comm)`, `.root(..)` set clauses;
 //!   `.run()` runs a blocking operation, `.start(request)` posts a nonblocking one.
 //! - Directions ([`EAST`], [`NEXT`], [`child`]`(i)`, ...) are resolved in the

@@ -81,6 +81,9 @@ pub struct SkeletonRuns {
     pub runs: Vec<RunResult>,
     /// `run`'s answer: the median run's line, which it prints last.
     pub answer: RunResult,
+    /// What `run` warned of (its `perfskel run: warning:` lines, without that prefix):
+    /// a run too short to time, other work on the machine, runs that spread.
+    pub warnings: Vec<String>,
 }
 
 impl SkeletonRuns {
@@ -95,9 +98,23 @@ impl SkeletonRuns {
         Some(SkeletonRuns {
             runs: lines,
             answer,
+            warnings: Vec::new(),
         })
     }
+
+    /// With the warnings `run` wrote to its standard error.
+    pub fn with_warnings_of(mut self, stderr: &str) -> SkeletonRuns {
+        self.warnings = stderr
+            .lines()
+            .filter_map(|l| l.strip_prefix(RUN_WARNING))
+            .map(|w| w.trim().to_string())
+            .collect();
+        self
+    }
 }
+
+/// How `perfskel run` starts each warning on its standard error.
+pub const RUN_WARNING: &str = "perfskel run: warning:";
 
 /// The runs of one back end's skeleton.
 #[derive(Clone, Debug, PartialEq)]
@@ -117,6 +134,8 @@ pub struct SkeletonObservation {
     /// reached, or, where the measuring pass timed communication that loops cut less
     /// than K, that part by its own ratios and the rest by the rest ratio.
     pub predicted_s: Option<f64>,
+    /// What `run` warned of (see [`SkeletonRuns::warnings`]).
+    pub warnings: Vec<String>,
 }
 
 impl SkeletonObservation {
@@ -271,6 +290,7 @@ pub fn drive(plan: &Plan, runner: &mut impl Runner) -> Observations {
                         app_time_s: None,
                         reached: None,
                         predicted_s: None,
+                        warnings: Vec::new(),
                     };
                     runner.progress(&format!("{what}: {backend} skeleton"));
                     let result = runner
@@ -289,6 +309,7 @@ pub fn drive(plan: &Plan, runner: &mut impl Runner) -> Observations {
                             skeleton.app_time_s = Some(r.answer.app_time_s);
                             skeleton.reached = Some(r.answer.reached);
                             skeleton.predicted_s = Some(r.answer.predicted_s);
+                            skeleton.warnings = r.warnings;
                         }
                         Err(e) => {
                             observations.failures.push(fail(
@@ -517,7 +538,11 @@ mod tests {
             let mut sorted = runs.clone();
             sorted.sort_by(|a, b| a.skeleton_s.total_cmp(&b.skeleton_s));
             let answer = sorted[(sorted.len() - 1) / 2].clone();
-            Ok(SkeletonRuns { runs, answer })
+            Ok(SkeletonRuns {
+                runs,
+                answer,
+                warnings: Vec::new(),
+            })
         }
     }
 
@@ -645,6 +670,16 @@ mod tests {
         let times: Vec<f64> = r.runs.iter().map(|l| l.skeleton_s).collect();
         assert_eq!((times, r.answer.skeleton_s), (vec![0.05, 0.07, 0.06], 0.06));
         assert_eq!(SkeletonRuns::find_in("no result\n"), None);
+        // `run`'s warnings come from its standard error, without the prefix.
+        let stderr = "make: nothing to do\nperfskel run: warning: the skeleton ran 48.0 ms, too short to time reliably\nperfskel run: warning: other work used 1.0 of this machine's 2 cores\n";
+        let warned = r.with_warnings_of(stderr);
+        assert_eq!(
+            warned.warnings,
+            vec![
+                "the skeleton ran 48.0 ms, too short to time reliably".to_string(),
+                "other work used 1.0 of this machine's 2 cores".to_string()
+            ]
+        );
     }
 
     #[test]

@@ -84,6 +84,10 @@ pub struct Prediction {
     /// The prediction lies between the application's fastest and slowest run (from two
     /// runs on): it cannot be told from one of them.
     pub within_app_range: Option<bool>,
+    /// What `perfskel run` warned of while it ran the skeleton (skeleton methods only):
+    /// a run too short to time, other work on the machine, runs that spread.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// A method's errors over the rows expected to be accurate.
@@ -234,7 +238,6 @@ pub fn evaluate(plan: &Plan, observations: &Observations) -> Report {
         let predictions = predicted
             .into_iter()
             .map(|(method, predicted_s)| Prediction {
-                method,
                 predicted_s: predicted_s.map(round6),
                 error_pct: predicted_s
                     .zip(measured)
@@ -243,6 +246,14 @@ pub fn evaluate(plan: &Plan, observations: &Observations) -> Report {
                 within_app_range: predicted_s
                     .zip(range)
                     .map(|(p, (lo, hi))| lo <= p && p <= hi),
+                warnings: plan
+                    .backends
+                    .iter()
+                    .find(|&&b| skeleton_method(b) == method)
+                    .and_then(|&b| skeleton_of(obs, b))
+                    .map(|s| s.warnings.clone())
+                    .unwrap_or_default(),
+                method,
             })
             .collect();
         rows.push(Row {
@@ -439,6 +450,7 @@ mod tests {
                 app_time_s: Some(t),
                 reached: None,
                 predicted_s: None,
+                warnings: Vec::new(),
             }],
         }
     }

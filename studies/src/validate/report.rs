@@ -68,6 +68,26 @@ pub fn table(report: &Report) -> String {
         out,
         "measured: the median of the application's runs; spread: (slowest - fastest) / median of those runs, the machine's own noise (where it ran twice or more)"
     );
+    let warned: Vec<String> = report
+        .rows
+        .iter()
+        .flat_map(|row| {
+            row.predictions.iter().flat_map(move |p| {
+                p.warnings
+                    .iter()
+                    .map(move |w| format!("  {}/{} ({}): {w}", row.app, row.scenario, p.method))
+            })
+        })
+        .collect();
+    if !warned.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nwarnings of `perfskel run` while it ran the skeletons (the prediction is no better than they say)"
+        );
+        for w in warned {
+            let _ = writeln!(out, "{w}");
+        }
+    }
 
     let _ = writeln!(
         out,
@@ -287,9 +307,10 @@ pub(crate) mod tests {
                 app_time_s: Some(10.0),
                 reached: None,
                 predicted_s: None,
+                warnings: Vec::new(),
             }],
         };
-        let observations = Observations {
+        let mut observations = Observations {
             cells: vec![
                 cell("cg", "base", &[10.5, 9.8, 10.0], 0.5, 0.101),
                 cell("cg", "competing", &[20.0], 0.9, 0.18),
@@ -309,6 +330,10 @@ pub(crate) mod tests {
                 },
             }],
         };
+        // `run` warned of the short competing run.
+        observations.cells[1].skeletons[0].warnings.push(
+            "other work used 1.0 of this machine's 2 cores while the skeleton ran".into(),
+        );
         (plan, observations)
     }
 
