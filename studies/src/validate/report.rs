@@ -331,9 +331,9 @@ pub(crate) mod tests {
             }],
         };
         // `run` warned of the short competing run.
-        observations.cells[1].skeletons[0].warnings.push(
-            "other work used 1.0 of this machine's 2 cores while the skeleton ran".into(),
-        );
+        observations.cells[1].skeletons[0]
+            .warnings
+            .push("other work used 1.0 of this machine's 2 cores while the skeleton ran".into());
         (plan, observations)
     }
 
