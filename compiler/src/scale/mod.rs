@@ -458,35 +458,76 @@ fn own_split(
 
 /// The communication statements (point to point, collectives, waits) that the plan
 /// keeps and cuts less than `k`, by where each starts in the source, with `k` over the
-/// ratio left to them (the application's executions each of theirs stands for).
-/// Statements without a source position are left to the rest.
+/// ratio left to them (the application's executions each of theirs stands for). A
+/// wait stands for no fewer than the operations it completes: where some post of one
+/// of its handles is cut further (a waitall after a cut loop of windowed posts), it
+/// takes the smallest ratio left to those posts. Statements without a source position
+/// are left to the rest.
 fn own_ratios(program: &Program, plan: &Plan, k: f64) -> std::collections::BTreeMap<u32, f64> {
-    fn walk(stmts: &[Stmt], plan: &Plan, k: f64, out: &mut std::collections::BTreeMap<u32, f64>) {
+    type Left = std::collections::BTreeMap<String, f64>;
+    let left_of = |stmt: &Stmt| {
+        plan.residual
+            .get(&(stmt as *const Stmt))
+            .copied()
+            .unwrap_or(1.0)
+    };
+    // The smallest ratio left to any post of each request handle.
+    fn posts(stmts: &[Stmt], plan: &Plan, left_of: &dyn Fn(&Stmt) -> f64, out: &mut Left) {
         for stmt in stmts {
             if runs_none(stmt, plan) {
                 continue;
             }
-            match &stmt.kind {
-                StmtKind::P2p(_) | StmtKind::Collective(_) | StmtKind::Wait(_) => {
-                    let left = plan
-                        .residual
-                        .get(&(stmt as *const Stmt))
-                        .copied()
-                        .unwrap_or(1.0);
-                    if let (Some(span), true) = (stmt.pos.span(), left > 1.001) {
-                        out.insert(span.start, k / left);
-                    }
-                }
-                _ => {
-                    for block in crate::semantics::stmt_blocks(stmt) {
-                        walk(&block.stmts, plan, k, out);
-                    }
-                }
+            let handle = match &stmt.kind {
+                StmtKind::P2p(p) => p.request.as_ref(),
+                StmtKind::Collective(c) => c.request.as_ref(),
+                _ => None,
+            };
+            if let Some(h) = handle {
+                let left = left_of(stmt);
+                out.entry(h.name.clone())
+                    .and_modify(|l| *l = l.min(left))
+                    .or_insert(left);
+            }
+            for block in crate::semantics::stmt_blocks(stmt) {
+                posts(&block.stmts, plan, left_of, out);
             }
         }
     }
+    fn walk(
+        stmts: &[Stmt],
+        plan: &Plan,
+        k: f64,
+        left_of: &dyn Fn(&Stmt) -> f64,
+        posted: &Left,
+        out: &mut std::collections::BTreeMap<u32, f64>,
+    ) {
+        for stmt in stmts {
+            if runs_none(stmt, plan) {
+                continue;
+            }
+            let left = match &stmt.kind {
+                StmtKind::P2p(_) | StmtKind::Collective(_) => left_of(stmt),
+                StmtKind::Wait(w) => w
+                    .handles
+                    .iter()
+                    .filter_map(|h| posted.get(&h.name))
+                    .fold(left_of(stmt), |a, &b| a.min(b)),
+                _ => {
+                    for block in crate::semantics::stmt_blocks(stmt) {
+                        walk(&block.stmts, plan, k, left_of, posted, out);
+                    }
+                    continue;
+                }
+            };
+            if let (Some(span), true) = (stmt.pos.span(), left > 1.001) {
+                out.insert(span.start, k / left);
+            }
+        }
+    }
+    let mut posted = Left::new();
+    posts(&program.body.stmts, plan, &left_of, &mut posted);
     let mut out = std::collections::BTreeMap::new();
-    walk(&program.body.stmts, plan, k, &mut out);
+    walk(&program.body.stmts, plan, k, &left_of, &posted, &mut out);
     out
 }
 

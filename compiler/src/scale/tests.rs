@@ -966,6 +966,16 @@ fn communication_loops_cut_less_than_k_has_a_ratio_of_its_own() {
     let p = scaled_for(&partly, 100, Target::Model).expect("scales");
     let ratios: Vec<f64> = p.own_ratios.values().copied().collect();
     assert_eq!(ratios, vec![1.0, 3.0, 20.0, 40.0], "{:?}", p.own_ratios);
+    // A waitall after a cut loop of windowed posts completes operations the cut loop
+    // made: it stands for as many as they do, not for one.
+    let windowed = "skeleton win\nranks 4\ntopology ring\napp_time 1 s\nallreduce 8 B\nloop 200 {\n    compute 2 ms\n    req s = isend next 1 KiB window 8\n    req r = irecv prev 1 KiB window 8\n}\nwaitall s, r\n";
+    let w = scaled_for(windowed, 10, Target::Model).expect("scales");
+    assert_eq!(
+        w.own_ratios.keys().copied().collect::<Vec<_>>(),
+        vec![windowed.find("allreduce").expect("there") as u32],
+        "{:?}",
+        w.own_ratios
+    );
     // At 1:1 nothing has a ratio of its own.
     let one = scaled_for(OWN, 1, Target::Model).expect("scales");
     assert!(one.own_ratios.is_empty());
