@@ -244,6 +244,9 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
     if let Some(note) = mostly_own(&result) {
         eprintln!("perfskel run: warning: {note}");
     }
+    if let Some(note) = compute_made_no_difference(&result) {
+        eprintln!("perfskel run: warning: {note}");
+    }
     Ok(if success {
         ExitCode::SUCCESS
     } else {
@@ -455,6 +458,28 @@ fn mostly_own(result: &RunResult) -> Option<String> {
     })
 }
 
+/// The share of the timed pass's time from which a warm-up pass (no compute) as long
+/// says that compute did not decide the run's length.
+pub const NO_COMPUTE_SHARE: f64 = 0.9;
+
+/// The warning for a run whose pass without compute took as long as its timed pass
+/// (above 1:1): the skeleton's time was not its compute's. Either it is all
+/// communication, or its ranks share a core and spin while they wait (both bound to
+/// one core with busy polling: LAMMPS's skeleton 0.216 s both ways, HPCC's 2.87 and
+/// 2.88 s), and then a message costs its partner's time slice, which a skeleton at
+/// 1:K cannot stand for.
+fn compute_made_no_difference(result: &RunResult) -> Option<String> {
+    (result.ratio > 1
+        && result.skeleton_s > 0.0
+        && result.warmup_s >= NO_COMPUTE_SHARE * result.skeleton_s)
+        .then(|| {
+            format!(
+                "the pass without compute took {:.6} s, as long as the timed pass ({:.6} s): the skeleton's time is not its compute's; either it is all communication, or its ranks share a core and spin while they wait, where each message costs a time slice of its partner's and a skeleton at 1:{} cannot stand for the application (give each rank a core, let waiting ranks yield, or run at 1:1)",
+                result.warmup_s, result.skeleton_s, result.ratio
+            )
+        })
+}
+
 /// How a run's time became its prediction, after the time: ` × K`, or where the
 /// measuring pass timed communication that loops cut less than K, what of the time
 /// that was and how each part is multiplied.
@@ -633,6 +658,32 @@ mod tests {
         assert!(note.contains("less than 1:100 (2.450000 s"), "{note}");
         // Old result lines measured nothing.
         assert_eq!(mostly_own(&line(0.5, 0.0)), None);
+    }
+
+    #[test]
+    fn a_warm_up_as_long_as_the_timed_pass_says_compute_did_not_count() {
+        let line = |ratio: u64, skeleton_s: f64, warmup_s: f64| RunResult {
+            skeleton: "lmp".into(),
+            backend: "c".into(),
+            ranks: 2,
+            ratio,
+            skeleton_s,
+            predicted_s: skeleton_s * ratio as f64,
+            app_time_s: 2.6,
+            warmup_s,
+            reached: ratio as f64,
+            own_s: 0.0,
+            own_app_s: 0.0,
+            rest: ratio as f64,
+            simulation_s: None,
+        };
+        // Each rank on its core: the warm-up is a sliver of the run.
+        assert_eq!(compute_made_no_difference(&line(100, 0.0257, 0.0005)), None);
+        // Both ranks spinning on one core: the warm-up as long as the timed pass.
+        let note = compute_made_no_difference(&line(100, 0.216, 0.216)).expect("pinned");
+        assert!(note.contains("share a core and spin"), "{note}");
+        // At 1:1 there is no warm-up unless asked for, and nothing to say.
+        assert_eq!(compute_made_no_difference(&line(1, 0.2, 0.2)), None);
     }
 
     /// The machine's counters move with real work: a thread that spins 0.3 s shows in
