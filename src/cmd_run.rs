@@ -207,8 +207,8 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
     let cores = crate::cmd_compile::cores_here();
     let min_s = min_reliable_s(args.np, cores);
     if result.skeleton_s < min_s {
-        eprintln!(
-            "perfskel run: warning: the skeleton ran {:.1} ms, too short to time reliably (at least {:.0} ms{}): compile it at a smaller ratio",
+        warn(&format!(
+            "the skeleton ran {:.1} ms, too short to time reliably (at least {:.0} ms{}): compile it at a smaller ratio",
             1e3 * result.skeleton_s,
             1e3 * min_s,
             if args.np > cores {
@@ -216,13 +216,13 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
             } else {
                 String::new()
             }
-        );
+        ));
     }
     if let Some(other) = other_cores.filter(|&o| o >= OTHER_WORK_CORES) {
         if result.skeleton_s < SHORT_RUN_S {
             let largest = (result.app_time_s / SHORT_RUN_S).floor();
-            eprintln!(
-                "perfskel run: warning: other work used {other:.1} of this machine's {cores} cores while the skeleton ran: beside other jobs, a run of {:.0} ms samples wherever the scheduler happened to put its ranks, not the average an application's run sees; compile it to run at least {:.0} s ({})",
+            warn(&format!(
+                "other work used {other:.1} of this machine's {cores} cores while the skeleton ran: beside other jobs, a run of {:.0} ms samples wherever the scheduler happened to put its ranks, not the average an application's run sees; compile it to run at least {:.0} s ({})",
                 1e3 * result.skeleton_s,
                 SHORT_RUN_S,
                 if largest >= 2.0 {
@@ -230,22 +230,22 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
                 } else {
                     "1:1".to_string()
                 }
-            );
+            ));
         }
     }
     let (_, _, spread) = range(&results);
     if spread > STABLE_SPREAD {
-        eprintln!(
-            "perfskel run: warning: the runs spread {:.1} % (more than {:.0} %): this machine is noisy now (other jobs, more ranks than cores); the prediction is no better than that",
+        warn(&format!(
+            "the runs spread {:.1} % (more than {:.0} %): this machine is noisy now (other jobs, more ranks than cores); the prediction is no better than that",
             100.0 * spread,
             100.0 * STABLE_SPREAD
-        );
+        ));
     }
     if let Some(note) = mostly_own(&result) {
-        eprintln!("perfskel run: warning: {note}");
+        warn(&note);
     }
     if let Some(note) = compute_made_no_difference(&result) {
-        eprintln!("perfskel run: warning: {note}");
+        warn(&note);
     }
     Ok(if success {
         ExitCode::SUCCESS
@@ -436,6 +436,15 @@ pub fn median_result(results: &[RunResult]) -> RunResult {
     let mut sorted: Vec<&RunResult> = results.iter().collect();
     sorted.sort_by(|a, b| a.predicted_s.total_cmp(&b.predicted_s));
     sorted[(sorted.len() - 1) / 2].clone()
+}
+
+/// A warning on standard error, with the prefix `perfskel validate` finds `run`'s
+/// warnings by.
+fn warn(message: &str) {
+    eprintln!(
+        "{} {message}",
+        perfskel_studies::validate::driver::RUN_WARNING
+    );
 }
 
 /// Past this share of the skeleton's time in communication that loops cut less than K,
@@ -635,22 +644,32 @@ mod tests {
         assert_eq!(other_cores(1.0, 0.0, 0.0), 0.0);
     }
 
+    /// A 2-rank run's result line at 1:`ratio` that measured nothing of its own.
+    fn result(ratio: u64, skeleton_s: f64, warmup_s: f64) -> RunResult {
+        RunResult {
+            skeleton: "s".into(),
+            backend: "c".into(),
+            ranks: 2,
+            ratio,
+            skeleton_s,
+            predicted_s: skeleton_s * ratio as f64,
+            app_time_s: 3.0,
+            warmup_s,
+            reached: ratio as f64,
+            own_s: 0.0,
+            own_app_s: 0.0,
+            rest: ratio as f64,
+            simulation_s: None,
+        }
+    }
+
     #[test]
     fn a_run_mostly_in_communication_the_ratio_does_not_shrink_says_so() {
         let line = |skeleton_s: f64, own_s: f64| RunResult {
-            skeleton: "hpcc".into(),
-            backend: "c".into(),
-            ranks: 2,
-            ratio: 100,
-            skeleton_s,
-            predicted_s: 100.0 * (skeleton_s - own_s) + own_s,
-            app_time_s: 3.4,
-            warmup_s: 0.01,
-            reached: 100.0,
             own_s,
             own_app_s: own_s,
-            rest: 100.0,
-            simulation_s: None,
+            predicted_s: 100.0 * (skeleton_s - own_s) + own_s,
+            ..result(100, skeleton_s, 0.01)
         };
         assert_eq!(mostly_own(&line(0.032, 0.004)), None);
         let note = mostly_own(&line(2.88, 2.45)).expect("85 % of the time");
@@ -662,21 +681,7 @@ mod tests {
 
     #[test]
     fn a_warm_up_as_long_as_the_timed_pass_says_compute_did_not_count() {
-        let line = |ratio: u64, skeleton_s: f64, warmup_s: f64| RunResult {
-            skeleton: "lmp".into(),
-            backend: "c".into(),
-            ranks: 2,
-            ratio,
-            skeleton_s,
-            predicted_s: skeleton_s * ratio as f64,
-            app_time_s: 2.6,
-            warmup_s,
-            reached: ratio as f64,
-            own_s: 0.0,
-            own_app_s: 0.0,
-            rest: ratio as f64,
-            simulation_s: None,
-        };
+        let line = result;
         // Each rank on its core: the warm-up is a sliver of the run.
         assert_eq!(compute_made_no_difference(&line(100, 0.0257, 0.0005)), None);
         // Both ranks spinning on one core: the warm-up as long as the timed pass.

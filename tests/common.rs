@@ -44,6 +44,11 @@ pub fn perfskel(dir: &Path, args: &[&str]) -> Output {
         .expect("the perfskel binary runs")
 }
 
+/// A two-rank skeleton with communication that loops cut less than 1:10: an allreduce
+/// outside any loop and three iterations of a bcast (a loop of 3 keeps one at 1:10),
+/// then a ring exchange that loops cut (the C and Rust back ends' measuring pass).
+pub const OWN: &str = "skeleton own\nranks 2\ntopology ring\napp_time 1 s\ncompute 20 ms\nallreduce 64 KiB\nloop 3 {\n    compute 20 ms\n    bcast 64 KiB\n}\nloop 200 {\n    compute 2 ms\n    sendrecv to next 1 KiB from prev 1 KiB\n}\n";
+
 pub fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }

@@ -15,7 +15,7 @@ use perfskel::files::render_plain;
 use perfskel_compiler::back::{Backend, RunResult};
 use perfskel_compiler::scale::{Model, Target};
 
-use crate::common::{files_in, relative, root, text, MPI_LOCK};
+use crate::common::{files_in, relative, root, text, MPI_LOCK, OWN};
 
 const RATIOS: [u64; 3] = [10, 100, 1000];
 
@@ -828,10 +828,6 @@ fn the_warm_up_pass_runs_the_program_once_without_compute() {
         text(&bad.stderr)
     );
 }
-
-/// An allreduce outside any loop and three iterations of a bcast (a loop of 3 keeps
-/// one at 1:10), then a ring exchange that loops cut: two ranks.
-const OWN: &str = "skeleton own\nranks 2\ntopology ring\napp_time 1 s\ncompute 20 ms\nallreduce 64 KiB\nloop 3 {\n    compute 20 ms\n    bcast 64 KiB\n}\nloop 200 {\n    compute 2 ms\n    sendrecv to next 1 KiB from prev 1 KiB\n}\n";
 
 /// Communication that loops cut less than K is timed in a measuring pass without
 /// compute and multiplied by its own ratio, the rest by the rest ratio, under both

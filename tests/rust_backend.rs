@@ -16,7 +16,7 @@ use perfskel_compiler::check;
 use perfskel_compiler::semantics::{self, Env, Shape};
 use perfskel_grammar::ast::*;
 
-use crate::common::{files_in, root, text, MPI_LOCK};
+use crate::common::{files_in, root, text, MPI_LOCK, OWN};
 
 #[allow(dead_code)]
 #[path = "../runtime/rust/src/topology.rs"]
@@ -478,9 +478,6 @@ fn write_project(dir: &Path, files: &[GeneratedFile]) {
     }
 }
 
-/// An allreduce outside any loop and three iterations of a bcast (a loop of 3 keeps one
-/// at 1:10), then a ring exchange that loops cut: two ranks.
-const OWN: &str = "skeleton own\nranks 2\ntopology ring\napp_time 1 s\ncompute 20 ms\nallreduce 64 KiB\nloop 3 {\n    compute 20 ms\n    bcast 64 KiB\n}\nloop 200 {\n    compute 2 ms\n    sendrecv to next 1 KiB from prev 1 KiB\n}\n";
 const OWN_NAME: &str = "own.skel";
 
 /// Builds and runs every example's 4-rank variant, `COLLECTIVES` and the runtime's

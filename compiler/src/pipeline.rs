@@ -99,14 +99,14 @@ pub fn compile(
         Some(backend) => {
             let options = back::Options {
                 ratio,
-                // Four decimals, as the program prints it.
-                ratio_reached: (scaled.ratio_reached * 1e4).round() / 1e4,
+                // Four decimals, as the program prints them.
+                ratio_reached: four_decimals(scaled.ratio_reached),
                 own_ratios: scaled
                     .own_ratios
                     .iter()
-                    .map(|(&at, &r)| (at, (r * 1e4).round() / 1e4))
+                    .map(|(&at, &r)| (at, four_decimals(r)))
                     .collect(),
-                rest_ratio: (scaled.rest_ratio * 1e4).round() / 1e4,
+                rest_ratio: four_decimals(scaled.rest_ratio),
                 app_time_s: verified.program().app_time.value.seconds(),
                 source_name: source_name.to_string(),
                 source: source.to_string(),
@@ -121,6 +121,11 @@ pub fn compile(
         diags,
         report,
     })
+}
+
+/// A ratio as the generated programs print it.
+fn four_decimals(ratio: f64) -> f64 {
+    (ratio * 1e4).round() / 1e4
 }
 
 /// Parses and checks one file's text; the checker runs only on a program that parsed.

@@ -102,12 +102,15 @@ impl ProcessRunner {
         let mut cwd = None;
         let mut rest: Vec<String> = args.iter().map(|a| a.to_string()).collect();
         if timed {
-            let shim = self.shim_library(mpi);
-            argv.extend(
-                mpi.preload_options(&shim.display().to_string())
-                    .into_iter()
-                    .map(Into::into),
-            );
+            // The shim in the ranks only, as `record` preloads the tracer.
+            let style = match mpi {
+                Mpi::OpenMpi => crate::launcher::Style::OpenMpi,
+                Mpi::Mpich => crate::launcher::Style::Hydra,
+            };
+            let shim = self.shim_library(mpi).display().to_string();
+            let preload = crate::launcher::env_args(style, &[("LD_PRELOAD", &shim)])
+                .map_err(RunError::failed)?;
+            argv.extend(preload.into_iter().map(Into::into));
         }
         if let Some(installed) = app.installed {
             if installed.input == Input::HpccInf {

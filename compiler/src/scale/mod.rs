@@ -375,7 +375,7 @@ pub fn scale(verified: &Verified, options: &ScaleOptions) -> Result<Scaled, Box<
             world,
             model,
             k,
-            ratio_reached * expected,
+            ratio_reached,
             expected,
         )
     } else {
@@ -421,11 +421,12 @@ const MAX_OWN_SHARE: f64 = 0.9;
 
 /// The communication statements of `program` (the unscaled one; the scaled one keeps
 /// their positions) that `plan` cuts less than `k`, with their own ratios (`k` over the
-/// ratio their enclosing loops leave), and the rest ratio: `app_s` (the model's
-/// application time) less what those statements stand for, over `expected_s` (the
-/// scaled skeleton's) less their time, as [`simulate_own`] gives them for the rank that
-/// spends the most in them. No statements and the ratio reached where there are none,
-/// where the simulation fails, or where they take nearly all of the time.
+/// ratio their enclosing loops leave), and the rest ratio: the model's application
+/// time (`ratio_reached` × `expected_s`, the scaled skeleton's) less what those
+/// statements stand for, over `expected_s` less their time, as [`simulate_own`] gives
+/// them for the rank that spends the most in them. No statements and the ratio reached
+/// where there are none, where the simulation fails, or where they take nearly all of
+/// the time.
 #[allow(clippy::too_many_arguments)]
 fn own_split(
     program: &Program,
@@ -434,13 +435,11 @@ fn own_split(
     world: &Shape,
     model: &Model,
     k: f64,
-    app_s: f64,
+    ratio_reached: f64,
     expected_s: f64,
 ) -> (std::collections::BTreeMap<u32, f64>, f64) {
-    let none = (
-        std::collections::BTreeMap::new(),
-        app_s / expected_s.max(f64::MIN_POSITIVE),
-    );
+    let none = (std::collections::BTreeMap::new(), ratio_reached);
+    let app_s = ratio_reached * expected_s;
     let own = own_ratios(program, plan, k);
     if own.is_empty() || expected_s.is_nan() || expected_s <= 0.0 {
         return none;

@@ -29,15 +29,6 @@ impl Mpi {
         }
     }
 
-    /// The launcher's options that set `LD_PRELOAD` to `library` in every rank (and only
-    /// there: the launcher itself is no MPI program).
-    pub fn preload_options(self, library: &str) -> Vec<String> {
-        match self {
-            Mpi::OpenMpi => vec!["-x".into(), format!("LD_PRELOAD={library}")],
-            Mpi::Mpich => vec!["-genv".into(), "LD_PRELOAD".into(), library.into()],
-        }
-    }
-
     /// The C compiler wrapper.
     pub fn mpicc(self) -> &'static str {
         match self {
