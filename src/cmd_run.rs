@@ -493,8 +493,17 @@ fn compute_made_no_difference(result: &RunResult) -> Option<String> {
 /// measuring pass timed communication that loops cut less than K, what of the time
 /// that was and how each part is multiplied.
 fn prediction_text(result: &RunResult) -> String {
-    if result.own_s > 0.0 {
+    let fill = if result.fill_s > 0.0 {
         format!(
+            ", {:.6} s a pipeline's fill before its first iterations (counted once)",
+            result.fill_s
+        )
+    } else {
+        String::new()
+    };
+    match (result.own_s > 0.0, result.fill_s > 0.0) {
+        (false, false) => format!(" × {}", result.reached),
+        (true, false) => format!(
             ", of which {:.6} s communication that loops cut less than 1:{} (standing for {:.6} s of the application's): ({:.6} − {:.6}) × {} + {:.6}",
             result.own_s,
             result.ratio,
@@ -503,9 +512,27 @@ fn prediction_text(result: &RunResult) -> String {
             result.own_s,
             result.rest,
             result.own_app_s
-        )
-    } else {
-        format!(" × {}", result.reached)
+        ),
+        (false, true) => format!(
+            ", of which{}: ({:.6} − {:.6}) × {} + {:.6}",
+            &fill[1..],
+            result.skeleton_s,
+            result.fill_s,
+            result.rest,
+            result.fill_s
+        ),
+        (true, true) => format!(
+            ", of which {:.6} s communication that loops cut less than 1:{} (standing for {:.6} s of the application's){fill}: ({:.6} − {:.6} − {:.6}) × {} + {:.6} + {:.6}",
+            result.own_s,
+            result.ratio,
+            result.own_app_s,
+            result.skeleton_s,
+            result.own_s,
+            result.fill_s,
+            result.rest,
+            result.own_app_s,
+            result.fill_s
+        ),
     }
 }
 
@@ -659,8 +686,32 @@ mod tests {
             own_s: 0.0,
             own_app_s: 0.0,
             rest: ratio as f64,
+            fill_s: 0.0,
             simulation_s: None,
         }
+    }
+
+    #[test]
+    fn the_prediction_shows_each_part_counted_once() {
+        assert_eq!(prediction_text(&result(100, 0.05, 0.0)), " × 100");
+        let piped = RunResult {
+            fill_s: 0.003,
+            ..result(100, 0.05, 0.0)
+        };
+        assert_eq!(
+            prediction_text(&piped),
+            ", of which 0.003000 s a pipeline's fill before its first iterations (counted once): (0.050000 − 0.003000) × 100 + 0.003000"
+        );
+        let both = RunResult {
+            own_s: 0.001,
+            own_app_s: 0.002,
+            rest: 101.0,
+            ..piped
+        };
+        assert_eq!(
+            prediction_text(&both),
+            ", of which 0.001000 s communication that loops cut less than 1:100 (standing for 0.002000 s of the application's), 0.003000 s a pipeline's fill before its first iterations (counted once): (0.050000 − 0.001000 − 0.003000) × 101 + 0.002000 + 0.003000"
+        );
     }
 
     #[test]

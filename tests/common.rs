@@ -49,6 +49,10 @@ pub fn perfskel(dir: &Path, args: &[&str]) -> Output {
 /// then a ring exchange that loops cut (the C and Rust back ends' measuring pass).
 pub const OWN: &str = "skeleton own\nranks 2\ntopology ring\napp_time 1 s\ncompute 20 ms\nallreduce 64 KiB\nloop 3 {\n    compute 20 ms\n    bcast 64 KiB\n}\nloop 200 {\n    compute 2 ms\n    sendrecv to next 1 KiB from prev 1 KiB\n}\n";
 
+/// A pipeline of two stages: rank 1's first iteration waits for rank 0's first block
+/// (its fill); at 1:10 the loop keeps 20 iterations and is timed for its fill.
+pub const PIPE: &str = "skeleton pipe\nranks 2\ntopology chain\napp_time 205 ms\nloop 200 {\n    recv prev 64 KiB\n    compute 1 ms\n    send next 64 KiB\n}\n";
+
 pub fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }

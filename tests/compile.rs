@@ -15,7 +15,7 @@ use perfskel::files::render_plain;
 use perfskel_compiler::back::{Backend, RunResult};
 use perfskel_compiler::scale::{Model, Target};
 
-use crate::common::{files_in, relative, root, text, MPI_LOCK, OWN};
+use crate::common::{files_in, relative, root, text, MPI_LOCK, OWN, PIPE};
 
 const RATIOS: [u64; 3] = [10, 100, 1000];
 
@@ -85,6 +85,13 @@ fn generated_c_with_wildcard_replies_matches_its_snapshot() {
 #[test]
 fn generated_c_with_a_task_farm_matches_its_snapshot() {
     c_snapshot(&root().join("tests/data/dsl/ok/task_farm.skel"), 10);
+}
+
+/// A pipeline at 1:10: its loop between `ps_fill_begin()` and `ps_fill_end()`, each
+/// iteration ending in `ps_fill_iteration()`, and compute left whole.
+#[test]
+fn generated_c_of_a_pipeline_matches_its_snapshot() {
+    c_snapshot(&root().join("tests/data/dsl/ok/pipeline.skel"), 10);
 }
 
 /// Compiles the skeleton at `path` for 1:`ratio` with the C back end and compares with
@@ -893,6 +900,56 @@ fn communication_loops_cut_less_than_k_is_measured_and_counted_by_its_own_ratio(
             (off.predicted_s - off.skeleton_s * off.reached).abs() < 1e-4 * off.reached,
             "{mpi}: {off:?}"
         );
+    }
+}
+
+/// A pipeline's loop is timed for its fill: its first iteration's excess over the
+/// others' counts once, the rest of the time by the ratio, under both MPIs.
+#[test]
+fn a_pipeline_s_fill_is_measured_and_counted_once() {
+    let dir = scratch("pipeline-fill");
+    std::fs::write(dir.join("pipe.skel"), PIPE).expect("write");
+    let compiled = perfskel(
+        &dir,
+        &["compile", "pipe.skel", "--ratio", "1:10", "-o", "out"],
+    );
+    let stderr = text(&compiled.stderr);
+    assert!(compiled.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("1 loop(s) fill like a pipeline"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("compute x1.0000"), "{stderr}");
+    let c = std::fs::read_to_string(dir.join("out/pipe.c")).expect("generated C");
+    for call in ["ps_fill_begin();", "ps_fill_iteration();", "ps_fill_end();"] {
+        assert_eq!(c.matches(call).count(), 1, "{call}: {c}");
+    }
+    for mpi in ["openmpi", "mpich"] {
+        let output = {
+            let _guard = MPI_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+            perfskel(
+                &dir,
+                &["run", "out", "-np", "2", "--mpi", mpi, "--repeat", "1"],
+            )
+        };
+        let stdout = text(&output.stdout);
+        assert!(
+            output.status.success(),
+            "{mpi}: {stdout}\n{}",
+            text(&output.stderr)
+        );
+        let r = RunResult::find_in(&stdout).expect("a result line");
+        // Rank 1 waited for rank 0's first block: about a stage of 1 ms.
+        assert!(
+            r.fill_s > 0.0 && r.fill_s < 0.5 * r.skeleton_s,
+            "{mpi}: {r:?}"
+        );
+        let split = r.rest * (r.skeleton_s - r.fill_s) + r.fill_s;
+        assert!(
+            (r.predicted_s - split).abs() < 1e-4 * r.rest,
+            "{mpi}: {r:?}"
+        );
+        assert!(stdout.contains("a pipeline's fill"), "{mpi}: {stdout}");
     }
 }
 

@@ -16,7 +16,7 @@ use perfskel_compiler::check;
 use perfskel_compiler::semantics::{self, Env, Shape};
 use perfskel_grammar::ast::*;
 
-use crate::common::{files_in, root, text, MPI_LOCK, OWN};
+use crate::common::{files_in, root, text, MPI_LOCK, OWN, PIPE};
 
 #[allow(dead_code)]
 #[path = "../runtime/rust/src/topology.rs"]
@@ -35,6 +35,7 @@ fn emit(source_name: &str, source: &str) -> (Program, Vec<GeneratedFile>) {
         ratio_reached: 1.0,
         own_ratios: Default::default(),
         rest_ratio: 1.0,
+        fill_loops: Default::default(),
         app_time_s: verified.program().app_time.value.seconds(),
         source_name: source_name.to_string(),
         source: source.to_string(),
@@ -85,6 +86,15 @@ fn snapshot_with_loop_variables() {
     let source = std::fs::read_to_string(root().join("tests/data/dsl/ok/loop_variables.skel"))
         .expect("loop_variables.skel");
     rust_snapshot("loop_variables.skel", &source, 10);
+}
+
+/// A pipeline at 1:10: its loop between `sk.fill_begin()` and `sk.fill_end()`, each
+/// iteration ending in `sk.fill_iteration()`.
+#[test]
+fn snapshot_of_a_pipeline() {
+    let source = std::fs::read_to_string(root().join("tests/data/dsl/ok/pipeline.skel"))
+        .expect("pipeline.skel");
+    rust_snapshot("pipeline.skel", &source, 10);
 }
 
 /// `snapshots/rust_mpi/<stem>@<ratio>.snap`: source, report, scaled skeleton, main.rs.
@@ -479,6 +489,7 @@ fn write_project(dir: &Path, files: &[GeneratedFile]) {
 }
 
 const OWN_NAME: &str = "own.skel";
+const PIPE_NAME: &str = "pipe.skel";
 
 /// Builds and runs every example's 4-rank variant, `COLLECTIVES` and the runtime's
 /// hand-written `halo` example under `mpi`.
@@ -515,6 +526,8 @@ fn run_examples(mpi: Mpi) {
     programs.push(("task_pair.skel".into(), task_pair));
     // Communication that loops cut less than K, at 1:10 (below): the measuring pass.
     programs.push((OWN_NAME.into(), OWN.into()));
+    // A pipeline at 1:10: its loop timed for its fill.
+    programs.push((PIPE_NAME.into(), PIPE.into()));
     // The hand-written example of the runtime crate, built as the project's main.rs.
     programs.push(("halo".into(), String::new()));
     let halo = std::fs::read_to_string(root().join("runtime/rust/examples/halo.rs"))
@@ -534,7 +547,7 @@ fn run_examples(mpi: Mpi) {
             };
             write_project(&project, &[main_rs]);
             ("halo".to_string(), 0.5, 4)
-        } else if name == OWN_NAME {
+        } else if name == OWN_NAME || name == PIPE_NAME {
             let compiled = perfskel_compiler::pipeline::compile(
                 &name,
                 &source,
@@ -545,7 +558,8 @@ fn run_examples(mpi: Mpi) {
             )
             .unwrap_or_else(|_| panic!("{name} compiles at 1:10"));
             write_project(&project, &compiled.files);
-            ("own".to_string(), 1.0, 2)
+            let app_time_s = compiled.app_time.value.seconds();
+            (name.trim_end_matches(".skel").to_string(), app_time_s, 2)
         } else {
             let (program, files) = emit(&name, &source);
             write_project(&project, &files);
@@ -614,8 +628,22 @@ fn run_examples(mpi: Mpi) {
             }
         }
         let result = RunResult::find_in(&stdout);
-        let ratio = if name == OWN_NAME { 10 } else { 1 };
+        let ratio = if name == OWN_NAME || name == PIPE_NAME {
+            10
+        } else {
+            1
+        };
         match result {
+            // At 1:10, the pipeline's fill (rank 1's wait for rank 0's first block)
+            // counts once, the rest of the time by the ratio.
+            Some(r)
+                if name == PIPE_NAME
+                    && output.status.success()
+                    && r.ratio == ratio
+                    && r.fill_s > 0.0
+                    && r.fill_s < 0.5 * r.skeleton_s
+                    && (r.predicted_s - (r.rest * (r.skeleton_s - r.fill_s) + r.fill_s)).abs()
+                        < 1e-4 * r.rest => {}
             // At 1:10, a measuring pass timed the allreduce (once) and the bcast (x3),
             // and the rest of the time is multiplied by the rest ratio.
             Some(r)

@@ -94,6 +94,15 @@ pub fn compile(
             scaled.rest_ratio
         )
     };
+    let report = if scaled.fill_loops.is_empty() {
+        report
+    } else {
+        format!(
+            "{report}; {} loop(s) fill like a pipeline: the model gives {} of waiting before their first iterations, which the application waits once too (the skeleton runs about that much past the target); the skeleton times their first iterations apart and counts the fill once",
+            scaled.fill_loops.len(),
+            seconds_text(scaled.fill_s)
+        )
+    };
     let files = match backend {
         None => Vec::new(),
         Some(backend) => {
@@ -107,6 +116,7 @@ pub fn compile(
                     .map(|(&at, &r)| (at, four_decimals(r)))
                     .collect(),
                 rest_ratio: four_decimals(scaled.rest_ratio),
+                fill_loops: scaled.fill_loops.clone(),
                 app_time_s: verified.program().app_time.value.seconds(),
                 source_name: source_name.to_string(),
                 source: source.to_string(),

@@ -323,6 +323,33 @@ static inline void ps_own_end(double ratio) {
     ps_own_app_s += t * ratio;
 }
 
+/* Pipelines: loops whose first iteration waits for the stages before this rank to fill
+ * (compile marks them where its model finds such a fill). In the timed pass each rank
+ * takes, for each execution of such a loop, its first iteration's time less the mean of
+ * the others' as the fill; the fill happens once in the application as in the skeleton,
+ * so ps_end counts the largest rank's sum once instead of multiplying it by the ratio. */
+static double ps_fill_t0, ps_fill_first, ps_fill_s;
+static long long ps_fill_n;
+
+static inline void ps_fill_begin(void) {
+    if (ps_pass_state != PS_TIMED) return;
+    ps_fill_t0 = MPI_Wtime();
+    ps_fill_n = 0;
+}
+
+/* The end of an iteration of such a loop. */
+static inline void ps_fill_iteration(void) {
+    if (ps_pass_state != PS_TIMED) return;
+    if (++ps_fill_n == 1) ps_fill_first = MPI_Wtime();
+}
+
+static inline void ps_fill_end(void) {
+    if (ps_pass_state != PS_TIMED || ps_fill_n < 2) return;
+    double first = ps_fill_first - ps_fill_t0;
+    double others = (MPI_Wtime() - ps_fill_first) / (double)(ps_fill_n - 1);
+    ps_fill_s += first - others;
+}
+
 /* A compute span of `seconds` touching `ws` bytes (0: an L1-sized buffer), run as
  * PERFSKEL_COMPUTE says (see the top of this file). Each chunk's measured rate refines
  * the estimate, except in `work` spans and interrupted chunks. */
@@ -673,10 +700,12 @@ static inline int ps_pass(unsigned long long ratio, int measure) {
 }
 
 /* The end of the timed pass: a barrier, then rank 0 prints the result line: the
- * ratio asked (K of 1:K), and the prediction: where the measuring pass ran, the rest
- * ratio x (the time - the measured stretches' time) + their time x their own ratios,
- * of the rank that spent the most in them; else the time x the ratio the scaled
- * program reaches (`perfskel compile` reports both; K when the target was hit). */
+ * ratio asked (K of 1:K), and the prediction: the rest ratio x (the time - the
+ * measured stretches' time - the fill) + their time x their own ratios + the fill,
+ * the stretches of the rank that spent the most in them (where the measuring pass
+ * ran; else none, and the rest ratio is the ratio the scaled program reaches), the
+ * largest rank's fill (see ps_fill_begin; 0 without pipelines). `perfskel compile`
+ * reports both ratios; K when the target was hit. */
 static inline void ps_end(const char *name, unsigned long long ratio, double reached,
                           double rest, double app_time_s) {
     MPI_Barrier(MPI_COMM_WORLD);
@@ -685,34 +714,34 @@ static inline void ps_end(const char *name, unsigned long long ratio, double rea
     int rank, size;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    double own_s = 0, own_app_s = 0, predicted = elapsed * reached;
-    if (ps_measured) {
-        double mine[2] = {ps_own_s, ps_own_app_s};
-        double *all = NULL;
-        if (rank == 0) {
-            all = (double *)malloc(2 * (size_t)size * sizeof(double));
-            if (!all) ps_fail("out of memory for the measured stretches");
+    double own_s = 0, own_app_s = 0, fill_s = 0, predicted = elapsed * reached;
+    if (!ps_measured) rest = reached;
+    double mine[3] = {ps_own_s, ps_own_app_s, ps_fill_s};
+    double *all = NULL;
+    if (rank == 0) {
+        all = (double *)malloc(3 * (size_t)size * sizeof(double));
+        if (!all) ps_fail("out of memory for the measured stretches");
+    }
+    MPI_Gather(mine, 3, MPI_DOUBLE, all, 3, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    if (rank == 0) {
+        for (int r = 0; r < size; r++) {
+            if (all[3 * r] > own_s) {
+                own_s = all[3 * r];
+                own_app_s = all[3 * r + 1];
+            }
+            if (all[3 * r + 2] > fill_s) fill_s = all[3 * r + 2];
         }
-        MPI_Gather(mine, 2, MPI_DOUBLE, all, 2, MPI_DOUBLE, 0, MPI_COMM_WORLD);
-        if (rank == 0) {
-            for (int r = 0; r < size; r++)
-                if (all[2 * r] > own_s) {
-                    own_s = all[2 * r];
-                    own_app_s = all[2 * r + 1];
-                }
-            free(all);
-            if (own_s > elapsed) own_s = elapsed;
-            predicted = rest * (elapsed - own_s) + own_app_s;
-        }
-    } else {
-        rest = reached;
+        free(all);
+        if (own_s > elapsed) own_s = elapsed;
+        if (fill_s > elapsed - own_s) fill_s = elapsed - own_s;
+        predicted = rest * (elapsed - own_s - fill_s) + own_app_s + fill_s;
     }
     if (rank == 0) {
         printf("perfskel-result skeleton=%s backend=c ranks=%d ratio=%llu skeleton_s=%.6f "
                "predicted_s=%.6f app_time_s=%.6f warmup_s=%.6f reached=%.4f own_s=%.6f "
-               "own_app_s=%.6f rest=%.4f\n",
+               "own_app_s=%.6f rest=%.4f fill_s=%.6f\n",
                name, size, ratio, elapsed, predicted, app_time_s, ps_warmup_s, reached,
-               own_s, own_app_s, rest);
+               own_s, own_app_s, rest, fill_s);
         fflush(stdout);
     }
     free(ps_sbuf);

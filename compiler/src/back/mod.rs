@@ -36,6 +36,9 @@ pub struct Options {
     /// What the rest of the program's time is multiplied by where it measured those
     /// statements (`scale::Scaled::rest_ratio`), to four decimals.
     pub rest_ratio: f64,
+    /// The loops whose first iteration the program times apart, a pipeline's fill (by
+    /// the byte offset where each starts in the source; see `scale::Scaled::fill_loops`).
+    pub fill_loops: std::collections::BTreeSet<u32>,
     /// The `app_time` of the unscaled skeleton, in seconds.
     pub app_time_s: f64,
     /// The skeleton file's name without directories, for comments (`stencil2d.skel`).
@@ -156,6 +159,10 @@ pub(crate) fn own_stretches(
     out
 }
 
+/// The comment on a loop whose first iteration the program times apart.
+pub(crate) const FILL_NOTE: &str =
+    "a pipeline: what its first iteration takes beyond the others' mean is its fill, counted once";
+
 /// The comment of a stretch [`own_stretches`] gives.
 pub(crate) fn own_stretch_note(ratio: f64) -> String {
     if ratio == 1.0 {
@@ -249,11 +256,13 @@ pub struct GeneratedFile {
 ///
 /// `ratio` is K of the target ratio 1:K; `reached` the ratio the scaled program reaches
 /// (four decimals; lines of older programs lack it, which reached K); `predicted_s` is
-/// `rest × (skeleton_s − own_s) + own_app_s`, where `own_s` is the time the measuring
-/// pass found in the communication that loops cut less than K (of the rank that spent
-/// the most there) and `own_app_s` what it stands for in the application, or
-/// `skeleton_s × reached` where no measuring pass ran (`own_s` 0, `rest` = `reached`;
-/// lines of older programs lack the three); `app_time_s` is the `app_time` of the
+/// `rest × (skeleton_s − own_s − fill_s) + own_app_s + fill_s`, where `own_s` is the
+/// time the measuring pass found in the communication that loops cut less than K (of
+/// the rank that spent the most there), `own_app_s` what it stands for in the
+/// application, and `fill_s` the largest rank's pipeline fill (its loops' first
+/// iterations' excess over the others', which the application pays once too); where no
+/// measuring pass ran, `own_s` is 0 and `rest` = `reached` (lines of older programs
+/// lack the four: `skeleton_s × reached`); `app_time_s` is the `app_time` of the
 /// unscaled skeleton.
 /// Times have six decimals. Under a simulator, `perfskel run --simgrid` prints the
 /// median run's line once more with `simulation_s=W` at the end: the wall time the
@@ -281,6 +290,9 @@ pub struct RunResult {
     /// The ratio the rest of the time is multiplied by (`reached` without a measuring
     /// pass).
     pub rest: f64,
+    /// The largest rank's pipeline fill in the timed pass, counted once (0 without
+    /// loops timed for it).
+    pub fill_s: f64,
     /// The wall time a simulated run took (`None`: a real run).
     pub simulation_s: Option<f64>,
 }
@@ -296,7 +308,7 @@ impl RunResult {
             .map(|w| format!(" simulation_s={w:.3}"))
             .unwrap_or_default();
         format!(
-            "{RESULT_PREFIX} skeleton={} backend={} ranks={} ratio={} skeleton_s={:.6} predicted_s={:.6} app_time_s={:.6} warmup_s={:.6} reached={:.4} own_s={:.6} own_app_s={:.6} rest={:.4}{simulation}",
+            "{RESULT_PREFIX} skeleton={} backend={} ranks={} ratio={} skeleton_s={:.6} predicted_s={:.6} app_time_s={:.6} warmup_s={:.6} reached={:.4} own_s={:.6} own_app_s={:.6} rest={:.4} fill_s={:.6}{simulation}",
             self.skeleton,
             self.backend,
             self.ranks,
@@ -308,7 +320,8 @@ impl RunResult {
             self.reached,
             self.own_s,
             self.own_app_s,
-            self.rest
+            self.rest,
+            self.fill_s
         )
     }
 
@@ -327,7 +340,7 @@ impl RunResult {
         let (mut skeleton_s, mut predicted_s, mut app_time_s) = (None, None, None);
         let mut warmup_s = 0.0;
         let mut reached = None;
-        let (mut own_s, mut own_app_s, mut rest) = (0.0, 0.0, None);
+        let (mut own_s, mut own_app_s, mut rest, mut fill_s) = (0.0, 0.0, None, 0.0);
         let mut simulation_s = None;
         for word in words {
             let (key, value) = word.split_once('=')?;
@@ -343,6 +356,7 @@ impl RunResult {
                 "reached" => reached = Some(value.parse::<f64>().ok()?),
                 "own_s" => own_s = value.parse().ok()?,
                 "own_app_s" => own_app_s = value.parse().ok()?,
+                "fill_s" => fill_s = value.parse().ok()?,
                 "rest" => rest = Some(value.parse::<f64>().ok()?),
                 "simulation_s" => simulation_s = Some(value.parse::<f64>().ok()?),
                 _ => {}
@@ -362,6 +376,7 @@ impl RunResult {
             own_s,
             own_app_s,
             rest: rest.unwrap_or(reached),
+            fill_s,
             simulation_s,
         })
     }
@@ -386,20 +401,27 @@ mod tests {
             own_s: 0.01,
             own_app_s: 0.02,
             rest: 107.6,
+            fill_s: 0.003,
             simulation_s: None,
         };
         let line = result.line();
         assert_eq!(
             line,
-            "perfskel-result skeleton=stencil2d backend=c ranks=4 ratio=100 skeleton_s=0.120000 predicted_s=11.851600 app_time_s=11.800000 warmup_s=0.004000 reached=98.7633 own_s=0.010000 own_app_s=0.020000 rest=107.6000"
+            "perfskel-result skeleton=stencil2d backend=c ranks=4 ratio=100 skeleton_s=0.120000 predicted_s=11.851600 app_time_s=11.800000 warmup_s=0.004000 reached=98.7633 own_s=0.010000 own_app_s=0.020000 rest=107.6000 fill_s=0.003000"
         );
         // Lines of skeletons generated before the warm-up pass, before `reached`, and
         // before the measuring pass.
         let old = "perfskel-result skeleton=s backend=c ranks=2 ratio=3 skeleton_s=1.0 predicted_s=3.0 app_time_s=1.0";
         let parsed = RunResult::parse(old).expect("an old line");
         assert_eq!(
-            (parsed.warmup_s, parsed.reached, parsed.own_s, parsed.rest),
-            (0.0, 3.0, 0.0, 3.0)
+            (
+                parsed.warmup_s,
+                parsed.reached,
+                parsed.own_s,
+                parsed.rest,
+                parsed.fill_s
+            ),
+            (0.0, 3.0, 0.0, 3.0, 0.0)
         );
         let no_own = "perfskel-result skeleton=s backend=c ranks=2 ratio=3 skeleton_s=1.0 predicted_s=3.0 app_time_s=1.0 warmup_s=0.1 reached=2.5";
         assert_eq!(RunResult::parse(no_own).map(|r| r.rest), Some(2.5));
@@ -412,7 +434,7 @@ mod tests {
         };
         assert!(simulated
             .line()
-            .ends_with(" rest=107.6000 simulation_s=2.500"));
+            .ends_with(" rest=107.6000 fill_s=0.003000 simulation_s=2.500"));
         assert_eq!(RunResult::find_in(&simulated.line()), Some(simulated));
         assert_eq!(RunResult::parse("perfskel-result skeleton=x"), None);
         assert_eq!(RunResult::parse("hello"), None);

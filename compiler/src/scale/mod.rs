@@ -10,7 +10,9 @@
 //!    iterations cannot be cut by 1000), then all of them by one factor `c` found so that
 //!    the timed simulation of every rank (`timing.rs`, with the latency/bandwidth
 //!    [`Model`]) gives `app_time / K`: communication does not shrink with the loops
-//!    (latency floors, synchronization), so compute makes up the difference;
+//!    (latency floors, synchronization), so compute makes up the difference; a
+//!    pipeline's fill (the last stage's wait before its first iteration, once in the
+//!    application as in the skeleton) is left out of that time and counted once;
 //! 3. **message sizes** shrink (one factor for all, so sends and receives still match)
 //!    only when communication alone would take longer than the target.
 
@@ -183,6 +185,17 @@ pub struct Scaled {
     /// over the scaled skeleton's less their time, both as the model's measuring pass
     /// gives them; the ratio reached where there are none.
     pub rest_ratio: f64,
+    /// Loops whose first iteration the generated programs time apart (by the byte
+    /// offset where each starts in the source): pipelines, whose last stages wait for
+    /// the first ones to fill before their first iteration. The fill happens once in
+    /// the application as in the skeleton, whatever the cut: each rank takes its first
+    /// iteration less the mean of the others as the fill, the prediction counts the
+    /// largest once and multiplies only the rest of the time (`perfskel.h`
+    /// `ps_fill_begin`). Empty where the model gives no fill a share worth timing.
+    pub fill_loops: std::collections::BTreeSet<u32>,
+    /// The model's fill of those loops in the scaled skeleton (0 without them): the
+    /// ratio reached and the rest ratio are the model's times less it.
+    pub fill_s: f64,
     pub warnings: Vec<Diag>,
 }
 
@@ -276,11 +289,52 @@ pub fn scale(verified: &Verified, options: &ScaleOptions) -> Result<Scaled, Box<
         let p = apply(program, &plan, c, s, app_time / k);
         simulate(&p, world, model, SIMULATION_BUDGET).map(|t| t.total_s())
     };
+    // Pipelines: the loops whose first iteration waits for the others to fill, a time
+    // that does not shrink with the cut (see `fill_candidates`); kept where the model
+    // gives their fill a share worth timing.
+    let candidates = if k > 1.0 {
+        fill_candidates(program, &plan)
+    } else {
+        Default::default()
+    };
+    let variants = (!candidates.is_empty()).then(|| {
+        (
+            with_counts(&plan, &candidates, |n| n.saturating_mul(2)),
+            with_counts(&plan, &candidates, |_| 0),
+        )
+    });
+    // A loop of n iterations that takes `f + n·t` after `p` outside it: `p + f + 2n·t`
+    // with 2n and `p` with none, so its fill is twice the time less both.
+    let fill = |c: f64, s: f64, once: f64| -> Result<f64, TimingError> {
+        let Some((twice, none)) = &variants else {
+            return Ok(0.0);
+        };
+        let at = |plan: &Plan| -> Result<f64, TimingError> {
+            let p = apply(program, plan, c, s, app_time / k);
+            Ok(simulate(&p, world, model, SIMULATION_BUDGET)?.total_s())
+        };
+        let f = 2.0 * once - at(twice)? - at(none)?;
+        Ok(f.clamp(0.0, MAX_OWN_SHARE * once))
+    };
+    // Where the variants do not run (partner loops that only match as cut), none.
+    let has_fill = variants.is_some() && {
+        let once = time(1.0, 1.0).map_err(|e| too_large(program, e))?;
+        fill(1.0, 1.0, once).is_ok_and(|f| f >= MIN_FILL_SHARE * once)
+    };
+    // With a fill, the skeleton's time less its fill is what must be 1/K of the
+    // application's less the same fill (it happens once in both).
+    let time_less_fill = |c: f64, s: f64| -> Result<f64, TimingError> {
+        let once = time(c, s)?;
+        if !has_fill {
+            return Ok(once);
+        }
+        Ok(once - fill(c, s, once).unwrap_or(0.0) * (1.0 - 1.0 / k))
+    };
     // At 1:1 the skeleton is the trace: nothing is cut and no compute is added to make
     // up for what the model does not explain (the model's error is not the
     // application's time).
     let (c, s) = if k > 1.0 {
-        solve_factors(&time, target, options.target == Target::Model)
+        solve_factors(&time_less_fill, target, options.target == Target::Model)
             .map_err(|e| too_large(program, e))?
     } else {
         (1.0, 1.0)
@@ -306,10 +360,15 @@ pub fn scale(verified: &Verified, options: &ScaleOptions) -> Result<Scaled, Box<
     let expected = simulate(&scaled, world, model, SIMULATION_BUDGET)
         .map_err(|e| too_large(program, e))?
         .total_s();
+    let fill_s = if has_fill {
+        fill(c, s, expected).unwrap_or(0.0)
+    } else {
+        0.0
+    };
     let ratio_reached = if k <= 1.0 {
         1.0
-    } else if expected > 0.0 {
-        reference / expected
+    } else if expected - fill_s > 0.0 {
+        (reference - fill_s) / (expected - fill_s)
     } else {
         f64::INFINITY
     };
@@ -376,7 +435,7 @@ pub fn scale(verified: &Verified, options: &ScaleOptions) -> Result<Scaled, Box<
             model,
             k,
             ratio_reached,
-            expected,
+            expected - fill_s,
         )
     } else {
         (Default::default(), ratio_reached)
@@ -410,8 +469,102 @@ pub fn scale(verified: &Verified, options: &ScaleOptions) -> Result<Scaled, Box<
         unscaled_model_s,
         own_ratios,
         rest_ratio,
+        fill_loops: if has_fill {
+            candidates.keys().copied().collect()
+        } else {
+            Default::default()
+        },
+        fill_s,
         warnings,
     })
+}
+
+/// The share of the scaled skeleton's time (in the model) a pipeline's fill must take
+/// at least to be timed apart: below it the first iteration's noise would be most of
+/// what is measured.
+const MIN_FILL_SHARE: f64 = 0.02;
+
+/// The loops whose first iteration may wait for a pipeline to fill, by where each
+/// starts in the source: the outermost loops `plan` cuts (from a literal count, to two
+/// iterations or more) that hold communication and do not read their variable (their
+/// iterations alike, so the first one's excess over the others is the fill), outside
+/// any `while`.
+fn fill_candidates(program: &Program, plan: &Plan) -> std::collections::BTreeMap<u32, *const Loop> {
+    fn communicates(block: &Block) -> bool {
+        let mut found = false;
+        crate::semantics::visit(block, &mut |stmt| {
+            found |= !matches!(
+                stmt.kind,
+                StmtKind::Compute(_) | StmtKind::Loop(_) | StmtKind::If(_)
+            );
+        });
+        found
+    }
+    fn walk(stmts: &[Stmt], plan: &Plan, out: &mut std::collections::BTreeMap<u32, *const Loop>) {
+        for stmt in stmts {
+            if runs_none(stmt, plan) {
+                continue;
+            }
+            match &stmt.kind {
+                StmtKind::Loop(l) => {
+                    let ptr = &**l as *const Loop;
+                    let ExprKind::Int(n) = l.count.kind else {
+                        walk(&l.body.stmts, plan, out);
+                        continue;
+                    };
+                    let cut = match plan.loops.get(&ptr).map(|e| &e.kind) {
+                        Some(ExprKind::Int(cut)) => *cut,
+                        _ => n,
+                    };
+                    if cut >= n {
+                        walk(&l.body.stmts, plan, out);
+                        continue;
+                    }
+                    let reads = l
+                        .var
+                        .as_ref()
+                        .is_some_and(|v| crate::semantics::block_reads_var(&l.body, &v.name));
+                    if let (Some(span), true) =
+                        (stmt.pos.span(), cut >= 2 && !reads && communicates(&l.body))
+                    {
+                        out.insert(span.start, ptr);
+                    }
+                }
+                StmtKind::If(_) => {
+                    for block in crate::semantics::stmt_blocks(stmt) {
+                        walk(&block.stmts, plan, out);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    let mut out = std::collections::BTreeMap::new();
+    walk(&program.body.stmts, plan, &mut out);
+    out
+}
+
+/// `plan` with `loops` running `count(n)` of the n iterations it keeps (0: left out).
+fn with_counts(
+    plan: &Plan,
+    loops: &std::collections::BTreeMap<u32, *const Loop>,
+    count_of: impl Fn(i64) -> i64,
+) -> Plan {
+    let mut twice = Plan {
+        loops: plan.loops.clone(),
+        residual: plan.residual.clone(),
+        dropped: plan.dropped.clone(),
+        aggregate: plan.aggregate.clone(),
+        warnings: Vec::new(),
+    };
+    for l in loops.values() {
+        if let Some(count) = twice.loops.get_mut(l) {
+            if let ExprKind::Int(n) = count.kind {
+                count.kind = ExprKind::Int(count_of(n));
+            }
+        }
+    }
+    twice
 }
 
 /// The share of the scaled skeleton's time (in the model) that statements with a ratio
@@ -422,7 +575,8 @@ const MAX_OWN_SHARE: f64 = 0.9;
 /// The communication statements of `program` (the unscaled one; the scaled one keeps
 /// their positions) that `plan` cuts less than `k`, with their own ratios (`k` over the
 /// ratio their enclosing loops leave), and the rest ratio: the model's application
-/// time (`ratio_reached` × `expected_s`, the scaled skeleton's) less what those
+/// time (`ratio_reached` × `expected_s`, the scaled skeleton's less its pipelines'
+/// fill, which counts once beside the rest) less what those
 /// statements stand for, over `expected_s` less their time, as [`simulate_own`] gives
 /// them for the rank that spends the most in them. No statements and the ratio reached
 /// where there are none, where the simulation fails, or where they take nearly all of

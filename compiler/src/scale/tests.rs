@@ -981,3 +981,36 @@ fn communication_loops_cut_less_than_k_has_a_ratio_of_its_own() {
     assert!(one.own_ratios.is_empty());
     assert_eq!(one.rest_ratio, 1.0);
 }
+
+/// A pipeline: rank 0 starts each block, every rank receives it from the one before,
+/// works on it and passes it on; the last rank's first iteration waits for the three
+/// stages before it.
+pub(crate) const PIPELINE: &str = "skeleton pipe\nranks 4\ntopology chain\napp_time 205 ms\nloop 200 {\n    recv prev 64 KiB\n    compute 1 ms\n    send next 64 KiB\n}\n";
+
+#[test]
+fn a_pipeline_s_fill_counts_once() {
+    let s = scaled_for(PIPELINE, 10, Target::Model).expect("scales");
+    let at = PIPELINE.find("loop").expect("in the source") as u32;
+    assert_eq!(s.fill_loops.iter().copied().collect::<Vec<_>>(), vec![at]);
+    // About three stages of 1 ms, more than the 2 % worth timing.
+    assert!(s.fill_s > 0.002 && s.fill_s < 0.005, "{}", s.fill_s);
+    // Compute is not shrunk to make room for it: the skeleton less its fill is 1/10
+    // of the application less the same fill.
+    assert_eq!(s.compute_factor, 1.0);
+    assert!(s.expected_skeleton_s > s.target_s, "{s:?}");
+    assert_eq!(s.ratio_reached, 10.0);
+    let unscaled = s.unscaled_model_s.expect("simulated");
+    let predicted = s.rest_ratio * (s.expected_skeleton_s - s.fill_s) + s.fill_s;
+    assert!(
+        (predicted / unscaled - 1.0).abs() < 2e-3,
+        "{predicted} {unscaled}"
+    );
+    // A ring whose ranks all exchange at once waits for no one: nothing to time apart.
+    let ring = "skeleton ring\nranks 4\ntopology ring\napp_time 205 ms\nloop 200 {\n    compute 1 ms\n    sendrecv to next 64 KiB from prev 64 KiB\n}\n";
+    let r = scaled_for(ring, 10, Target::Model).expect("scales");
+    assert!(r.fill_loops.is_empty(), "{}", r.fill_s);
+    assert_eq!(r.fill_s, 0.0);
+    // At 1:1 nothing is cut and nothing is timed apart.
+    let one = scaled_for(PIPELINE, 1, Target::Model).expect("scales");
+    assert!(one.fill_loops.is_empty());
+}

@@ -33,7 +33,11 @@
 //!   With `.rest(R)` a measuring pass without compute comes between them: it times the
 //!   stretches between [`Skeleton::own_begin`] and [`Skeleton::own_end`] (communication
 //!   that loops cut less than K, each with its own ratio), and the prediction counts
-//!   them by their own ratios and the rest of the time by R.
+//!   them by their own ratios and the rest of the time by R. A loop that fills like a
+//!   pipeline goes between [`Skeleton::fill_begin`] and [`Skeleton::fill_end`], each
+//!   iteration ending with [`Skeleton::fill_iteration`]: in the timed pass each rank's
+//!   first iteration less the mean of its others is its fill, and the prediction counts
+//!   the largest rank's once.
 //! - Operations are builders: `.tag(..)`, `.on(comm)`, `.root(..)` set clauses;
 //!   `.run()` runs a blocking operation, `.start(request)` posts a nonblocking one.
 //! - Directions ([`EAST`], [`NEXT`], [`child`]`(i)`, ...) are resolved in the

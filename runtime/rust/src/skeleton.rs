@@ -258,6 +258,7 @@ impl Builder {
                 .unwrap_or(self.ratio as f64),
             rest: self.rest.filter(|r| r.is_finite() && *r > 0.0),
             own: Own::default(),
+            fill: Fill::default(),
             app_time: self.app_time,
             rank,
             n_ranks,
@@ -293,6 +294,7 @@ pub struct Skeleton {
     /// communication with ratios of their own (`None`: it has none).
     rest: Option<f64>,
     own: Own,
+    fill: Fill,
     app_time: Duration,
     rank: u64,
     n_ranks: u64,
@@ -329,6 +331,19 @@ struct Own {
     app_s: f64,
     /// Whether the measuring pass ran.
     measured: bool,
+}
+
+/// A pipeline's fill on this rank, in the timed pass: loops whose first iteration
+/// waits for the stages before this rank (see [`Skeleton::fill_begin`]).
+#[derive(Clone, Copy, Debug, Default)]
+struct Fill {
+    /// When the current loop started, and when its first iteration ended.
+    start: Option<Instant>,
+    first: Option<Instant>,
+    /// Iterations of the current loop so far.
+    n: u64,
+    /// The sum of each loop's first iteration less the mean of its others.
+    s: f64,
 }
 
 impl Skeleton {
@@ -556,6 +571,42 @@ impl Skeleton {
         }
     }
 
+    /// Before a loop that may fill like a pipeline (`compile` marks those where its
+    /// model finds a fill): in the timed pass, its first iteration's time less the mean
+    /// of the others' is this rank's fill, which the application pays once too, so
+    /// [`Skeleton::finish`] counts the largest rank's once instead of multiplying it.
+    pub fn fill_begin(&mut self) {
+        if self.passes == Passes::Timed {
+            self.fill.start = Some(Instant::now());
+            self.fill.first = None;
+            self.fill.n = 0;
+        }
+    }
+
+    /// The end of an iteration of such a loop.
+    pub fn fill_iteration(&mut self) {
+        if self.passes == Passes::Timed {
+            self.fill.n += 1;
+            if self.fill.n == 1 {
+                self.fill.first = Some(Instant::now());
+            }
+        }
+    }
+
+    /// After such a loop.
+    pub fn fill_end(&mut self) {
+        if let (Passes::Timed, Some(start), Some(first), true) = (
+            self.passes,
+            self.fill.start.take(),
+            self.fill.first.take(),
+            self.fill.n >= 2,
+        ) {
+            let once = first.duration_since(start).as_secs_f64();
+            let others = first.elapsed().as_secs_f64() / (self.fill.n - 1) as f64;
+            self.fill.s += once - others;
+        }
+    }
+
     fn want_warmup(&self) -> bool {
         match std::env::var("PERFSKEL_WARMUP").as_deref() {
             Ok("on") => true,
@@ -581,20 +632,21 @@ impl Skeleton {
         self.barrier_world();
         let skeleton_s = self.elapsed();
         self.poller.end();
-        // The rank that spent the most in the measured stretches, and its sums.
-        let own = match self.rest {
-            Some(rest) if self.own.measured => {
-                let mine = [self.own.s, self.own.app_s];
-                let mut all = vec![0.0f64; 2 * self.n_ranks as usize];
-                on_comm!(self.comms[0], c => c.all_gather_into(&mine[..], &mut all[..]));
-                let mut busiest = (0.0f64, 0.0f64);
-                for pair in all.chunks_exact(2) {
-                    if pair[0] > busiest.0 {
-                        busiest = (pair[0], pair[1]);
-                    }
-                }
-                Some((busiest.0.min(skeleton_s), busiest.1, rest))
+        // The rank that spent the most in the measured stretches, and its sums; the
+        // largest fill.
+        let mine = [self.own.s, self.own.app_s, self.fill.s];
+        let mut all = vec![0.0f64; 3 * self.n_ranks as usize];
+        on_comm!(self.comms[0], c => c.all_gather_into(&mine[..], &mut all[..]));
+        let mut busiest = (0.0f64, 0.0f64);
+        let mut fill_s = 0.0f64;
+        for each in all.chunks_exact(3) {
+            if each[0] > busiest.0 {
+                busiest = (each[0], each[1]);
             }
+            fill_s = fill_s.max(each[2]);
+        }
+        let own = match self.rest {
+            Some(rest) if self.own.measured => Some((busiest.0.min(skeleton_s), busiest.1, rest)),
             _ => None,
         };
         if self.rank == 0 {
@@ -608,7 +660,8 @@ impl Skeleton {
                     skeleton_s,
                     self.app_time.as_secs_f64(),
                     self.warmup_s,
-                    own
+                    own,
+                    fill_s
                 )
             );
         }
@@ -677,7 +730,8 @@ pub(crate) fn count(n: u64) -> i32 {
 /// The line every perfskel skeleton prints on rank 0 when it ends; the format of
 /// `perfskel_compiler::back::RunResult::line`, which `perfskel run` reads back. `own`:
 /// where the measuring pass ran, the seconds of the rank that spent the most in the
-/// measured stretches, those times their ratios, and the rest ratio.
+/// measured stretches, those times their ratios, and the rest ratio; `fill_s`: the
+/// largest rank's pipeline fill, counted once (at most what the rest leaves).
 #[allow(clippy::too_many_arguments)]
 pub fn result_line(
     name: &str,
@@ -688,15 +742,13 @@ pub fn result_line(
     app_time_s: f64,
     warmup_s: f64,
     own: Option<(f64, f64, f64)>,
+    fill_s: f64,
 ) -> String {
     let (own_s, own_app_s, rest) = own.unwrap_or((0.0, 0.0, reached));
-    let predicted = if own.is_some() {
-        rest * (skeleton_s - own_s) + own_app_s
-    } else {
-        skeleton_s * reached
-    };
+    let fill_s = fill_s.clamp(0.0, (skeleton_s - own_s).max(0.0));
+    let predicted = rest * (skeleton_s - own_s - fill_s) + own_app_s + fill_s;
     format!(
-        "perfskel-result skeleton={name} backend={backend} ranks={n_ranks} ratio={ratio} skeleton_s={skeleton_s:.6} predicted_s={predicted:.6} app_time_s={app_time_s:.6} warmup_s={warmup_s:.6} reached={reached:.4} own_s={own_s:.6} own_app_s={own_app_s:.6} rest={rest:.4}"
+        "perfskel-result skeleton={name} backend={backend} ranks={n_ranks} ratio={ratio} skeleton_s={skeleton_s:.6} predicted_s={predicted:.6} app_time_s={app_time_s:.6} warmup_s={warmup_s:.6} reached={reached:.4} own_s={own_s:.6} own_app_s={own_app_s:.6} rest={rest:.4} fill_s={fill_s:.6}"
     )
 }
 
@@ -707,8 +759,8 @@ mod tests {
     #[test]
     fn result_line_has_the_compiler_format() {
         assert_eq!(
-            result_line("stencil2d", "c", 4, (100, 98.7633), 0.12, 11.8, 0.004, None),
-            "perfskel-result skeleton=stencil2d backend=c ranks=4 ratio=100 skeleton_s=0.120000 predicted_s=11.851596 app_time_s=11.800000 warmup_s=0.004000 reached=98.7633 own_s=0.000000 own_app_s=0.000000 rest=98.7633"
+            result_line("stencil2d", "c", 4, (100, 98.7633), 0.12, 11.8, 0.004, None, 0.0),
+            "perfskel-result skeleton=stencil2d backend=c ranks=4 ratio=100 skeleton_s=0.120000 predicted_s=11.851596 app_time_s=11.800000 warmup_s=0.004000 reached=98.7633 own_s=0.000000 own_app_s=0.000000 rest=98.7633 fill_s=0.000000"
         );
         // 0.02 s of the run measured as communication each run of which stands for 2
         // of the application's: 0.1 s × 102 + 0.04 s.
@@ -721,9 +773,16 @@ mod tests {
                 0.12,
                 11.8,
                 0.004,
-                Some((0.02, 0.04, 102.0))
+                Some((0.02, 0.04, 102.0)),
+                0.0
             ),
-            "perfskel-result skeleton=s backend=rust ranks=2 ratio=100 skeleton_s=0.120000 predicted_s=10.240000 app_time_s=11.800000 warmup_s=0.004000 reached=100.0000 own_s=0.020000 own_app_s=0.040000 rest=102.0000"
+            "perfskel-result skeleton=s backend=rust ranks=2 ratio=100 skeleton_s=0.120000 predicted_s=10.240000 app_time_s=11.800000 warmup_s=0.004000 reached=100.0000 own_s=0.020000 own_app_s=0.040000 rest=102.0000 fill_s=0.000000"
+        );
+        // A pipeline whose last stage waited 0.01 s before its first iteration: that
+        // time counts once, the rest 100 times: 0.11 s × 100 + 0.01 s.
+        assert_eq!(
+            result_line("p", "rust", 4, (100, 100.0), 0.12, 11.0, 0.0, None, 0.01),
+            "perfskel-result skeleton=p backend=rust ranks=4 ratio=100 skeleton_s=0.120000 predicted_s=11.010000 app_time_s=11.000000 warmup_s=0.000000 reached=100.0000 own_s=0.000000 own_app_s=0.000000 rest=100.0000 fill_s=0.010000"
         );
     }
 }

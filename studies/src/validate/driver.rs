@@ -531,6 +531,7 @@ mod tests {
                         own_s: 0.0,
                         own_app_s: 0.0,
                         rest: 10.0,
+                        fill_s: 0.0,
                         simulation_s: None,
                     }
                 })

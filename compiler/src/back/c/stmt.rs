@@ -100,15 +100,31 @@ impl Writer<'_> {
                     None => format!("it{}", self.depth.min(9)),
                 };
                 let count = self.expr(&l.count);
+                let fill = stmt
+                    .pos
+                    .span()
+                    .is_some_and(|s| self.options.fill_loops.contains(&s.start));
+                if fill {
+                    self.line(&format!(
+                        "ps_fill_begin(); /* {} */",
+                        crate::back::FILL_NOTE
+                    ));
+                }
                 self.line(&format!(
                     "for (long long {var} = 0; {var} < {count}; {var}++) {{"
                 ));
                 self.indent += 1;
                 self.depth += 1;
                 self.block(&l.body);
+                if fill {
+                    self.line("ps_fill_iteration();");
+                }
                 self.depth -= 1;
                 self.indent -= 1;
                 self.line("}");
+                if fill {
+                    self.line("ps_fill_end();");
+                }
             }
             StmtKind::If(i) => {
                 let cond = self.expr(&i.cond);

@@ -26,6 +26,7 @@ pub fn main_rs(program: &Program, info: &Info, options: &Options) -> String {
         used_comms: used_comms(&program.body),
         vars: loop_vars(&program.body, info),
         own: options.own_ratios.clone(),
+        fill: options.fill_loops.clone(),
     };
     g.header(program, info, options);
     let (decls, rest) = crate::back::comms_and_passes(&program.body);
@@ -61,6 +62,8 @@ struct Gen {
     vars: LoopVars,
     /// The communication statements with ratios of their own (see `Options::own_ratios`).
     own: std::collections::BTreeMap<u32, f64>,
+    /// The loops timed for a pipeline's fill (see `Options::fill_loops`).
+    fill: std::collections::BTreeSet<u32>,
 }
 
 /// The Rust variable of each loop variable: `v_NAME`, with underscores added while a
@@ -368,9 +371,23 @@ impl Gen {
                     }
                     _ => format!("for _ in 0..{} {{", expr(&l.count, &self.vars)),
                 };
+                let fill = stmt
+                    .pos
+                    .span()
+                    .is_some_and(|s| self.fill.contains(&s.start));
+                if fill {
+                    self.line(depth, &format!("// {}", crate::back::FILL_NOTE));
+                    self.line(depth, "sk.fill_begin();");
+                }
                 self.line(depth, &head);
                 self.block_body(&l.body, depth + 1);
+                if fill {
+                    self.line(depth + 1, "sk.fill_iteration();");
+                }
                 self.line(depth, "}");
+                if fill {
+                    self.line(depth, "sk.fill_end();");
+                }
             }
             StmtKind::If(i) => {
                 self.line(depth, &format!("if {} {{", expr(&i.cond, &self.vars)));
