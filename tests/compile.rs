@@ -941,11 +941,14 @@ fn a_pipeline_s_fill_is_measured_and_counted_once() {
             text(&output.stderr)
         );
         let r = RunResult::find_in(&stdout).expect("a result line");
-        // Rank 1 waited for rank 0's first block: about a stage of 1 ms.
+        // Rank 1 waited for rank 0's first block: about a stage of 1 ms, where each rank
+        // had a core (20 stages and the fill, 21 ms; a run slowed past 1.5 times that
+        // shared a core with other work, and the fill may vanish in the others' wait).
         assert!(
-            r.fill_s > 0.0 && r.fill_s < 0.5 * r.skeleton_s,
+            r.fill_s >= 0.0 && r.fill_s < 0.5 * r.skeleton_s,
             "{mpi}: {r:?}"
         );
+        assert!(r.fill_s > 0.0 || r.skeleton_s > 0.032, "{mpi}: {r:?}");
         let split = r.rest * (r.skeleton_s - r.fill_s) + r.fill_s;
         assert!(
             (r.predicted_s - split).abs() < 1e-4 * r.rest,

@@ -320,18 +320,22 @@ pub fn scale(verified: &Verified, options: &ScaleOptions) -> Result<Scaled, Box<
         let f = 2.0 * once - at(twice)? - at(none)?;
         Ok(f.clamp(0.0, MAX_OWN_SHARE * once))
     };
+    // The scaled skeleton's time with compute as traced, where something is split off.
+    let mut whole = None;
+    let mut whole_s = || -> Result<f64, Box<Diag>> {
+        if let Some(t) = whole {
+            return Ok(t);
+        }
+        let t = time(1.0, 1.0).map_err(|e| too_large(program, e))?;
+        whole = Some(t);
+        Ok(t)
+    };
     // Where the variants do not run (partner loops that only match as cut), none.
     let has_fill = variants.is_some() && {
-        let once = time(1.0, 1.0).map_err(|e| too_large(program, e))?;
+        let once = whole_s()?;
         fill(1.0, 1.0, once).is_ok_and(|f| f >= MIN_FILL_SHARE * once)
     };
-    // With a fill, the skeleton's time less its fill is what must be 1/K of the
-    // application's less the same fill (it happens once in both).
-    // Likewise communication that loops cut less than K counts by its own ratio: its
-    // time in the model's measuring pass (no compute, so the same whatever the compute
-    // factor) is replaced by what it stands for over K, and compute is not shrunk to
-    // make room for it. Not where it would take nearly all of the skeleton's time (then
-    // the rest is too small to multiply, and the skeleton is scaled as a whole).
+    // Communication that loops cut less than K, with its own ratios (see `own_split`).
     let own = if k > 1.0 {
         own_ratios(program, &plan, k)
     } else {
@@ -348,12 +352,16 @@ pub fn scale(verified: &Verified, options: &ScaleOptions) -> Result<Scaled, Box<
     };
     let own_whole = own_at(1.0);
     let split_own = match own_whole {
-        Some((own_s, _)) if own_s > 0.0 => {
-            let whole = time(1.0, 1.0).map_err(|e| too_large(program, e))?;
-            own_s < MAX_OWN_SHARE * whole
-        }
+        Some((own_s, _)) if own_s > 0.0 => own_s < MAX_OWN_SHARE * whole_s()?,
         _ => false,
     };
+    // What must be 1/K of the application's time: the skeleton's, less a pipeline's
+    // fill, which happens once in both; and with the time of communication that counts
+    // by its own ratio (in the model's measuring pass: no compute, so the same whatever
+    // the compute factor) replaced by what it stands for over K, so that compute is not
+    // shrunk to make room for either. Not where that communication would take nearly
+    // all of the skeleton's time: the rest would be too small to multiply, and the
+    // skeleton is scaled as a whole.
     let time_split = |c: f64, s: f64| -> Result<f64, TimingError> {
         let once = time(c, s)?;
         let mut split = once;
