@@ -493,47 +493,41 @@ fn compute_made_no_difference(result: &RunResult) -> Option<String> {
 /// measuring pass timed communication that loops cut less than K, what of the time
 /// that was and how each part is multiplied.
 fn prediction_text(result: &RunResult) -> String {
-    let fill = if result.fill_s > 0.0 {
-        format!(
-            ", {:.6} s a pipeline's fill before its first iterations (counted once)",
-            result.fill_s
-        )
-    } else {
-        String::new()
-    };
-    match (result.own_s > 0.0, result.fill_s > 0.0) {
-        (false, false) => format!(" × {}", result.reached),
-        (true, false) => format!(
-            ", of which {:.6} s communication that loops cut less than 1:{} (standing for {:.6} s of the application's): ({:.6} − {:.6}) × {} + {:.6}",
+    // What counts apart from the rest: what it is, what it takes off the skeleton's
+    // time, and what it adds back.
+    let mut parts = Vec::new();
+    if result.own_s > 0.0 {
+        parts.push((
+            format!(
+                "{:.6} s communication that loops cut less than 1:{} (standing for {:.6} s of the application's)",
+                result.own_s, result.ratio, result.own_app_s
+            ),
             result.own_s,
-            result.ratio,
             result.own_app_s,
-            result.skeleton_s,
-            result.own_s,
-            result.rest,
-            result.own_app_s
-        ),
-        (false, true) => format!(
-            ", of which{}: ({:.6} − {:.6}) × {} + {:.6}",
-            &fill[1..],
-            result.skeleton_s,
-            result.fill_s,
-            result.rest,
-            result.fill_s
-        ),
-        (true, true) => format!(
-            ", of which {:.6} s communication that loops cut less than 1:{} (standing for {:.6} s of the application's){fill}: ({:.6} − {:.6} − {:.6}) × {} + {:.6} + {:.6}",
-            result.own_s,
-            result.ratio,
-            result.own_app_s,
-            result.skeleton_s,
-            result.own_s,
-            result.fill_s,
-            result.rest,
-            result.own_app_s,
-            result.fill_s
-        ),
+        ));
     }
+    if result.fill_s > 0.0 {
+        parts.push((
+            format!(
+                "{:.6} s a pipeline's fill before its first iterations (counted once)",
+                result.fill_s
+            ),
+            result.fill_s,
+            result.fill_s,
+        ));
+    }
+    if parts.is_empty() {
+        return format!(" × {}", result.reached);
+    }
+    let what: Vec<&str> = parts.iter().map(|p| p.0.as_str()).collect();
+    let less: String = parts.iter().map(|p| format!(" − {:.6}", p.1)).collect();
+    let plus: String = parts.iter().map(|p| format!(" + {:.6}", p.2)).collect();
+    format!(
+        ", of which {}: ({:.6}{less}) × {}{plus}",
+        what.join(", "),
+        result.skeleton_s,
+        result.rest
+    )
 }
 
 /// The compiler wrapper of `mpi`: `mpicc.openmpi`/`mpicc.mpich` when installed, else

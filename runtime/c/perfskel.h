@@ -714,7 +714,6 @@ static inline void ps_end(const char *name, unsigned long long ratio, double rea
     int rank, size;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    double own_s = 0, own_app_s = 0, fill_s = 0, predicted = elapsed * reached;
     if (!ps_measured) rest = reached;
     double mine[3] = {ps_own_s, ps_own_app_s, ps_fill_s};
     double *all = NULL;
@@ -724,6 +723,7 @@ static inline void ps_end(const char *name, unsigned long long ratio, double rea
     }
     MPI_Gather(mine, 3, MPI_DOUBLE, all, 3, MPI_DOUBLE, 0, MPI_COMM_WORLD);
     if (rank == 0) {
+        double own_s = 0, own_app_s = 0, fill_s = 0;
         for (int r = 0; r < size; r++) {
             if (all[3 * r] > own_s) {
                 own_s = all[3 * r];
@@ -734,9 +734,7 @@ static inline void ps_end(const char *name, unsigned long long ratio, double rea
         free(all);
         if (own_s > elapsed) own_s = elapsed;
         if (fill_s > elapsed - own_s) fill_s = elapsed - own_s;
-        predicted = rest * (elapsed - own_s - fill_s) + own_app_s + fill_s;
-    }
-    if (rank == 0) {
+        double predicted = rest * (elapsed - own_s - fill_s) + own_app_s + fill_s;
         printf("perfskel-result skeleton=%s backend=c ranks=%d ratio=%llu skeleton_s=%.6f "
                "predicted_s=%.6f app_time_s=%.6f warmup_s=%.6f reached=%.4f own_s=%.6f "
                "own_app_s=%.6f rest=%.4f fill_s=%.6f\n",

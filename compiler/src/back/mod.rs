@@ -159,6 +159,15 @@ pub(crate) fn own_stretches(
     out
 }
 
+/// Whether `stmt` is a loop the program times for its fill (`Options::fill_loops`).
+pub(crate) fn times_fill(stmt: &Stmt, fill_loops: &std::collections::BTreeSet<u32>) -> bool {
+    matches!(stmt.kind, StmtKind::Loop(_))
+        && stmt
+            .pos
+            .span()
+            .is_some_and(|s| fill_loops.contains(&s.start))
+}
+
 /// The comment on a loop whose first iteration the program times apart.
 pub(crate) const FILL_NOTE: &str =
     "a pipeline: what its first iteration takes beyond the others' mean is its fill, counted once";

@@ -424,20 +424,9 @@ pub fn scale(verified: &Verified, options: &ScaleOptions) -> Result<Scaled, Box<
     } else {
         ratio_reached
     };
-    let (own_ratios, rest_ratio) = if k > 1.0 {
-        own_split(
-            program,
-            &scaled,
-            &plan,
-            world,
-            model,
-            k,
-            ratio_reached,
-            expected - fill_s,
-        )
-    } else {
-        (Default::default(), ratio_reached)
-    };
+    // The measuring pass runs no compute: as at compute x1 (`own_at`), at the sizes kept.
+    let found = if s == 1.0 { own_whole } else { own_at(s) };
+    let (own_ratios, rest_ratio) = own_split(own, found, ratio_reached, expected - fill_s);
     // What the prediction multiplies the skeleton's cut part by: the rest ratio where
     // some communication counts by its own (the skeleton itself then runs longer than
     // 1/K of the application), else the ratio reached.
@@ -651,36 +640,28 @@ fn with_counts(
 /// multiply by a ratio of its own (its noise would be multiplied with it).
 const MAX_OWN_SHARE: f64 = 0.9;
 
-/// The communication statements of `program` (the unscaled one; the scaled one keeps
-/// their positions) that `plan` cuts less than `k`, with their own ratios (`k` over the
-/// ratio their enclosing loops leave), and the rest ratio: the model's application
-/// time (`ratio_reached` × `expected_s`, the scaled skeleton's less its pipelines'
-/// fill, which counts once beside the rest) less what those
-/// statements stand for, over `expected_s` less their time, as [`simulate_own`] gives
-/// them for the rank that spends the most in them. No statements and the ratio reached
-/// where there are none, where the simulation fails, or where they take nearly all of
-/// the time.
-#[allow(clippy::too_many_arguments)]
+/// The statements with ratios of their own (`own`, from [`own_ratios`]) and the rest
+/// ratio: the model's application time (`ratio_reached` × `expected_s`, the scaled
+/// skeleton's less its pipelines' fill, which counts once beside the rest) less what
+/// those statements stand for, over `expected_s` less their time, both as the model's
+/// measuring pass gives them for the rank that spends the most there (`found`, from
+/// [`simulate_own`]: `None` where it failed). No statements and the ratio reached where
+/// there are none, where the simulation failed, or where they take nearly all of the
+/// time.
 fn own_split(
-    program: &Program,
-    scaled: &Program,
-    plan: &Plan,
-    world: &Shape,
-    model: &Model,
-    k: f64,
+    own: std::collections::BTreeMap<u32, f64>,
+    found: Option<(f64, f64)>,
     ratio_reached: f64,
     expected_s: f64,
 ) -> (std::collections::BTreeMap<u32, f64>, f64) {
     let none = (std::collections::BTreeMap::new(), ratio_reached);
     let app_s = ratio_reached * expected_s;
-    let own = own_ratios(program, plan, k);
+    let Some((own_s, own_app_s)) = found else {
+        return none;
+    };
     if own.is_empty() || expected_s.is_nan() || expected_s <= 0.0 {
         return none;
     }
-    let Ok(found) = simulate_own(scaled, world, model, SIMULATION_BUDGET, &own) else {
-        return none;
-    };
-    let (own_s, own_app_s) = found.busiest();
     let rest_s = expected_s - own_s;
     if rest_s < (1.0 - MAX_OWN_SHARE) * expected_s || app_s - own_app_s < rest_s {
         return none;

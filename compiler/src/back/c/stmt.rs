@@ -100,10 +100,7 @@ impl Writer<'_> {
                     None => format!("it{}", self.depth.min(9)),
                 };
                 let count = self.expr(&l.count);
-                let fill = stmt
-                    .pos
-                    .span()
-                    .is_some_and(|s| self.options.fill_loops.contains(&s.start));
+                let fill = crate::back::times_fill(stmt, &self.options.fill_loops);
                 if fill {
                     self.line(&format!(
                         "ps_fill_begin(); /* {} */",

@@ -371,10 +371,7 @@ impl Gen {
                     }
                     _ => format!("for _ in 0..{} {{", expr(&l.count, &self.vars)),
                 };
-                let fill = stmt
-                    .pos
-                    .span()
-                    .is_some_and(|s| self.fill.contains(&s.start));
+                let fill = crate::back::times_fill(stmt, &self.fill);
                 if fill {
                     self.line(depth, &format!("// {}", crate::back::FILL_NOTE));
                     self.line(depth, "sk.fill_begin();");
