@@ -378,6 +378,9 @@ impl RankEvents for Reported<'_> {
     fn memory(&self) -> Option<perfskel_compiler::trace::Memory> {
         RankEvents::memory(&self.reader)
     }
+    fn poll_ps(&self) -> Option<u64> {
+        RankEvents::poll_ps(&self.reader)
+    }
 }
 
 /// The traced executable's file name (the object of the first call site of the first

@@ -769,6 +769,7 @@ impl Synth {
             },
             memory: None,
             clock: None,
+            poll_ps: None,
             events: self.events,
             sites,
             comms: [(0, (0..i64::from(n_ranks)).collect())].into(),
@@ -1185,7 +1186,8 @@ fn nonblocking_collectives_and_completions() {
 /// of gaps) leaves no statement of its own: the compute before the next statement (1 ms
 /// of gap before the run + the run's 2 ms of gaps, then 1 ms before the barrier) makes
 /// its 4000 polls again, and their 3 ms are not in its time (a poll's cost is the
-/// MPI's, made where the skeleton runs).
+/// MPI's, made where the skeleton runs), but the time above what the trace measured a
+/// failed test to cost is.
 #[test]
 fn failed_polls_are_made_again_after_the_compute() {
     let ranks: Vec<RankTrace> = (0..2)
@@ -1205,7 +1207,25 @@ fn failed_polls_are_made_again_after_the_compute() {
         .collect();
     let (text, _) = run_synthetic(&ranks, Algorithm::Exact);
     assert!(!text.contains("test"), "{text}");
-    assert!(text.contains("compute 4 ms polls 4000"), "{text}");
+    assert!(
+        text.contains("compute 4 ms polls 4000 each 750 ns"),
+        "{text}"
+    );
+    // Where the trace measured what a failed test costs (format 10's poll record, here
+    // 250 ns), the polls keep that cost and the rest of their 3 ms is compute: the
+    // traced call's 750 ns was also the work before it landing.
+    let measured: Vec<RankTrace> = ranks
+        .into_iter()
+        .map(|mut rt| {
+            rt.poll_ps = Some(250_000);
+            rt
+        })
+        .collect();
+    let (text, _) = run_synthetic(&measured, Algorithm::Exact);
+    assert!(
+        text.contains("compute 6 ms polls 4000 each 250 ns"),
+        "{text}"
+    );
 }
 
 /// A single rank exchanging with `MPI_PROC_NULL` only: those calls do nothing anywhere,

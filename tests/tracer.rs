@@ -192,6 +192,15 @@ fn trace_launched(mpi: Mpi, app: &str, launcher: &[&str], args: &[&str]) -> Trac
             rt.comms.get(&0),
             Some(&(0..N_RANKS as i64).collect::<Vec<_>>())
         );
+        // What a failed MPI_Test costs, where measured (a rank that lost its core for
+        // 2 ms while measuring has none, as where four ranks share one core): more
+        // than a few cycles, less than a millisecond.
+        if let Some(ps) = rt.poll_ps {
+            assert!(
+                (500..1_000_000_000).contains(&ps),
+                "rank {rank}: poll {ps} ps"
+            );
+        }
     }
     check_requests(&ranks);
     check_sites(&ranks, app);
@@ -1818,6 +1827,61 @@ fn reader_reads_the_clock_and_off_cpu_time_of_version_6_only() {
     assert_eq!(err.kind, TraceErrorKind::UnknownFields(field::OFF_CPU));
 }
 
+/// Version 10's poll record: the cost of a failed `MPI_Test` reads in picoseconds (0:
+/// not measured); in version 9 it is an unknown record; after an event, a second time,
+/// or above a second it is corrupt.
+#[test]
+fn reader_reads_the_poll_cost_of_version_10_only() {
+    let poll = |ps: u64| {
+        move |b: &mut Vec<u8>| {
+            b.push(format::R_POLL);
+            varint(b, ps);
+        }
+    };
+    let read = |bytes: &[u8]| {
+        let mut reader = RankReader::new(bytes, Some(0)).expect("header");
+        for ev in reader.by_ref() {
+            ev.expect("event");
+        }
+        reader.poll_ps()
+    };
+    assert_eq!(
+        read(&RankFile::with_first(0, 2, 10, poll(15_656)).finish()),
+        Some(15_656)
+    );
+    assert_eq!(
+        read(&RankFile::with_first(0, 2, 10, poll(0)).finish()),
+        None
+    );
+    assert_eq!(read(&RankFile::new(0, 2, 10).finish()), None);
+    // After the first event, twice, more than a second.
+    let mut f = RankFile::new(0, 2, 10);
+    f.record(poll(1000));
+    let at = f.record_starts[f.record_starts.len() - 1];
+    let err = read_all(&f.finish(), 0).expect_err("poll record after an event");
+    assert_eq!(err.offset, at as u64);
+    assert!(
+        matches!(err.kind, TraceErrorKind::BadRecord(w) if w.contains("after the first event"))
+    );
+    let twice = |b: &mut Vec<u8>| {
+        poll(0)(b);
+        poll(1000)(b);
+    };
+    let err =
+        read_all(&RankFile::with_first(0, 2, 10, twice).finish(), 0).expect_err("two poll records");
+    assert!(matches!(err.kind, TraceErrorKind::BadRecord(_)), "{err:?}");
+    let err = read_all(
+        &RankFile::with_first(0, 2, 10, poll(format::MAX_POLL_PS + 1)).finish(),
+        0,
+    )
+    .expect_err("a poll of more than a second");
+    assert!(matches!(err.kind, TraceErrorKind::BadRecord(w) if w.contains("more than a second")));
+    // Version 9: no poll record.
+    let err = read_all(&RankFile::with_first(0, 2, 9, poll(1000)).finish(), 0)
+        .expect_err("no poll record in version 9");
+    assert_eq!(err.kind, TraceErrorKind::UnknownRecord(format::R_POLL));
+}
+
 /// Version 7's runs of failed polls: a run reads as one event standing for its calls,
 /// and `trace stats` counts the calls; a run of fewer than two calls, a run of a call
 /// that is not a failed test or probe, or the field in version 6, is corrupt.
@@ -2554,6 +2618,12 @@ fn check_calls_nb_trace(t: &Trace, mpi: Mpi, app: &str) {
 fn check_polls(mpi: Mpi) {
     const POLLS: u64 = 5000;
     let t = trace(mpi, "test:polls", &[&POLLS.to_string()]);
+    // The poll record (format 10): ranks that kept their core for the few microseconds
+    // it takes measured what a failed MPI_Test costs (the range: `trace`).
+    assert!(
+        t.ranks.iter().any(|rt| rt.poll_ps.is_some()),
+        "no rank measured its poll"
+    );
     for (r, rt) in t.ranks.iter().enumerate() {
         let evs: Vec<&Event> = rt
             .events

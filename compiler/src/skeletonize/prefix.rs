@@ -388,4 +388,7 @@ impl RankEvents for Prefix<'_> {
     fn memory(&self) -> Option<Memory> {
         self.memory
     }
+    fn poll_ps(&self) -> Option<u64> {
+        self.inner.poll_ps()
+    }
 }

@@ -26,6 +26,9 @@ pub struct RankTrace {
     pub memory: Option<Memory>,
     /// Whether the events' off-CPU time was measured (format version 6).
     pub clock: Option<Clock>,
+    /// What a failed `MPI_Test` cost the rank, ps (format version 10; see
+    /// [`RankReader::poll_ps`]).
+    pub poll_ps: Option<u64>,
 }
 
 impl RankTrace {
@@ -45,6 +48,7 @@ impl RankTrace {
             completion: completion(&reader),
             memory: reader.memory(),
             clock: reader.clock(),
+            poll_ps: reader.poll_ps(),
         })
     }
 }

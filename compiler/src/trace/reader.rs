@@ -321,6 +321,7 @@ pub struct RankReader<R> {
     comms: BTreeMap<u64, Comm>,
     memory: Option<Memory>,
     clock: Option<Clock>,
+    poll_ps: Option<u64>,
     /// Version 8: the CRC-32 of the bytes since the last checksum record, up to
     /// `buf[hashed]` (bytes before are hashed when the buffer moves them out).
     crc: crc32fast::Hasher,
@@ -430,6 +431,7 @@ impl<R: Read> RankReader<R> {
             comms: BTreeMap::new(),
             memory: None,
             clock: None,
+            poll_ps: None,
             crc: crc32fast::Hasher::new(),
             hashed: 0,
             block_from: 0,
@@ -532,6 +534,12 @@ impl<R: Read> RankReader<R> {
     /// measured wall time only.
     pub fn clock(&self) -> Option<Clock> {
         self.clock
+    }
+    /// The poll record (version 10; it follows the clock record): what one failed
+    /// `MPI_Test` cost the rank, in picoseconds (see [`format::POLL_SINCE`]); `None` in
+    /// older files and where the tracer did not measure it.
+    pub fn poll_ps(&self) -> Option<u64> {
+        self.poll_ps.filter(|&ps| ps > 0)
     }
     /// How the file ended; `None` until [`RankReader::next_event`] returned `Ok(false)`.
     pub fn completion(&self) -> Option<Completion> {
@@ -809,6 +817,24 @@ impl<R: Read> RankReader<R> {
                     ));
                 }
                 self.clock = Some(clock);
+                self.pos += c.at;
+                Ok(None)
+            }
+            format::R_POLL if self.header.version >= format::POLL_SINCE => {
+                let ps = c.varint()?;
+                if ps > format::MAX_POLL_PS {
+                    return Err(Decode::Bad(
+                        TraceErrorKind::BadRecord("a poll record of more than a second"),
+                        0,
+                    ));
+                }
+                if self.poll_ps.is_some() || self.n_events > 0 {
+                    return Err(Decode::Bad(
+                        TraceErrorKind::BadRecord("a poll record after the first event"),
+                        0,
+                    ));
+                }
+                self.poll_ps = Some(ps);
                 self.pos += c.at;
                 Ok(None)
             }
