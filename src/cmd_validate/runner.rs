@@ -359,7 +359,7 @@ impl Runner for ProcessRunner {
         args: &[&str],
         traced_in: &Scenario,
         runs: u32,
-    ) -> Result<(), RunError> {
+    ) -> Result<Vec<f64>, RunError> {
         let (argv, cwd) = self.app_command(traced_in, app, args, false)?;
         let mut command = self.perfskel();
         command
@@ -373,8 +373,23 @@ impl Runner for ProcessRunner {
             command.current_dir(dir);
         }
         let label = format!("record {}", Self::skeleton_name(app, traced_in));
-        self.run(&label, command, traced_in.competing_jobs)
-            .map(drop)
+        self.run(&label, command, traced_in.competing_jobs)?;
+        // Each run's time, from the manifest `record` wrote (a trace it cannot read
+        // fails at skeletonize, which says why).
+        let manifest = std::fs::read_to_string(
+            self.trace_dir(app, traced_in)
+                .join(perfskel_compiler::trace::format::MANIFEST_FILE),
+        )
+        .ok()
+        .and_then(|text| perfskel_compiler::trace::Manifest::from_json(&text).ok());
+        Ok(manifest.map_or_else(Vec::new, |m| {
+            let single = m.app_ns();
+            let ns = m.runs.map_or_else(|| vec![single], |r| r.app_ns);
+            ns.into_iter()
+                .filter(|&ns| ns > 0)
+                .map(|ns| ns as f64 / 1e9)
+                .collect()
+        }))
     }
 
     fn skeletonize(&mut self, app: &AppSpec, traced_in: &Scenario) -> Result<(), RunError> {

@@ -19,14 +19,15 @@ pub trait Runner {
     fn build(&mut self, app: &AppSpec, mpi: Mpi) -> Result<(), RunError>;
     /// Traces `app` with `args` in `traced_in` (base, or a scenario with its own trace:
     /// [`Scenario::traced_ranks`]) with `perfskel record`, keeping the median of `runs`
-    /// runs.
+    /// runs; gives each traced run's application time in seconds (empty where the
+    /// trace does not say).
     fn record(
         &mut self,
         app: &AppSpec,
         args: &[&str],
         traced_in: &Scenario,
         runs: u32,
-    ) -> Result<(), RunError>;
+    ) -> Result<Vec<f64>, RunError>;
     /// Turns the trace taken in `traced_in` into a skeleton (`perfskel skeletonize`).
     fn skeletonize(&mut self, app: &AppSpec, traced_in: &Scenario) -> Result<(), RunError>;
     /// Generates the program of the skeleton traced in `traced_in` at 1:`ratio` for
@@ -71,6 +72,11 @@ pub struct Observation {
     pub app_runs: Vec<f64>,
     /// Each run of the application at the small problem size.
     pub small_runs: Vec<f64>,
+    /// Where the skeleton of this cell was traced here (base, or a scenario traced at its
+    /// own rank count): each traced run of the application (`record --runs`), seconds;
+    /// the trace is the median one. Runs of the same application in the same
+    /// conditions, with the tracer: the machine's noise shows in them too.
+    pub traced_runs: Vec<f64>,
     pub skeletons: Vec<SkeletonObservation>,
 }
 
@@ -214,8 +220,9 @@ pub fn drive(plan: &Plan, runner: &mut impl Runner) -> Observations {
             }
         }
         let mut compiled = BTreeSet::new();
+        let mut base_traced = Vec::new();
         if let (Some(base), true) = (base, built.contains(&Mpi::OpenMpi)) {
-            compiled = prepare(
+            (compiled, base_traced) = prepare(
                 runner,
                 plan,
                 app,
@@ -231,6 +238,11 @@ pub fn drive(plan: &Plan, runner: &mut impl Runner) -> Observations {
                 scenario: scenario.name,
                 app_runs: Vec::new(),
                 small_runs: Vec::new(),
+                traced_runs: if scenario.name == BASE {
+                    base_traced.clone()
+                } else {
+                    Vec::new()
+                },
                 skeletons: Vec::new(),
             };
             if built.contains(&scenario.mpi) {
@@ -242,7 +254,7 @@ pub fn drive(plan: &Plan, runner: &mut impl Runner) -> Observations {
                 // small-problem baseline (base runs another rank count).
                 let own = scenario.traced_ranks.is_some();
                 let compiled = if own {
-                    prepare(
+                    let (compiled, traced_runs) = prepare(
                         runner,
                         plan,
                         app,
@@ -250,7 +262,9 @@ pub fn drive(plan: &Plan, runner: &mut impl Runner) -> Observations {
                         scenario,
                         &[scenario.mpi],
                         &mut observations.failures,
-                    )
+                    );
+                    cell.traced_runs = traced_runs;
+                    compiled
                 } else {
                     compiled.clone()
                 };
@@ -339,7 +353,7 @@ fn prepare(
     traced_in: &Scenario,
     mpis: &[Mpi],
     failures: &mut Vec<Failure>,
-) -> BTreeSet<(Backend, Mpi)> {
+) -> (BTreeSet<(Backend, Mpi)>, Vec<f64>) {
     let own = (traced_in.name != BASE).then(|| traced_in.name.to_string());
     let fail = |step: Step, backend: Option<Backend>, error| Failure {
         app: Some(app.name.to_string()),
@@ -349,11 +363,13 @@ fn prepare(
         error,
     };
     let mut compiled = BTreeSet::new();
+    let mut traced_runs = Vec::new();
     runner.progress(&format!("{}: record in {}", app.name, traced_in.name));
     let skeleton = runner
         .record(app, args, traced_in, plan.record_runs)
         .map_err(|e| fail(Step::Record, None, e))
-        .and_then(|()| {
+        .and_then(|runs| {
+            traced_runs = runs;
             runner.progress(&format!("{}: skeletonize", app.name));
             runner
                 .skeletonize(app, traced_in)
@@ -361,7 +377,7 @@ fn prepare(
         });
     if let Err(failure) = skeleton {
         failures.push(failure);
-        return compiled;
+        return (compiled, traced_runs);
     }
     for &backend in &plan.backends {
         for &mpi in mpis {
@@ -379,7 +395,7 @@ fn prepare(
             }
         }
     }
-    compiled
+    (compiled, traced_runs)
 }
 
 /// A result line must be for the ratio and rank count the harness asked for.
@@ -440,14 +456,14 @@ mod tests {
             args: &[&str],
             traced_in: &Scenario,
             runs: u32,
-        ) -> Result<(), RunError> {
+        ) -> Result<Vec<f64>, RunError> {
             self.calls.push(format!(
                 "record {} {} {} runs {runs}",
                 app.name,
                 args.join(" "),
                 traced_in.name
             ));
-            Ok(())
+            Ok(Vec::new())
         }
         fn skeletonize(&mut self, app: &AppSpec, traced_in: &Scenario) -> Result<(), RunError> {
             if traced_in.name == BASE {

@@ -70,6 +70,11 @@ pub struct Row {
     pub spread_pct: Option<f64>,
     /// The small problem's time in this scenario.
     pub small_s: Option<f64>,
+    /// Where the skeleton was traced in this scenario: each traced run's time (the
+    /// trace is the median one), seconds. The application's range (`within_app_range`)
+    /// spans these runs too.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub traced_runs: Vec<f64>,
     pub predictions: Vec<Prediction>,
 }
 
@@ -82,7 +87,8 @@ pub struct Prediction {
     /// slow.
     pub error_pct: Option<f64>,
     /// The prediction lies between the application's fastest and slowest run (from two
-    /// runs on): it cannot be told from one of them.
+    /// runs on, untraced or traced where the skeleton was made): it cannot be told from
+    /// one of them.
     pub within_app_range: Option<bool>,
     /// What `perfskel run` warned of while it ran the skeleton (skeleton methods only):
     /// a run too short to time, other work on the machine, runs that spread.
@@ -129,9 +135,17 @@ pub struct ControlCheck {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct TraceCheck {
     pub app: String,
+    /// Where it was traced: base, or a scenario traced at its own rank count.
+    pub scenario: String,
     pub backend: String,
     pub traced_s: f64,
+    /// The traced runs' fastest and slowest (`record --runs`), where there were two or
+    /// more.
+    pub traced_range: Option<(f64, f64)>,
+    /// The untraced application's median run in that scenario, and its fastest and
+    /// slowest.
     pub base_s: Option<f64>,
+    pub untraced_range: Option<(f64, f64)>,
     pub error_pct: Option<f64>,
 }
 
@@ -191,15 +205,25 @@ pub fn evaluate(plan: &Plan, observations: &Observations) -> Report {
             continue;
         };
         let measured = obs.app_s();
-        let fastest = obs.app_runs.iter().copied().reduce(f64::min);
-        let slowest = obs.app_runs.iter().copied().reduce(f64::max);
-        let range = (obs.app_runs.len() >= 2)
-            .then_some(fastest.zip(slowest))
-            .flatten();
-        let spread_pct = range
+        let span = |runs: &[f64]| {
+            let fastest = runs.iter().copied().reduce(f64::min);
+            let slowest = runs.iter().copied().reduce(f64::max);
+            (runs.len() >= 2).then_some(fastest.zip(slowest)).flatten()
+        };
+        let spread_pct = span(&obs.app_runs)
             .zip(measured)
             .filter(|(_, m)| *m > 0.0)
             .map(|((lo, hi), m)| 100.0 * (hi - lo) / m);
+        // The runs the skeleton was traced from are the application's runs here too.
+        let all_runs: Vec<f64> = obs
+            .app_runs
+            .iter()
+            .chain(&obs.traced_runs)
+            .copied()
+            .collect();
+        let range = (!obs.app_runs.is_empty())
+            .then(|| span(&all_runs))
+            .flatten();
         let skeleton_s = |o: &Observation, backend| skeleton_of(o, backend)?.answer();
         // `run`'s prediction; else the skeleton's time times the ratio it reaches (K
         // where the target was hit).
@@ -264,6 +288,7 @@ pub fn evaluate(plan: &Plan, observations: &Observations) -> Report {
             app_runs: obs.app_runs.len(),
             spread_pct: spread_pct.map(round6),
             small_s: obs.small_s().map(round6),
+            traced_runs: obs.traced_runs.iter().copied().map(round6).collect(),
             predictions,
         });
     }
@@ -283,23 +308,35 @@ pub fn evaluate(plan: &Plan, observations: &Observations) -> Report {
             })
         })
         .collect();
+    // Each trace (base's, and those of scenarios traced at their own rank count) against
+    // the untraced runs of the same scenario.
     let mut traces = Vec::new();
+    let range = |runs: &[f64]| {
+        let lo = runs.iter().copied().reduce(f64::min)?;
+        let hi = runs.iter().copied().reduce(f64::max)?;
+        (runs.len() >= 2).then_some((round6(lo), round6(hi)))
+    };
     for app in &plan.apps {
-        for &backend in &plan.backends {
-            let traced = observations
-                .cells
-                .iter()
-                .filter(|c| c.app == app.name)
-                .flat_map(|c| &c.skeletons)
-                .find(|s| s.backend == backend)
-                .and_then(|s| s.app_time_s);
-            if let Some(traced_s) = traced {
-                let base_s = base_time(app.name);
+        for scenario in &plan.scenarios {
+            if scenario.name != BASE && scenario.traced_ranks.is_none() {
+                continue;
+            }
+            let Some(obs) = cell(app.name, scenario.name) else {
+                continue;
+            };
+            for &backend in &plan.backends {
+                let Some(traced_s) = skeleton_of(obs, backend).and_then(|s| s.app_time_s) else {
+                    continue;
+                };
+                let base_s = obs.app_s();
                 traces.push(TraceCheck {
                     app: app.name.to_string(),
+                    scenario: scenario.name.to_string(),
                     backend: backend.name().to_string(),
                     traced_s: round6(traced_s),
+                    traced_range: range(&obs.traced_runs),
                     base_s: base_s.map(round6),
+                    untraced_range: range(&obs.app_runs),
                     error_pct: base_s.and_then(|b| error_pct(traced_s, b)).map(round6),
                 });
             }
@@ -443,6 +480,7 @@ mod tests {
             scenario,
             app_runs: vec![t],
             small_runs: vec![small],
+            traced_runs: Vec::new(),
             skeletons: vec![SkeletonObservation {
                 backend: Backend::C,
                 skeleton_runs: vec![skel],
@@ -494,6 +532,50 @@ mod tests {
         let plan = Plan::new(crate::validate::Mode::Quick, &request).unwrap();
         let report = evaluate(&plan, &Observations::default());
         assert_eq!(report.ranks_text(), "2 ranks; 4 in traced-oversubscribed");
+    }
+
+    /// The runs the skeleton was traced from count in the application's range: a trace
+    /// taken in a fast phase of a machine whose runs vary by 15 % gives a prediction 11 %
+    /// below the untraced runs, inside the range of all six; the trace check shows both
+    /// ranges. Without the traced runs the same prediction is outside.
+    #[test]
+    fn traced_runs_widen_the_application_s_range() {
+        let plan = plan(&["cg"], &["traced-oversubscribed"]);
+        let mut oversubscribed = cell("cg", "traced-oversubscribed", 8.2, 1.0, 0.0724);
+        oversubscribed.app_runs = vec![8.2, 8.1, 8.3];
+        oversubscribed.skeletons[0].app_time_s = Some(7.3);
+        let mut observations = Observations {
+            cells: vec![cell("cg", "base", 10.0, 1.0, 0.10), oversubscribed],
+            failures: Vec::new(),
+        };
+        let report = evaluate(&plan, &observations);
+        let p = prediction(&report, "cg", "traced-oversubscribed", "skeleton-c");
+        assert_eq!(p.within_app_range, Some(false));
+        let skeleton = &report.summary[0];
+        assert_eq!(
+            skeleton.beyond_10_pct_outside_range,
+            ["cg/traced-oversubscribed"]
+        );
+        observations.cells[1].traced_runs = vec![7.1, 7.3, 7.4];
+        let report = evaluate(&plan, &observations);
+        let p = prediction(&report, "cg", "traced-oversubscribed", "skeleton-c");
+        assert!(p.error_pct.is_some_and(|e| e < -10.0), "{p:?}");
+        assert_eq!(p.within_app_range, Some(true));
+        assert!(report.summary[0].beyond_10_pct_outside_range.is_empty());
+        let trace = report
+            .traces
+            .iter()
+            .find(|t| t.scenario == "traced-oversubscribed")
+            .unwrap();
+        assert_eq!(
+            (trace.traced_s, trace.traced_range, trace.untraced_range),
+            (7.3, Some((7.1, 7.4)), Some((8.1, 8.3)))
+        );
+        // Base's trace is there too, with no ranges from single runs.
+        assert!(report
+            .traces
+            .iter()
+            .any(|t| t.scenario == "base" && t.traced_range.is_none()));
     }
 
     #[test]

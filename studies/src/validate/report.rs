@@ -120,7 +120,7 @@ pub fn table(report: &Report) -> String {
     }
     let _ = writeln!(
         out,
-        "in range: predictions between the application's fastest and slowest run in their scenario"
+        "in range: predictions between the application's fastest and slowest run in their scenario (untraced, and traced where the skeleton was made there)"
     );
     for s in &report.summary {
         if !s.beyond_10_pct_outside_range.is_empty() {
@@ -157,16 +157,28 @@ pub fn table(report: &Report) -> String {
     if !report.traces.is_empty() {
         let _ = writeln!(
             out,
-            "\ntraces (the time each skeleton stands for, from the traced run, against the untraced run in base)"
+            "\ntraces (the time each skeleton stands for, from the median traced run, against the median untraced run where it was traced; fastest to slowest run in brackets)"
         );
+        let scenario_w = report
+            .traces
+            .iter()
+            .map(|t| t.scenario.len())
+            .max()
+            .unwrap_or(0);
+        let range = |r: Option<(f64, f64)>| {
+            r.map_or_else(String::new, |(lo, hi)| format!("({lo:.3} … {hi:.3})"))
+        };
         for t in &report.traces {
             let _ = writeln!(
                 out,
-                "  {:<app_w$}  {:<4}  traced {:>9}  untraced {:>9}  {:>8}",
+                "  {:<app_w$}  {:<scenario_w$}  {:<4}  traced {:>9} {:<19}  untraced {:>9} {:<19}  {:>8}",
                 t.app,
+                t.scenario,
                 t.backend,
                 seconds(Some(t.traced_s)),
+                range(t.traced_range),
                 seconds(t.base_s),
+                range(t.untraced_range),
                 percent(t.error_pct)
             );
         }
@@ -300,6 +312,7 @@ pub(crate) mod tests {
             scenario,
             app_runs: t.to_vec(),
             small_runs: vec![small],
+            traced_runs: Vec::new(),
             skeletons: vec![SkeletonObservation {
                 backend: Backend::C,
                 skeleton_runs: vec![skel],
@@ -330,6 +343,8 @@ pub(crate) mod tests {
                 },
             }],
         };
+        // stencil's trace: the median of three traced runs, each slower than the untraced.
+        observations.cells[3].traced_runs = vec![9.6, 10.0, 10.2];
         // `run` warned of the short competing run.
         observations.cells[1].skeletons[0]
             .warnings
