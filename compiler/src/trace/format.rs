@@ -18,7 +18,7 @@ pub const VERSION: u16 = 10;
 /// ([`R_CHECKSUM`]) at the end of every block the tracer wrote. Version 9 added the
 /// any-source bit ([`field::ANY_SOURCE`]): a receive posted with `MPI_ANY_SOURCE` whose
 /// peer is the source it matched. Version 10 added the poll record ([`R_POLL`]): what a
-/// failed `MPI_Test` costs on the rank, measured untraced-fast when MPI started.
+/// failed `MPI_Test` costs on the rank, measured in a loop of such calls when MPI started.
 pub const MIN_VERSION: u16 = 1;
 /// File name of rank `r` inside a trace directory.
 pub fn rank_file_name(rank: u32) -> String {
@@ -68,7 +68,8 @@ pub const POLLS_SINCE: u16 = 7;
 /// time one call in 64, and that call also waits for the work before it (the cache
 /// misses of a loop like HPCC's RandomAccess): 32 ns where the calls cost 12 to 16 ns
 /// between two reads of the clock. Skeletonize keeps this cost per poll and counts the
-/// rest of the run's duration as the application's compute.
+/// rest of the run's duration as the application's compute, for polls that stay in user
+/// space (`skeletonize::source::split_poll`).
 pub const POLL_SINCE: u16 = 10;
 /// The most a failed poll may cost in a poll record (1 s, in ps); more is corrupt.
 pub const MAX_POLL_PS: u64 = 1_000_000_000_000;
