@@ -351,6 +351,8 @@ pub fn scale(verified: &Verified, options: &ScaleOptions) -> Result<Scaled, Box<
             .map(|found| found.busiest())
     };
     let own_whole = own_at(1.0);
+    // The measuring pass at sizes ×`s` (it runs no compute: the same at any factor).
+    let own_found = |s: f64| if s == 1.0 { own_whole } else { own_at(s) };
     let split_own = match own_whole {
         Some((own_s, _)) if own_s > 0.0 => own_s < MAX_OWN_SHARE * whole_s()?,
         _ => false,
@@ -369,8 +371,7 @@ pub fn scale(verified: &Verified, options: &ScaleOptions) -> Result<Scaled, Box<
             split -= fill(c, s, once).unwrap_or(0.0) * (1.0 - 1.0 / k);
         }
         if split_own {
-            let found = if s == 1.0 { own_whole } else { own_at(s) };
-            if let Some((own_s, own_app_s)) = found {
+            if let Some((own_s, own_app_s)) = own_found(s) {
                 split -= own_s - own_app_s / k;
             }
         }
@@ -424,8 +425,7 @@ pub fn scale(verified: &Verified, options: &ScaleOptions) -> Result<Scaled, Box<
     } else {
         ratio_reached
     };
-    // The measuring pass runs no compute: as at compute x1 (`own_at`), at the sizes kept.
-    let found = if s == 1.0 { own_whole } else { own_at(s) };
+    let found = own_found(s);
     let (own_ratios, rest_ratio) = own_split(own, found, ratio_reached, expected - fill_s);
     // What the prediction multiplies the skeleton's cut part by: the rest ratio where
     // some communication counts by its own (the skeleton itself then runs longer than

@@ -698,6 +698,15 @@ impl<R: Read> RankReader<R> {
     /// Parses one record at `pos`. An event fills `ev` and returns the bytes it used; a
     /// definition record is applied, consumed and gives `Ok(None)`.
     #[inline]
+    /// A record that comes at most once, before the first event (the clock and poll
+    /// records): corrupt when `seen` already or after an event.
+    fn once_before_events(&self, seen: bool, what: &'static str) -> DResult<()> {
+        if seen || self.n_events > 0 {
+            return Err(Decode::Bad(TraceErrorKind::BadRecord(what), 0));
+        }
+        Ok(())
+    }
+
     fn parse_record(&mut self, ev: &mut Event) -> DResult<Option<usize>> {
         let mut c = Cursor {
             bytes: &self.buf[self.pos..self.len],
@@ -810,12 +819,10 @@ impl<R: Read> RankReader<R> {
                         ));
                     }
                 };
-                if self.clock.is_some() || self.n_events > 0 {
-                    return Err(Decode::Bad(
-                        TraceErrorKind::BadRecord("a clock record after the first event"),
-                        0,
-                    ));
-                }
+                self.once_before_events(
+                    self.clock.is_some(),
+                    "a clock record after the first event",
+                )?;
                 self.clock = Some(clock);
                 self.pos += c.at;
                 Ok(None)
@@ -828,12 +835,10 @@ impl<R: Read> RankReader<R> {
                         0,
                     ));
                 }
-                if self.poll_ps.is_some() || self.n_events > 0 {
-                    return Err(Decode::Bad(
-                        TraceErrorKind::BadRecord("a poll record after the first event"),
-                        0,
-                    ));
-                }
+                self.once_before_events(
+                    self.poll_ps.is_some(),
+                    "a poll record after the first event",
+                )?;
                 self.poll_ps = Some(ps);
                 self.pos += c.at;
                 Ok(None)

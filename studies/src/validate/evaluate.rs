@@ -173,7 +173,13 @@ pub fn skeleton_method(backend: perfskel_compiler::back::Backend) -> String {
     format!("skeleton-{}", backend.name())
 }
 
-/// Computes predictions, errors and summaries.
+/// The fastest and the slowest of `runs`, from two runs on.
+fn fastest_slowest(runs: &[f64]) -> Option<(f64, f64)> {
+    let fastest = runs.iter().copied().reduce(f64::min)?;
+    let slowest = runs.iter().copied().reduce(f64::max)?;
+    (runs.len() >= 2).then_some((fastest, slowest))
+}
+
 /// The runs of `backend`'s skeleton in one cell.
 fn skeleton_of(
     o: &Observation,
@@ -182,6 +188,7 @@ fn skeleton_of(
     o.skeletons.iter().find(|s| s.backend == backend)
 }
 
+/// Computes predictions, errors and summaries.
 pub fn evaluate(plan: &Plan, observations: &Observations) -> Report {
     let mut methods: Vec<String> = plan.backends.iter().map(|b| skeleton_method(*b)).collect();
     methods.extend(
@@ -205,12 +212,7 @@ pub fn evaluate(plan: &Plan, observations: &Observations) -> Report {
             continue;
         };
         let measured = obs.app_s();
-        let span = |runs: &[f64]| {
-            let fastest = runs.iter().copied().reduce(f64::min);
-            let slowest = runs.iter().copied().reduce(f64::max);
-            (runs.len() >= 2).then_some(fastest.zip(slowest)).flatten()
-        };
-        let spread_pct = span(&obs.app_runs)
+        let spread_pct = fastest_slowest(&obs.app_runs)
             .zip(measured)
             .filter(|(_, m)| *m > 0.0)
             .map(|((lo, hi), m)| 100.0 * (hi - lo) / m);
@@ -222,7 +224,7 @@ pub fn evaluate(plan: &Plan, observations: &Observations) -> Report {
             .copied()
             .collect();
         let range = (!obs.app_runs.is_empty())
-            .then(|| span(&all_runs))
+            .then(|| fastest_slowest(&all_runs))
             .flatten();
         let skeleton_s = |o: &Observation, backend| skeleton_of(o, backend)?.answer();
         // `run`'s prediction; else the skeleton's time times the ratio it reaches (K
@@ -311,11 +313,7 @@ pub fn evaluate(plan: &Plan, observations: &Observations) -> Report {
     // Each trace (base's, and those of scenarios traced at their own rank count) against
     // the untraced runs of the same scenario.
     let mut traces = Vec::new();
-    let range = |runs: &[f64]| {
-        let lo = runs.iter().copied().reduce(f64::min)?;
-        let hi = runs.iter().copied().reduce(f64::max)?;
-        (runs.len() >= 2).then_some((round6(lo), round6(hi)))
-    };
+    let range = |runs: &[f64]| fastest_slowest(runs).map(|(lo, hi)| (round6(lo), round6(hi)));
     for app in &plan.apps {
         for scenario in &plan.scenarios {
             if scenario.name != BASE && scenario.traced_ranks.is_none() {
