@@ -130,7 +130,7 @@ pub struct Args {
     /// Work directory: sources, builds, traces, skeletons, logs and results.
     #[arg(short = 'o', long = "workdir", default_value = "perfskel-validate")]
     pub workdir: PathBuf,
-    /// Limit of each run in seconds (default 120; quick mode 60); a run that reaches it
+    /// Limit of each run in seconds (default 300; quick mode 60); a run that reaches it
     /// is killed with its whole process group and reported as timed out.
     #[arg(long, value_name = "SECONDS")]
     pub timeout: Option<u64>,
@@ -173,7 +173,7 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
     let exe =
         std::env::current_exe().map_err(|e| format!("cannot find the perfskel binary: {e}"))?;
     let limit = Duration::from_secs(args.timeout.unwrap_or(match mode {
-        Mode::Full => 120,
+        Mode::Full => 300,
         Mode::Quick => 60,
     }));
     let started = Instant::now();
