@@ -32,6 +32,21 @@ enum TraceCommand {
     Show(ShowArgs),
     /// Per operation and per call site: count, time, bytes; MPI vs compute time.
     Stats(StatsArgs),
+    /// Write the trace in another format: `--otf2 OUT` makes the OTF2 archive
+    /// `OUT/traces.otf2` (Vampir, Scalasca, otf2-print read it).
+    Export(ExportArgs),
+}
+
+#[derive(clap::Args)]
+struct ExportArgs {
+    /// Trace directory written by `perfskel record`.
+    dir: PathBuf,
+    /// Directory of the OTF2 archive to write (created; `OUT/traces.otf2` is its anchor).
+    #[arg(long, value_name = "OUT")]
+    otf2: PathBuf,
+    /// Replace an archive already in OUT (its traces.otf2, traces.def and traces/ only).
+    #[arg(long)]
+    force: bool,
 }
 
 #[derive(clap::Args)]
@@ -64,7 +79,48 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
     match args.command {
         TraceCommand::Show(a) => show(a),
         TraceCommand::Stats(a) => stats(a),
+        TraceCommand::Export(a) => export(a),
     }
+}
+
+fn export(a: ExportArgs) -> Result<ExitCode, String> {
+    let out = &a.otf2;
+    let parts = ["traces.otf2", "traces.def", "traces"];
+    if let Ok(meta) = std::fs::symlink_metadata(out) {
+        if !meta.is_dir() {
+            return Err(format!("{}: exists and is not a directory", out.display()));
+        }
+        let present: Vec<&str> = parts
+            .iter()
+            .copied()
+            .filter(|p| std::fs::symlink_metadata(out.join(p)).is_ok())
+            .collect();
+        if !present.is_empty() && !a.force {
+            return Err(format!(
+                "{}: holds an OTF2 archive already ({}); --force replaces it",
+                out.display(),
+                present.join(", ")
+            ));
+        }
+        for p in present {
+            let path = out.join(p);
+            let removed = if p == "traces" {
+                std::fs::remove_dir_all(&path)
+            } else {
+                std::fs::remove_file(&path)
+            };
+            removed.map_err(|e| format!("{}: {e}", path.display()))?;
+        }
+    }
+    let done = crate::otf2_export::export(&a.dir, out)?;
+    println!(
+        "perfskel trace export: {} ({} ranks, {} events) -> {}",
+        a.dir.display(),
+        done.ranks,
+        done.events,
+        out.join("traces.otf2").display()
+    );
+    Ok(ExitCode::SUCCESS)
 }
 
 pub type FileReader = RankReader<File>;

@@ -23,6 +23,7 @@ pub mod cmd_validate;
 pub mod demo_pipeline;
 pub mod files;
 pub mod launcher;
+pub mod otf2_export;
 
 /// Performance skeletons of MPI applications.
 ///

@@ -5,6 +5,7 @@ mod common;
 mod compile;
 mod dsl;
 mod lammps;
+mod otf2;
 mod reliability;
 mod rust_backend;
 mod simgrid;

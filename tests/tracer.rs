@@ -123,6 +123,13 @@ pub(crate) struct Trace {
     ranks: Vec<RankTrace>,
 }
 
+impl Trace {
+    /// Every rank's events, as read back.
+    pub(crate) fn ranks(&self) -> &[RankTrace] {
+        &self.ranks
+    }
+}
+
 fn read_rank(dir: &Path, rank: u32) -> RankTrace {
     let path = dir.join(format::rank_file_name(rank));
     let file = std::fs::File::open(&path).expect("rank file exists");

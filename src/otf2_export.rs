@@ -1,0 +1,454 @@
+//! `perfskel trace export --otf2 OUT TRACE`: a perfskel trace as an OTF2 archive (what
+//! Vampir, Scalasca and `otf2-print` read), through `perfskel-otf2`.
+//!
+//! The mapping: rank r is location r, in a process location group of its own under a
+//! system tree node per host; every call is an `Enter`/`Leave` of a region named after
+//! the MPI routine (paradigm MPI), nested in a region for its call site (canonical name
+//! `OBJECT+0xOFFSET`, the call site's key, so that the archive names the same call sites
+//! the trace does); inside it OTF2's MPI records: `MpiSend`/`MpiIsend` at the start,
+//! `MpiRecv` at the end, `MpiIrecvRequest` where a receive is posted and `MpiIrecv`
+//! (with its source, tag and size) in the call that completes it, `MpiIsendComplete`
+//! there for sends, `MpiCollectiveBegin`/`End` around collectives and communicator
+//! constructors, `CommCreate` for the communicator made. What OTF2 has no record field
+//! for travels in `perfskel::` uint64 attributes ([`perfskel_otf2::Attr`]): time off the
+//! core, runs of failed polls, `MPI_ANY_SOURCE`, flags.
+//!
+//! Communicators: the tracer numbers them per rank; the archive's are global, one per
+//! (members, how many earlier communicators of this rank have the same members), which
+//! MPI's collective creation makes the same on every member rank.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use perfskel_compiler::trace::collect;
+use perfskel_compiler::trace::format::{PEER_ANY_SOURCE, PEER_PROC_NULL};
+use perfskel_compiler::trace::stats::SiteKey;
+use perfskel_compiler::trace::{Event, Op, OpClass};
+use perfskel_otf2::{collective_op, Attr, Def, Ev, EvKind, GroupKind, Writer, UNDEFINED_U64};
+
+use crate::cmd_trace;
+
+/// What an export wrote.
+pub struct Exported {
+    pub ranks: u32,
+    pub events: u64,
+}
+
+#[derive(Default)]
+struct Strings(BTreeMap<String, u64>);
+
+impl Strings {
+    fn id(&mut self, s: &str) -> u64 {
+        let next = self.0.len() as u64;
+        *self.0.entry(s.to_string()).or_insert(next)
+    }
+}
+
+#[derive(Default)]
+struct Tables {
+    strings: Strings,
+    /// Region name → (id, MPI?).
+    regions: BTreeMap<String, (u64, bool)>,
+    /// (members, ordinal) → global communicator id.
+    comms: BTreeMap<(Vec<i64>, usize), u64>,
+}
+
+impl Tables {
+    fn region(&mut self, name: &str, mpi: bool) -> u64 {
+        let next = self.regions.len() as u64;
+        self.regions
+            .entry(name.to_string())
+            .or_insert((next, mpi))
+            .0
+    }
+}
+
+/// One rank's communicators: local id → (global id, members).
+struct RankComms {
+    local: BTreeMap<u64, (u64, Vec<i64>)>,
+}
+
+impl RankComms {
+    fn global(
+        &mut self,
+        tables: &mut Tables,
+        local: u64,
+        members: Option<&Vec<i64>>,
+    ) -> Option<(u64, &Vec<i64>)> {
+        if !self.local.contains_key(&local) {
+            let members = members?.clone();
+            let ordinal = self.local.values().filter(|(_, m)| *m == members).count();
+            let next = tables.comms.len() as u64;
+            let id = *tables
+                .comms
+                .entry((members.clone(), ordinal))
+                .or_insert(next);
+            self.local.insert(local, (id, members));
+        }
+        self.local.get(&local).map(|(g, m)| (*g, m))
+    }
+}
+
+fn comm_rank(members: &[i64], world: i64) -> Option<u32> {
+    members
+        .iter()
+        .position(|&m| m == world)
+        .and_then(|p| u32::try_from(p).ok())
+}
+
+/// Exports the trace in `trace` into a new archive `out/traces.otf2`.
+pub fn export(trace: &Path, out: &Path) -> Result<Exported, String> {
+    let manifest = cmd_trace::read_manifest(trace)?;
+    let n_ranks = match &manifest {
+        Some(m) => m.n_ranks,
+        None => {
+            let first = cmd_trace::open_rank(trace, 0)
+                .map_err(|e| e.to_string())?
+                .ok_or_else(|| format!("{}: no rank files and no manifest", trace.display()))?;
+            first.header().n_ranks
+        }
+    };
+    let mut tables = Tables::default();
+    // Ids of the perfskel attributes: their index.
+    let attr_ids: [u64; perfskel_otf2::N_ATTRS] = std::array::from_fn(|i| i as u64);
+    let mut writer =
+        Writer::create(out, "traces", &attr_ids).map_err(|e| format!("{}: {e}", out.display()))?;
+    let mut hosts: Vec<(u32, String)> = Vec::new();
+    let mut first_ns = u64::MAX;
+    let mut last_ns = 0u64;
+    let mut events = 0u64;
+    for rank in 0..n_ranks {
+        let Some(mut reader) = cmd_trace::open_rank(trace, rank).map_err(|e| e.to_string())? else {
+            continue;
+        };
+        let base = reader.header().start_unix_ns;
+        hosts.push((rank, reader.header().host.clone()));
+        let mut comms = RankComms {
+            local: BTreeMap::new(),
+        };
+        let mut irecvs: BTreeMap<u64, (u32, u64, u32, u64)> = BTreeMap::new();
+        let mut isends: BTreeMap<u64, ()> = BTreeMap::new();
+        let mut ev = Event::default();
+        let loc = rank as u64;
+        while reader.next_event(&mut ev).map_err(|e| e.to_string())? {
+            events += 1;
+            let start = base + ev.start_ns;
+            let end = base + ev.end_ns.max(ev.start_ns);
+            first_ns = first_ns.min(start);
+            last_ns = last_ns.max(end);
+            let site = (ev.site > 0)
+                .then(|| reader.sites().get(ev.site as usize - 1).copied())
+                .flatten()
+                .map(|s| collect::site_key(&reader, &s));
+            let comm_members = collect::comm_members(&reader);
+            let mut records: Vec<Ev> = Vec::new();
+            let mut at_end: Vec<Ev> = Vec::new();
+            let comm = ev.comm.unwrap_or(0);
+            let global = comms
+                .global(&mut tables, comm, comm_members.get(&comm))
+                .map(|(g, m)| (g, m.clone()));
+            let peer_in = |world: Option<i64>| -> Option<u32> {
+                let (_, members) = global.as_ref()?;
+                let w = world?;
+                if w == PEER_PROC_NULL {
+                    return None;
+                }
+                if w == PEER_ANY_SOURCE {
+                    return Some(u32::MAX);
+                }
+                comm_rank(members, w)
+            };
+            let gcomm = global.as_ref().map(|(g, _)| *g);
+            let tag = |t: Option<i64>| t.map(|t| t.max(0) as u32).unwrap_or(0);
+            match ev.op {
+                Op::Send | Op::Bsend | Op::Ssend | Op::Rsend => {
+                    if let (Some(p), Some(c)) = (peer_in(ev.peer), gcomm) {
+                        records.push(Ev::new(
+                            start,
+                            EvKind::Send {
+                                peer: p,
+                                comm: c,
+                                tag: tag(ev.tag),
+                                bytes: ev.bytes.unwrap_or(0),
+                            },
+                        ));
+                    }
+                }
+                Op::Isend | Op::Ibsend | Op::Issend | Op::Irsend => {
+                    if let (Some(p), Some(c), Some(r)) = (peer_in(ev.peer), gcomm, ev.req) {
+                        records.push(Ev::new(
+                            start,
+                            EvKind::Isend {
+                                peer: p,
+                                comm: c,
+                                tag: tag(ev.tag),
+                                bytes: ev.bytes.unwrap_or(0),
+                                request: r,
+                            },
+                        ));
+                        isends.insert(r, ());
+                    }
+                }
+                Op::Recv => {
+                    if let (Some(p), Some(c)) = (peer_in(ev.peer), gcomm) {
+                        at_end.push(Ev::new(
+                            end,
+                            EvKind::Recv {
+                                peer: p,
+                                comm: c,
+                                tag: tag(ev.tag),
+                                bytes: ev.bytes.unwrap_or(0),
+                            },
+                        ));
+                    }
+                }
+                Op::Irecv => {
+                    if let Some(r) = ev.req {
+                        records.push(Ev::new(start, EvKind::IrecvRequest { request: r }));
+                        if let (Some(p), Some(c)) = (peer_in(ev.peer), gcomm) {
+                            irecvs.insert(r, (p, c, tag(ev.tag), ev.bytes.unwrap_or(0)));
+                        }
+                    }
+                }
+                Op::Sendrecv | Op::SendrecvReplace => {
+                    if let Some(c) = gcomm {
+                        if let Some(p) = peer_in(ev.peer) {
+                            records.push(Ev::new(
+                                start,
+                                EvKind::Send {
+                                    peer: p,
+                                    comm: c,
+                                    tag: tag(ev.tag),
+                                    bytes: ev.bytes.unwrap_or(0),
+                                },
+                            ));
+                        }
+                        if let Some(p) = peer_in(ev.src) {
+                            at_end.push(Ev::new(
+                                end,
+                                EvKind::Recv {
+                                    peer: p,
+                                    comm: c,
+                                    tag: tag(ev.rtag),
+                                    bytes: ev.rbytes.unwrap_or(0),
+                                },
+                            ));
+                        }
+                    }
+                }
+                _ if ev.op.class() == OpClass::Completion => {
+                    for r in &ev.reqs {
+                        if let Some((p, c, t, b)) = irecvs.remove(r) {
+                            at_end.push(Ev::new(
+                                end,
+                                EvKind::Irecv {
+                                    peer: p,
+                                    comm: c,
+                                    tag: t,
+                                    bytes: b,
+                                    request: *r,
+                                },
+                            ));
+                        } else if isends.remove(r).is_some() {
+                            at_end.push(Ev::new(end, EvKind::IsendComplete { request: *r }));
+                        }
+                    }
+                }
+                _ => {
+                    if let (Some(op), Some(c)) = (collective_op(ev.op.mpi_name()), gcomm) {
+                        let root = ev
+                            .root
+                            .and_then(|r| peer_in(Some(r)))
+                            .unwrap_or(perfskel_otf2::UNDEFINED_U32);
+                        records.push(Ev::new(start, EvKind::CollectiveBegin));
+                        at_end.push(Ev::new(
+                            end,
+                            EvKind::CollectiveEnd {
+                                op,
+                                comm: c,
+                                root,
+                                sent: ev.bytes.unwrap_or(0),
+                                received: ev.rbytes.unwrap_or(0),
+                            },
+                        ));
+                    }
+                    if let Some(n) = ev.newcomm {
+                        if let Some((g, _)) = comms.global(&mut tables, n, comm_members.get(&n)) {
+                            at_end.push(Ev::new(end, EvKind::CommCreate { comm: g }));
+                        }
+                    }
+                }
+            }
+            let site_region = site.map(|s: SiteKey| {
+                let name = format!("{}+{:#x}", s.object, s.offset);
+                tables.region(&name, false)
+            });
+            let op_region = tables.region(ev.op.mpi_name(), true);
+            let mut enter = Ev::new(start, EvKind::Enter { region: op_region });
+            if ev.off_cpu_ns > 0 {
+                enter = enter.with(Attr::OffCpu, ev.off_cpu_ns);
+            }
+            if ev.polls > 0 {
+                enter = enter.with(Attr::Polls, ev.polls);
+            }
+            if ev.any_source {
+                enter = enter.with(Attr::AnySource, 1);
+            }
+            if let Some(f) = ev.flag {
+                enter = enter.with(Attr::Flag, f);
+            }
+            if let Some(r) = ev.req {
+                enter = enter.with(Attr::Request, r);
+            }
+            let mut write = |e: &Ev| writer.event(loc, e).map_err(|e| e.to_string());
+            if let Some(r) = site_region {
+                write(&Ev::new(start, EvKind::Enter { region: r }))?;
+            }
+            write(&enter)?;
+            for r in records.iter().chain(&at_end) {
+                write(r)?;
+            }
+            write(&Ev::new(end, EvKind::Leave { region: op_region }))?;
+            if let Some(r) = site_region {
+                write(&Ev::new(end, EvKind::Leave { region: r }))?;
+            }
+        }
+    }
+    if first_ns == u64::MAX {
+        first_ns = 0;
+    }
+    // Definitions: clock, strings, attributes, regions, system tree, locations, groups,
+    // communicators.
+    let mut defs = vec![Def::Clock {
+        resolution: 1_000_000_000,
+        offset: first_ns,
+        length: last_ns.saturating_sub(first_ns),
+        realtime: first_ns,
+    }];
+    let empty = tables.strings.id("");
+    for a in Attr::ALL {
+        let name = tables.strings.id(a.name());
+        defs.push(Def::Attribute {
+            id: a as u64,
+            name,
+            uint64: true,
+        });
+    }
+    // Definitions of a kind in id order (readers warn otherwise).
+    let mut regions: Vec<(u64, String, bool)> = tables
+        .regions
+        .iter()
+        .map(|(n, (id, mpi))| (*id, n.clone(), *mpi))
+        .collect();
+    regions.sort();
+    for (id, name, mpi) in regions {
+        let s = tables.strings.id(&name);
+        defs.push(Def::Region {
+            id,
+            name: s,
+            canonical: s,
+            mpi,
+            file: empty,
+            line: 0,
+        });
+    }
+    let mut nodes: BTreeMap<String, u64> = BTreeMap::new();
+    for (_, host) in &hosts {
+        let next = nodes.len() as u64;
+        nodes.entry(host.clone()).or_insert(next);
+    }
+    let node_class = tables.strings.id("node");
+    let mut by_id: Vec<(u64, &String)> = nodes.iter().map(|(h, id)| (*id, h)).collect();
+    by_id.sort();
+    for (id, host) in by_id {
+        let id = &id;
+        let name = tables.strings.id(host);
+        defs.push(Def::SystemTreeNode {
+            id: *id,
+            name,
+            class: node_class,
+            parent: UNDEFINED_U64,
+        });
+    }
+    for (rank, host) in &hosts {
+        let name = tables.strings.id(&format!("MPI rank {rank}"));
+        defs.push(Def::LocationGroup {
+            id: *rank as u64,
+            name,
+            process: true,
+            parent: nodes[host],
+        });
+        let thread = tables.strings.id(&format!("rank {rank} main thread"));
+        defs.push(Def::Location {
+            id: *rank as u64,
+            name: thread,
+            cpu_thread: true,
+            events: 0,
+            group: *rank as u64,
+        });
+    }
+    // Group 0: every rank's location; then one group per communicator.
+    defs.push(Def::Group {
+        id: 0,
+        name: empty,
+        kind: GroupKind::CommLocations,
+        mpi: true,
+        members: (0..n_ranks as u64).collect(),
+    });
+    let mut comms: Vec<(u64, Vec<i64>, usize)> = tables
+        .comms
+        .iter()
+        .map(|((m, ordinal), id)| (*id, m.clone(), *ordinal))
+        .collect();
+    comms.sort();
+    let mut groups = Vec::new();
+    let mut comm_defs = Vec::new();
+    for (id, members, ordinal) in comms {
+        let world = ordinal == 0
+            && members.len() as u64 == n_ranks as u64
+            && members.iter().enumerate().all(|(i, &m)| m == i as i64);
+        let name = tables.strings.id(&if world {
+            "MPI_COMM_WORLD".to_string()
+        } else {
+            format!("communicator {id}")
+        });
+        groups.push(Def::Group {
+            id: id + 1,
+            name: empty,
+            kind: GroupKind::CommGroup,
+            mpi: true,
+            members: members.iter().map(|&m| m.max(0) as u64).collect(),
+        });
+        comm_defs.push(Def::Comm {
+            id,
+            name,
+            group: id + 1,
+            parent: UNDEFINED_U64,
+        });
+    }
+    defs.extend(groups);
+    defs.extend(comm_defs);
+    // Strings first, in id order.
+    let mut strings: Vec<(u64, String)> = tables
+        .strings
+        .0
+        .iter()
+        .map(|(s, id)| (*id, s.clone()))
+        .collect();
+    strings.sort();
+    let mut all: Vec<Def> = vec![defs.remove(0)];
+    all.extend(
+        strings
+            .into_iter()
+            .map(|(id, text)| Def::String { id, text }),
+    );
+    all.extend(defs);
+    for d in &all {
+        writer.definition(d).map_err(|e| e.to_string())?;
+    }
+    writer.finish().map_err(|e| e.to_string())?;
+    Ok(Exported {
+        ranks: hosts.len() as u32,
+        events,
+    })
+}

@@ -1,0 +1,91 @@
+//! Issue 21: perfskel traces exported to OTF2 (`perfskel trace export --otf2`), read by
+//! the reference tool `otf2-print` (Debian's otf2-tools): every call an Enter/Leave of
+//! its MPI routine's region inside its call site's, with OTF2's MPI records.
+
+use crate::common::text;
+use crate::tracer::{perfskel, trace, Mpi};
+
+fn count(haystack: &str, first_word: &str) -> usize {
+    haystack
+        .lines()
+        .filter(|l| l.split_whitespace().next() == Some(first_word))
+        .count()
+}
+
+#[test]
+fn an_exported_trace_is_read_by_otf2_print() {
+    // calls_nb: nonblocking sends and receives, waits, tests and collectives.
+    let t = trace(Mpi::OpenMpi, "test:calls_nb", &[]);
+    let dir = t.dir.path();
+    let trace_dir = dir.join("trace");
+    let out = dir.join("otf2");
+    let args = [
+        "trace",
+        "export",
+        trace_dir.to_str().expect("utf-8"),
+        "--otf2",
+        out.to_str().expect("utf-8"),
+    ];
+    let done = perfskel(&args);
+    assert!(done.status.success(), "{}", text(&done.stderr));
+    // The trace's own counts, from `trace stats --format json`.
+    let events: usize = t.ranks().iter().map(|r| r.events.len()).sum();
+    // Sends to a rank (not MPI_PROC_NULL), sendrecvs' halves included.
+    let sends: usize = t
+        .ranks()
+        .iter()
+        .flat_map(|r| &r.events)
+        .filter(|e| {
+            use perfskel_compiler::trace::Op::*;
+            matches!(
+                e.op,
+                Send | Bsend
+                    | Ssend
+                    | Rsend
+                    | Isend
+                    | Ibsend
+                    | Issend
+                    | Irsend
+                    | Sendrecv
+                    | SendrecvReplace
+            ) && e.peer != Some(perfskel_compiler::trace::format::PEER_PROC_NULL)
+        })
+        .count();
+    let printed = std::process::Command::new("otf2-print")
+        .arg(out.join("traces.otf2"))
+        .output()
+        .expect("otf2-print runs");
+    let stdout = text(&printed.stdout);
+    let stderr = text(&printed.stderr);
+    assert!(printed.status.success(), "{stderr}");
+    assert!(!stderr.contains("warning"), "{stderr}");
+    // One Enter for the routine and one for its call site per call, as many Leaves.
+    assert_eq!(count(&stdout, "ENTER"), 2 * events, "{stdout}");
+    assert_eq!(count(&stdout, "LEAVE"), 2 * events);
+    let p2p_sends = count(&stdout, "MPI_SEND") + count(&stdout, "MPI_ISEND");
+    assert!(sends > 0);
+    assert_eq!(p2p_sends, sends);
+    // Every nonblocking send completes, every posted receive is matched.
+    assert_eq!(
+        count(&stdout, "MPI_ISEND"),
+        count(&stdout, "MPI_ISEND_COMPLETE")
+    );
+    assert_eq!(
+        count(&stdout, "MPI_IRECV_REQUEST"),
+        count(&stdout, "MPI_IRECV")
+    );
+    assert!(count(&stdout, "MPI_COLLECTIVE_END") > 0);
+    assert!(stdout.contains("\"MPI_COMM_WORLD\""), "{stdout}");
+    // An archive already there is kept unless --force.
+    let again = perfskel(&args);
+    assert!(!again.status.success());
+    assert!(
+        text(&again.stderr).contains("--force"),
+        "{}",
+        text(&again.stderr)
+    );
+    let mut forced = args.to_vec();
+    forced.push("--force");
+    let replaced = perfskel(&forced);
+    assert!(replaced.status.success(), "{}", text(&replaced.stderr));
+}
