@@ -89,6 +89,11 @@ impl RankComms {
     }
 }
 
+/// The world ranks of communicator `id` of the rank `reader` reads.
+fn members_of(reader: &cmd_trace::FileReader, id: u64) -> Option<Vec<i64>> {
+    reader.comm(id).map(|c| c.world_ranks.clone())
+}
+
 fn comm_rank(members: &[i64], world: i64) -> Option<u32> {
     members
         .iter()
@@ -140,12 +145,11 @@ pub fn export(trace: &Path, out: &Path) -> Result<Exported, String> {
                 .then(|| reader.sites().get(ev.site as usize - 1).copied())
                 .flatten()
                 .map(|s| collect::site_key(&reader, &s));
-            let comm_members = collect::comm_members(&reader);
             let mut records: Vec<Ev> = Vec::new();
             let mut at_end: Vec<Ev> = Vec::new();
             let comm = ev.comm.unwrap_or(0);
             let global = comms
-                .global(&mut tables, comm, comm_members.get(&comm))
+                .global(&mut tables, comm, members_of(&reader, comm).as_ref())
                 .map(|(g, m)| (g, m.clone()));
             let peer_in = |world: Option<i64>| -> Option<u32> {
                 let (_, members) = global.as_ref()?;
@@ -273,7 +277,8 @@ pub fn export(trace: &Path, out: &Path) -> Result<Exported, String> {
                         ));
                     }
                     if let Some(n) = ev.newcomm {
-                        if let Some((g, _)) = comms.global(&mut tables, n, comm_members.get(&n)) {
+                        let members = members_of(&reader, n);
+                        if let Some((g, _)) = comms.global(&mut tables, n, members.as_ref()) {
                             at_end.push(Ev::new(end, EvKind::CommCreate { comm: g }));
                         }
                     }

@@ -856,3 +856,6 @@ uint64_t psk_otf2_collective_op(const char *name) {
 
 uint32_t psk_otf2_undefined_u32(void) { return OTF2_UNDEFINED_UINT32; }
 uint64_t psk_otf2_undefined_u64(void) { return OTF2_UNDEFINED_UINT64; }
+
+/* The record's size, for the Rust side to check its declaration against. */
+size_t psk_otf2_rec_size(void) { return sizeof(psk_rec); }

@@ -6,7 +6,7 @@
 
 /* The uint64 attributes perfskel adds to events it exports (what OTF2's MPI records do
  * not say): see otf2/src/lib.rs, `Attr`. */
-#define PSK_N_ATTRS 8
+#define PSK_N_ATTRS 5
 
 /* Record kinds: definitions, then events. */
 enum {
@@ -78,6 +78,7 @@ int psk_otf2_write_def(psk_writer *w, const psk_rec *r, char *err, size_t len);
 int psk_otf2_writer_close(psk_writer *w, char *err, size_t len);
 
 uint64_t psk_otf2_collective_op(const char *name);
+size_t psk_otf2_rec_size(void);
 uint32_t psk_otf2_undefined_u32(void);
 uint64_t psk_otf2_undefined_u64(void);
 #endif

@@ -3,7 +3,7 @@
 
 use std::os::raw::{c_char, c_int, c_void};
 
-pub const N_ATTRS: usize = 8;
+pub const N_ATTRS: usize = 5;
 
 pub const DEF_CLOCK: u32 = 1;
 pub const DEF_STRING: u32 = 2;
@@ -123,6 +123,8 @@ extern "C" {
     pub fn psk_otf2_writer_close(w: *mut Writer, err: *mut c_char, len: usize) -> c_int;
     pub fn psk_otf2_collective_op(name: *const c_char) -> u64;
     #[cfg(test)]
+    pub fn psk_otf2_rec_size() -> usize;
+    #[cfg(test)]
     pub fn psk_otf2_undefined_u32() -> u32;
     #[cfg(test)]
     pub fn psk_otf2_undefined_u64() -> u64;
@@ -130,6 +132,16 @@ extern "C" {
 
 #[cfg(test)]
 mod tests {
+    /// The record as declared here is the shim's.
+    #[test]
+    fn the_record_is_declared_as_the_shim_has_it() {
+        // SAFETY: a function without arguments returning a constant.
+        assert_eq!(
+            unsafe { super::psk_otf2_rec_size() },
+            std::mem::size_of::<super::RawRec>()
+        );
+    }
+
     /// The crate's "undefined" values are the library's.
     #[test]
     fn undefined_values_are_the_library_s() {

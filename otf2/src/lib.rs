@@ -48,12 +48,6 @@ pub enum Attr {
     Flag = 3,
     /// The request a call made where OTF2 has no record for it.
     Request = 4,
-    /// Bytes received where the OTF2 record has no field for them.
-    RecvBytes = 5,
-    /// The root of a rooted call, as a rank of the communicator.
-    Root = 6,
-    /// The receive half's tag (sendrecv), where OTF2's receive record is missing.
-    RecvTag = 7,
 }
 
 impl Attr {
@@ -63,9 +57,6 @@ impl Attr {
         Attr::AnySource,
         Attr::Flag,
         Attr::Request,
-        Attr::RecvBytes,
-        Attr::Root,
-        Attr::RecvTag,
     ];
 
     pub fn name(self) -> &'static str {
@@ -75,9 +66,6 @@ impl Attr {
             Attr::AnySource => "perfskel::any_source",
             Attr::Flag => "perfskel::flag",
             Attr::Request => "perfskel::request",
-            Attr::RecvBytes => "perfskel::recv_bytes",
-            Attr::Root => "perfskel::root",
-            Attr::RecvTag => "perfskel::recv_tag",
         }
     }
 }
