@@ -164,25 +164,69 @@ pub fn skeletonize_dir(args: &Args) -> Result<Outcome, String> {
         ));
     }
     let dir = &args.trace;
-    let n = cmd_trace::n_ranks(dir)?;
-    if n == 0 {
-        return Err(format!(
-            "{}: no manifest.json and no rank files: not a trace directory",
-            dir.display()
-        ));
-    }
-    let ranks = DirRanks {
-        dir: dir.clone(),
-        n_ranks: n,
-        reported: RefCell::new(BTreeSet::new()),
-    };
     let symbols = Symbols::default();
-    let site_name = |key: &SiteKey| Some(symbols.locate(key).site_name(&key.object, key.offset));
-    let input = Input {
-        name: skeleton_name(dir, n),
-        ranks: &ranks,
-        site_name: &site_name,
-        origin: origin(dir, n),
+    let dir_ranks;
+    let otf2;
+    let input = match crate::otf2_input::anchor_of(dir).filter(|_| !is_perfskel_trace(dir)) {
+        Some(anchor) => {
+            let t = crate::otf2_input::Otf2Trace::open(&anchor)?;
+            if t.n_ranks() == 0 {
+                return Err(format!("{}: the archive has no MPI rank", anchor.display()));
+            }
+            for note in &t.notes {
+                eprintln!("perfskel skeletonize: {}: {note}", anchor.display());
+            }
+            let unknown = crate::otf2_input::unknown_mpi_regions(&t);
+            if !unknown.is_empty() {
+                eprintln!(
+                    "perfskel skeletonize: {}: MPI routines perfskel does not know, read as compute: {}",
+                    anchor.display(),
+                    unknown.join(", ")
+                );
+            }
+            otf2 = t;
+            Input {
+                name: otf2_skeleton_name(&otf2, &anchor),
+                ranks: &otf2,
+                site_name: &|key: &SiteKey| {
+                    Some(match otf2.site_names.get(key) {
+                        Some(name) => name.clone(),
+                        None => symbols.locate(key).site_name(&key.object, key.offset),
+                    })
+                },
+                origin: format!(
+                    "OTF2 archive `{}` ({} ranks)",
+                    anchor
+                        .parent()
+                        .and_then(|p| p.file_name())
+                        .map(|n| n.to_string_lossy().into_owned())
+                        .unwrap_or_else(|| ".".into()),
+                    otf2.n_ranks()
+                ),
+            }
+        }
+        None => {
+            let n = cmd_trace::n_ranks(dir)?;
+            if n == 0 {
+                return Err(format!(
+                    "{}: no manifest.json, no rank files and no OTF2 anchor file (traces.otf2): not a trace",
+                    dir.display()
+                ));
+            }
+            dir_ranks = DirRanks {
+                dir: dir.clone(),
+                n_ranks: n,
+                reported: RefCell::new(BTreeSet::new()),
+            };
+            Input {
+                name: skeleton_name(dir, n),
+                ranks: &dir_ranks,
+                site_name: &|key: &SiteKey| {
+                    Some(symbols.locate(key).site_name(&key.object, key.offset))
+                },
+                origin: origin(dir, n),
+            }
+        }
     };
     let options = Options {
         algorithm: match args.algorithm {
@@ -416,11 +460,15 @@ fn skeleton_name(dir: &Path, n_ranks: u32) -> String {
         }
         first
     });
-    let raw = from_object.unwrap_or_else(|| {
+    word_name(from_object.unwrap_or_else(|| {
         dir.file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| "app".into())
-    });
+    }))
+}
+
+/// `raw` as a word the DSL takes for a skeleton's name.
+fn word_name(raw: String) -> String {
     let mut name: String = raw
         .chars()
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
@@ -433,6 +481,44 @@ fn skeleton_name(dir: &Path, n_ranks: u32) -> String {
         name.push_str("_app");
     }
     name
+}
+
+/// Whether `dir` is a perfskel trace directory (a manifest or rank 0's file).
+fn is_perfskel_trace(dir: &Path) -> bool {
+    dir.join(perfskel_compiler::trace::format::MANIFEST_FILE)
+        .exists()
+        || dir
+            .join(perfskel_compiler::trace::format::rank_file_name(0))
+            .exists()
+}
+
+/// The skeleton's name for an OTF2 archive: the file name of the object of the first
+/// call site among rank 0's first calls (as for a perfskel trace), else the archive's
+/// directory name.
+fn otf2_skeleton_name(t: &crate::otf2_input::Otf2Trace, anchor: &Path) -> String {
+    let from_site = t.rank(0).ok().and_then(|mut r| {
+        let mut ev = Event::default();
+        for _ in 0..64 {
+            if !matches!(r.next_event(&mut ev), Ok(true)) {
+                break;
+            }
+        }
+        let sites = r.sites();
+        sites
+            .values()
+            .find(|k| k.object.starts_with('/'))
+            .and_then(|k| {
+                Path::new(&k.object)
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+            })
+    });
+    let dir = anchor.parent().unwrap_or(Path::new("."));
+    word_name(from_site.unwrap_or_else(|| {
+        dir.file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "app".into())
+    }))
 }
 
 /// `trace `t-stencil` (4 ranks, openmpi)`: no absolute paths in generated text.

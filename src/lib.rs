@@ -24,6 +24,7 @@ pub mod demo_pipeline;
 pub mod files;
 pub mod launcher;
 pub mod otf2_export;
+pub mod otf2_input;
 
 /// Performance skeletons of MPI applications.
 ///

@@ -28,6 +28,13 @@ use perfskel_otf2::{collective_op, Attr, Def, Ev, EvKind, GroupKind, Writer, UND
 
 use crate::cmd_trace;
 
+/// Location properties: a rank's memory record (working set, probe bytes, probe rate)
+/// and poll record, as the trace has them.
+pub const PROP_WORKING_SET: &str = "perfskel::working_set";
+pub const PROP_PROBE_BYTES: &str = "perfskel::probe_bytes";
+pub const PROP_PROBE_RATE: &str = "perfskel::probe_rate";
+pub const PROP_POLL_PS: &str = "perfskel::poll_ps";
+
 /// What an export wrote.
 pub struct Exported {
     pub ranks: u32,
@@ -119,6 +126,9 @@ pub fn export(trace: &Path, out: &Path) -> Result<Exported, String> {
     let mut writer =
         Writer::create(out, "traces", &attr_ids).map_err(|e| format!("{}: {e}", out.display()))?;
     let mut hosts: Vec<(u32, String)> = Vec::new();
+    // Per rank: (property, value); per global communicator: its grid.
+    let mut properties: Vec<(u32, &'static str, u64)> = Vec::new();
+    let mut grids: BTreeMap<u64, Vec<(u64, bool)>> = BTreeMap::new();
     let mut first_ns = u64::MAX;
     let mut last_ns = 0u64;
     let mut events = 0u64;
@@ -131,8 +141,9 @@ pub fn export(trace: &Path, out: &Path) -> Result<Exported, String> {
         let mut comms = RankComms {
             local: BTreeMap::new(),
         };
-        let mut irecvs: BTreeMap<u64, (u32, u64, u32, u64)> = BTreeMap::new();
+        let mut irecvs: BTreeMap<u64, (u32, u64, u32, u64, bool)> = BTreeMap::new();
         let mut isends: BTreeMap<u64, ()> = BTreeMap::new();
+        let mut ncolls: BTreeMap<u64, EvKind> = BTreeMap::new();
         let mut ev = Event::default();
         let loc = rank as u64;
         while reader.next_event(&mut ev).map_err(|e| e.to_string())? {
@@ -151,73 +162,30 @@ pub fn export(trace: &Path, out: &Path) -> Result<Exported, String> {
             let global = comms
                 .global(&mut tables, comm, members_of(&reader, comm).as_ref())
                 .map(|(g, m)| (g, m.clone()));
+            // A peer as a rank of the call's communicator: ANY_SOURCE and PROC_NULL are
+            // OTF2's undefined, PROC_NULL marked by its attribute (see `mark`).
             let peer_in = |world: Option<i64>| -> Option<u32> {
                 let (_, members) = global.as_ref()?;
                 let w = world?;
-                if w == PEER_PROC_NULL {
-                    return None;
-                }
-                if w == PEER_ANY_SOURCE {
-                    return Some(u32::MAX);
+                if w == PEER_PROC_NULL || w == PEER_ANY_SOURCE {
+                    return Some(perfskel_otf2::UNDEFINED_U32);
                 }
                 comm_rank(members, w)
+            };
+            let mark = |record: Ev, world: Option<i64>| {
+                if world == Some(PEER_PROC_NULL) {
+                    record.with(Attr::ProcNull, 1)
+                } else {
+                    record
+                }
             };
             let gcomm = global.as_ref().map(|(g, _)| *g);
             let tag = |t: Option<i64>| t.map(|t| t.max(0) as u32).unwrap_or(0);
             match ev.op {
                 Op::Send | Op::Bsend | Op::Ssend | Op::Rsend => {
                     if let (Some(p), Some(c)) = (peer_in(ev.peer), gcomm) {
-                        records.push(Ev::new(
-                            start,
-                            EvKind::Send {
-                                peer: p,
-                                comm: c,
-                                tag: tag(ev.tag),
-                                bytes: ev.bytes.unwrap_or(0),
-                            },
-                        ));
-                    }
-                }
-                Op::Isend | Op::Ibsend | Op::Issend | Op::Irsend => {
-                    if let (Some(p), Some(c), Some(r)) = (peer_in(ev.peer), gcomm, ev.req) {
-                        records.push(Ev::new(
-                            start,
-                            EvKind::Isend {
-                                peer: p,
-                                comm: c,
-                                tag: tag(ev.tag),
-                                bytes: ev.bytes.unwrap_or(0),
-                                request: r,
-                            },
-                        ));
-                        isends.insert(r, ());
-                    }
-                }
-                Op::Recv => {
-                    if let (Some(p), Some(c)) = (peer_in(ev.peer), gcomm) {
-                        at_end.push(Ev::new(
-                            end,
-                            EvKind::Recv {
-                                peer: p,
-                                comm: c,
-                                tag: tag(ev.tag),
-                                bytes: ev.bytes.unwrap_or(0),
-                            },
-                        ));
-                    }
-                }
-                Op::Irecv => {
-                    if let Some(r) = ev.req {
-                        records.push(Ev::new(start, EvKind::IrecvRequest { request: r }));
-                        if let (Some(p), Some(c)) = (peer_in(ev.peer), gcomm) {
-                            irecvs.insert(r, (p, c, tag(ev.tag), ev.bytes.unwrap_or(0)));
-                        }
-                    }
-                }
-                Op::Sendrecv | Op::SendrecvReplace => {
-                    if let Some(c) = gcomm {
-                        if let Some(p) = peer_in(ev.peer) {
-                            records.push(Ev::new(
+                        records.push(mark(
+                            Ev::new(
                                 start,
                                 EvKind::Send {
                                     peer: p,
@@ -225,25 +193,90 @@ pub fn export(trace: &Path, out: &Path) -> Result<Exported, String> {
                                     tag: tag(ev.tag),
                                     bytes: ev.bytes.unwrap_or(0),
                                 },
-                            ));
-                        }
-                        if let Some(p) = peer_in(ev.src) {
-                            at_end.push(Ev::new(
+                            ),
+                            ev.peer,
+                        ));
+                    }
+                }
+                Op::Isend | Op::Ibsend | Op::Issend | Op::Irsend => {
+                    if let (Some(p), Some(c), Some(r)) = (peer_in(ev.peer), gcomm, ev.req) {
+                        records.push(mark(
+                            Ev::new(
+                                start,
+                                EvKind::Isend {
+                                    peer: p,
+                                    comm: c,
+                                    tag: tag(ev.tag),
+                                    bytes: ev.bytes.unwrap_or(0),
+                                    request: r,
+                                },
+                            ),
+                            ev.peer,
+                        ));
+                        isends.insert(r, ());
+                    }
+                }
+                Op::Recv => {
+                    if let (Some(p), Some(c)) = (peer_in(ev.peer), gcomm) {
+                        at_end.push(mark(
+                            Ev::new(
                                 end,
                                 EvKind::Recv {
                                     peer: p,
                                     comm: c,
-                                    tag: tag(ev.rtag),
-                                    bytes: ev.rbytes.unwrap_or(0),
+                                    tag: tag(ev.tag),
+                                    bytes: ev.bytes.unwrap_or(0),
                                 },
+                            ),
+                            ev.peer,
+                        ));
+                    }
+                }
+                Op::Irecv => {
+                    if let Some(r) = ev.req {
+                        records.push(Ev::new(start, EvKind::IrecvRequest { request: r }));
+                        if let (Some(p), Some(c)) = (peer_in(ev.peer), gcomm) {
+                            let proc_null = ev.peer == Some(PEER_PROC_NULL);
+                            irecvs.insert(r, (p, c, tag(ev.tag), ev.bytes.unwrap_or(0), proc_null));
+                        }
+                    }
+                }
+                Op::Sendrecv | Op::SendrecvReplace => {
+                    if let Some(c) = gcomm {
+                        if let Some(p) = peer_in(ev.peer) {
+                            records.push(mark(
+                                Ev::new(
+                                    start,
+                                    EvKind::Send {
+                                        peer: p,
+                                        comm: c,
+                                        tag: tag(ev.tag),
+                                        bytes: ev.bytes.unwrap_or(0),
+                                    },
+                                ),
+                                ev.peer,
+                            ));
+                        }
+                        if let Some(p) = peer_in(ev.src) {
+                            at_end.push(mark(
+                                Ev::new(
+                                    end,
+                                    EvKind::Recv {
+                                        peer: p,
+                                        comm: c,
+                                        tag: tag(ev.rtag),
+                                        bytes: ev.rbytes.unwrap_or(0),
+                                    },
+                                ),
+                                ev.src,
                             ));
                         }
                     }
                 }
                 _ if ev.op.class() == OpClass::Completion => {
                     for r in &ev.reqs {
-                        if let Some((p, c, t, b)) = irecvs.remove(r) {
-                            at_end.push(Ev::new(
+                        if let Some((p, c, t, b, proc_null)) = irecvs.remove(r) {
+                            let record = Ev::new(
                                 end,
                                 EvKind::Irecv {
                                     peer: p,
@@ -252,18 +285,51 @@ pub fn export(trace: &Path, out: &Path) -> Result<Exported, String> {
                                     bytes: b,
                                     request: *r,
                                 },
-                            ));
+                            );
+                            at_end.push(if proc_null {
+                                record.with(Attr::ProcNull, 1)
+                            } else {
+                                record
+                            });
                         } else if isends.remove(r).is_some() {
                             at_end.push(Ev::new(end, EvKind::IsendComplete { request: *r }));
+                        } else if let Some(done) = ncolls.remove(r) {
+                            at_end.push(Ev::new(end, done));
                         }
                     }
                 }
                 _ => {
-                    if let (Some(op), Some(c)) = (collective_op(ev.op.mpi_name()), gcomm) {
-                        let root = ev
-                            .root
-                            .and_then(|r| peer_in(Some(r)))
-                            .unwrap_or(perfskel_otf2::UNDEFINED_U32);
+                    // A nonblocking collective (MPI_Ibcast) as its blocking counterpart's
+                    // operation, inside its own region.
+                    let name = ev.op.mpi_name();
+                    let blocking = name
+                        .strip_prefix("MPI_I")
+                        .map(|rest| format!("MPI_{}{}", &rest[..1].to_uppercase(), &rest[1..]));
+                    let op = collective_op(name).or_else(|| {
+                        blocking
+                            .filter(|_| ev.op.class() == OpClass::Collective)
+                            .and_then(|b| collective_op(&b))
+                    });
+                    let root = ev
+                        .root
+                        .and_then(|r| peer_in(Some(r)))
+                        .unwrap_or(perfskel_otf2::UNDEFINED_U32);
+                    let nonblocking = collective_op(name).is_none();
+                    if let (Some(op), Some(c), Some(r), true) = (op, gcomm, ev.req, nonblocking) {
+                        // Started here, its sizes where it completes (as Score-P has it).
+                        records.push(Ev::new(start, EvKind::NbCollRequest { request: r }));
+                        ncolls.insert(
+                            r,
+                            EvKind::NbCollComplete {
+                                op,
+                                comm: c,
+                                root,
+                                sent: ev.bytes.unwrap_or(0),
+                                received: ev.rbytes.unwrap_or(0),
+                                request: r,
+                            },
+                        );
+                    } else if let (Some(op), Some(c)) = (op, gcomm) {
                         records.push(Ev::new(start, EvKind::CollectiveBegin));
                         at_end.push(Ev::new(
                             end,
@@ -316,6 +382,23 @@ pub fn export(trace: &Path, out: &Path) -> Result<Exported, String> {
             write(&Ev::new(end, EvKind::Leave { region: op_region }))?;
             if let Some(r) = site_region {
                 write(&Ev::new(end, EvKind::Leave { region: r }))?;
+            }
+        }
+        // What the rank file says beside its events, as location properties.
+        if let Some(m) = reader.memory() {
+            properties.push((rank, PROP_WORKING_SET, m.working_set));
+            properties.push((rank, PROP_PROBE_BYTES, m.probe_bytes));
+            properties.push((rank, PROP_PROBE_RATE, m.probe_rate));
+        }
+        if let Some(p) = reader.poll_ps() {
+            properties.push((rank, PROP_POLL_PS, p));
+        }
+        for (local, c) in reader.comms() {
+            if c.grid.is_empty() {
+                continue;
+            }
+            if let Some((g, _)) = comms.global(&mut tables, *local, Some(&c.world_ranks)) {
+                grids.entry(g).or_insert_with(|| c.grid.clone());
             }
         }
     }
@@ -433,6 +516,41 @@ pub fn export(trace: &Path, out: &Path) -> Result<Exported, String> {
     }
     defs.extend(groups);
     defs.extend(comm_defs);
+    for (rank, name, value) in properties {
+        let name = tables.strings.id(name);
+        defs.push(Def::LocationProperty {
+            location: rank as u64,
+            name,
+            value,
+        });
+    }
+    let mut dims = Vec::new();
+    let mut topologies = Vec::new();
+    for (comm, grid) in &grids {
+        let mut ids = Vec::new();
+        for (d, (size, periodic)) in grid.iter().enumerate() {
+            let id = dims.len() as u64;
+            let name = tables
+                .strings
+                .id(&format!("communicator {comm} dimension {d}"));
+            dims.push(Def::CartDimension {
+                id,
+                name,
+                size: u32::try_from(*size).unwrap_or(u32::MAX),
+                periodic: *periodic,
+            });
+            ids.push(id);
+        }
+        let name = tables.strings.id(&format!("communicator {comm} grid"));
+        topologies.push(Def::CartTopology {
+            id: topologies.len() as u64,
+            name,
+            comm: *comm,
+            dims: ids,
+        });
+    }
+    defs.extend(dims);
+    defs.extend(topologies);
     // Strings first, in id order.
     let mut strings: Vec<(u64, String)> = tables
         .strings

@@ -89,3 +89,63 @@ fn an_exported_trace_is_read_by_otf2_print() {
     let replaced = perfskel(&forced);
     assert!(replaced.status.success(), "{}", text(&replaced.stderr));
 }
+
+/// The skeleton of a trace's OTF2 export is the skeleton of the trace itself (but for
+/// the header line that names its source), for every example application and the
+/// test programs of nonblocking calls, derived communicators and vector collectives:
+/// what the archive's standard MPI records say (peers through communicator groups,
+/// receives completed elsewhere, nonblocking collectives, Cartesian topologies) and
+/// perfskel's attributes and location properties carry all a skeleton needs.
+#[test]
+fn the_otf2_export_gives_the_trace_s_skeleton() {
+    let apps: &[(&str, &[&str])] = &[
+        ("ring", &["256", "30"]),
+        ("stencil", &["16", "3"]),
+        ("cg", &["32", "4"]),
+        ("transpose", &["8", "3"]),
+        ("rowcol", &["16", "3"]),
+        ("tree_reduce", &["1000", "3"]),
+        ("master_worker", &["2000", "6"]),
+        ("test:calls_nb", &[]),
+        ("test:halo_dims", &[]),
+        ("test:derived_comms", &[]),
+        ("test:bucket_sort", &[]),
+    ];
+    for (app, args) in apps {
+        let t = trace(Mpi::OpenMpi, app, args);
+        let dir = t.dir.path();
+        let trace_dir = dir.join("trace");
+        let out = dir.join("otf2");
+        let exported = perfskel(&[
+            "trace",
+            "export",
+            trace_dir.to_str().expect("utf-8"),
+            "--otf2",
+            out.to_str().expect("utf-8"),
+        ]);
+        assert!(
+            exported.status.success(),
+            "{app}: {}",
+            text(&exported.stderr)
+        );
+        let skeleton = |input: &std::path::Path, name: &str| {
+            let file = dir.join(name);
+            let done = perfskel(&[
+                "skeletonize",
+                input.to_str().expect("utf-8"),
+                "-o",
+                file.to_str().expect("utf-8"),
+            ]);
+            assert!(done.status.success(), "{app}: {}", text(&done.stderr));
+            let body = std::fs::read_to_string(&file).expect("skeleton written");
+            body.lines().skip(1).collect::<Vec<_>>().join("\n")
+        };
+        let from_trace = skeleton(&trace_dir, "a.skel");
+        // The directory, and the anchor file itself.
+        let from_otf2 = skeleton(&out, "b.skel");
+        let from_anchor = skeleton(&out.join("traces.otf2"), "c.skel");
+        assert_eq!(from_trace, from_otf2, "{app}");
+        assert_eq!(from_otf2, from_anchor, "{app}");
+        assert!(from_trace.lines().count() > 5, "{app}: {from_trace}");
+    }
+}

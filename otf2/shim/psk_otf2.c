@@ -304,6 +304,48 @@ static OTF2_CallbackCode def_comm(void *u, OTF2_CommRef self, OTF2_StringRef nam
     return OTF2_CALLBACK_SUCCESS;
 }
 
+static OTF2_CallbackCode def_location_property(void *u, OTF2_LocationRef location,
+                                               OTF2_StringRef name, OTF2_Type type,
+                                               OTF2_AttributeValue value) {
+    if (type != OTF2_TYPE_UINT64) return OTF2_CALLBACK_SUCCESS;
+    psk_defs_state *s = u;
+    psk_rec *r = psk_push(&s->buf, PSK_DEF_LOCATION_PROPERTY, 0);
+    if (!r) return OTF2_CALLBACK_INTERRUPT;
+    r->v[0] = location;
+    r->v[1] = name;
+    r->v[2] = value.uint64;
+    return OTF2_CALLBACK_SUCCESS;
+}
+
+static OTF2_CallbackCode def_cart_dimension(void *u, OTF2_CartDimensionRef self,
+                                            OTF2_StringRef name, uint32_t size,
+                                            OTF2_CartPeriodicity periodic) {
+    psk_defs_state *s = u;
+    psk_rec *r = psk_push(&s->buf, PSK_DEF_CART_DIMENSION, 0);
+    if (!r) return OTF2_CALLBACK_INTERRUPT;
+    r->v[0] = self;
+    r->v[1] = name;
+    r->v[2] = size;
+    r->v[3] = periodic == OTF2_CART_PERIODIC_TRUE;
+    return OTF2_CALLBACK_SUCCESS;
+}
+
+static OTF2_CallbackCode def_cart_topology(void *u, OTF2_CartTopologyRef self,
+                                           OTF2_StringRef name, OTF2_CommRef comm,
+                                           uint8_t n_dims, const OTF2_CartDimensionRef *dims) {
+    psk_defs_state *s = u;
+    psk_rec *r = psk_push(&s->buf, PSK_DEF_CART_TOPOLOGY, 0);
+    if (!r) return OTF2_CALLBACK_INTERRUPT;
+    r->v[0] = self;
+    r->v[1] = name;
+    r->v[2] = comm;
+    uint64_t wide[256];
+    for (unsigned i = 0; i < n_dims; i++) wide[i] = dims[i];
+    r->n_members = n_dims;
+    r->members = psk_keep_list(&s->buf, wide, n_dims);
+    return OTF2_CALLBACK_SUCCESS;
+}
+
 static OTF2_Reader *psk_open_reader(const char *anchor, char *err, size_t len) {
     psk_quiet();
     OTF2_Reader *reader = OTF2_Reader_Open(anchor);
@@ -341,6 +383,9 @@ int psk_otf2_read_defs(const char *anchor, psk_rec_cb cb, void *user, char *err,
     OTF2_GlobalDefReaderCallbacks_SetLocationCallback(cbs, def_location);
     OTF2_GlobalDefReaderCallbacks_SetGroupCallback(cbs, def_group);
     OTF2_GlobalDefReaderCallbacks_SetCommCallback(cbs, def_comm);
+    OTF2_GlobalDefReaderCallbacks_SetLocationPropertyCallback(cbs, def_location_property);
+    OTF2_GlobalDefReaderCallbacks_SetCartDimensionCallback(cbs, def_cart_dimension);
+    OTF2_GlobalDefReaderCallbacks_SetCartTopologyCallback(cbs, def_cart_topology);
     OTF2_ErrorCode e = OTF2_Reader_RegisterGlobalDefCallbacks(reader, defs, cbs, &s);
     if (e == OTF2_SUCCESS) {
         uint64_t n = 0;
@@ -479,6 +524,27 @@ static OTF2_CallbackCode ev_comm_create(OTF2_LocationRef loc, OTF2_TimeStamp tim
     return OTF2_CALLBACK_SUCCESS;
 }
 
+static OTF2_CallbackCode ev_nb_request(OTF2_LocationRef loc, OTF2_TimeStamp time, uint64_t pos,
+                                       void *u, OTF2_AttributeList *attrs, uint64_t req) {
+    EVT_HEAD(PSK_EV_NB_COLL_REQUEST);
+    r->v[0] = req;
+    return OTF2_CALLBACK_SUCCESS;
+}
+
+static OTF2_CallbackCode ev_nb_complete(OTF2_LocationRef loc, OTF2_TimeStamp time, uint64_t pos,
+                                        void *u, OTF2_AttributeList *attrs,
+                                        OTF2_CollectiveOp op, OTF2_CommRef comm, uint32_t root,
+                                        uint64_t sent, uint64_t received, uint64_t req) {
+    EVT_HEAD(PSK_EV_NB_COLL_COMPLETE);
+    r->v[0] = op;
+    r->v[1] = comm;
+    r->v[2] = root;
+    r->v[3] = sent;
+    r->v[4] = received;
+    r->v[5] = req;
+    return OTF2_CALLBACK_SUCCESS;
+}
+
 /* Any other record: counted, so that the caller can say what it did not use. */
 static OTF2_CallbackCode ev_unknown(OTF2_LocationRef loc, OTF2_TimeStamp time, uint64_t pos,
                                     void *u, OTF2_AttributeList *attrs) {
@@ -541,6 +607,8 @@ psk_evts *psk_otf2_events_open(const char *anchor, uint64_t location,
     OTF2_EvtReaderCallbacks_SetMpiCollectiveBeginCallback(cbs, ev_coll_begin);
     OTF2_EvtReaderCallbacks_SetMpiCollectiveEndCallback(cbs, ev_coll_end);
     OTF2_EvtReaderCallbacks_SetCommCreateCallback(cbs, ev_comm_create);
+    OTF2_EvtReaderCallbacks_SetNonBlockingCollectiveRequestCallback(cbs, ev_nb_request);
+    OTF2_EvtReaderCallbacks_SetNonBlockingCollectiveCompleteCallback(cbs, ev_nb_complete);
     if ((e = OTF2_Reader_RegisterEvtCallbacks(reader, h->evt, cbs, h)) != OTF2_SUCCESS) goto fail;
     OTF2_EvtReaderCallbacks_Delete(cbs);
     return h;
@@ -717,6 +785,14 @@ int psk_otf2_write_event(psk_writer *w, uint64_t location, const psk_rec *r, cha
                                             (OTF2_CommRef)v[1], (uint32_t)v[2], v[3], v[4]);
         break;
     case PSK_EV_COMM_CREATE: e = OTF2_EvtWriter_CommCreate(ew, al, r->time, (OTF2_CommRef)v[0]); break;
+    case PSK_EV_NB_COLL_REQUEST:
+        e = OTF2_EvtWriter_NonBlockingCollectiveRequest(ew, al, r->time, v[0]);
+        break;
+    case PSK_EV_NB_COLL_COMPLETE:
+        e = OTF2_EvtWriter_NonBlockingCollectiveComplete(ew, al, r->time, (OTF2_CollectiveOp)v[0],
+                                                         (OTF2_CommRef)v[1], (uint32_t)v[2], v[3],
+                                                         v[4], v[5]);
+        break;
     default: return psk_fail(err, len, "no such event kind", OTF2_ERROR_INVALID_ARGUMENT);
     }
     return e == OTF2_SUCCESS ? 0 : psk_fail(err, len, "cannot write an event", e);
@@ -787,6 +863,28 @@ int psk_otf2_write_def(psk_writer *w, const psk_rec *r, char *err, size_t len) {
                                            (OTF2_GroupRef)v[2], (OTF2_CommRef)v[3],
                                            OTF2_COMM_FLAG_NONE);
         break;
+    case PSK_DEF_LOCATION_PROPERTY: {
+        OTF2_AttributeValue value;
+        value.uint64 = v[2];
+        e = OTF2_GlobalDefWriter_WriteLocationProperty(w->defs, (OTF2_LocationRef)v[0],
+                                                       (OTF2_StringRef)v[1], OTF2_TYPE_UINT64,
+                                                       value);
+        break;
+    }
+    case PSK_DEF_CART_DIMENSION:
+        e = OTF2_GlobalDefWriter_WriteCartDimension(
+            w->defs, (OTF2_CartDimensionRef)v[0], (OTF2_StringRef)v[1], (uint32_t)v[2],
+            v[3] ? OTF2_CART_PERIODIC_TRUE : OTF2_CART_PERIODIC_FALSE);
+        break;
+    case PSK_DEF_CART_TOPOLOGY: {
+        OTF2_CartDimensionRef dims[256];
+        uint32_t n = r->n_members > 255 ? 255 : r->n_members;
+        for (uint32_t i = 0; i < n; i++) dims[i] = (OTF2_CartDimensionRef)r->members[i];
+        e = OTF2_GlobalDefWriter_WriteCartTopology(w->defs, (OTF2_CartTopologyRef)v[0],
+                                                   (OTF2_StringRef)v[1], (OTF2_CommRef)v[2],
+                                                   (uint8_t)n, dims);
+        break;
+    }
     default: return psk_fail(err, len, "no such definition kind", OTF2_ERROR_INVALID_ARGUMENT);
     }
     return e == OTF2_SUCCESS ? 0 : psk_fail(err, len, "cannot write a definition", e);

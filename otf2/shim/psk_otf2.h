@@ -6,7 +6,7 @@
 
 /* The uint64 attributes perfskel adds to events it exports (what OTF2's MPI records do
  * not say): see otf2/src/lib.rs, `Attr`. */
-#define PSK_N_ATTRS 5
+#define PSK_N_ATTRS 6
 
 /* Record kinds: definitions, then events. */
 enum {
@@ -19,6 +19,9 @@ enum {
     PSK_DEF_LOCATION,             /* v: id, name, is a CPU thread, events, location group */
     PSK_DEF_GROUP,                /* v: id, name, PSK_GROUP_*, is MPI; members */
     PSK_DEF_COMM,                 /* v: id, name, group, parent */
+    PSK_DEF_LOCATION_PROPERTY,    /* v: location, name, value (uint64 properties only) */
+    PSK_DEF_CART_DIMENSION,       /* v: id, name, size, periodic */
+    PSK_DEF_CART_TOPOLOGY,        /* v: id, name, comm; members: its dimensions */
     PSK_EV_ENTER = 32,            /* v: region */
     PSK_EV_LEAVE,                 /* v: region */
     PSK_EV_SEND,                  /* v: receiver (rank in comm), comm, tag, bytes */
@@ -32,6 +35,8 @@ enum {
     PSK_EV_COLLECTIVE_BEGIN,      /* (none) */
     PSK_EV_COLLECTIVE_END,        /* v: OTF2 collective op, comm, root, sent, received */
     PSK_EV_COMM_CREATE,           /* v: comm */
+    PSK_EV_NB_COLL_REQUEST,       /* v: request */
+    PSK_EV_NB_COLL_COMPLETE,      /* v: OTF2 collective op, comm, root, sent, received, request */
     PSK_EV_OTHER                  /* any other event record */
 };
 

@@ -3,7 +3,7 @@
 
 use std::os::raw::{c_char, c_int, c_void};
 
-pub const N_ATTRS: usize = 5;
+pub const N_ATTRS: usize = 6;
 
 pub const DEF_CLOCK: u32 = 1;
 pub const DEF_STRING: u32 = 2;
@@ -14,6 +14,9 @@ pub const DEF_LOCATION_GROUP: u32 = 6;
 pub const DEF_LOCATION: u32 = 7;
 pub const DEF_GROUP: u32 = 8;
 pub const DEF_COMM: u32 = 9;
+pub const DEF_LOCATION_PROPERTY: u32 = 10;
+pub const DEF_CART_DIMENSION: u32 = 11;
+pub const DEF_CART_TOPOLOGY: u32 = 12;
 pub const EV_ENTER: u32 = 32;
 pub const EV_LEAVE: u32 = 33;
 pub const EV_SEND: u32 = 34;
@@ -27,6 +30,8 @@ pub const EV_REQUEST_CANCELLED: u32 = 41;
 pub const EV_COLLECTIVE_BEGIN: u32 = 42;
 pub const EV_COLLECTIVE_END: u32 = 43;
 pub const EV_COMM_CREATE: u32 = 44;
+pub const EV_NB_COLL_REQUEST: u32 = 45;
+pub const EV_NB_COLL_COMPLETE: u32 = 46;
 
 pub const GROUP_COMM_LOCATIONS: u64 = 1;
 pub const GROUP_COMM_GROUP: u64 = 2;

@@ -48,6 +48,9 @@ pub enum Attr {
     Flag = 3,
     /// The request a call made where OTF2 has no record for it.
     Request = 4,
+    /// 1 on a send or receive record whose peer is `MPI_PROC_NULL` (the record's peer
+    /// is then OTF2's undefined).
+    ProcNull = 5,
 }
 
 impl Attr {
@@ -57,6 +60,7 @@ impl Attr {
         Attr::AnySource,
         Attr::Flag,
         Attr::Request,
+        Attr::ProcNull,
     ];
 
     pub fn name(self) -> &'static str {
@@ -66,6 +70,7 @@ impl Attr {
             Attr::AnySource => "perfskel::any_source",
             Attr::Flag => "perfskel::flag",
             Attr::Request => "perfskel::request",
+            Attr::ProcNull => "perfskel::proc_null",
         }
     }
 }
@@ -143,6 +148,24 @@ pub enum Def {
         group: u64,
         parent: u64,
     },
+    /// A `uint64` property of a location (others are not read).
+    LocationProperty {
+        location: u64,
+        name: u64,
+        value: u64,
+    },
+    CartDimension {
+        id: u64,
+        name: u64,
+        size: u32,
+        periodic: bool,
+    },
+    CartTopology {
+        id: u64,
+        name: u64,
+        comm: u64,
+        dims: Vec<u64>,
+    },
 }
 
 /// An event record of one location.
@@ -206,6 +229,19 @@ pub enum EvKind {
     },
     CommCreate {
         comm: u64,
+    },
+    /// A nonblocking collective started (`MPI_Ibcast`).
+    NbCollRequest {
+        request: u64,
+    },
+    /// A nonblocking collective completed (in the wait or test that completes it).
+    NbCollComplete {
+        op: u64,
+        comm: u64,
+        root: u32,
+        sent: u64,
+        received: u64,
+        request: u64,
     },
     /// A record perfskel does not use (metrics, threads, I/O, …).
     Other,
@@ -294,7 +330,9 @@ fn def_of(r: &ffi::RawRec) -> Option<Def> {
     // reference.
     if r.kind != ffi::DEF_CLOCK {
         for (i, x) in v.iter_mut().enumerate() {
-            let wide = r.kind == ffi::DEF_LOCATION && (i == 0 || i == 3);
+            let wide = (r.kind == ffi::DEF_LOCATION && (i == 0 || i == 3))
+                || (r.kind == ffi::DEF_LOCATION_PROPERTY && (i == 0 || i == 2))
+                || (r.kind == ffi::DEF_CART_DIMENSION && i == 2);
             if !wide {
                 *x = r32(*x);
             }
@@ -355,12 +393,7 @@ fn def_of(r: &ffi::RawRec) -> Option<Def> {
                 _ => GroupKind::Other,
             },
             mpi: v[3] != 0,
-            members: if r.members.is_null() || r.n_members == 0 {
-                Vec::new()
-            } else {
-                // SAFETY: the shim's copy of `n_members` ids, alive during the callback.
-                unsafe { std::slice::from_raw_parts(r.members, r.n_members as usize) }.to_vec()
-            },
+            members: members(r),
         },
         ffi::DEF_COMM => Def::Comm {
             id: v[0],
@@ -368,8 +401,35 @@ fn def_of(r: &ffi::RawRec) -> Option<Def> {
             group: v[2],
             parent: v[3],
         },
+        ffi::DEF_LOCATION_PROPERTY => Def::LocationProperty {
+            location: v[0],
+            name: v[1],
+            value: v[2],
+        },
+        ffi::DEF_CART_DIMENSION => Def::CartDimension {
+            id: v[0],
+            name: v[1],
+            size: v[2] as u32,
+            periodic: v[3] != 0,
+        },
+        ffi::DEF_CART_TOPOLOGY => Def::CartTopology {
+            id: v[0],
+            name: v[1],
+            comm: v[2],
+            dims: members(r),
+        },
         _ => return None,
     })
+}
+
+/// The member list of a record (a copy).
+fn members(r: &ffi::RawRec) -> Vec<u64> {
+    if r.members.is_null() || r.n_members == 0 {
+        Vec::new()
+    } else {
+        // SAFETY: the shim's copy of `n_members` ids, alive during the callback.
+        unsafe { std::slice::from_raw_parts(r.members, r.n_members as usize) }.to_vec()
+    }
 }
 
 unsafe extern "C" fn collect_def(user: *mut c_void, rec: *const ffi::RawRec) {
@@ -437,9 +497,12 @@ fn ev_of(r: &ffi::RawRec) -> Ev {
     // Regions and communicators are 32-bit references.
     match r.kind {
         ffi::EV_ENTER | ffi::EV_LEAVE | ffi::EV_COMM_CREATE => v[0] = r32(v[0]),
-        ffi::EV_SEND | ffi::EV_ISEND | ffi::EV_RECV | ffi::EV_IRECV | ffi::EV_COLLECTIVE_END => {
-            v[1] = r32(v[1])
-        }
+        ffi::EV_SEND
+        | ffi::EV_ISEND
+        | ffi::EV_RECV
+        | ffi::EV_IRECV
+        | ffi::EV_COLLECTIVE_END
+        | ffi::EV_NB_COLL_COMPLETE => v[1] = r32(v[1]),
         _ => {}
     }
     let v = &v;
@@ -485,6 +548,15 @@ fn ev_of(r: &ffi::RawRec) -> Ev {
             received: v[4],
         },
         ffi::EV_COMM_CREATE => EvKind::CommCreate { comm: v[0] },
+        ffi::EV_NB_COLL_REQUEST => EvKind::NbCollRequest { request: v[0] },
+        ffi::EV_NB_COLL_COMPLETE => EvKind::NbCollComplete {
+            op: v[0],
+            comm: v[1],
+            root: v[2] as u32,
+            sent: v[3],
+            received: v[4],
+            request: v[5],
+        },
         _ => EvKind::Other,
     };
     let mut attrs = [None; N_ATTRS];
@@ -723,6 +795,21 @@ impl Writer {
                 v[0] = comm;
                 ffi::EV_COMM_CREATE
             }
+            EvKind::NbCollRequest { request } => {
+                v[0] = request;
+                ffi::EV_NB_COLL_REQUEST
+            }
+            EvKind::NbCollComplete {
+                op,
+                comm,
+                root,
+                sent,
+                received,
+                request,
+            } => {
+                *v = [op, comm, root as u64, sent, received, request, 0, 0];
+                ffi::EV_NB_COLL_COMPLETE
+            }
             EvKind::Other => {
                 return Err(Error {
                     message: "an unknown event cannot be written".into(),
@@ -836,6 +923,40 @@ impl Writer {
             } => {
                 r.kind = ffi::DEF_COMM;
                 r.v[..4].copy_from_slice(&[*id, *name, *group, *parent]);
+            }
+            Def::LocationProperty {
+                location,
+                name,
+                value,
+            } => {
+                r.kind = ffi::DEF_LOCATION_PROPERTY;
+                r.v[..3].copy_from_slice(&[*location, *name, *value]);
+            }
+            Def::CartDimension {
+                id,
+                name,
+                size,
+                periodic,
+            } => {
+                r.kind = ffi::DEF_CART_DIMENSION;
+                r.v[..4].copy_from_slice(&[*id, *name, *size as u64, *periodic as u64]);
+            }
+            Def::CartTopology {
+                id,
+                name,
+                comm,
+                dims,
+            } => {
+                r.kind = ffi::DEF_CART_TOPOLOGY;
+                r.v[..3].copy_from_slice(&[*id, *name, *comm]);
+                if dims.len() > 255 {
+                    return Err(Error {
+                        message: "a Cartesian topology of more than 255 dimensions".into(),
+                    });
+                }
+                members = dims.clone();
+                r.n_members = members.len() as u32;
+                r.members = members.as_ptr();
             }
         }
         let mut err = [0 as c_char; ERR_LEN];
