@@ -337,8 +337,8 @@ impl Otf2Trace {
             .locations
             .get(rank as usize)
             .ok_or_else(|| format!("no rank {rank}"))?;
-        let events = Events::open(&self.anchor, location, &self.attr_ids)
-            .map_err(|e| format!("{}: rank {rank}: {e}", self.anchor.display()))?;
+        let events =
+            Events::open(&self.anchor, location, &self.attr_ids).map_err(|e| e.to_string())?;
         Ok(Otf2Rank {
             trace: self,
             rank,

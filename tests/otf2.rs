@@ -149,3 +149,92 @@ fn the_otf2_export_gives_the_trace_s_skeleton() {
         assert!(from_trace.lines().count() > 5, "{app}: {from_trace}");
     }
 }
+
+/// Writes the Score-P-like archive of tests/data/otf2/scorep_like.py (Debian's
+/// python3-otf2) into `dir`.
+fn scorep_like(dir: &std::path::Path, iterations: u32) {
+    let script = crate::common::root().join("tests/data/otf2/scorep_like.py");
+    let out = std::process::Command::new("/usr/bin/python3")
+        .arg(&script)
+        .arg(dir)
+        .arg(iterations.to_string())
+        .output()
+        .expect("Debian's python3 runs");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+}
+
+/// An archive perfskel did not write (the layout Score-P gives: a microsecond clock far
+/// from 0, user regions around the MPI calls, an OpenMP thread, no perfskel attributes)
+/// gives the skeleton of its loop: times in the archive's resolution, the call sites
+/// named after their regions with file and line, the thread reported and left out.
+#[test]
+fn a_score_p_like_archive_gives_its_skeleton() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let archive = dir.path().join("app");
+    scorep_like(&archive, 50);
+    let out = perfskel(&["skeletonize", archive.to_str().expect("utf-8"), "-o", "-"]);
+    let skeleton = text(&out.stdout);
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    for line in [
+        "ranks 2",
+        "app_time 53.25 ms",
+        "loop 50 {",
+        "send next 4096 B tag 7 @ \"exchange (app.c:42)\"",
+        "recv next 4096 B tag 7 @ \"exchange (app.c:42)\"",
+        "allreduce 8 B @ \"norm (app.c:60)\"",
+        "compute 1 ms",
+    ] {
+        assert!(skeleton.contains(line), "{line} in\n{skeleton}");
+    }
+    assert!(
+        stderr.contains("1 location(s) that are no MPI rank"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("check              0 error(s)"), "{stderr}");
+}
+
+/// Damaged archives: a missing event file, one cut in half, a garbage anchor: clear
+/// errors naming the archive and the rank, never a crash or a hang.
+#[test]
+fn damaged_archives_give_clear_errors() {
+    for case in ["missing", "truncated", "anchor"] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let archive = dir.path().join("app");
+        scorep_like(&archive, 50);
+        let evt = archive
+            .join("traces")
+            .join(if case == "missing" { "1.evt" } else { "0.evt" });
+        match case {
+            "missing" => std::fs::remove_file(&evt).expect("remove"),
+            "truncated" => {
+                let bytes = std::fs::read(&evt).expect("read");
+                std::fs::write(&evt, &bytes[..bytes.len() / 2]).expect("write");
+            }
+            _ => std::fs::write(archive.join("traces.otf2"), "garbage\n").expect("write"),
+        }
+        let skel = dir.path().join("a.skel");
+        let out = perfskel(&[
+            "skeletonize",
+            archive.to_str().expect("utf-8"),
+            "-o",
+            skel.to_str().expect("utf-8"),
+        ]);
+        let stderr = text(&out.stderr);
+        assert!(!stderr.contains("panicked"), "{case}: {stderr}");
+        match case {
+            "missing" => assert!(
+                stderr.contains("rank 1: cannot read the location's events"),
+                "{stderr}"
+            ),
+            "truncated" => assert!(
+                stderr.contains("rank 0: cannot read events") && stderr.contains("last whole call"),
+                "{stderr}"
+            ),
+            _ => {
+                assert_eq!(out.status.code(), Some(2), "{stderr}");
+                assert!(stderr.contains("cannot open the OTF2 archive"), "{stderr}");
+            }
+        }
+    }
+}
