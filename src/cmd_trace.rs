@@ -518,23 +518,66 @@ fn site_label<R: std::io::Read>(reader: &RankReader<R>, id: u64, symbols: &Symbo
     }
 }
 
+/// The OTF2 archive `dir` stands for, when it is one (its anchor file, or a directory
+/// with one and no perfskel trace).
+pub fn otf2_archive(dir: &Path) -> Option<PathBuf> {
+    let perfskel_trace =
+        dir.join(format::MANIFEST_FILE).exists() || dir.join(format::rank_file_name(0)).exists();
+    crate::otf2_input::anchor_of(dir).filter(|_| !perfskel_trace)
+}
+
 fn stats(args: StatsArgs) -> Result<ExitCode, String> {
-    let ranks = ranks_of(&args.dir, args.rank)?;
-    let mut builder = StatsBuilder::new(u32::try_from(ranks.len()).unwrap_or(u32::MAX));
     let mut errors = Vec::new();
-    for rank in ranks {
-        match open_rank(&args.dir, rank) {
-            Ok(Some(mut reader)) => {
-                if let Err(e) = builder.add_rank(&mut reader) {
-                    errors.push(e.to_string());
-                }
+    let symbols = Symbols::default();
+    let mut site_names = BTreeMap::new();
+    let mut builder;
+    if let Some(anchor) = otf2_archive(&args.dir) {
+        let t = crate::otf2_input::Otf2Trace::open(&anchor)?;
+        for note in &t.notes {
+            eprintln!("note: {}: {note}", anchor.display());
+        }
+        let ranks: Vec<u32> = match args.rank {
+            Some(r) if r >= t.n_ranks() => {
+                return Err(format!("{}: no rank {r} ({} ranks)", anchor.display(), t.n_ranks()))
             }
-            Ok(None) => builder.missing_rank(rank),
-            Err(e) => errors.push(e.to_string()),
+            Some(r) => vec![r],
+            None => (0..t.n_ranks()).collect(),
+        };
+        builder = StatsBuilder::new(u32::try_from(ranks.len()).unwrap_or(u32::MAX));
+        for rank in ranks {
+            match t.rank(rank) {
+                Ok(mut events) => {
+                    if let Err(e) = builder.add_events(rank, &mut events) {
+                        errors.push(e.to_string());
+                    }
+                }
+                Err(e) => errors.push(format!("{}: rank {rank}: {e}", anchor.display())),
+            }
+        }
+        site_names = t.site_locations.clone();
+        if t.off_cpu_clock {
+            builder.set_clock(perfskel_compiler::trace::Clock::OffCpu);
+        }
+    } else {
+        let ranks = ranks_of(&args.dir, args.rank)?;
+        builder = StatsBuilder::new(u32::try_from(ranks.len()).unwrap_or(u32::MAX));
+        for rank in ranks {
+            match open_rank(&args.dir, rank) {
+                Ok(Some(mut reader)) => {
+                    if let Err(e) = builder.add_rank(&mut reader) {
+                        errors.push(e.to_string());
+                    }
+                }
+                Ok(None) => builder.missing_rank(rank),
+                Err(e) => errors.push(e.to_string()),
+            }
         }
     }
-    let symbols = Symbols::default();
-    let report = builder.report(&|k| symbols.locate(k));
+    // A call site that is an OTF2 region is named after it.
+    let report = builder.report(&|k| match site_names.get(k) {
+        Some(location) => location.clone(),
+        None => symbols.locate(k),
+    });
     match args.format {
         OutputFormat::Json => {
             let mut doc = serde_json::to_value(&report).map_err(|e| e.to_string())?;

@@ -34,6 +34,8 @@ pub const PROP_WORKING_SET: &str = "perfskel::working_set";
 pub const PROP_PROBE_BYTES: &str = "perfskel::probe_bytes";
 pub const PROP_PROBE_RATE: &str = "perfskel::probe_rate";
 pub const PROP_POLL_PS: &str = "perfskel::poll_ps";
+/// 1: the tracer measured each gap's time off the core (format 6's clock record).
+pub const PROP_OFF_CPU_CLOCK: &str = "perfskel::off_cpu_clock";
 
 /// What an export wrote.
 pub struct Exported {
@@ -392,6 +394,10 @@ pub fn export(trace: &Path, out: &Path) -> Result<Exported, String> {
         }
         if let Some(p) = reader.poll_ps() {
             properties.push((rank, PROP_POLL_PS, p));
+        }
+        if let Some(clock) = reader.clock() {
+            let off_cpu = matches!(clock, perfskel_compiler::trace::Clock::OffCpu);
+            properties.push((rank, PROP_OFF_CPU_CLOCK, u64::from(off_cpu)));
         }
         for (local, c) in reader.comms() {
             if c.grid.is_empty() {

@@ -21,7 +21,10 @@ use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::{Path, PathBuf};
 
-use crate::otf2_export::{PROP_POLL_PS, PROP_PROBE_BYTES, PROP_PROBE_RATE, PROP_WORKING_SET};
+use crate::otf2_export::{
+    PROP_OFF_CPU_CLOCK, PROP_POLL_PS, PROP_PROBE_BYTES, PROP_PROBE_RATE, PROP_WORKING_SET,
+};
+use perfskel_compiler::trace::symbolize::Location;
 use perfskel_compiler::skeletonize::{Opened, RankEvents, Ranks};
 use perfskel_compiler::trace::format::{PEER_ANY_SOURCE, PEER_PROC_NULL};
 use perfskel_compiler::trace::stats::SiteKey;
@@ -79,6 +82,10 @@ pub struct Otf2Trace {
     grids: BTreeMap<u64, Vec<(u64, bool)>>,
     /// Call site → how `skeletonize` names it, for sites that are regions.
     pub site_names: BTreeMap<SiteKey, String>,
+    /// Call site → where it is, for sites that are regions (`trace stats`).
+    pub site_locations: BTreeMap<SiteKey, Location>,
+    /// Whether the ranks' off-core time was measured (`trace export`'s property).
+    pub off_cpu_clock: bool,
     /// What was left out or guessed, for the user.
     pub notes: Vec<String>,
     reported: RefCell<BTreeSet<u32>>,
@@ -171,6 +178,7 @@ impl Otf2Trace {
         let text = |id: u64| strings.get(&id).cloned().unwrap_or_default();
         let mut regions = BTreeMap::new();
         let mut site_names = BTreeMap::new();
+        let mut site_locations = BTreeMap::new();
         for (id, name, canonical, _mpi, file, line) in raw_regions {
             let name_text = text(name);
             let canonical_text = text(canonical);
@@ -188,6 +196,15 @@ impl Otf2Trace {
                     format!("{name_text} ({short}:{line})")
                 };
                 site_names.insert(key.clone(), label);
+                site_locations.insert(
+                    key.clone(),
+                    Location {
+                        function: Some(name_text.clone()),
+                        file: (!file_text.is_empty()).then(|| file_text.clone()),
+                        line: (line > 0).then_some(line),
+                        ..Location::default()
+                    },
+                );
                 key
             });
             regions.insert(
@@ -272,8 +289,14 @@ impl Otf2Trace {
                 )),
             }
         }
+        let off_cpu_clock = !properties.is_empty()
+            && properties
+                .values()
+                .all(|p| p.get(PROP_OFF_CPU_CLOCK) == Some(&1));
         Ok(Otf2Trace {
             anchor: anchor.to_path_buf(),
+            site_locations,
+            off_cpu_clock,
             properties,
             grids,
             attr_ids,

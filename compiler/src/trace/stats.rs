@@ -182,6 +182,22 @@ impl StatsBuilder {
     /// Streams a whole rank file into the statistics.
     pub fn add_rank<R: Read>(&mut self, reader: &mut RankReader<R>) -> Result<(), TraceError> {
         let rank = reader.header().rank;
+        self.add_events(rank, reader)?;
+        // The clock record, read by now.
+        let clock = reader.clock();
+        if let Some(st) = self.ranks.get_mut(&rank) {
+            st.clock = clock;
+        }
+        Ok(())
+    }
+
+    /// Adds rank `rank` from any reader of its events (a perfskel rank file, a location
+    /// of an OTF2 archive).
+    pub fn add_events(
+        &mut self,
+        rank: u32,
+        events: &mut dyn crate::skeletonize::RankEvents,
+    ) -> Result<(), TraceError> {
         let mut st = RankStats {
             rank,
             ..RankStats::default()
@@ -191,7 +207,7 @@ impl StatsBuilder {
         // object-relative keys once at the end (within a rank, ids and addresses are 1:1).
         let mut by_site: BTreeMap<(Op, u64), Totals> = BTreeMap::new();
         let (mut app_start, mut app_end, mut last_end) = (None, None, 0);
-        while reader.next_event(&mut ev)? {
+        while events.next_event(&mut ev)? {
             let op = ev.op();
             let dur = ev.duration_ns();
             last_end = ev.end_ns;
@@ -213,18 +229,15 @@ impl StatsBuilder {
                 .or_default()
                 .add(dur, ev.calls(), bytes, sent);
         }
+        let sites = events.sites();
         for ((op, site), totals) in by_site {
             st.ops.entry(op).or_default().merge(&totals);
-            let key = reader
-                .site(site)
-                .map(|s| super::collect::site_key(reader, s));
-            if let Some(key) = key {
-                st.sites.entry((op, key)).or_default().merge(&totals);
+            if let Some(key) = sites.get(&site) {
+                st.sites.entry((op, key.clone())).or_default().merge(&totals);
             }
         }
-        st.complete = matches!(reader.completion(), Some(Completion::Complete { .. }));
-        st.memory = reader.memory();
-        st.clock = reader.clock();
+        st.complete = matches!(events.completion(), Completion::Complete { .. });
+        st.memory = events.memory();
         let start = app_start.unwrap_or(0);
         st.app_ns = app_end.unwrap_or(last_end).saturating_sub(start);
         st.off_cpu_ns = st.off_cpu_ns.min(st.app_ns.saturating_sub(st.mpi_ns));
@@ -234,6 +247,13 @@ impl StatsBuilder {
             .saturating_sub(st.off_cpu_ns);
         self.ranks.insert(rank, st);
         Ok(())
+    }
+
+    /// How every rank added so far timed its gaps (for readers without a clock record).
+    pub fn set_clock(&mut self, clock: Clock) {
+        for st in self.ranks.values_mut() {
+            st.clock = Some(clock);
+        }
     }
 
     pub fn rank(&self, rank: u32) -> Option<&RankStats> {
