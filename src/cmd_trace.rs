@@ -538,7 +538,11 @@ fn stats(args: StatsArgs) -> Result<ExitCode, String> {
         }
         let ranks: Vec<u32> = match args.rank {
             Some(r) if r >= t.n_ranks() => {
-                return Err(format!("{}: no rank {r} ({} ranks)", anchor.display(), t.n_ranks()))
+                return Err(format!(
+                    "{}: no rank {r} ({} ranks)",
+                    anchor.display(),
+                    t.n_ranks()
+                ))
             }
             Some(r) => vec![r],
             None => (0..t.n_ranks()).collect(),

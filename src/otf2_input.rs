@@ -24,10 +24,10 @@ use std::path::{Path, PathBuf};
 use crate::otf2_export::{
     PROP_OFF_CPU_CLOCK, PROP_POLL_PS, PROP_PROBE_BYTES, PROP_PROBE_RATE, PROP_WORKING_SET,
 };
-use perfskel_compiler::trace::symbolize::Location;
 use perfskel_compiler::skeletonize::{Opened, RankEvents, Ranks};
 use perfskel_compiler::trace::format::{PEER_ANY_SOURCE, PEER_PROC_NULL};
 use perfskel_compiler::trace::stats::SiteKey;
+use perfskel_compiler::trace::symbolize::Location;
 use perfskel_compiler::trace::{Completion, Event, Memory, Op, OpClass, TraceError};
 use perfskel_otf2::{attribute_ids, read_definitions, Attr, Def, EvKind, Events, GroupKind};
 

@@ -150,15 +150,22 @@ typedef struct {
 
 static void psk_read_attrs(const psk_attr_ids *ids, OTF2_AttributeList *list, psk_rec *r) {
     if (!list || !ids) return;
-    for (int a = 0; a < PSK_N_ATTRS; a++) {
-        if (!ids->known[a]) continue;
+    /* By index: a lookup by id of an attribute the record does not have goes through
+     * OTF2's error handler, per record. */
+    uint32_t n = OTF2_AttributeList_GetNumberOfElements(list);
+    for (uint32_t i = 0; i < n; i++) {
+        OTF2_AttributeRef id;
         OTF2_Type type;
         OTF2_AttributeValue value;
-        if (OTF2_AttributeList_GetAttributeByID(list, ids->ids[a], &type, &value) != OTF2_SUCCESS)
+        if (OTF2_AttributeList_GetAttributeByIndex(list, i, &id, &type, &value) != OTF2_SUCCESS)
             continue;
         if (type != OTF2_TYPE_UINT64) continue;
-        r->attrs[a] = value.uint64;
-        r->has_attrs |= 1u << a;
+        for (int a = 0; a < PSK_N_ATTRS; a++) {
+            if (ids->known[a] && ids->ids[a] == id) {
+                r->attrs[a] = value.uint64;
+                r->has_attrs |= 1u << a;
+            }
+        }
     }
 }
 

@@ -233,7 +233,10 @@ impl StatsBuilder {
         for ((op, site), totals) in by_site {
             st.ops.entry(op).or_default().merge(&totals);
             if let Some(key) = sites.get(&site) {
-                st.sites.entry((op, key.clone())).or_default().merge(&totals);
+                st.sites
+                    .entry((op, key.clone()))
+                    .or_default()
+                    .merge(&totals);
             }
         }
         st.complete = matches!(events.completion(), Completion::Complete { .. });
