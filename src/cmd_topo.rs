@@ -13,6 +13,7 @@ use perfskel_compiler::logicalize::trace::TraceMatrix;
 use perfskel_compiler::logicalize::{
     logicalize, CommMatrix, Logicalization, MatrixError, Options, DEFAULT_THRESHOLD,
 };
+use perfskel_compiler::skeletonize::RankEvents;
 use perfskel_compiler::trace::{Completion, Event};
 use plotters::prelude::*;
 
@@ -57,7 +58,9 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
     if let Some(path) = &args.plot {
         crate::files::check_new_file(path, args.force)?;
     }
-    let (matrix, trace_warnings, whole) = if args.matrix.is_dir() {
+    let is_otf2_anchor =
+        args.matrix.is_file() && crate::otf2_input::anchor_of(&args.matrix).is_some();
+    let (matrix, trace_warnings, whole) = if args.matrix.is_dir() || is_otf2_anchor {
         read_trace(&args.matrix)?
     } else {
         let text = std::fs::read_to_string(&args.matrix)
@@ -105,7 +108,14 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
 /// warnings about missing, incomplete and unreadable ranks, and whether every rank file
 /// was there and readable.
 fn read_trace(dir: &Path) -> Result<(CommMatrix, Vec<String>, bool), String> {
-    let n = crate::cmd_trace::n_ranks(dir)?;
+    // An OTF2 archive, or a perfskel trace directory.
+    let otf2 = crate::cmd_trace::otf2_archive(dir)
+        .map(|anchor| crate::otf2_input::Otf2Trace::open(&anchor))
+        .transpose()?;
+    let n = match &otf2 {
+        Some(t) => t.n_ranks(),
+        None => crate::cmd_trace::n_ranks(dir)?,
+    };
     if n == 0 {
         return Err(format!(
             "{}: no manifest.json and no rank files: not a trace directory",
@@ -123,7 +133,16 @@ fn read_trace(dir: &Path) -> Result<(CommMatrix, Vec<String>, bool), String> {
     let mut errors = Vec::new();
     let mut ev = Event::default();
     for rank in 0..n {
-        let mut reader = match crate::cmd_trace::open_rank(dir, rank) {
+        let opened: Result<Option<Box<dyn RankEvents + '_>>, String> = match &otf2 {
+            Some(t) => t
+                .rank(rank)
+                .map(|r| Some(Box::new(r) as Box<dyn RankEvents>))
+                .map_err(|e| format!("{}: rank {rank}: {e}", t.anchor.display())),
+            None => crate::cmd_trace::open_rank(dir, rank)
+                .map(|r| r.map(|r| Box::new(r) as Box<dyn RankEvents>))
+                .map_err(|e| e.to_string()),
+        };
+        let mut reader = match opened {
             Ok(Some(r)) => r,
             Ok(None) => {
                 built.missing_ranks.push(rank);
@@ -151,7 +170,7 @@ fn read_trace(dir: &Path) -> Result<(CommMatrix, Vec<String>, bool), String> {
             built.unreadable_ranks.push(rank);
             continue;
         }
-        if !matches!(reader.completion(), Some(Completion::Complete { .. })) {
+        if !matches!(reader.completion(), Completion::Complete { .. }) {
             built.incomplete_ranks.push(rank);
         }
         for (&(src, dst), traffic) in &own.matrix.p2p {

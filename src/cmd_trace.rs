@@ -361,6 +361,9 @@ fn ranks_of(dir: &Path, only: Option<u32>) -> Result<Vec<u32>, String> {
 }
 
 fn show(args: ShowArgs) -> Result<ExitCode, String> {
+    if let Some(anchor) = otf2_archive(&args.dir) {
+        return show_otf2(&anchor, args.rank);
+    }
     let ranks = ranks_of(&args.dir, args.rank)?;
     let symbols = Symbols::default();
     let stdout = std::io::stdout();
@@ -419,68 +422,8 @@ fn show(args: ShowArgs) -> Result<ExitCode, String> {
                 .entry(ev.site)
                 .or_insert_with(|| site_label(&reader, ev.site, &symbols))
                 .clone();
-            let mut line = format!(
-                "  #{index:<6} {:>12}  {:<22} {:>11}",
-                fmt_ns(ev.start_ns),
-                ev.op().mpi_name(),
-                fmt_ns(ev.duration_ns())
-            );
+            let line = event_line(index, &ev, &site);
             index += 1;
-            // A receive posted with MPI_ANY_SOURCE shows the source it matched, marked.
-            let sendrecv = matches!(ev.op(), format::Op::Sendrecv | format::Op::SendrecvReplace);
-            let wild = |line: &mut String, is: bool| {
-                if is && ev.any_source {
-                    line.push_str(" (posted ANY_SOURCE)");
-                }
-            };
-            if let Some(p) = ev.peer {
-                let _ = write!(line, " peer={}", fmt_peer(p));
-                wild(&mut line, !sendrecv);
-            }
-            if let Some(t) = ev.tag {
-                let _ = write!(line, " tag={t}");
-            }
-            if let Some(b) = ev.bytes {
-                let _ = write!(line, " bytes={b}");
-            }
-            if let Some(p) = ev.src {
-                let _ = write!(line, " src={}", fmt_peer(p));
-                wild(&mut line, sendrecv);
-            }
-            if let Some(t) = ev.rtag {
-                let _ = write!(line, " rtag={t}");
-            }
-            if let Some(b) = ev.rbytes {
-                let _ = write!(line, " rbytes={b}");
-            }
-            if let Some(r) = ev.root {
-                let _ = write!(line, " root={r}");
-            }
-            if let Some(c) = ev.comm {
-                let _ = write!(line, " comm={c}");
-            }
-            if let Some(c) = ev.newcomm {
-                let _ = write!(line, " newcomm={c}");
-            }
-            if let Some(r) = ev.req {
-                let _ = write!(line, " req={r}");
-            }
-            if !ev.reqs.is_empty() || matches!(ev.op().class(), format::OpClass::Completion) {
-                let ids: Vec<String> = ev.reqs.iter().map(u64::to_string).collect();
-                let _ = write!(line, " done=[{}]", ids.join(","));
-            }
-            if let Some(f) = ev.flag {
-                let _ = write!(line, " flag={f}");
-            }
-            if ev.polls > 1 {
-                // A run of failed polls is one record: its duration is the calls' sum.
-                let _ = write!(
-                    line,
-                    " polls={} (a run of failed calls, time summed)",
-                    ev.polls
-                );
-            }
-            let _ = writeln!(line, "  @ {site}");
             w(&mut out, &line)?;
         }
         match reader.completion() {
@@ -500,6 +443,72 @@ fn show(args: ShowArgs) -> Result<ExitCode, String> {
     })
 }
 
+/// One event of `trace show`: its index, start, routine, duration and fields.
+fn event_line(index: u64, ev: &Event, site: &str) -> String {
+    let mut line = format!(
+        "  #{index:<6} {:>12}  {:<22} {:>11}",
+        fmt_ns(ev.start_ns),
+        ev.op().mpi_name(),
+        fmt_ns(ev.duration_ns())
+    );
+    // A receive posted with MPI_ANY_SOURCE shows the source it matched, marked.
+    let sendrecv = matches!(ev.op(), format::Op::Sendrecv | format::Op::SendrecvReplace);
+    let wild = |line: &mut String, is: bool| {
+        if is && ev.any_source {
+            line.push_str(" (posted ANY_SOURCE)");
+        }
+    };
+    if let Some(p) = ev.peer {
+        let _ = write!(line, " peer={}", fmt_peer(p));
+        wild(&mut line, !sendrecv);
+    }
+    if let Some(t) = ev.tag {
+        let _ = write!(line, " tag={t}");
+    }
+    if let Some(b) = ev.bytes {
+        let _ = write!(line, " bytes={b}");
+    }
+    if let Some(p) = ev.src {
+        let _ = write!(line, " src={}", fmt_peer(p));
+        wild(&mut line, sendrecv);
+    }
+    if let Some(t) = ev.rtag {
+        let _ = write!(line, " rtag={t}");
+    }
+    if let Some(b) = ev.rbytes {
+        let _ = write!(line, " rbytes={b}");
+    }
+    if let Some(r) = ev.root {
+        let _ = write!(line, " root={r}");
+    }
+    if let Some(c) = ev.comm {
+        let _ = write!(line, " comm={c}");
+    }
+    if let Some(c) = ev.newcomm {
+        let _ = write!(line, " newcomm={c}");
+    }
+    if let Some(r) = ev.req {
+        let _ = write!(line, " req={r}");
+    }
+    if !ev.reqs.is_empty() || matches!(ev.op().class(), format::OpClass::Completion) {
+        let ids: Vec<String> = ev.reqs.iter().map(u64::to_string).collect();
+        let _ = write!(line, " done=[{}]", ids.join(","));
+    }
+    if let Some(f) = ev.flag {
+        let _ = write!(line, " flag={f}");
+    }
+    if ev.polls > 1 {
+        // A run of failed polls is one record: its duration is the calls' sum.
+        let _ = write!(
+            line,
+            " polls={} (a run of failed calls, time summed)",
+            ev.polls
+        );
+    }
+    let _ = writeln!(line, "  @ {site}");
+    line
+}
+
 fn site_label<R: std::io::Read>(reader: &RankReader<R>, id: u64, symbols: &Symbols) -> String {
     let Some(site) = reader.site(id) else {
         return "?".into();
@@ -516,6 +525,104 @@ fn site_label<R: std::io::Read>(reader: &RankReader<R>, id: u64, symbols: &Symbo
         (Some(s), Some(f)) => format!("{s} ({f})"),
         _ => loc.site_name(&key.object, key.offset),
     }
+}
+
+/// `trace show` of an OTF2 archive: each rank's calls as perfskel reads them.
+fn show_otf2(anchor: &Path, only: Option<u32>) -> Result<ExitCode, String> {
+    let t = crate::otf2_input::Otf2Trace::open(anchor)?;
+    for note in &t.notes {
+        eprintln!("note: {}: {note}", anchor.display());
+    }
+    let ranks: Vec<u32> = match only {
+        Some(r) if r >= t.n_ranks() => {
+            return Err(format!(
+                "{}: no rank {r} ({} ranks)",
+                anchor.display(),
+                t.n_ranks()
+            ))
+        }
+        Some(r) => vec![r],
+        None => (0..t.n_ranks()).collect(),
+    };
+    let symbols = Symbols::default();
+    let stdout = std::io::stdout();
+    let mut out = BufWriter::new(stdout.lock());
+    let mut failed = false;
+    for rank in ranks {
+        let mut text = format!(
+            "rank {rank} of {} (OTF2 archive {})\n",
+            t.n_ranks(),
+            anchor.display()
+        );
+        // Written as it goes, a call at a time: memory stays bounded.
+        let mut flush = |text: &mut String| -> Result<(), String> {
+            out.write_all(text.as_bytes()).map_err(|e| e.to_string())?;
+            text.clear();
+            Ok(())
+        };
+        match t.rank(rank) {
+            Err(e) => {
+                failed = true;
+                let _ = writeln!(text, "  UNREADABLE: {e}");
+                eprintln!("error: {}: rank {rank}: {e}", anchor.display());
+            }
+            Ok(mut events) => {
+                let mut ev = Event::default();
+                let mut index = 0u64;
+                let mut labels: BTreeMap<u64, String> = BTreeMap::new();
+                while let Ok(true) =
+                    perfskel_compiler::skeletonize::RankEvents::next_event(&mut events, &mut ev)
+                {
+                    let site = labels
+                        .entry(ev.site)
+                        .or_insert_with(|| match events.site_key(ev.site) {
+                            None => "?".into(),
+                            Some(key) => match t.site_locations.get(key) {
+                                Some(loc) => loc
+                                    .short()
+                                    .unwrap_or_else(|| loc.function.clone().unwrap_or_default()),
+                                None => {
+                                    let loc = symbols.locate(key);
+                                    match (loc.short(), &loc.function) {
+                                        (Some(s), Some(f)) => format!("{s} ({f})"),
+                                        _ => loc.site_name(&key.object, key.offset),
+                                    }
+                                }
+                            },
+                        })
+                        .clone();
+                    text.push_str(&event_line(index, &ev, &site));
+                    index += 1;
+                    if text.len() > 1 << 16 {
+                        flush(&mut text)?;
+                    }
+                }
+                match perfskel_compiler::skeletonize::RankEvents::completion(&events) {
+                    Completion::Complete { end_ns, n_events } => {
+                        let _ = writeln!(
+                            text,
+                            "  end: complete, {n_events} events, {}",
+                            fmt_ns(end_ns)
+                        );
+                    }
+                    Completion::Incomplete { .. } => {
+                        failed = true;
+                        let _ = writeln!(
+                            text,
+                            "  end: INCOMPLETE: the event file ends early; read {index} calls"
+                        );
+                    }
+                }
+            }
+        }
+        flush(&mut text)?;
+    }
+    out.flush().map_err(|e| e.to_string())?;
+    Ok(if failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 /// The OTF2 archive `dir` stands for, when it is one (its anchor file, or a directory

@@ -416,6 +416,11 @@ pub struct Otf2Rank<'a> {
 }
 
 impl Otf2Rank<'_> {
+    /// The call site of id `id` (as events give it), once a call there was read.
+    pub fn site_key(&self, id: u64) -> Option<&SiteKey> {
+        self.sites.iter().find(|(_, v)| **v == id).map(|(k, _)| k)
+    }
+
     /// The rank's location properties (`trace export --otf2` writes its memory and poll
     /// records there).
     fn property_map(&self) -> Option<&BTreeMap<String, u64>> {

@@ -147,6 +147,33 @@ fn the_otf2_export_gives_the_trace_s_skeleton() {
         assert_eq!(from_trace, from_otf2, "{app}");
         assert_eq!(from_otf2, from_anchor, "{app}");
         assert!(from_trace.lines().count() > 5, "{app}: {from_trace}");
+        // The statistics and the topology of both are the same too (but calls_nb's
+        // statistics: OTF2 has no record of what an MPI_Probe matched, its peer and
+        // size).
+        let commands: &[&[&str]] = if *app == "test:calls_nb" {
+            &[&["topo"]]
+        } else {
+            &[&["trace", "stats", "--format", "json"], &["topo"]]
+        };
+        for command in commands {
+            let run = |input: &std::path::Path| {
+                let mut args = command.to_vec();
+                args.push(input.to_str().expect("utf-8"));
+                let out = perfskel(&args);
+                assert!(
+                    out.status.success(),
+                    "{app} {command:?}: {}",
+                    text(&out.stderr)
+                );
+                text(&out.stdout)
+            };
+            let (a, b) = (run(&trace_dir), run(&out));
+            assert!(
+                a == b,
+                "{app} {command:?}: differ:\n{}",
+                first_difference(&a, &b)
+            );
+        }
     }
 }
 
@@ -237,4 +264,14 @@ fn damaged_archives_give_clear_errors() {
             }
         }
     }
+}
+
+/// The first line where `a` and `b` differ, both versions.
+fn first_difference(a: &str, b: &str) -> String {
+    a.lines()
+        .zip(b.lines())
+        .enumerate()
+        .find(|(_, (x, y))| x != y)
+        .map(|(i, (x, y))| format!("line {}: {x}\n   vs: {y}", i + 1))
+        .unwrap_or_else(|| format!("{} against {} lines", a.lines().count(), b.lines().count()))
 }
