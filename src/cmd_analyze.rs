@@ -195,6 +195,9 @@ fn read_inputs(inputs: &[PathBuf]) -> Result<Vec<Experiment>, String> {
 /// Every problem is returned: unreadable rank files, then what `from_trace` says about
 /// missing or incomplete ranks.
 fn read_trace(dir: &Path) -> Result<Experiment, Vec<String>> {
+    if let Some(anchor) = cmd_trace::otf2_archive(dir) {
+        return read_otf2(dir, &anchor);
+    }
     let name = dir.display().to_string();
     let manifest = match cmd_trace::read_manifest(dir) {
         Ok(Some(m)) => m,
@@ -232,14 +235,66 @@ fn read_trace(dir: &Path) -> Result<Experiment, Vec<String>> {
     }
 }
 
+/// An OTF2 archive as one experiment: its ranks through the trace statistics, named
+/// after its directory where no call site names the application.
+fn read_otf2(dir: &Path, anchor: &Path) -> Result<Experiment, Vec<String>> {
+    let name = dir.display().to_string();
+    let t = crate::otf2_input::Otf2Trace::open(anchor).map_err(|e| vec![e])?;
+    let n_ranks = t.n_ranks();
+    let mut stats = StatsBuilder::new(n_ranks);
+    let mut errors = Vec::new();
+    for rank in 0..n_ranks {
+        match t.rank(rank) {
+            Ok(mut events) => {
+                if let Err(e) = stats.add_events(rank, &mut events) {
+                    errors.push(format!("{name}: rank {rank}: {e}"));
+                }
+            }
+            Err(e) => errors.push(format!("{name}: rank {rank}: {e}")),
+        }
+    }
+    let application = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "app".into());
+    let manifest = perfskel_compiler::trace::Manifest {
+        format_version: 0,
+        n_ranks,
+        mpi: String::new(),
+        mpi_library: String::new(),
+        launcher_version: String::new(),
+        hosts: Vec::new(),
+        command: vec![application],
+        start_unix_ns: 0,
+        end_unix_ns: 0,
+        exit_code: Some(0),
+        ranks: Vec::new(),
+        runs: None,
+    };
+    let symbols = Symbols::default();
+    let locate = |key: &perfskel_compiler::trace::stats::SiteKey| match t.site_locations.get(key) {
+        Some(location) => location.clone(),
+        None => symbols.locate(key),
+    };
+    match analyze::trace::from_trace(&name, &manifest, &stats, &locate) {
+        Ok(experiment) if errors.is_empty() => Ok(experiment),
+        Ok(_) => Err(errors),
+        Err(e) => {
+            errors.push(e.to_string());
+            Err(errors)
+        }
+    }
+}
+
 /// Collects the files under `dir`; directories holding a `manifest.json` are perfskel
-/// trace directories and go to `trace_dirs` instead.
+/// trace directories and those holding an OTF2 anchor file `traces.otf2` OTF2 archives:
+/// both go to `trace_dirs` instead.
 fn collect_dir(
     dir: &Path,
     files: &mut Vec<(PathBuf, bool)>,
     trace_dirs: &mut Vec<PathBuf>,
 ) -> Result<(), String> {
-    if dir.join(format::MANIFEST_FILE).is_file() {
+    if dir.join(format::MANIFEST_FILE).is_file() || dir.join("traces.otf2").is_file() {
         trace_dirs.push(dir.to_path_buf());
         return Ok(());
     }

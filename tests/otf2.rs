@@ -275,3 +275,49 @@ fn first_difference(a: &str, b: &str) -> String {
         .map(|(i, (x, y))| format!("line {}: {x}\n   vs: {y}", i + 1))
         .unwrap_or_else(|| format!("{} against {} lines", a.lines().count(), b.lines().count()))
 }
+
+/// `analyze` over OTF2 archives (directories holding `traces.otf2`) gives the report
+/// it gives over the perfskel traces they were exported from.
+#[test]
+fn analyze_reads_otf2_archives_as_it_reads_traces() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let exe = crate::tracer::build_app(Mpi::OpenMpi, "stencil");
+    for np in [2, 3, 4] {
+        let pst = dir.path().join("pst").join(format!("np{np}"));
+        let otf2 = dir.path().join("otf2").join(format!("np{np}"));
+        let recorded = {
+            let _guard = crate::tracer::MPI_LOCK
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            perfskel(&[
+                "record",
+                "-o",
+                pst.to_str().expect("utf-8"),
+                "--",
+                "mpirun.openmpi",
+                "-np",
+                &np.to_string(),
+                exe.to_str().expect("utf-8"),
+                "32",
+                "10",
+            ])
+        };
+        assert!(recorded.status.success(), "{}", text(&recorded.stderr));
+        let exported = perfskel(&[
+            "trace",
+            "export",
+            pst.to_str().expect("utf-8"),
+            "--otf2",
+            otf2.to_str().expect("utf-8"),
+        ]);
+        assert!(exported.status.success(), "{}", text(&exported.stderr));
+    }
+    let report = |sub: &str| {
+        let out = perfskel(&["analyze", dir.path().join(sub).to_str().expect("utf-8")]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        text(&out.stdout)
+    };
+    let (a, b) = (report("pst"), report("otf2"));
+    assert!(a.contains("3 experiments at 2, 3, 4 tasks"), "{a}");
+    assert!(a == b, "{}", first_difference(&a, &b));
+}
