@@ -182,7 +182,11 @@ pub fn export(trace: &Path, out: &Path) -> Result<Exported, String> {
                 }
             };
             let gcomm = global.as_ref().map(|(g, _)| *g);
-            let tag = |t: Option<i64>| t.map(|t| t.max(0) as u32).unwrap_or(0);
+            // MPI_ANY_TAG (and any tag that is no u32) as OTF2's undefined.
+            let tag = |t: Option<i64>| {
+                t.and_then(|t| u32::try_from(t).ok())
+                    .unwrap_or(perfskel_otf2::UNDEFINED_U32)
+            };
             match ev.op {
                 Op::Send | Op::Bsend | Op::Ssend | Op::Rsend => {
                     if let (Some(p), Some(c)) = (peer_in(ev.peer), gcomm) {

@@ -25,7 +25,7 @@ use crate::otf2_export::{
     PROP_OFF_CPU_CLOCK, PROP_POLL_PS, PROP_PROBE_BYTES, PROP_PROBE_RATE, PROP_WORKING_SET,
 };
 use perfskel_compiler::skeletonize::{Opened, RankEvents, Ranks};
-use perfskel_compiler::trace::format::{PEER_ANY_SOURCE, PEER_PROC_NULL};
+use perfskel_compiler::trace::format::{PEER_ANY_SOURCE, PEER_PROC_NULL, TAG_ANY};
 use perfskel_compiler::trace::stats::SiteKey;
 use perfskel_compiler::trace::symbolize::Location;
 use perfskel_compiler::trace::{Completion, Event, Memory, Op, OpClass, TraceError};
@@ -33,7 +33,7 @@ use perfskel_otf2::{attribute_ids, read_definitions, Attr, Def, EvKind, Events, 
 
 /// Receives held back for their completion, at most: past this many events the oldest
 /// is given with the source it was posted with unknown (`MPI_ANY_SOURCE`).
-pub const MAX_HELD: usize = 1 << 20;
+pub const MAX_HELD: usize = 1 << 16;
 
 /// The anchor file of the OTF2 archive at `path`: `path` itself when it is a file named
 /// `*.otf2`, else `path/traces.otf2`, else the one `*.otf2` file in directory `path`.
@@ -89,6 +89,15 @@ pub struct Otf2Trace {
     /// What was left out or guessed, for the user.
     pub notes: Vec<String>,
     reported: RefCell<BTreeSet<u32>>,
+}
+
+/// A tag as perfskel has it: OTF2's undefined is `MPI_ANY_TAG`.
+fn tag_of(tag: u32) -> i64 {
+    if tag == perfskel_otf2::UNDEFINED_U32 {
+        TAG_ANY
+    } else {
+        tag as i64
+    }
 }
 
 fn op_of(name: &str) -> Option<Op> {
@@ -338,10 +347,20 @@ impl Otf2Trace {
         if r == perfskel_otf2::UNDEFINED_U32 {
             return PEER_ANY_SOURCE;
         }
-        match self.comms.get(&c) {
-            Some(m) if m.is_empty() => rank as i64,
-            Some(m) => m.get(r as usize).copied().unwrap_or(PEER_PROC_NULL),
-            None => r as i64,
+        let world = match self.comms.get(&c) {
+            Some(m) if m.is_empty() => Some(rank as i64),
+            Some(m) => m.get(r as usize).copied(),
+            None => Some(r as i64),
+        };
+        match world.filter(|&w| w < self.n_ranks() as i64) {
+            Some(w) => w,
+            None => {
+                self.report(
+                    rank,
+                    &format!("rank {r} of communicator {c} is no rank of the archive: read as MPI_PROC_NULL"),
+                );
+                PEER_PROC_NULL
+            }
         }
     }
 
@@ -518,7 +537,7 @@ impl Otf2Rank<'_> {
                         ..
                     } => {
                         e.peer = Some(world(comm, peer));
-                        e.tag = Some(tag as i64);
+                        e.tag = Some(tag_of(tag));
                         e.bytes = Some(bytes);
                         e.comm = Some(t.comm_id(comm));
                         if let EvKind::Isend { request, .. } = kind {
@@ -534,11 +553,11 @@ impl Otf2Rank<'_> {
                         let source = world(comm, peer);
                         if matches!(e.op, Op::Sendrecv | Op::SendrecvReplace) {
                             e.src = Some(source);
-                            e.rtag = Some(tag as i64);
+                            e.rtag = Some(tag_of(tag));
                             e.rbytes = Some(bytes);
                         } else {
                             e.peer = Some(source);
-                            e.tag = Some(tag as i64);
+                            e.tag = Some(tag_of(tag));
                             e.bytes = Some(bytes);
                         }
                         e.comm = Some(t.comm_id(comm));
@@ -555,7 +574,7 @@ impl Otf2Rank<'_> {
                         request,
                     } => {
                         e.reqs.push(request);
-                        let fill = (world(comm, peer), tag as i64, bytes, t.comm_id(comm));
+                        let fill = (world(comm, peer), tag_of(tag), bytes, t.comm_id(comm));
                         self.fill(request, |held| {
                             held.peer = Some(fill.0);
                             held.tag = Some(fill.1);
