@@ -242,17 +242,7 @@ fn read_otf2(dir: &Path, anchor: &Path) -> Result<Experiment, Vec<String>> {
     let t = crate::otf2_input::Otf2Trace::open(anchor).map_err(|e| vec![e])?;
     let n_ranks = t.n_ranks();
     let mut stats = StatsBuilder::new(n_ranks);
-    let mut errors = Vec::new();
-    for rank in 0..n_ranks {
-        match t.rank(rank) {
-            Ok(mut events) => {
-                if let Err(e) = stats.add_events(rank, &mut events) {
-                    errors.push(format!("{name}: rank {rank}: {e}"));
-                }
-            }
-            Err(e) => errors.push(format!("{name}: rank {rank}: {e}")),
-        }
-    }
+    let mut errors = t.add_stats(&mut stats, &(0..n_ranks).collect::<Vec<_>>());
     let application = dir
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -272,9 +262,8 @@ fn read_otf2(dir: &Path, anchor: &Path) -> Result<Experiment, Vec<String>> {
         runs: None,
     };
     let symbols = Symbols::default();
-    let locate = |key: &perfskel_compiler::trace::stats::SiteKey| match t.site_locations.get(key) {
-        Some(location) => location.clone(),
-        None => symbols.locate(key),
+    let locate = |key: &perfskel_compiler::trace::stats::SiteKey| {
+        t.location(key).unwrap_or_else(|| symbols.locate(key))
     };
     match analyze::trace::from_trace(&name, &manifest, &stats, &locate) {
         Ok(experiment) if errors.is_empty() => Ok(experiment),

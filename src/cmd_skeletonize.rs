@@ -167,15 +167,13 @@ pub fn skeletonize_dir(args: &Args) -> Result<Outcome, String> {
     let symbols = Symbols::default();
     let dir_ranks;
     let otf2;
-    let input = match crate::otf2_input::anchor_of(dir).filter(|_| !is_perfskel_trace(dir)) {
+    let input = match cmd_trace::otf2_archive(dir) {
         Some(anchor) => {
             let t = crate::otf2_input::Otf2Trace::open(&anchor)?;
             if t.n_ranks() == 0 {
                 return Err(format!("{}: the archive has no MPI rank", anchor.display()));
             }
-            for note in &t.notes {
-                eprintln!("perfskel skeletonize: {}: {note}", anchor.display());
-            }
+            t.print_notes("perfskel skeletonize: ");
             let unknown = crate::otf2_input::unknown_mpi_regions(&t);
             if !unknown.is_empty() {
                 eprintln!(
@@ -481,15 +479,6 @@ fn word_name(raw: String) -> String {
         name.push_str("_app");
     }
     name
-}
-
-/// Whether `dir` is a perfskel trace directory (a manifest or rank 0's file).
-fn is_perfskel_trace(dir: &Path) -> bool {
-    dir.join(perfskel_compiler::trace::format::MANIFEST_FILE)
-        .exists()
-        || dir
-            .join(perfskel_compiler::trace::format::rank_file_name(0))
-            .exists()
 }
 
 /// The skeleton's name for an OTF2 archive: the file name of the object of the first

@@ -520,7 +520,12 @@ fn site_label<R: std::io::Read>(reader: &RankReader<R>, id: u64, symbols: &Symbo
         object: object.path.clone(),
         offset: site.addr.wrapping_sub(object.bias),
     };
-    let loc = symbols.locate(&key);
+    located_label(&symbols.locate(&key), &key)
+}
+
+/// `trace show`'s name of call site `key` found at `loc`: `file.c:42 (function)`, else
+/// [`Location::site_name`].
+fn located_label(loc: &Location, key: &SiteKey) -> String {
     match (loc.short(), &loc.function) {
         (Some(s), Some(f)) => format!("{s} ({f})"),
         _ => loc.site_name(&key.object, key.offset),
@@ -530,20 +535,8 @@ fn site_label<R: std::io::Read>(reader: &RankReader<R>, id: u64, symbols: &Symbo
 /// `trace show` of an OTF2 archive: each rank's calls as perfskel reads them.
 fn show_otf2(anchor: &Path, only: Option<u32>) -> Result<ExitCode, String> {
     let t = crate::otf2_input::Otf2Trace::open(anchor)?;
-    for note in &t.notes {
-        eprintln!("note: {}: {note}", anchor.display());
-    }
-    let ranks: Vec<u32> = match only {
-        Some(r) if r >= t.n_ranks() => {
-            return Err(format!(
-                "{}: no rank {r} ({} ranks)",
-                anchor.display(),
-                t.n_ranks()
-            ))
-        }
-        Some(r) => vec![r],
-        None => (0..t.n_ranks()).collect(),
-    };
+    t.print_notes("note: ");
+    let ranks = t.ranks(only)?;
     let symbols = Symbols::default();
     let stdout = std::io::stdout();
     let mut out = BufWriter::new(stdout.lock());
@@ -577,17 +570,11 @@ fn show_otf2(anchor: &Path, only: Option<u32>) -> Result<ExitCode, String> {
                         .entry(ev.site)
                         .or_insert_with(|| match events.site_key(ev.site) {
                             None => "?".into(),
-                            Some(key) => match t.site_locations.get(key) {
+                            Some(key) => match t.location(key) {
                                 Some(loc) => loc
                                     .short()
                                     .unwrap_or_else(|| loc.function.clone().unwrap_or_default()),
-                                None => {
-                                    let loc = symbols.locate(key);
-                                    match (loc.short(), &loc.function) {
-                                        (Some(s), Some(f)) => format!("{s} ({f})"),
-                                        _ => loc.site_name(&key.object, key.offset),
-                                    }
-                                }
+                                None => located_label(&symbols.locate(key), key),
                             },
                         })
                         .clone();
@@ -636,39 +623,15 @@ pub fn otf2_archive(dir: &Path) -> Option<PathBuf> {
 fn stats(args: StatsArgs) -> Result<ExitCode, String> {
     let mut errors = Vec::new();
     let symbols = Symbols::default();
-    let mut site_names = BTreeMap::new();
+    let mut otf2 = None;
     let mut builder;
     if let Some(anchor) = otf2_archive(&args.dir) {
         let t = crate::otf2_input::Otf2Trace::open(&anchor)?;
-        for note in &t.notes {
-            eprintln!("note: {}: {note}", anchor.display());
-        }
-        let ranks: Vec<u32> = match args.rank {
-            Some(r) if r >= t.n_ranks() => {
-                return Err(format!(
-                    "{}: no rank {r} ({} ranks)",
-                    anchor.display(),
-                    t.n_ranks()
-                ))
-            }
-            Some(r) => vec![r],
-            None => (0..t.n_ranks()).collect(),
-        };
+        t.print_notes("note: ");
+        let ranks = t.ranks(args.rank)?;
         builder = StatsBuilder::new(u32::try_from(ranks.len()).unwrap_or(u32::MAX));
-        for rank in ranks {
-            match t.rank(rank) {
-                Ok(mut events) => {
-                    if let Err(e) = builder.add_events(rank, &mut events) {
-                        errors.push(e.to_string());
-                    }
-                }
-                Err(e) => errors.push(format!("{}: rank {rank}: {e}", anchor.display())),
-            }
-        }
-        site_names = t.site_locations.clone();
-        if t.off_cpu_clock {
-            builder.set_clock(perfskel_compiler::trace::Clock::OffCpu);
-        }
+        errors = t.add_stats(&mut builder, &ranks);
+        otf2 = Some(t);
     } else {
         let ranks = ranks_of(&args.dir, args.rank)?;
         builder = StatsBuilder::new(u32::try_from(ranks.len()).unwrap_or(u32::MAX));
@@ -685,9 +648,10 @@ fn stats(args: StatsArgs) -> Result<ExitCode, String> {
         }
     }
     // A call site that is an OTF2 region is named after it.
-    let report = builder.report(&|k| match site_names.get(k) {
-        Some(location) => location.clone(),
-        None => symbols.locate(k),
+    let report = builder.report(&|k| {
+        otf2.as_ref()
+            .and_then(|t: &crate::otf2_input::Otf2Trace| t.location(k))
+            .unwrap_or_else(|| symbols.locate(k))
     });
     match args.format {
         OutputFormat::Json => {

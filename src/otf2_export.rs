@@ -17,7 +17,7 @@
 //! (members, how many earlier communicators of this rank have the same members), which
 //! MPI's collective creation makes the same on every member rank.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use perfskel_compiler::trace::collect;
@@ -144,7 +144,7 @@ pub fn export(trace: &Path, out: &Path) -> Result<Exported, String> {
             local: BTreeMap::new(),
         };
         let mut irecvs: BTreeMap<u64, (u32, u64, u32, u64, bool)> = BTreeMap::new();
-        let mut isends: BTreeMap<u64, ()> = BTreeMap::new();
+        let mut isends: BTreeSet<u64> = BTreeSet::new();
         let mut ncolls: BTreeMap<u64, EvKind> = BTreeMap::new();
         let mut ev = Event::default();
         let loc = rank as u64;
@@ -187,57 +187,49 @@ pub fn export(trace: &Path, out: &Path) -> Result<Exported, String> {
                 t.and_then(|t| u32::try_from(t).ok())
                     .unwrap_or(perfskel_otf2::UNDEFINED_U32)
             };
+            // A send or receive record of `world` (a world rank, PROC_NULL or
+            // ANY_SOURCE), none where the peer or the communicator is unknown.
+            let message = |time: u64,
+                           world: Option<i64>,
+                           t: Option<i64>,
+                           bytes: Option<u64>,
+                           make: &dyn Fn(u32, u64, u32, u64) -> EvKind|
+             -> Option<Ev> {
+                let record = make(peer_in(world)?, gcomm?, tag(t), bytes.unwrap_or(0));
+                Some(mark(Ev::new(time, record), world))
+            };
+            let send = |peer, comm, tag, bytes| EvKind::Send {
+                peer,
+                comm,
+                tag,
+                bytes,
+            };
+            let recv = |peer, comm, tag, bytes| EvKind::Recv {
+                peer,
+                comm,
+                tag,
+                bytes,
+            };
             match ev.op {
                 Op::Send | Op::Bsend | Op::Ssend | Op::Rsend => {
-                    if let (Some(p), Some(c)) = (peer_in(ev.peer), gcomm) {
-                        records.push(mark(
-                            Ev::new(
-                                start,
-                                EvKind::Send {
-                                    peer: p,
-                                    comm: c,
-                                    tag: tag(ev.tag),
-                                    bytes: ev.bytes.unwrap_or(0),
-                                },
-                            ),
-                            ev.peer,
-                        ));
-                    }
+                    records.extend(message(start, ev.peer, ev.tag, ev.bytes, &send));
                 }
                 Op::Isend | Op::Ibsend | Op::Issend | Op::Irsend => {
-                    if let (Some(p), Some(c), Some(r)) = (peer_in(ev.peer), gcomm, ev.req) {
-                        records.push(mark(
-                            Ev::new(
-                                start,
-                                EvKind::Isend {
-                                    peer: p,
-                                    comm: c,
-                                    tag: tag(ev.tag),
-                                    bytes: ev.bytes.unwrap_or(0),
-                                    request: r,
-                                },
-                            ),
-                            ev.peer,
-                        ));
-                        isends.insert(r, ());
+                    if let Some(r) = ev.req {
+                        let isend = |peer, comm, tag, bytes| EvKind::Isend {
+                            peer,
+                            comm,
+                            tag,
+                            bytes,
+                            request: r,
+                        };
+                        if let Some(m) = message(start, ev.peer, ev.tag, ev.bytes, &isend) {
+                            records.push(m);
+                            isends.insert(r);
+                        }
                     }
                 }
-                Op::Recv => {
-                    if let (Some(p), Some(c)) = (peer_in(ev.peer), gcomm) {
-                        at_end.push(mark(
-                            Ev::new(
-                                end,
-                                EvKind::Recv {
-                                    peer: p,
-                                    comm: c,
-                                    tag: tag(ev.tag),
-                                    bytes: ev.bytes.unwrap_or(0),
-                                },
-                            ),
-                            ev.peer,
-                        ));
-                    }
-                }
+                Op::Recv => at_end.extend(message(end, ev.peer, ev.tag, ev.bytes, &recv)),
                 Op::Irecv => {
                     if let Some(r) = ev.req {
                         records.push(Ev::new(start, EvKind::IrecvRequest { request: r }));
@@ -248,36 +240,8 @@ pub fn export(trace: &Path, out: &Path) -> Result<Exported, String> {
                     }
                 }
                 Op::Sendrecv | Op::SendrecvReplace => {
-                    if let Some(c) = gcomm {
-                        if let Some(p) = peer_in(ev.peer) {
-                            records.push(mark(
-                                Ev::new(
-                                    start,
-                                    EvKind::Send {
-                                        peer: p,
-                                        comm: c,
-                                        tag: tag(ev.tag),
-                                        bytes: ev.bytes.unwrap_or(0),
-                                    },
-                                ),
-                                ev.peer,
-                            ));
-                        }
-                        if let Some(p) = peer_in(ev.src) {
-                            at_end.push(mark(
-                                Ev::new(
-                                    end,
-                                    EvKind::Recv {
-                                        peer: p,
-                                        comm: c,
-                                        tag: tag(ev.rtag),
-                                        bytes: ev.rbytes.unwrap_or(0),
-                                    },
-                                ),
-                                ev.src,
-                            ));
-                        }
-                    }
+                    records.extend(message(start, ev.peer, ev.tag, ev.bytes, &send));
+                    at_end.extend(message(end, ev.src, ev.rtag, ev.rbytes, &recv));
                 }
                 _ if ev.op.class() == OpClass::Completion => {
                     for r in &ev.reqs {
@@ -297,7 +261,7 @@ pub fn export(trace: &Path, out: &Path) -> Result<Exported, String> {
                             } else {
                                 record
                             });
-                        } else if isends.remove(r).is_some() {
+                        } else if isends.remove(r) {
                             at_end.push(Ev::new(end, EvKind::IsendComplete { request: *r }));
                         } else if let Some(done) = ncolls.remove(r) {
                             at_end.push(Ev::new(end, done));

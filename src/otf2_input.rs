@@ -26,7 +26,7 @@ use crate::otf2_export::{
 };
 use perfskel_compiler::skeletonize::{Opened, RankEvents, Ranks};
 use perfskel_compiler::trace::format::{PEER_ANY_SOURCE, PEER_PROC_NULL, TAG_ANY};
-use perfskel_compiler::trace::stats::SiteKey;
+use perfskel_compiler::trace::stats::{SiteKey, StatsBuilder};
 use perfskel_compiler::trace::symbolize::Location;
 use perfskel_compiler::trace::{Completion, Event, Memory, Op, OpClass, TraceError};
 use perfskel_otf2::{attribute_ids, read_definitions, Attr, Def, EvKind, Events, GroupKind};
@@ -323,6 +323,50 @@ impl Otf2Trace {
 
     pub fn n_ranks(&self) -> u32 {
         self.locations.len() as u32
+    }
+
+    /// The ranks a command reads: `only`, or all; a rank the archive lacks is an error.
+    pub fn ranks(&self, only: Option<u32>) -> Result<Vec<u32>, String> {
+        match only {
+            Some(r) if r >= self.n_ranks() => Err(format!(
+                "{}: no rank {r} ({} ranks)",
+                self.anchor.display(),
+                self.n_ranks()
+            )),
+            Some(r) => Ok(vec![r]),
+            None => Ok((0..self.n_ranks()).collect()),
+        }
+    }
+
+    /// Says on standard error what was left out or guessed, each line after `prefix`.
+    pub fn print_notes(&self, prefix: &str) {
+        for note in &self.notes {
+            eprintln!("{prefix}{}: {note}", self.anchor.display());
+        }
+    }
+
+    /// Feeds `ranks` into `builder` (the trace statistics); gives the errors.
+    pub fn add_stats(&self, builder: &mut StatsBuilder, ranks: &[u32]) -> Vec<String> {
+        let mut errors = Vec::new();
+        for &rank in ranks {
+            let added = self.rank(rank).and_then(|mut events| {
+                builder
+                    .add_events(rank, &mut events)
+                    .map_err(|e| e.to_string())
+            });
+            if let Err(e) = added {
+                errors.push(format!("{}: rank {rank}: {e}", self.anchor.display()));
+            }
+        }
+        if self.off_cpu_clock {
+            builder.set_clock(perfskel_compiler::trace::Clock::OffCpu);
+        }
+        errors
+    }
+
+    /// Where call site `key` is, for a site that is a region (else `None`: an object's).
+    pub fn location(&self, key: &SiteKey) -> Option<Location> {
+        self.site_locations.get(key).cloned()
     }
 
     fn ns(&self, ticks: u64) -> u64 {
