@@ -73,6 +73,8 @@ pub struct Otf2Trace {
     regions: BTreeMap<u64, Region>,
     /// Rank → location.
     locations: Vec<u64>,
+    /// Location → the records its definition counts (a cut event file is seen by them).
+    event_counts: BTreeMap<u64, u64>,
     /// OTF2 communicator → world ranks (empty: MPI_COMM_SELF, the rank itself).
     comms: BTreeMap<u64, Vec<i64>>,
     world: Option<u64>,
@@ -123,6 +125,7 @@ impl Otf2Trace {
         let mut groups: BTreeMap<u64, (GroupKind, bool, Vec<u64>)> = BTreeMap::new();
         let mut comm_groups: Vec<(u64, u64)> = Vec::new();
         let mut all_locations: Vec<(u64, bool, u64)> = Vec::new();
+        let mut event_counts = BTreeMap::new();
         let mut raw_regions = Vec::new();
         let mut raw_properties = Vec::new();
         let mut dims: BTreeMap<u64, (u64, bool)> = BTreeMap::new();
@@ -162,8 +165,12 @@ impl Otf2Trace {
                     id,
                     cpu_thread,
                     group,
+                    events,
                     ..
-                } => all_locations.push((id, cpu_thread, group)),
+                } => {
+                    all_locations.push((id, cpu_thread, group));
+                    event_counts.insert(id, events);
+                }
                 Def::LocationProperty {
                     location,
                     name,
@@ -313,6 +320,7 @@ impl Otf2Trace {
             offset,
             regions,
             locations,
+            event_counts,
             comms,
             world,
             site_names,
@@ -423,8 +431,9 @@ impl Otf2Trace {
             .locations
             .get(rank as usize)
             .ok_or_else(|| format!("no rank {rank}"))?;
-        let events =
-            Events::open(&self.anchor, location, &self.attr_ids).map_err(|e| e.to_string())?;
+        let events = Events::open(&self.anchor, location, &self.attr_ids)
+            .map_err(|e| e.to_string())?
+            .expecting(self.event_counts.get(&location).copied().unwrap_or(0));
         Ok(Otf2Rank {
             trace: self,
             rank,

@@ -580,6 +580,10 @@ pub struct Events {
     done: bool,
     /// The error that ended the reading (a damaged event file), once reached.
     error: Option<Error>,
+    /// Records OTF2 has read so far.
+    read: u64,
+    /// The records the location's definition counts, when it counts them.
+    expected: Option<u64>,
 }
 
 impl Events {
@@ -609,7 +613,18 @@ impl Events {
             batch: Default::default(),
             done: false,
             error: None,
+            read: 0,
+            expected: None,
         })
+    }
+
+    /// Checks the count of the location's definition (`Def::Location::events`): an event
+    /// file that ends before that many records is an error. OTF2 itself may take a cut
+    /// file's end for the end of its last chunk, depending on what the bytes past the cut
+    /// read as; the count is what makes a truncation certain to be seen. 0 counts nothing.
+    pub fn expecting(mut self, events: u64) -> Self {
+        self.expected = (events > 0).then_some(events);
+        self
     }
 
     fn fill(&mut self) {
@@ -634,6 +649,7 @@ impl Events {
             let slice = unsafe { std::slice::from_raw_parts(recs, n) };
             self.batch.extend(slice.iter().map(ev_of));
         }
+        self.read += read;
         if rc != 0 {
             self.error = Some(Error {
                 message: err_text(&err),
@@ -642,6 +658,15 @@ impl Events {
         } else if read < Self::BATCH {
             // The last records: OTF2 refuses to read past them.
             self.done = true;
+            if let Some(n) = self.expected.filter(|n| self.read < *n) {
+                self.error = Some(Error {
+                    message: format!(
+                        "the event file ends after {} of the {n} records its location's \
+                         definition counts (a truncated file?)",
+                        self.read
+                    ),
+                });
+            }
         }
     }
 

@@ -214,17 +214,40 @@ fn damaged_archives_are_errors() {
     assert!(!missing.message.is_empty());
     write(dir.path());
     let anchor = dir.path().join("traces.otf2");
-    // A truncated event file: the events before the cut, then an error, never a crash.
+    // An event file cut anywhere: the events before the cut, then an error, never a
+    // crash, never a clean end short of the location's count.
     let evt = dir.path().join("traces").join("0.evt");
     let bytes = std::fs::read(&evt).expect("event file");
-    std::fs::write(&evt, &bytes[..bytes.len() / 2]).expect("truncate");
-    let ids = attribute_ids(&read_definitions(&anchor).expect("definitions"));
-    let result = Events::open(&anchor, 0, &ids).and_then(|mut e| {
-        while e.next_event()?.is_some() {}
-        Ok(())
-    });
-    let e = result.expect_err("a truncated event file");
-    assert!(!e.message.is_empty());
+    let defs = read_definitions(&anchor).expect("definitions");
+    let ids = attribute_ids(&defs);
+    let count = defs
+        .iter()
+        .find_map(|d| match d {
+            Def::Location { id: 0, events, .. } => Some(*events),
+            _ => None,
+        })
+        .expect("location 0");
+    for cut in 0..bytes.len() {
+        std::fs::write(&evt, &bytes[..cut]).expect("truncate");
+        let mut n = 0;
+        let result = Events::open(&anchor, 0, &ids).and_then(|e| {
+            let mut e = e.expecting(count);
+            while e.next_event()?.is_some() {
+                n += 1;
+            }
+            Ok(())
+        });
+        // Every record before the cut is read; a cut that loses one is an error (a cut
+        // in the end-of-file padding loses nothing and may read clean).
+        match result {
+            Ok(()) => assert_eq!(n, count, "the event file cut at {cut} of {}", bytes.len()),
+            Err(e) => {
+                assert!(!e.message.is_empty());
+                assert!(n <= count, "cut at {cut}: {n} events");
+            }
+        }
+    }
+    std::fs::write(&evt, &bytes).expect("restore");
     // A garbage anchor file.
     std::fs::write(&anchor, b"not an anchor\n").expect("write");
     assert!(read_definitions(&anchor).is_err());
