@@ -8,7 +8,10 @@
 //! from the `MpiIrecv` record of the call that completes it (the receive is held back
 //! until then, at most [`MAX_HELD`] events); the call site is the innermost enclosing
 //! region that is not MPI (`OBJECT+0xOFFSET` regions, as `trace export` writes them, are
-//! the same call sites as the trace's; other regions are sites named after themselves).
+//! the same call sites as the trace's; other regions are sites named after themselves);
+//! where the routine was entered through a calling context (`CallingContextEnter`,
+//! Score-P's unwinding mode), the site is the source code location of its nearest caller
+//! that is no MPI routine, one site per file and line.
 //! Times are the archive's clock (resolution and offset honoured), in ns from the rank's
 //! first event. `perfskel::` attributes, where present, give what OTF2's records do not
 //! say (time off the core, runs of failed polls, `MPI_ANY_SOURCE`, flags).
@@ -29,7 +32,9 @@ use perfskel_compiler::trace::format::{PEER_ANY_SOURCE, PEER_PROC_NULL, TAG_ANY}
 use perfskel_compiler::trace::stats::{SiteKey, StatsBuilder};
 use perfskel_compiler::trace::symbolize::Location;
 use perfskel_compiler::trace::{Completion, Event, Memory, Op, OpClass, TraceError};
-use perfskel_otf2::{attribute_ids, read_definitions, Attr, Def, EvKind, Events, GroupKind};
+use perfskel_otf2::{
+    attribute_ids, read_definitions, Attr, Def, EvKind, Events, GroupKind, UNDEFINED_U64,
+};
 
 /// Receives held back for their completion, at most: past this many events the oldest
 /// is given with the source it was posted with unknown (`MPI_ANY_SOURCE`).
@@ -73,6 +78,10 @@ pub struct Otf2Trace {
     regions: BTreeMap<u64, Region>,
     /// Rank → location.
     locations: Vec<u64>,
+    /// Calling context → its region.
+    context_regions: BTreeMap<u64, u64>,
+    /// Calling context of an MPI routine → the call's site.
+    context_sites: BTreeMap<u64, SiteKey>,
     /// Location → the records its definition counts (a cut event file is seen by them).
     event_counts: BTreeMap<u64, u64>,
     /// OTF2 communicator → world ranks (empty: MPI_COMM_SELF, the rank itself).
@@ -106,6 +115,24 @@ fn op_of(name: &str) -> Option<Op> {
     Op::ALL.iter().copied().find(|op| op.mpi_name() == name)
 }
 
+/// How a call site at `line` of `file` in `function` is named (`function (file:line)`,
+/// the file without its directories) and located.
+fn source_site(function: &str, file: &str, line: u32) -> (String, Location) {
+    let label = if file.is_empty() || line == 0 {
+        function.to_string()
+    } else {
+        let short = file.rsplit('/').next().unwrap_or(file);
+        format!("{function} ({short}:{line})")
+    };
+    let location = Location {
+        function: Some(function.to_string()),
+        file: (!file.is_empty()).then(|| file.to_string()),
+        line: (line > 0).then_some(line),
+        ..Location::default()
+    };
+    (label, location)
+}
+
 /// `OBJECT+0xOFFSET`: a call site as `trace export --otf2` writes it.
 fn parse_site(name: &str) -> Option<SiteKey> {
     let (object, hex) = name.rsplit_once("+0x")?;
@@ -130,6 +157,8 @@ impl Otf2Trace {
         let mut raw_properties = Vec::new();
         let mut dims: BTreeMap<u64, (u64, bool)> = BTreeMap::new();
         let mut topologies = Vec::new();
+        let mut scls: BTreeMap<u64, (u64, u32)> = BTreeMap::new();
+        let mut contexts: BTreeMap<u64, (u64, u64, u64)> = BTreeMap::new();
         for d in defs {
             match d {
                 Def::Clock {
@@ -161,6 +190,17 @@ impl Otf2Trace {
                     groups.insert(id, (kind, mpi, members));
                 }
                 Def::Comm { id, group, .. } => comm_groups.push((id, group)),
+                Def::SourceCodeLocation { id, file, line } => {
+                    scls.insert(id, (file, line));
+                }
+                Def::CallingContext {
+                    id,
+                    region,
+                    source_code_location,
+                    parent,
+                } => {
+                    contexts.insert(id, (region, source_code_location, parent));
+                }
                 Def::Location {
                     id,
                     cpu_thread,
@@ -204,23 +244,9 @@ impl Otf2Trace {
                     object: format!("otf2 region {name_text}"),
                     offset: id,
                 };
-                let file_text = text(file);
-                let label = if file_text.is_empty() || line == 0 {
-                    name_text.clone()
-                } else {
-                    let short = file_text.rsplit('/').next().unwrap_or(&file_text);
-                    format!("{name_text} ({short}:{line})")
-                };
+                let (label, location) = source_site(&name_text, &text(file), line);
                 site_names.insert(key.clone(), label);
-                site_locations.insert(
-                    key.clone(),
-                    Location {
-                        function: Some(name_text.clone()),
-                        file: (!file_text.is_empty()).then(|| file_text.clone()),
-                        line: (line > 0).then_some(line),
-                        ..Location::default()
-                    },
-                );
+                site_locations.insert(key.clone(), location);
                 key
             });
             regions.insert(
@@ -231,6 +257,47 @@ impl Otf2Trace {
                     site,
                 },
             );
+        }
+        // Calling contexts (Score-P's unwinding mode): a call's site is where its caller
+        // called it, the source code location of the nearest ancestor that is no MPI
+        // routine (one site per file and line, as a return address is one site); a
+        // caller without one is its region's site.
+        let mut context_regions = BTreeMap::new();
+        let mut context_sites = BTreeMap::new();
+        for (&id, &(region, _, _)) in &contexts {
+            context_regions.insert(id, region);
+            if regions.get(&region).is_none_or(|r| r.op.is_none()) {
+                continue;
+            }
+            let mut up = contexts.get(&id).map(|c| c.2);
+            // A walk bounded by the tree's size: a cycle in a damaged archive ends it.
+            for _ in 0..contexts.len() {
+                let Some(&(caller_region, scl, parent)) = up.and_then(|c| contexts.get(&c)) else {
+                    break;
+                };
+                let Some(caller) = regions.get(&caller_region) else {
+                    break;
+                };
+                if caller.op.is_some() {
+                    up = Some(parent);
+                    continue;
+                }
+                let site = match scls.get(&scl) {
+                    Some(&(file, line)) => {
+                        let key = SiteKey {
+                            object: "otf2 source code location".into(),
+                            offset: scl,
+                        };
+                        let (label, location) = source_site(&caller.name, &text(file), line);
+                        site_names.insert(key.clone(), label);
+                        site_locations.insert(key.clone(), location);
+                        key
+                    }
+                    None => caller.site.clone(),
+                };
+                context_sites.insert(id, site);
+                break;
+            }
         }
         let mut notes = Vec::new();
         // The MPI ranks: the MPI comm-locations group, else every CPU thread.
@@ -320,6 +387,8 @@ impl Otf2Trace {
             offset,
             regions,
             locations,
+            context_regions,
+            context_sites,
             event_counts,
             comms,
             world,
@@ -472,7 +541,9 @@ pub struct Otf2Rank<'a> {
     rank: u32,
     events: Events,
     t0: Option<u64>,
-    stack: Vec<u64>,
+    /// The regions entered and not left, each with its calling context
+    /// ([`UNDEFINED_U64`] for an `Enter` record).
+    stack: Vec<(u64, u64)>,
     current: Option<Call>,
     sites: BTreeMap<SiteKey, u64>,
     /// Assembled events not yet given (a receive waiting for its completion, and those
@@ -502,14 +573,18 @@ impl Otf2Rank<'_> {
 
     fn site_id(&mut self) -> u64 {
         let t = self.trace;
-        let Some(key) = self
+        let from_context = self
             .stack
-            .iter()
-            .rev()
-            .filter_map(|r| t.regions.get(r))
-            .find(|r| r.op.is_none())
-            .map(|r| r.site.clone())
-        else {
+            .last()
+            .and_then(|(_, context)| t.context_sites.get(context));
+        let Some(key) = from_context.cloned().or_else(|| {
+            self.stack
+                .iter()
+                .rev()
+                .filter_map(|(r, _)| t.regions.get(r))
+                .find(|r| r.op.is_none())
+                .map(|r| r.site.clone())
+        }) else {
             return 0;
         };
         let next = self.sites.len() as u64 + 1;
@@ -522,6 +597,25 @@ impl Otf2Rank<'_> {
         ns.saturating_sub(t0)
     }
 
+    /// The region an `Enter` or `CallingContextEnter` record enters, and its calling
+    /// context ([`UNDEFINED_U64`] where there is none).
+    fn entered(&self, kind: &EvKind) -> (u64, u64) {
+        match *kind {
+            EvKind::Enter { region } => (region, UNDEFINED_U64),
+            EvKind::CallingContextEnter { context, .. } => {
+                let region = self.trace.context_regions.get(&context).copied();
+                if region.is_none() {
+                    self.trace.report(
+                        self.rank,
+                        &format!("calling context {context} is not defined"),
+                    );
+                }
+                (region.unwrap_or(UNDEFINED_U64), context)
+            }
+            _ => (UNDEFINED_U64, UNDEFINED_U64),
+        }
+    }
+
     /// Applies one OTF2 record; an assembled event goes to `held`.
     fn apply(&mut self, ev: perfskel_otf2::Ev) {
         let t = self.trace;
@@ -529,9 +623,10 @@ impl Otf2Rank<'_> {
         let time = self.time(ev.time);
         let proc_null = ev.attr(Attr::ProcNull) == Some(1);
         match ev.kind {
-            EvKind::Enter { region } => {
+            EvKind::Enter { .. } | EvKind::CallingContextEnter { .. } => {
+                let (region, context) = self.entered(&ev.kind);
                 let op = t.regions.get(&region).and_then(|r| r.op);
-                self.stack.push(region);
+                self.stack.push((region, context));
                 if let (Some(op), None) = (op, &self.current) {
                     let site = self.site_id();
                     let mut e = Event {
@@ -554,7 +649,7 @@ impl Otf2Rank<'_> {
                     });
                 }
             }
-            EvKind::Leave { .. } => {
+            EvKind::Leave { .. } | EvKind::CallingContextLeave { .. } => {
                 let depth = self.stack.len();
                 self.stack.pop();
                 if self.current.as_ref().is_some_and(|c| c.depth == depth) {

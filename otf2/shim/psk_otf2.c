@@ -353,6 +353,31 @@ static OTF2_CallbackCode def_cart_topology(void *u, OTF2_CartTopologyRef self,
     return OTF2_CALLBACK_SUCCESS;
 }
 
+static OTF2_CallbackCode def_source_code_location(void *u, OTF2_SourceCodeLocationRef self,
+                                                  OTF2_StringRef file, uint32_t line) {
+    psk_defs_state *s = u;
+    psk_rec *r = psk_push(&s->buf, PSK_DEF_SOURCE_CODE_LOCATION, 0);
+    if (!r) return OTF2_CALLBACK_INTERRUPT;
+    r->v[0] = self;
+    r->v[1] = file;
+    r->v[2] = line;
+    return OTF2_CALLBACK_SUCCESS;
+}
+
+static OTF2_CallbackCode def_calling_context(void *u, OTF2_CallingContextRef self,
+                                             OTF2_RegionRef region,
+                                             OTF2_SourceCodeLocationRef scl,
+                                             OTF2_CallingContextRef parent) {
+    psk_defs_state *s = u;
+    psk_rec *r = psk_push(&s->buf, PSK_DEF_CALLING_CONTEXT, 0);
+    if (!r) return OTF2_CALLBACK_INTERRUPT;
+    r->v[0] = self;
+    r->v[1] = region;
+    r->v[2] = scl;
+    r->v[3] = parent;
+    return OTF2_CALLBACK_SUCCESS;
+}
+
 static OTF2_Reader *psk_open_reader(const char *anchor, char *err, size_t len) {
     psk_quiet();
     OTF2_Reader *reader = OTF2_Reader_Open(anchor);
@@ -393,6 +418,8 @@ int psk_otf2_read_defs(const char *anchor, psk_rec_cb cb, void *user, char *err,
     OTF2_GlobalDefReaderCallbacks_SetLocationPropertyCallback(cbs, def_location_property);
     OTF2_GlobalDefReaderCallbacks_SetCartDimensionCallback(cbs, def_cart_dimension);
     OTF2_GlobalDefReaderCallbacks_SetCartTopologyCallback(cbs, def_cart_topology);
+    OTF2_GlobalDefReaderCallbacks_SetSourceCodeLocationCallback(cbs, def_source_code_location);
+    OTF2_GlobalDefReaderCallbacks_SetCallingContextCallback(cbs, def_calling_context);
     OTF2_ErrorCode e = OTF2_Reader_RegisterGlobalDefCallbacks(reader, defs, cbs, &s);
     if (e == OTF2_SUCCESS) {
         uint64_t n = 0;
@@ -552,6 +579,25 @@ static OTF2_CallbackCode ev_nb_complete(OTF2_LocationRef loc, OTF2_TimeStamp tim
     return OTF2_CALLBACK_SUCCESS;
 }
 
+/* A region entered or left with its full calling context (Score-P's unwinding mode):
+ * mutually exclusive with Enter/Leave in an archive. */
+static OTF2_CallbackCode ev_cc_enter(OTF2_LocationRef loc, OTF2_TimeStamp time, uint64_t pos,
+                                     void *u, OTF2_AttributeList *attrs,
+                                     OTF2_CallingContextRef cc, uint32_t unwind) {
+    EVT_HEAD(PSK_EV_CC_ENTER);
+    r->v[0] = cc;
+    r->v[1] = unwind;
+    return OTF2_CALLBACK_SUCCESS;
+}
+
+static OTF2_CallbackCode ev_cc_leave(OTF2_LocationRef loc, OTF2_TimeStamp time, uint64_t pos,
+                                     void *u, OTF2_AttributeList *attrs,
+                                     OTF2_CallingContextRef cc) {
+    EVT_HEAD(PSK_EV_CC_LEAVE);
+    r->v[0] = cc;
+    return OTF2_CALLBACK_SUCCESS;
+}
+
 /* Any other record: counted, so that the caller can say what it did not use. */
 static OTF2_CallbackCode ev_unknown(OTF2_LocationRef loc, OTF2_TimeStamp time, uint64_t pos,
                                     void *u, OTF2_AttributeList *attrs) {
@@ -603,6 +649,8 @@ psk_evts *psk_otf2_events_open(const char *anchor, uint64_t location,
     OTF2_EvtReaderCallbacks_SetUnknownCallback(cbs, ev_unknown);
     OTF2_EvtReaderCallbacks_SetEnterCallback(cbs, ev_enter);
     OTF2_EvtReaderCallbacks_SetLeaveCallback(cbs, ev_leave);
+    OTF2_EvtReaderCallbacks_SetCallingContextEnterCallback(cbs, ev_cc_enter);
+    OTF2_EvtReaderCallbacks_SetCallingContextLeaveCallback(cbs, ev_cc_leave);
     OTF2_EvtReaderCallbacks_SetMpiSendCallback(cbs, ev_send);
     OTF2_EvtReaderCallbacks_SetMpiIsendCallback(cbs, ev_isend);
     OTF2_EvtReaderCallbacks_SetMpiIsendCompleteCallback(cbs, ev_isend_complete);
@@ -764,6 +812,13 @@ int psk_otf2_write_event(psk_writer *w, uint64_t location, const psk_rec *r, cha
     switch (r->kind) {
     case PSK_EV_ENTER: e = OTF2_EvtWriter_Enter(ew, al, r->time, (OTF2_RegionRef)v[0]); break;
     case PSK_EV_LEAVE: e = OTF2_EvtWriter_Leave(ew, al, r->time, (OTF2_RegionRef)v[0]); break;
+    case PSK_EV_CC_ENTER:
+        e = OTF2_EvtWriter_CallingContextEnter(ew, al, r->time, (OTF2_CallingContextRef)v[0],
+                                               (uint32_t)v[1]);
+        break;
+    case PSK_EV_CC_LEAVE:
+        e = OTF2_EvtWriter_CallingContextLeave(ew, al, r->time, (OTF2_CallingContextRef)v[0]);
+        break;
     case PSK_EV_SEND:
         e = OTF2_EvtWriter_MpiSend(ew, al, r->time, (uint32_t)v[0], (OTF2_CommRef)v[1],
                                    (uint32_t)v[2], v[3]);
@@ -892,6 +947,15 @@ int psk_otf2_write_def(psk_writer *w, const psk_rec *r, char *err, size_t len) {
                                                    (uint8_t)n, dims);
         break;
     }
+    case PSK_DEF_SOURCE_CODE_LOCATION:
+        e = OTF2_GlobalDefWriter_WriteSourceCodeLocation(
+            w->defs, (OTF2_SourceCodeLocationRef)v[0], (OTF2_StringRef)v[1], (uint32_t)v[2]);
+        break;
+    case PSK_DEF_CALLING_CONTEXT:
+        e = OTF2_GlobalDefWriter_WriteCallingContext(
+            w->defs, (OTF2_CallingContextRef)v[0], (OTF2_RegionRef)v[1],
+            (OTF2_SourceCodeLocationRef)v[2], (OTF2_CallingContextRef)v[3]);
+        break;
     default: return psk_fail(err, len, "no such definition kind", OTF2_ERROR_INVALID_ARGUMENT);
     }
     return e == OTF2_SUCCESS ? 0 : psk_fail(err, len, "cannot write a definition", e);

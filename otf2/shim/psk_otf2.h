@@ -22,6 +22,8 @@ enum {
     PSK_DEF_LOCATION_PROPERTY,    /* v: location, name, value (uint64 properties only) */
     PSK_DEF_CART_DIMENSION,       /* v: id, name, size, periodic */
     PSK_DEF_CART_TOPOLOGY,        /* v: id, name, comm; members: its dimensions */
+    PSK_DEF_SOURCE_CODE_LOCATION, /* v: id, file, line */
+    PSK_DEF_CALLING_CONTEXT,      /* v: id, region, source code location, parent */
     PSK_EV_ENTER = 32,            /* v: region */
     PSK_EV_LEAVE,                 /* v: region */
     PSK_EV_SEND,                  /* v: receiver (rank in comm), comm, tag, bytes */
@@ -37,6 +39,8 @@ enum {
     PSK_EV_COMM_CREATE,           /* v: comm */
     PSK_EV_NB_COLL_REQUEST,       /* v: request */
     PSK_EV_NB_COLL_COMPLETE,      /* v: OTF2 collective op, comm, root, sent, received, request */
+    PSK_EV_CC_ENTER,              /* v: calling context, unwind distance */
+    PSK_EV_CC_LEAVE,              /* v: calling context */
     PSK_EV_OTHER                  /* any other event record */
 };
 

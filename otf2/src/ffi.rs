@@ -17,6 +17,8 @@ pub const DEF_COMM: u32 = 9;
 pub const DEF_LOCATION_PROPERTY: u32 = 10;
 pub const DEF_CART_DIMENSION: u32 = 11;
 pub const DEF_CART_TOPOLOGY: u32 = 12;
+pub const DEF_SOURCE_CODE_LOCATION: u32 = 13;
+pub const DEF_CALLING_CONTEXT: u32 = 14;
 pub const EV_ENTER: u32 = 32;
 pub const EV_LEAVE: u32 = 33;
 pub const EV_SEND: u32 = 34;
@@ -32,6 +34,8 @@ pub const EV_COLLECTIVE_END: u32 = 43;
 pub const EV_COMM_CREATE: u32 = 44;
 pub const EV_NB_COLL_REQUEST: u32 = 45;
 pub const EV_NB_COLL_COMPLETE: u32 = 46;
+pub const EV_CC_ENTER: u32 = 47;
+pub const EV_CC_LEAVE: u32 = 48;
 
 pub const GROUP_COMM_LOCATIONS: u64 = 1;
 pub const GROUP_COMM_GROUP: u64 = 2;

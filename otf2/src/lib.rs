@@ -166,6 +166,20 @@ pub enum Def {
         comm: u64,
         dims: Vec<u64>,
     },
+    /// A file and line (`file`: a string).
+    SourceCodeLocation {
+        id: u64,
+        file: u64,
+        line: u32,
+    },
+    /// A node of the calling-context tree: `region` at `source_code_location` (for a
+    /// caller, where its call is), under `parent` ([`UNDEFINED_U64`] at the root).
+    CallingContext {
+        id: u64,
+        region: u64,
+        source_code_location: u64,
+        parent: u64,
+    },
 }
 
 /// An event record of one location.
@@ -176,6 +190,16 @@ pub enum EvKind {
     },
     Leave {
         region: u64,
+    },
+    /// A region entered, given with its whole calling context (Score-P with unwinding):
+    /// `context` is the entered region's node; the first `unwind_distance - 1` nodes up
+    /// from it were entered since the previous calling-context event.
+    CallingContextEnter {
+        context: u64,
+        unwind_distance: u32,
+    },
+    CallingContextLeave {
+        context: u64,
     },
     /// `peer`: the receiver's rank in `comm`.
     Send {
@@ -418,6 +442,17 @@ fn def_of(r: &ffi::RawRec) -> Option<Def> {
             comm: v[2],
             dims: members(r),
         },
+        ffi::DEF_SOURCE_CODE_LOCATION => Def::SourceCodeLocation {
+            id: v[0],
+            file: v[1],
+            line: r.v[2] as u32,
+        },
+        ffi::DEF_CALLING_CONTEXT => Def::CallingContext {
+            id: v[0],
+            region: v[1],
+            source_code_location: v[2],
+            parent: v[3],
+        },
         _ => return None,
     })
 }
@@ -496,7 +531,11 @@ fn ev_of(r: &ffi::RawRec) -> Ev {
     let mut v = r.v;
     // Regions and communicators are 32-bit references.
     match r.kind {
-        ffi::EV_ENTER | ffi::EV_LEAVE | ffi::EV_COMM_CREATE => v[0] = r32(v[0]),
+        ffi::EV_ENTER
+        | ffi::EV_LEAVE
+        | ffi::EV_COMM_CREATE
+        | ffi::EV_CC_ENTER
+        | ffi::EV_CC_LEAVE => v[0] = r32(v[0]),
         ffi::EV_SEND
         | ffi::EV_ISEND
         | ffi::EV_RECV
@@ -509,6 +548,11 @@ fn ev_of(r: &ffi::RawRec) -> Ev {
     let kind = match r.kind {
         ffi::EV_ENTER => EvKind::Enter { region: v[0] },
         ffi::EV_LEAVE => EvKind::Leave { region: v[0] },
+        ffi::EV_CC_ENTER => EvKind::CallingContextEnter {
+            context: v[0],
+            unwind_distance: v[1] as u32,
+        },
+        ffi::EV_CC_LEAVE => EvKind::CallingContextLeave { context: v[0] },
         ffi::EV_SEND => EvKind::Send {
             peer: v[0] as u32,
             comm: v[1],
@@ -751,6 +795,18 @@ impl Writer {
                 v[0] = region;
                 ffi::EV_LEAVE
             }
+            EvKind::CallingContextEnter {
+                context,
+                unwind_distance,
+            } => {
+                v[0] = context;
+                v[1] = unwind_distance as u64;
+                ffi::EV_CC_ENTER
+            }
+            EvKind::CallingContextLeave { context } => {
+                v[0] = context;
+                ffi::EV_CC_LEAVE
+            }
             EvKind::Send {
                 peer,
                 comm,
@@ -982,6 +1038,19 @@ impl Writer {
                 members = dims.clone();
                 r.n_members = members.len() as u32;
                 r.members = members.as_ptr();
+            }
+            Def::SourceCodeLocation { id, file, line } => {
+                r.kind = ffi::DEF_SOURCE_CODE_LOCATION;
+                r.v[..3].copy_from_slice(&[*id, *file, *line as u64]);
+            }
+            Def::CallingContext {
+                id,
+                region,
+                source_code_location,
+                parent,
+            } => {
+                r.kind = ffi::DEF_CALLING_CONTEXT;
+                r.v[..4].copy_from_slice(&[*id, *region, *source_code_location, *parent]);
             }
         }
         let mut err = [0 as c_char; ERR_LEN];

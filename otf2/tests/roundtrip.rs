@@ -265,3 +265,88 @@ fn a_location_the_archive_does_not_have_is_an_error() {
     });
     assert!(result.is_err(), "{result:?}");
 }
+
+/// Score-P's unwinding mode: source code locations, a calling-context tree, and regions
+/// entered and left through it read back as written.
+#[test]
+fn calling_contexts_read_back_as_written() {
+    let mut d = defs();
+    d.extend([
+        Def::String {
+            id: 9,
+            text: "main".into(),
+        },
+        Def::String {
+            id: 10,
+            text: "app.c".into(),
+        },
+        Def::Region {
+            id: 3,
+            name: 9,
+            canonical: 9,
+            mpi: false,
+            file: 10,
+            line: 10,
+        },
+        Def::SourceCodeLocation {
+            id: 0,
+            file: 10,
+            line: 42,
+        },
+        Def::CallingContext {
+            id: 0,
+            region: 3,
+            source_code_location: 0,
+            parent: UNDEFINED_U64,
+        },
+        Def::CallingContext {
+            id: 1,
+            region: 0,
+            source_code_location: UNDEFINED_U64,
+            parent: 0,
+        },
+    ]);
+    let evs = vec![
+        Ev::new(
+            100,
+            EvKind::CallingContextEnter {
+                context: 1,
+                unwind_distance: 2,
+            },
+        ),
+        Ev::new(
+            110,
+            EvKind::Send {
+                peer: 1,
+                comm: 0,
+                tag: 5,
+                bytes: 8,
+            },
+        ),
+        Ev::new(200, EvKind::CallingContextLeave { context: 1 }),
+    ];
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ids = [UNDEFINED_U64; perfskel_otf2::N_ATTRS];
+    let mut w = Writer::create(dir.path(), "traces", &ids).expect("create");
+    for rank in 0..2u64 {
+        for ev in &evs {
+            w.event(rank, ev).expect("event");
+        }
+    }
+    for def in &d {
+        w.definition(def).expect("definition");
+    }
+    w.finish().expect("finish");
+    let anchor = dir.path().join("traces.otf2");
+    let read = read_definitions(&anchor).expect("definitions");
+    for def in &d[d.len() - 3..] {
+        assert!(read.contains(def), "{def:?} in {read:?}");
+    }
+    let ids = attribute_ids(&read);
+    let mut e = Events::open(&anchor, 0, &ids).expect("open");
+    let mut got = Vec::new();
+    while let Some(ev) = e.next_event().expect("event") {
+        got.push(ev);
+    }
+    assert_eq!(got, evs);
+}

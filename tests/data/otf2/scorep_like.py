@@ -5,15 +5,22 @@ microsecond clock whose first timestamp is far from 0, user regions around the M
 calls (the call sites), a halo exchange and an allreduce per iteration, an OpenMP
 thread in rank 0's process that is no MPI rank, no perfskel attributes.
 
-    scorep_like.py OUT_DIR [ITERATIONS]
+With --unwinding, as Score-P writes it with SCOREP_ENABLE_UNWINDING: no Enter/Leave
+records, the MPI routines entered and left through a calling-context tree whose caller
+nodes carry the source line of each call (exchange's send at app.c:45 and its receive
+at app.c:47 are two call sites).
+
+    scorep_like.py OUT_DIR [ITERATIONS] [--unwinding]
 """
 import sys
 
 import otf2
 from otf2.enums import CollectiveOp, GroupType, LocationType, Paradigm, RegionRole
 
-out = sys.argv[1]
-iterations = int(sys.argv[2]) if len(sys.argv) > 2 else 50
+args = [a for a in sys.argv[1:] if a != "--unwinding"]
+unwinding = "--unwinding" in sys.argv[1:]
+out = args[0]
+iterations = int(args[1]) if len(args) > 1 else 50
 TAG, BYTES = 7, 4096
 START = 1_700_000_000_000_000  # µs: the epoch-based clock of a real run
 
@@ -48,8 +55,64 @@ with otf2.writer.open(out, timer_resolution=1_000_000) as trace:
     allreduce = mpi_region("MPI_Allreduce", RegionRole.COLL_ALL2ALL)
     finalize = mpi_region("MPI_Finalize", RegionRole.FUNCTION)
 
+    # The calling-context tree: a caller node is a region at the line of its call.
+    def scl(line):
+        return defs.source_code_location("app.c", line)
+
+    def node(region, line=None, parent=None):
+        return defs.calling_context(
+            region, source_code_location=scl(line) if line else None, parent=parent
+        )
+
+    # The MPI routine -> its path, leaf first.
+    paths = {}
+    if unwinding:
+        for mpi, frames in [
+            (init, [(main, 11)]),
+            (send, [(exchange, 45), (main, 12)]),
+            (recv, [(exchange, 47), (main, 12)]),
+            (allreduce, [(reduce_site, 62), (main, 13)]),
+            (finalize, [(main, 20)]),
+        ]:
+            parent, path = None, []
+            for region, line in reversed(frames):
+                key = (region, line, parent)
+                if key not in paths:
+                    paths[key] = node(region, line, parent)
+                parent = paths[key]
+                path.insert(0, parent)
+            paths[mpi] = [node(mpi, parent=parent)] + path
+
+    class Writer:
+        """Enter/Leave records, or, unwinding, calling-context records (MPI routines only:
+        the user's functions are not instrumented, their frames come from the unwinder)."""
+
+        def __init__(self, w):
+            self.w, self.previous = w, []
+
+        def enter(self, t, region):
+            if not unwinding:
+                self.w.enter(t, region)
+            elif region in paths:
+                path = paths[region]
+                new = 0
+                while new < len(path) and path[new] not in self.previous:
+                    new += 1
+                self.w.calling_context_enter(t, path[0], new + 1)
+                self.previous = path
+
+        def leave(self, t, region):
+            if not unwinding:
+                self.w.leave(t, region)
+            elif region in paths:
+                self.w.calling_context_leave(t, paths[region][0])
+                self.previous = paths[region][1:]
+
+        def __getattr__(self, name):
+            return getattr(self.w, name)
+
     for rank in range(2):
-        w = trace.event_writer_from_location(threads[rank])
+        w = Writer(trace.event_writer_from_location(threads[rank]))
         other = 1 - rank
         t = START
         w.enter(t, main)
