@@ -56,6 +56,10 @@ struct ShowArgs {
     /// Only this rank.
     #[arg(long)]
     rank: Option<u32>,
+    /// `json`: JSON Lines, one object a line as the events are read (a `rank`
+    /// object, its `event`s, an `end` or `error`), for jq and scripts.
+    #[arg(long, value_enum, default_value = "text")]
+    format: OutputFormat,
 }
 
 #[derive(clap::Args)]
@@ -360,47 +364,198 @@ fn ranks_of(dir: &Path, only: Option<u32>) -> Result<Vec<u32>, String> {
     }
 }
 
+/// Where `trace show` writes: the text listing or JSON Lines, a record at a time (memory
+/// stays bounded whatever the trace's size).
+struct Listing<W: Write> {
+    out: W,
+    json: bool,
+}
+
+/// One event of `trace show --format json`, its fields in the listing's order; a field
+/// the call does not have is left out.
+#[derive(serde::Serialize)]
+struct JsonEvent<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    rank: u32,
+    index: u64,
+    op: &'static str,
+    start_ns: u64,
+    duration_ns: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    peer: Option<serde_json::Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tag: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    bytes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    src: Option<serde_json::Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rtag: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rbytes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    root: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    comm: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    newcomm: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    req: Option<u64>,
+    /// The requests a wait or test completed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    done: Option<&'a Vec<u64>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    flag: Option<u64>,
+    /// A run of failed polls: the calls it stands for (its duration is their sum).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    polls: Option<u64>,
+    /// A receive posted with `MPI_ANY_SOURCE` (`peer` is the source it matched).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    any_source: Option<bool>,
+    /// Of the gap before the call, the time the rank was off its core.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    off_cpu_ns: Option<u64>,
+    site: &'a str,
+}
+
+/// A peer as JSON: a world rank, or "PROC_NULL" / "ANY_SOURCE".
+fn json_peer(p: i64) -> serde_json::Value {
+    match p {
+        PEER_PROC_NULL | PEER_ANY_SOURCE => fmt_peer(p).into(),
+        p => p.into(),
+    }
+}
+
+impl<W: Write> Listing<W> {
+    fn put(&mut self, s: &str) -> Result<(), String> {
+        self.out.write_all(s.as_bytes()).map_err(|e| e.to_string())
+    }
+
+    fn put_json(&mut self, v: serde_json::Value) -> Result<(), String> {
+        let mut line = v.to_string();
+        line.push('\n');
+        self.put(&line)
+    }
+
+    /// A rank's first line: `text` for the listing, `fields` (beside `rank`) for JSON.
+    fn rank(&mut self, rank: u32, text: &str, fields: serde_json::Value) -> Result<(), String> {
+        if self.json {
+            let mut v = serde_json::json!({"type": "rank", "rank": rank});
+            if let (Some(m), serde_json::Value::Object(f)) = (v.as_object_mut(), fields) {
+                m.extend(f);
+            }
+            self.put_json(v)
+        } else {
+            self.put(&format!("{text}\n"))
+        }
+    }
+
+    fn event(&mut self, rank: u32, index: u64, ev: &Event, site: &str) -> Result<(), String> {
+        if !self.json {
+            return self.put(&event_line(index, ev, site));
+        }
+        let completion = matches!(ev.op().class(), format::OpClass::Completion);
+        let record = JsonEvent {
+            kind: "event",
+            rank,
+            index,
+            op: ev.op().mpi_name(),
+            start_ns: ev.start_ns,
+            duration_ns: ev.duration_ns(),
+            peer: ev.peer.map(json_peer),
+            tag: ev.tag,
+            bytes: ev.bytes,
+            src: ev.src.map(json_peer),
+            rtag: ev.rtag,
+            rbytes: ev.rbytes,
+            root: ev.root,
+            comm: ev.comm,
+            newcomm: ev.newcomm,
+            req: ev.req,
+            done: (!ev.reqs.is_empty() || completion).then_some(&ev.reqs),
+            flag: ev.flag,
+            polls: (ev.polls > 1).then_some(ev.polls),
+            any_source: ev.any_source.then_some(true),
+            off_cpu_ns: (ev.off_cpu_ns > 0).then_some(ev.off_cpu_ns),
+            site,
+        };
+        let mut line = serde_json::to_string(&record).map_err(|e| e.to_string())?;
+        line.push('\n');
+        self.put(&line)
+    }
+
+    /// A rank's last line: `text` for the listing, `fields` (beside `rank`) for JSON.
+    fn end(&mut self, rank: u32, text: &str, fields: serde_json::Value) -> Result<(), String> {
+        if self.json {
+            let mut v = serde_json::json!({"type": "end", "rank": rank});
+            if let (Some(m), serde_json::Value::Object(f)) = (v.as_object_mut(), fields) {
+                m.extend(f);
+            }
+            self.put_json(v)
+        } else {
+            self.put(&format!("  end: {text}\n"))
+        }
+    }
+
+    /// A rank that cannot be read, or whose events stop at an error: `label` in the
+    /// listing (`MISSING`, `UNREADABLE`, `ERROR`).
+    fn error(&mut self, rank: u32, label: &str, message: &str) -> Result<(), String> {
+        if self.json {
+            self.put_json(serde_json::json!({
+                "type": "error", "rank": rank, "kind": label.to_lowercase(), "message": message,
+            }))
+        } else if label == "ERROR" {
+            self.put(&format!("  ERROR: {message}\n"))
+        } else {
+            self.put(&format!("rank {rank}: {label}: {message}\n"))
+        }
+    }
+
+    fn flush(&mut self) -> Result<(), String> {
+        self.out.flush().map_err(|e| e.to_string())
+    }
+}
+
 fn show(args: ShowArgs) -> Result<ExitCode, String> {
+    let stdout = std::io::stdout();
+    let mut out = Listing {
+        out: BufWriter::new(stdout.lock()),
+        json: matches!(args.format, OutputFormat::Json),
+    };
     if let Some(anchor) = otf2_archive(&args.dir) {
-        return show_otf2(&anchor, args.rank);
+        return show_otf2(&anchor, args.rank, &mut out);
     }
     let ranks = ranks_of(&args.dir, args.rank)?;
     let symbols = Symbols::default();
-    let stdout = std::io::stdout();
-    let mut out = BufWriter::new(stdout.lock());
     let mut failed = false;
-    let w = |out: &mut BufWriter<_>, s: &str| -> Result<(), String> {
-        out.write_all(s.as_bytes()).map_err(|e| e.to_string())
-    };
     for rank in ranks {
         let mut reader = match open_rank(&args.dir, rank) {
             Ok(Some(r)) => r,
             Ok(None) => {
                 failed = true;
-                w(
-                    &mut out,
-                    &format!(
-                        "rank {rank}: MISSING: {} not found\n",
-                        format::rank_file_name(rank)
-                    ),
-                )?;
+                let file = format::rank_file_name(rank);
+                out.error(rank, "MISSING", &format!("{file} not found"))?;
                 continue;
             }
             Err(e) => {
                 failed = true;
-                w(&mut out, &format!("rank {rank}: UNREADABLE: {e}\n"))?;
-                out.flush().map_err(|e| e.to_string())?;
+                out.error(rank, "UNREADABLE", &e.to_string())?;
+                out.flush()?;
                 eprintln!("error: {e}");
                 continue;
             }
         };
         let h = reader.header().clone();
-        w(
-            &mut out,
+        out.rank(
+            rank,
             &format!(
-                "rank {} of {} on {} (pid {}), {}\n",
+                "rank {} of {} on {} (pid {}), {}",
                 h.rank, h.n_ranks, h.host, h.pid, h.mpi_library
             ),
+            serde_json::json!({
+                "n_ranks": h.n_ranks, "host": h.host, "pid": h.pid, "mpi": h.mpi_library,
+            }),
         )?;
         let mut ev = Event::default();
         let mut site_cache: BTreeMap<u64, String> = BTreeMap::new();
@@ -412,8 +567,8 @@ fn show(args: ShowArgs) -> Result<ExitCode, String> {
                 Err(e) => {
                     // In the listing, where the events stop, and on standard error.
                     failed = true;
-                    w(&mut out, &format!("  ERROR: {e}\n"))?;
-                    out.flush().map_err(|e| e.to_string())?;
+                    out.error(rank, "ERROR", &e.to_string())?;
+                    out.flush()?;
                     eprintln!("error: {e}");
                     break;
                 }
@@ -422,20 +577,33 @@ fn show(args: ShowArgs) -> Result<ExitCode, String> {
                 .entry(ev.site)
                 .or_insert_with(|| site_label(&reader, ev.site, &symbols))
                 .clone();
-            let line = event_line(index, &ev, &site);
+            out.event(rank, index, &ev, &site)?;
             index += 1;
-            w(&mut out, &line)?;
         }
         match reader.completion() {
-            Some(Completion::Complete { end_ns, n_events }) => w(&mut out, &format!("  end: complete, {n_events} events, {}\n", fmt_ns(end_ns)))?,
-            Some(Completion::Incomplete { valid_bytes, trailing_bytes }) => w(&mut out, &format!(
-                "  end: INCOMPLETE: no end record; read {} events up to byte {valid_bytes}, ignored {trailing_bytes} trailing bytes\n",
-                reader.n_events()
-            ))?,
+            Some(Completion::Complete { end_ns, n_events }) => out.end(
+                rank,
+                &format!("complete, {n_events} events, {}", fmt_ns(end_ns)),
+                serde_json::json!({"complete": true, "n_events": n_events, "end_ns": end_ns}),
+            )?,
+            Some(Completion::Incomplete {
+                valid_bytes,
+                trailing_bytes,
+            }) => out.end(
+                rank,
+                &format!(
+                    "INCOMPLETE: no end record; read {} events up to byte {valid_bytes}, ignored {trailing_bytes} trailing bytes",
+                    reader.n_events()
+                ),
+                serde_json::json!({
+                    "complete": false, "n_events": reader.n_events(),
+                    "valid_bytes": valid_bytes, "trailing_bytes": trailing_bytes,
+                }),
+            )?,
             None => {}
         }
     }
-    out.flush().map_err(|e| e.to_string())?;
+    out.flush()?;
     Ok(if failed {
         ExitCode::from(1)
     } else {
@@ -533,78 +701,73 @@ fn located_label(loc: &Location, key: &SiteKey) -> String {
 }
 
 /// `trace show` of an OTF2 archive: each rank's calls as perfskel reads them.
-fn show_otf2(anchor: &Path, only: Option<u32>) -> Result<ExitCode, String> {
+fn show_otf2<W: Write>(
+    anchor: &Path,
+    only: Option<u32>,
+    out: &mut Listing<W>,
+) -> Result<ExitCode, String> {
     let t = crate::otf2_input::Otf2Trace::open(anchor)?;
     t.print_notes("note: ");
     let ranks = t.ranks(only)?;
     let symbols = Symbols::default();
-    let stdout = std::io::stdout();
-    let mut out = BufWriter::new(stdout.lock());
     let mut failed = false;
     for rank in ranks {
-        let mut text = format!(
-            "rank {rank} of {} (OTF2 archive {})\n",
-            t.n_ranks(),
-            anchor.display()
-        );
-        // Written as it goes, a call at a time: memory stays bounded.
-        let mut flush = |text: &mut String| -> Result<(), String> {
-            out.write_all(text.as_bytes()).map_err(|e| e.to_string())?;
-            text.clear();
-            Ok(())
-        };
-        match t.rank(rank) {
+        out.rank(
+            rank,
+            &format!(
+                "rank {rank} of {} (OTF2 archive {})",
+                t.n_ranks(),
+                anchor.display()
+            ),
+            serde_json::json!({"n_ranks": t.n_ranks(), "otf2": anchor.display().to_string()}),
+        )?;
+        let mut events = match t.rank(rank) {
+            Ok(events) => events,
             Err(e) => {
                 failed = true;
-                let _ = writeln!(text, "  UNREADABLE: {e}");
+                out.error(rank, "UNREADABLE", &e)?;
                 eprintln!("error: {}: rank {rank}: {e}", anchor.display());
+                continue;
             }
-            Ok(mut events) => {
-                let mut ev = Event::default();
-                let mut index = 0u64;
-                let mut labels: BTreeMap<u64, String> = BTreeMap::new();
-                while let Ok(true) =
-                    perfskel_compiler::skeletonize::RankEvents::next_event(&mut events, &mut ev)
-                {
-                    let site = labels
-                        .entry(ev.site)
-                        .or_insert_with(|| match events.site_key(ev.site) {
-                            None => "?".into(),
-                            Some(key) => match t.location(key) {
-                                Some(loc) => loc
-                                    .short()
-                                    .unwrap_or_else(|| loc.function.clone().unwrap_or_default()),
-                                None => located_label(&symbols.locate(key), key),
-                            },
-                        })
-                        .clone();
-                    text.push_str(&event_line(index, &ev, &site));
-                    index += 1;
-                    if text.len() > 1 << 16 {
-                        flush(&mut text)?;
-                    }
-                }
-                match perfskel_compiler::skeletonize::RankEvents::completion(&events) {
-                    Completion::Complete { end_ns, n_events } => {
-                        let _ = writeln!(
-                            text,
-                            "  end: complete, {n_events} events, {}",
-                            fmt_ns(end_ns)
-                        );
-                    }
-                    Completion::Incomplete { .. } => {
-                        failed = true;
-                        let _ = writeln!(
-                            text,
-                            "  end: INCOMPLETE: the event file ends early; read {index} calls"
-                        );
-                    }
-                }
+        };
+        let mut ev = Event::default();
+        let mut index = 0u64;
+        let mut labels: BTreeMap<u64, String> = BTreeMap::new();
+        while let Ok(true) =
+            perfskel_compiler::skeletonize::RankEvents::next_event(&mut events, &mut ev)
+        {
+            let site = labels
+                .entry(ev.site)
+                .or_insert_with(|| match events.site_key(ev.site) {
+                    None => "?".into(),
+                    Some(key) => match t.location(key) {
+                        Some(loc) => loc
+                            .short()
+                            .unwrap_or_else(|| loc.function.clone().unwrap_or_default()),
+                        None => located_label(&symbols.locate(key), key),
+                    },
+                })
+                .clone();
+            out.event(rank, index, &ev, &site)?;
+            index += 1;
+        }
+        match perfskel_compiler::skeletonize::RankEvents::completion(&events) {
+            Completion::Complete { end_ns, n_events } => out.end(
+                rank,
+                &format!("complete, {n_events} events, {}", fmt_ns(end_ns)),
+                serde_json::json!({"complete": true, "n_events": n_events, "end_ns": end_ns}),
+            )?,
+            Completion::Incomplete { .. } => {
+                failed = true;
+                out.end(
+                    rank,
+                    &format!("INCOMPLETE: the event file ends early; read {index} calls"),
+                    serde_json::json!({"complete": false, "n_events": index}),
+                )?;
             }
         }
-        flush(&mut text)?;
     }
-    out.flush().map_err(|e| e.to_string())?;
+    out.flush()?;
     Ok(if failed {
         ExitCode::from(1)
     } else {

@@ -274,6 +274,22 @@ fn calling_contexts_give_call_sites_by_line() {
     for site in ["app.c:11", "app.c:45", "app.c:47", "app.c:62", "app.c:20"] {
         assert!(stats.contains(site), "{site} in\n{stats}");
     }
+    // trace show --format json: each send at its line, on both ranks.
+    let out = perfskel(&[
+        "trace",
+        "show",
+        unwound.to_str().expect("utf-8"),
+        "--format",
+        "json",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let sends = text(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("JSON Lines"))
+        .filter(|e| e["op"] == "MPI_Send")
+        .inspect(|e| assert_eq!(e["site"], "app.c:45", "{e}"))
+        .count();
+    assert_eq!(sends, 100);
 }
 
 /// Damaged archives: a missing event file, one cut in half, a garbage anchor: clear

@@ -407,6 +407,45 @@ fn check_stencil(mpi: Mpi, app: &str) {
         "{text}"
     );
     assert!(text.contains("end: complete"), "{text}");
+    // The same listing as JSON Lines: a rank object, an event object per listed event
+    // with the text's fields, an end object.
+    let show = perfskel(&["trace", "show", dir, "--rank", "3", "--format", "json"]);
+    assert!(show.status.success());
+    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&show.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON object a line"))
+        .collect();
+    assert_eq!(lines[0]["type"], "rank");
+    assert_eq!(lines[0]["n_ranks"], serde_json::json!(N_RANKS));
+    let events: Vec<&serde_json::Value> = lines.iter().filter(|l| l["type"] == "event").collect();
+    let listed = text
+        .lines()
+        .filter(|l| l.trim_start().starts_with('#'))
+        .count();
+    assert_eq!(events.len(), listed);
+    assert!(events.iter().all(|e| e["rank"] == 3));
+    assert!(events
+        .iter()
+        .enumerate()
+        .all(|(i, e)| e["index"] == serde_json::json!(i)));
+    let sendrecvs: Vec<_> = events
+        .iter()
+        .filter(|e| e["op"] == "MPI_Sendrecv")
+        .collect();
+    assert_eq!(sendrecvs.len(), 4 * iters);
+    // A border's neighbour is MPI_PROC_NULL, named as the listing names it.
+    let peer = |v: &serde_json::Value| v.is_u64() || *v == "PROC_NULL";
+    for e in &sendrecvs {
+        assert!(peer(&e["peer"]) && peer(&e["src"]), "{e}");
+        assert!(
+            e["site"].as_str().is_some_and(|s| s.contains(function)),
+            "{e}"
+        );
+    }
+    let last = lines.last().expect("lines");
+    assert_eq!(last["type"], "end");
+    assert_eq!(last["complete"], true);
+    assert_eq!(last["n_events"], serde_json::json!(events.len()));
 }
 
 fn check_ring(mpi: Mpi, app: &str) {
@@ -2095,6 +2134,16 @@ fn stats_and_show_report_a_missing_rank() {
         "{text}"
     );
     assert!(text.contains("MPI_Send"), "{text}");
+    let show = perfskel(&["trace", "show", path, "--format", "json"]);
+    assert_eq!(show.status.code(), Some(1));
+    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&show.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON object a line"))
+        .collect();
+    assert!(lines.contains(&serde_json::json!({
+        "type": "error", "rank": 1, "kind": "missing", "message": "rank-00001.pst not found"
+    })));
+    assert_eq!(lines.iter().filter(|l| l["op"] == "MPI_Send").count(), 2);
 }
 
 fn nth(rt: &RankTrace, op: Op, i: usize) -> &Event {
