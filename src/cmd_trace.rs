@@ -856,19 +856,55 @@ fn us(ns: u64) -> f64 {
     ns as f64 / 1e3
 }
 
-/// One line of a per-operation table: count, total, min, max time and bytes.
+/// A share as a table shows it: `12.3`, or `-` outside the application's span.
+fn share(p: Option<f64>) -> String {
+    p.map_or_else(|| "-".into(), |p| format!("{p:.1}"))
+}
+
+const OP_HEADER: &str =
+    "  operation                      count     total ms     mean us      min us      max us    App%    MPI%         sent B";
+
+/// One line of a per-operation table: count, total, mean, min, max time, shares and
+/// bytes sent.
 fn op_row(s: &mut String, o: &perfskel_compiler::trace::stats::OpRow) {
     let t = &o.totals;
     let _ = writeln!(
         s,
-        "  {:<26} {:>9} {:>12.3} {:>11.3} {:>11.3} {:>14}",
+        "  {:<26} {:>9} {:>12.3} {:>11.3} {:>11.3} {:>11.3} {:>7} {:>7} {:>14}",
         o.op,
         t.count,
         ms(t.total_ns),
+        us(o.shares.mean_ns),
         us(t.min_ns),
         us(t.max_ns),
-        t.bytes
+        share(o.shares.app_pct),
+        share(o.shares.mpi_pct),
+        t.sent_bytes
     );
+}
+
+/// The operations outside the application's span, in one line:
+/// `MPI_Init 2 calls 400.000 ms, MPI_Finalize 2 calls 0.200 ms`.
+fn outside_line(ops: &[perfskel_compiler::trace::stats::OpRow]) -> Option<String> {
+    let parts: Vec<String> = ops
+        .iter()
+        .filter(|o| o.shares.app_pct.is_none() && is_outside(o.op))
+        .map(|o| {
+            format!(
+                "{} {} call(s) {:.3} ms",
+                o.op,
+                o.totals.count,
+                ms(o.totals.total_ns)
+            )
+        })
+        .collect();
+    (!parts.is_empty()).then(|| parts.join(", "))
+}
+
+fn is_outside(name: &str) -> bool {
+    format::Op::ALL
+        .iter()
+        .any(|op| op.mpi_name() == name && perfskel_compiler::trace::stats::outside_app(*op))
 }
 
 fn pct(part: u64, whole: u64) -> f64 {
@@ -944,19 +980,24 @@ fn render_text(r: &StatsReport, errors: &[String]) -> String {
             unmeasured.len()
         );
     }
-    let _ = writeln!(s, "\nper operation, all ranks:");
     let _ = writeln!(
         s,
-        "  {:<26} {:>9} {:>12} {:>11} {:>11} {:>14}",
-        "operation", "count", "total ms", "min us", "max us", "bytes"
+        "\nper operation, all ranks (App%: of the application's time, MPI%: of its time in MPI, both summed over ranks; bytes: sent):"
     );
-    for o in &r.ops {
+    let _ = writeln!(s, "{OP_HEADER}");
+    for o in r.ops.iter().filter(|o| !is_outside(o.op)) {
         op_row(&mut s, o);
     }
+    if let Some(line) = outside_line(&r.ops) {
+        let _ = writeln!(
+            s,
+            "outside the application's span (in neither App% nor MPI%): {line}"
+        );
+    }
     let _ = writeln!(s, "\nper call site, all ranks (most time first):");
+    let sites: Vec<_> = r.sites.iter().filter(|x| !is_outside(x.op)).collect();
     // Names of sites without debug information (`Class::method+0x1a4`) can be long.
-    let width = r
-        .sites
+    let width = sites
         .iter()
         .map(|site| site.site.chars().count())
         .max()
@@ -964,22 +1005,35 @@ fn render_text(r: &StatsReport, errors: &[String]) -> String {
         .max(28);
     let _ = writeln!(
         s,
-        "  {:<width$} {:<22} {:>5} {:>9} {:>12} {:>11} {:>11} {:>14}",
-        "site", "operation", "ranks", "count", "total ms", "min us", "max us", "bytes"
+        "  {:<width$} {:<22} {:>5} {:>9} {:>12} {:>11} {:>11} {:>11} {:>7} {:>7} {:>14}",
+        "site",
+        "operation",
+        "ranks",
+        "count",
+        "total ms",
+        "mean us",
+        "min us",
+        "max us",
+        "App%",
+        "MPI%",
+        "sent B"
     );
-    for site in &r.sites {
+    for site in sites {
         let t = &site.totals;
         let _ = writeln!(
             s,
-            "  {:<width$} {:<22} {:>5} {:>9} {:>12.3} {:>11.3} {:>11.3} {:>14}",
+            "  {:<width$} {:<22} {:>5} {:>9} {:>12.3} {:>11.3} {:>11.3} {:>11.3} {:>7} {:>7} {:>14}",
             site.site,
             site.op,
             site.n_ranks,
             t.count,
             ms(t.total_ns),
+            us(site.shares.mean_ns),
             us(t.min_ns),
             us(t.max_ns),
-            t.bytes
+            share(site.shares.app_pct),
+            share(site.shares.mpi_pct),
+            t.sent_bytes
         );
     }
     let _ = writeln!(s, "\nper rank:");
@@ -1033,7 +1087,8 @@ fn render_text(r: &StatsReport, errors: &[String]) -> String {
     if r.ranks.len() == 1 {
         if let Some(rank) = r.ranks.first() {
             let _ = writeln!(s, "\nrank {} per operation:", rank.rank);
-            for o in &rank.ops {
+            let _ = writeln!(s, "{OP_HEADER}");
+            for o in rank.ops.iter().filter(|o| !is_outside(o.op)) {
                 op_row(&mut s, o);
             }
         }

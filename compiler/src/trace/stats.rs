@@ -27,18 +27,19 @@ pub struct Totals {
     pub total_ns: u64,
     pub min_ns: u64,
     pub max_ns: u64,
-    /// Bytes sent plus bytes received.
-    pub bytes: u64,
-    /// Bytes sent only (what mpiP counts; `perfskel analyze` reports it).
-    #[serde(skip)]
+    /// Bytes the calls sent (what mpiP counts, and `perfskel analyze` reports): a send's
+    /// message, a collective's contribution; 0 for receives and probes.
     pub sent_bytes: u64,
+    /// Bytes the calls received: a receive's message, a collective's or sendrecv's
+    /// received part; 0 for probes (what they matched is received by the receive).
+    pub received_bytes: u64,
 }
 
 impl Totals {
     /// Adds `calls` calls that took `dur` ns in all: one call, or a run of failed polls
     /// (format 7), whose calls count one by one and whose mean time stands for each in
     /// the minimum and maximum.
-    fn add(&mut self, dur: u64, calls: u64, bytes: u64, sent_bytes: u64) {
+    fn add(&mut self, dur: u64, calls: u64, sent_bytes: u64, received_bytes: u64) {
         let each = dur / calls.max(1);
         self.min_ns = if self.count == 0 {
             each
@@ -48,8 +49,8 @@ impl Totals {
         self.max_ns = self.max_ns.max(each);
         self.count += calls.max(1);
         self.total_ns += dur;
-        self.bytes += bytes;
         self.sent_bytes += sent_bytes;
+        self.received_bytes += received_bytes;
     }
     /// Adds the calls of `other`.
     pub fn merge(&mut self, other: &Totals) {
@@ -64,8 +65,8 @@ impl Totals {
         self.max_ns = self.max_ns.max(other.max_ns);
         self.count += other.count;
         self.total_ns += other.total_ns;
-        self.bytes += other.bytes;
         self.sent_bytes += other.sent_bytes;
+        self.received_bytes += other.received_bytes;
     }
 }
 
@@ -105,6 +106,39 @@ pub struct OpRow {
     pub op: &'static str,
     #[serde(flatten)]
     pub totals: Totals,
+    #[serde(flatten)]
+    pub shares: Shares,
+}
+
+/// What a row's calls weigh, as mpiP gives it: the mean call, and the calls' time as a
+/// share of the application's time (`app_pct`) and of its time in MPI (`mpi_pct`), both
+/// summed over the same ranks, in percent to 0.001. `MPI_Init`, `MPI_Init_thread` and
+/// `MPI_Finalize` lie outside the application's span (from the end of `MPI_Init` to the
+/// start of `MPI_Finalize`): their shares are `null`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct Shares {
+    pub mean_ns: u64,
+    pub app_pct: Option<f64>,
+    pub mpi_pct: Option<f64>,
+}
+
+impl Shares {
+    fn of(op: Op, t: &Totals, app_ns: u64, mpi_ns: u64) -> Shares {
+        let pct = |part: u64, whole: u64| {
+            (whole > 0).then(|| (part as f64 * 100.0 / whole as f64 * 1000.0).round() / 1000.0)
+        };
+        let inside = !outside_app(op);
+        Shares {
+            mean_ns: t.total_ns / t.count.max(1),
+            app_pct: pct(t.total_ns, app_ns).filter(|_| inside),
+            mpi_pct: pct(t.total_ns, mpi_ns).filter(|_| inside),
+        }
+    }
+}
+
+/// Whether `op`'s time lies outside the application's span (and its MPI time).
+pub fn outside_app(op: Op) -> bool {
+    matches!(op, Op::Init | Op::InitThread | Op::Finalize)
 }
 
 /// One row of the per-call-site table, aggregated over ranks.
@@ -119,6 +153,8 @@ pub struct SiteRow {
     pub n_ranks: u32,
     #[serde(flatten)]
     pub totals: Totals,
+    #[serde(flatten)]
+    pub shares: Shares,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -218,16 +254,17 @@ impl StatsBuilder {
                 _ => st.mpi_ns += dur,
             }
             st.off_cpu_ns += ev.off_cpu_ns;
-            let bytes = ev.bytes.unwrap_or(0) + ev.rbytes.unwrap_or(0);
-            // `bytes` is what a receive received; for every other operation it is sent.
-            let sent = match op {
-                Op::Recv | Op::Irecv | Op::Probe | Op::Iprobe => 0,
-                _ => ev.bytes.unwrap_or(0),
+            // `bytes` is what a receive received (a probe, what it matched); for every
+            // other operation it is sent, and `rbytes` received.
+            let (sent, received) = match op {
+                Op::Recv | Op::Irecv => (0, ev.bytes.unwrap_or(0)),
+                Op::Probe | Op::Iprobe => (0, 0),
+                _ => (ev.bytes.unwrap_or(0), ev.rbytes.unwrap_or(0)),
             };
             by_site
                 .entry((op, ev.site))
                 .or_default()
-                .add(dur, ev.calls(), bytes, sent);
+                .add(dur, ev.calls(), sent, received);
         }
         let sites = events.sites();
         for ((op, site), totals) in by_site {
@@ -296,15 +333,16 @@ impl StatsBuilder {
                 e.1 += 1;
             }
         }
-        let op_rows = |m: &BTreeMap<Op, Totals>| {
+        let op_rows = |m: &BTreeMap<Op, Totals>, app_ns: u64, mpi_ns: u64| {
             m.iter()
                 .map(|(op, t)| OpRow {
                     op: op.mpi_name(),
                     totals: *t,
+                    shares: Shares::of(*op, t, app_ns, mpi_ns),
                 })
                 .collect::<Vec<_>>()
         };
-        let all_sites = site_rows(sites, locate);
+        let all_sites = site_rows(sites, locate, app_ns, mpi_ns);
         StatsReport {
             n_ranks: self.n_ranks,
             missing_ranks: self.missing.clone(),
@@ -319,7 +357,7 @@ impl StatsBuilder {
             mpi_ns,
             off_cpu_ns,
             compute_ns,
-            ops: op_rows(&ops),
+            ops: op_rows(&ops, app_ns, mpi_ns),
             sites: all_sites,
             ranks: self
                 .ranks
@@ -334,10 +372,12 @@ impl StatsBuilder {
                     compute_ns: r.compute_ns,
                     memory: r.memory,
                     clock: r.clock,
-                    ops: op_rows(&r.ops),
+                    ops: op_rows(&r.ops, r.app_ns, r.mpi_ns),
                     sites: site_rows(
                         r.sites.iter().map(|(k, t)| (k.clone(), (*t, 1))).collect(),
                         locate,
+                        r.app_ns,
+                        r.mpi_ns,
                     ),
                 })
                 .collect(),
@@ -350,6 +390,8 @@ impl StatsBuilder {
 fn site_rows(
     sites: BTreeMap<(Op, SiteKey), (Totals, u32)>,
     locate: &dyn Fn(&SiteKey) -> Location,
+    app_ns: u64,
+    mpi_ns: u64,
 ) -> Vec<SiteRow> {
     let mut rows: Vec<SiteRow> = sites
         .into_iter()
@@ -364,6 +406,7 @@ fn site_rows(
                 offset: key.offset,
                 n_ranks,
                 totals,
+                shares: Shares::of(op, &totals, app_ns, mpi_ns),
             }
         })
         .collect();
