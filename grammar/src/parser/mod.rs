@@ -959,3 +959,40 @@ mod tests {
         assert_eq!(crate::printer::print(&program), text);
     }
 }
+
+#[cfg(test)]
+mod peer_hint_tests {
+    use super::parse;
+
+    /// The hints of the diagnostics of `peer` written where a send's peer goes.
+    fn hints(peer: &str) -> Vec<String> {
+        let text = format!("skeleton s\nranks 4\ntopology ring\napp_time 1 s\nsend {peer} 8 B\n");
+        let (_, diags) = parse(&text);
+        diags.into_iter().flat_map(|d| d.notes).collect()
+    }
+
+    #[test]
+    fn a_misspelt_direction_gets_the_one_it_is_near() {
+        assert_eq!(hints("nxet"), ["hint: did you mean `next`?"]);
+        assert_eq!(hints("prve"), ["hint: did you mean `prev`?"]);
+        assert_eq!(hints("suoth"), ["hint: did you mean `south`?"]);
+        assert_eq!(hints("East"), ["hint: did you mean `east`?"]);
+        assert_eq!(hints("chld(1)"), ["hint: did you mean `child(...)`?"]);
+        assert_eq!(hints("parnet"), ["hint: did you mean `parent`?"]);
+    }
+
+    #[test]
+    fn other_tools_words_get_their_directions_here() {
+        assert_eq!(
+            hints("left"),
+            ["hint: did you mean `prev` (a ring or chain) or `west` (a grid)?"]
+        );
+        assert_eq!(hints("previous"), ["hint: did you mean `prev`?"]);
+        assert_eq!(hints("neighbour(0)"), ["hint: did you mean `neighbor(i)`?"]);
+    }
+
+    #[test]
+    fn a_word_far_from_every_peer_gets_no_guess() {
+        assert!(hints("banana").is_empty(), "{:?}", hints("banana"));
+    }
+}

@@ -627,14 +627,62 @@ fn peer(input: Tokens) -> PResult<Peer> {
     ))
     .parse(input);
     match result {
-        Err(Err::Error(e)) if e.at <= input.offset + 1 => failure(
-            PErr::expected(
+        Err(Err::Error(e)) if e.at <= input.offset + 1 => {
+            let err = PErr::expected(
                 &input,
                 "a peer: a direction (`east`, `+x`, `next`, `parent`, `child(i)`, ...), `rank(EXPR)` or `any`",
-            ),
-        ),
+            );
+            let found = input.first().filter(|t| t.kind == TokKind::Word);
+            match found.and_then(|t| peer_hint(input.text(t))) {
+                Some(hint) => failure(err.with_hint(hint)),
+                None => failure(err),
+            }
+        }
         other => other,
     }
+}
+
+/// The words that begin a peer, for "did you mean".
+const PEER_WORDS: &[&str] = &[
+    "any", "source", "rank", "east", "west", "north", "south", "up", "down", "next", "prev",
+    "parent", "hub", "child", "leaf", "bit", "neighbor", "shift", "offset",
+];
+
+/// A hint for a word that is no peer: the peer it is a near miss of, or, for words
+/// other tools use, the directions that mean them here.
+fn peer_hint(word: &str) -> Option<String> {
+    let lower = word.to_ascii_lowercase();
+    let synonym = match lower.as_str() {
+        "left" => Some("`prev` (a ring or chain) or `west` (a grid)"),
+        "right" => Some("`next` (a ring or chain) or `east` (a grid)"),
+        "previous" | "pred" | "predecessor" => Some("`prev`"),
+        "succ" | "successor" => Some("`next`"),
+        "top" => Some("`north` (a grid) or `parent` (a tree)"),
+        "bottom" => Some("`south` (a grid)"),
+        "root" => Some("`parent` (a tree), or `rank(0)`"),
+        "children" | "kid" => Some("`child(i)`"),
+        "neighbour" | "neighbours" | "neighbors" => Some("`neighbor(i)`"),
+        "anysource" | "any_source" | "wildcard" => Some("`any`"),
+        _ => None,
+    };
+    if let Some(s) = synonym {
+        return Some(format!("did you mean {s}?"));
+    }
+    // A peer in other case (`East`) first, then the nearest spelling.
+    let best = PEER_WORDS
+        .iter()
+        .copied()
+        .find(|w| *w == lower)
+        .or_else(|| super::closest(&lower, PEER_WORDS.iter().copied()))?;
+    let call = matches!(
+        best,
+        "rank" | "child" | "leaf" | "bit" | "neighbor" | "shift" | "offset"
+    );
+    Some(if call {
+        format!("did you mean `{best}(...)`?")
+    } else {
+        format!("did you mean `{best}`?")
+    })
 }
 
 /// Which trailing clauses a statement accepts.
