@@ -11,7 +11,7 @@ use std::process::ExitCode;
 
 use perfskel_compiler::logicalize::trace::TraceMatrix;
 use perfskel_compiler::logicalize::{
-    logicalize, CommMatrix, Logicalization, MatrixError, Options, DEFAULT_THRESHOLD,
+    logicalize, CommMatrix, Declared, Logicalization, MatrixError, Options, DEFAULT_THRESHOLD,
 };
 use perfskel_compiler::skeletonize::RankEvents;
 use perfskel_compiler::trace::{Completion, Event};
@@ -60,14 +60,14 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
     }
     let is_otf2_anchor =
         args.matrix.is_file() && crate::otf2_input::anchor_of(&args.matrix).is_some();
-    let (matrix, trace_warnings, whole) = if args.matrix.is_dir() || is_otf2_anchor {
+    let (matrix, trace_warnings, whole, grid) = if args.matrix.is_dir() || is_otf2_anchor {
         read_trace(&args.matrix)?
     } else {
         let text = std::fs::read_to_string(&args.matrix)
             .map_err(|e| format!("cannot read {}: {e}", args.matrix.display()))?;
         let matrix =
             parse(&args.matrix, &text).map_err(|e| format!("{}: {e}", args.matrix.display()))?;
-        (matrix, Vec::new(), true)
+        (matrix, Vec::new(), true, None)
     };
     let mut report = logicalize(
         &matrix,
@@ -77,6 +77,15 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
     );
     // What the trace lacks comes first: it qualifies everything else.
     report.warnings.splice(0..0, trace_warnings.iter().cloned());
+    // The application's own grid names the topology, as in the skeleton.
+    report.declared = grid.and_then(|g| {
+        let topology = perfskel_compiler::skeletonize::declared_topology(&g, matrix.n_ranks)?;
+        Some(Declared {
+            topology: perfskel_grammar::printer::topology(&topology),
+            dims: g.iter().map(|(d, _)| *d).collect(),
+            periodic: g.iter().map(|(_, p)| *p).collect(),
+        })
+    });
     match args.format {
         Format::Text => print!("{}", report.to_text(args.verbose)),
         Format::Json => {
@@ -104,10 +113,13 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
     })
 }
 
-/// Reads every rank of a trace directory and builds its matrix; gives the matrix, the
-/// warnings about missing, incomplete and unreadable ranks, and whether every rank file
-/// was there and readable.
-fn read_trace(dir: &Path) -> Result<(CommMatrix, Vec<String>, bool), String> {
+/// What [`read_trace`] gives: the matrix, the warnings about missing, incomplete and
+/// unreadable ranks, whether every rank file was there and readable, and the grid the
+/// application declared over the world (`MPI_Cart_create` in its order).
+type TraceRead = (CommMatrix, Vec<String>, bool, Option<Vec<(u64, bool)>>);
+
+/// Reads every rank of a trace directory and builds its matrix.
+fn read_trace(dir: &Path) -> Result<TraceRead, String> {
     // An OTF2 archive, or a perfskel trace directory.
     let otf2 = crate::cmd_trace::otf2_archive(dir)
         .map(|anchor| crate::otf2_input::Otf2Trace::open(&anchor))
@@ -132,6 +144,7 @@ fn read_trace(dir: &Path) -> Result<(CommMatrix, Vec<String>, bool), String> {
     };
     let mut errors = Vec::new();
     let mut ev = Event::default();
+    let mut grid = None;
     for rank in 0..n {
         let opened: Result<Option<Box<dyn RankEvents + '_>>, String> = match &otf2 {
             Some(t) => t
@@ -173,6 +186,16 @@ fn read_trace(dir: &Path) -> Result<(CommMatrix, Vec<String>, bool), String> {
         if !matches!(reader.completion(), Completion::Complete { .. }) {
             built.incomplete_ranks.push(rank);
         }
+        if grid.is_none() {
+            // The first grid over the whole world, as `skeletonize` takes it.
+            let world: Vec<i64> = (0..i64::from(n)).collect();
+            let members = reader.comms();
+            grid = reader
+                .grids()
+                .into_iter()
+                .find(|(id, _)| members.get(id) == Some(&world))
+                .map(|(_, g)| g);
+        }
         for (&(src, dst), traffic) in &own.matrix.p2p {
             built.matrix.add_p2p(src, dst, *traffic).map_err(at)?;
         }
@@ -185,7 +208,7 @@ fn read_trace(dir: &Path) -> Result<(CommMatrix, Vec<String>, bool), String> {
     let mut warnings = built.warnings();
     warnings.extend(errors);
     let whole = built.missing_ranks.is_empty() && built.unreadable_ranks.is_empty();
-    Ok((built.matrix, warnings, whole))
+    Ok((built.matrix, warnings, whole, grid))
 }
 
 fn parse(path: &Path, text: &str) -> Result<CommMatrix, String> {

@@ -688,16 +688,33 @@ fn recorded_apps_give_their_topology() {
     assert_eq!(r["total"]["messages"], 42);
     assert_eq!(r["n_edges"], 14);
     assert_eq!(r["collectives"]["allreduce"]["messages"], 18);
+    // The application's own grid, in its dimension order (MPI_Dims_create's 3 x 2).
+    assert_eq!(r["declared"]["topology"], "grid(3, 2)", "{r:#}");
+    assert_eq!(r["declared"]["periodic"], serde_json::json!([false, false]));
 
     // 2 x 2 grid: a 4-cycle, the same graph as ring(4) and hypercube(2); the library
     // names it by its fewest dimensions.
     let (st4, r) = record_and_topo(dir.path(), "stencil4", 4, "stencil", &["16", "3"]);
     assert_single_identity(&r, &["ring", "grid(2, 2)", "hypercube(2)"]);
     assert_eq!(r["n_edges"], 8);
+    // The trace says which: the application declared a 2 x 2 grid, and the text leads
+    // with it.
+    assert_eq!(r["declared"]["topology"], "grid(2, 2)", "{r:#}");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_perfskel"))
+        .arg("topo")
+        .arg(&st4)
+        .output()
+        .expect("perfskel topo");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("\ndeclared topology: grid(2, 2), the application's own (MPI_Cart_create"),
+        "{text}"
+    );
 
-    // ring.c is a pipeline: rank r sends to r + 1, the last rank only receives.
+    // ring.c is a pipeline (and declares no grid): rank r sends to r + 1, the last rank only receives.
     let (_, r) = record_and_topo(dir.path(), "ring", 4, "ring", &["256", "4"]);
     assert_single_identity(&r, &["chain"]);
+    assert!(r.get("declared").is_none(), "{r:#}");
     assert_eq!(r["patterns"][0]["flow"], "forward");
     assert_eq!(r["total"]["bytes"], 3 * 4 * 256 * 8);
     assert_eq!(r["collectives"]["reduce"]["messages"], 4);

@@ -93,6 +93,20 @@ pub struct Logicalization {
     pub self_traffic: Traffic,
     /// Things the user must know: nothing matched, ranks idle, much traffic unexplained.
     pub warnings: Vec<String>,
+    /// The grid the application declared over the world (`MPI_Cart_create` in its
+    /// order), when a trace says so: set by the caller, not matched (a 2 × 2 grid and a
+    /// ring of 4 have the same graph; the application's own grid names it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub declared: Option<Declared>,
+}
+
+/// The application's own topology, as the skeleton writes it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Declared {
+    /// In the skeleton language: `grid(2, 2)`, `grid(4, 2, periodic)`.
+    pub topology: String,
+    pub dims: Vec<u64>,
+    pub periodic: Vec<bool>,
 }
 
 impl Logicalization {
@@ -259,6 +273,7 @@ pub fn logicalize(matrix: &CommMatrix, options: &Options) -> Logicalization {
         collectives: matrix.collectives.clone(),
         self_traffic: matrix.self_traffic,
         warnings: Vec::new(),
+        declared: None,
     };
     let set_aside: Vec<(u32, u32)> = pairs
         .keys()

@@ -23,6 +23,17 @@ impl Logicalization {
             traffic_text(&self.total),
             self.threshold * 100.0
         );
+        if let Some(d) = &self.declared {
+            let matched = match self.patterns.first() {
+                Some(p) => format!("the matrix alone matched {}", p.name),
+                None => "the matrix alone matched no pattern".to_string(),
+            };
+            let _ = writeln!(
+                out,
+                "\ndeclared topology: {}, the application's own (MPI_Cart_create over MPI_COMM_WORLD, in its dimension order); skeletonize names its directions by it ({matched}: a graph alone cannot tell a grid from another topology of the same shape)",
+                d.topology
+            );
+        }
         for pattern in &self.patterns {
             let method = match pattern.map_method {
                 MapMethod::Identity => "identity (ranks already in MPI_Cart_create / heap order)",

@@ -63,6 +63,7 @@ use crate::trace::stats::SiteKey;
 pub use eager::unblock_sends;
 pub use source::{InMemory, Opened, RankEvents, RankSource, Ranks};
 pub use summary::Summary;
+pub use topo::declared_topology;
 pub use vcounts::{unify_collective_sizes, unify_vector_counts};
 
 /// The trace, as the caller reads it.

@@ -150,7 +150,10 @@ impl Directions {
 
 /// The grid topology of a declared Cartesian grid (size and periodicity per dimension)
 /// over `n_ranks` ranks; `None` when it has no dimension or another number of ranks.
-pub(crate) fn declared_topology(grid: &[(u64, bool)], n_ranks: u32) -> Option<Topology> {
+/// The topology of the grid an application declared over all its `n_ranks` ranks (per
+/// dimension its size and whether it wraps around); `None` when the sizes do not
+/// multiply to `n_ranks`.
+pub fn declared_topology(grid: &[(u64, bool)], n_ranks: u32) -> Option<Topology> {
     let dims: Vec<u64> = grid.iter().map(|(d, _)| *d).collect();
     (!dims.is_empty() && dims.iter().product::<u64>() == u64::from(n_ranks)).then(|| {
         Topology::Grid {
