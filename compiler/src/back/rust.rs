@@ -94,7 +94,7 @@ pub fn emit(verified: &Verified, options: &Options) -> Vec<GeneratedFile> {
         },
         GeneratedFile {
             path: "src/main.rs".into(),
-            contents: code::main_rs(program, info, options),
+            contents: rustfmt(code::main_rs(program, info, options)),
         },
     ];
     files.extend(RUNTIME_FILES.iter().map(|(path, contents)| GeneratedFile {
@@ -102,6 +102,43 @@ pub fn emit(verified: &Verified, options: &Options) -> Vec<GeneratedFile> {
         contents: (*contents).to_string(),
     }));
     files
+}
+
+/// `source` as rustfmt lays it out (the 2021 style edition, whose formatting rustfmt
+/// keeps stable from one version to the next), so the project passes `cargo fmt
+/// --check`: the emitter writes a statement a line, rustfmt breaks the long ones as a
+/// Rust programmer's editor would. `RUSTFMT` names another rustfmt, as for `cargo fmt`.
+/// Without one, or where it fails, the code is kept as emitted, under a comment that
+/// says so.
+fn rustfmt(source: String) -> String {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let program = std::env::var_os("RUSTFMT").unwrap_or_else(|| "rustfmt".into());
+    let formatted = Command::new(&program)
+        .args(["--edition", "2021", "--emit", "stdout", "--quiet"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .ok()
+        .and_then(|mut child| {
+            // Written from a thread: rustfmt writes as it reads, so a large file written
+            // whole before reading would fill both pipes.
+            let mut stdin = child.stdin.take()?;
+            let text = source.clone();
+            let writer = std::thread::spawn(move || stdin.write_all(text.as_bytes()).is_ok());
+            let out = child.wait_with_output().ok()?;
+            let written = writer.join().unwrap_or(false);
+            (written && out.status.success())
+                .then(|| String::from_utf8(out.stdout).ok())
+                .flatten()
+        });
+    match formatted {
+        Some(text) if !text.trim().is_empty() => text,
+        _ => format!(
+            "// rustfmt was not found or failed where this was generated: the code is laid out as emitted.\n{source}"
+        ),
+    }
 }
 
 fn cargo_toml(program: &Program, options: &Options) -> String {

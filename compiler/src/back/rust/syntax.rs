@@ -226,7 +226,29 @@ fn expr_prec(e: &Expr, vars: &LoopVars) -> (String, u8) {
             P_ATOM,
         ),
         ExprKind::Unary(UnaryOp::Neg, x) => (format!("-{}", wrap(x, P_ATOM)), P_UNARY),
-        ExprKind::Unary(UnaryOp::Not, x) => (format!("!{}", wrap(x, P_ATOM)), P_UNARY),
+        // `not (a == b)` is `a != b` (clippy's `nonminimal_bool`): integers, so every
+        // comparison has an exact opposite.
+        ExprKind::Unary(UnaryOp::Not, x) => match &x.kind {
+            ExprKind::Binary(
+                cmp @ (BinOp::Eq | BinOp::Ne | BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge),
+                l,
+                r,
+            ) => {
+                let opposite = match cmp {
+                    BinOp::Eq => "!=",
+                    BinOp::Ne => "==",
+                    BinOp::Lt => ">=",
+                    BinOp::Le => ">",
+                    BinOp::Gt => "<=",
+                    _ => "<",
+                };
+                (
+                    format!("{} {opposite} {}", wrap(l, P_XOR + 1), wrap(r, P_XOR + 1)),
+                    P_CMP,
+                )
+            }
+            _ => (format!("!{}", wrap(x, P_ATOM)), P_UNARY),
+        },
         // The DSL's `/` and `%` are Euclidean, as in the checker.
         ExprKind::Binary(BinOp::Div, l, r) => {
             (format!("i64::div_euclid({}, {})", expr(l), expr(r)), P_ATOM)
@@ -459,11 +481,22 @@ mod tests {
         // `not` binds looser than comparisons in the DSL, tighter in Rust.
         assert_eq!(
             expr(&parse_cond("coord(0) == 0 and not (coord(1) == 0)")),
-            "coords[0] == 0 && !(coords[1] == 0)"
+            "coords[0] == 0 && coords[1] != 0"
         );
         assert_eq!(
             expr(&parse_cond("not rank == 0 or rank > 2 and rank < 5")),
-            "!(rank == 0) || rank > 2 && rank < 5"
+            "rank != 0 || rank > 2 && rank < 5"
+        );
+        // A negated comparison is the opposite comparison (clippy's nonminimal_bool);
+        // other negations stay.
+        assert_eq!(expr(&parse_cond("not rank < 2")), "rank >= 2");
+        assert_eq!(
+            expr(&parse_cond("not rank >= nranks - 1")),
+            "rank < nranks - 1"
+        );
+        assert_eq!(
+            expr(&parse_cond("not (rank == 0 or rank == 3)")),
+            "!(rank == 0 || rank == 3)"
         );
         assert_eq!(
             expr(&parse_cond("(rank == 0) == (nranks == 4)")),
