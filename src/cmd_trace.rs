@@ -888,7 +888,7 @@ fn op_row(s: &mut String, o: &perfskel_compiler::trace::stats::OpRow) {
 fn outside_line(ops: &[perfskel_compiler::trace::stats::OpRow]) -> Option<String> {
     let parts: Vec<String> = ops
         .iter()
-        .filter(|o| o.shares.app_pct.is_none() && is_outside(o.op))
+        .filter(|o| is_outside(o.op))
         .map(|o| {
             format!(
                 "{} {} call(s) {:.3} ms",
