@@ -7,8 +7,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use perfskel_compiler::back::{Backend, GeneratedFile};
-pub use perfskel_compiler::pipeline::{compile, CompileError, Compiled};
+use perfskel_compiler::back::{Backend, GeneratedFile, JobPolicy};
+pub use perfskel_compiler::pipeline::{compile, compile_with, CompileError, Compiled};
 use perfskel_compiler::scale::{min_reliable_s, too_short_to_time, Model, Target};
 
 use crate::cmd_calibrate;
@@ -55,6 +55,33 @@ pub struct Args {
     /// instead of measuring it (about 4 s, once; `PERFSKEL_NO_CALIBRATE=1` does the same).
     #[arg(long)]
     no_calibrate: bool,
+    /// job.slurm: the partition to run in (`#SBATCH --partition`).
+    #[arg(long, help_heading = "Job script (job.slurm)")]
+    partition: Option<String>,
+    /// job.slurm: the account to charge (`#SBATCH --account`).
+    #[arg(long, help_heading = "Job script (job.slurm)")]
+    account: Option<String>,
+    /// job.slurm: the time limit, in Slurm's format (`30`, `1:30:00`, `1-00:00:00`);
+    /// by default 20 times the runs' target time, at least 5 minutes.
+    #[arg(long, help_heading = "Job script (job.slurm)")]
+    time: Option<String>,
+    /// job.slurm: a node to the job alone (`#SBATCH --exclusive`): no other job's
+    /// traffic or compute in the timing.
+    #[arg(long, help_heading = "Job script (job.slurm)")]
+    exclusive: bool,
+    /// job.slurm: srun's MPI plugin (`srun --mpi=pmix`; `pmi2` for MPICH); by default
+    /// the site's.
+    #[arg(long, value_name = "PLUGIN", help_heading = "Job script (job.slurm)")]
+    srun_mpi: Option<String>,
+    /// job.slurm: how many runs of the skeleton the job times (`PERFSKEL_RUNS=N sbatch
+    /// job.slurm` overrides it).
+    #[arg(
+        long,
+        default_value_t = 3,
+        value_name = "N",
+        help_heading = "Job script (job.slurm)"
+    )]
+    job_runs: u32,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -115,19 +142,30 @@ pub const BUILD_PRODUCTS: &[&str] = &["skeleton", ".build-flags", "Cargo.lock", 
 pub fn run(args: Args) -> Result<ExitCode, String> {
     let name = args.file.display().to_string();
     let source = read_source(&args.file)?;
+    let job = JobPolicy {
+        partition: args.partition.clone(),
+        account: args.account.clone(),
+        time: args.time.clone(),
+        exclusive: args.exclusive,
+        mpi: args.srun_mpi.clone(),
+        runs: args.job_runs,
+    };
+    // Before the model, which may measure this machine first.
+    job.check()?;
     let (model, model_from) = load_model(args.model.as_deref(), args.mpi, !args.no_calibrate)?;
     let source_name = args
         .file
         .file_name()
         .map_or_else(|| name.clone(), |f| f.to_string_lossy().into_owned());
     let backend = args.emit.is_none().then_some(args.backend);
-    let mut compiled = match compile(
+    let mut compiled = match compile_with(
         &source_name,
         &source,
         args.ratio,
         backend,
         &model,
         args.target.into(),
+        &job,
     ) {
         Ok(c) => c,
         Err(CompileError::Diags(diags)) => {

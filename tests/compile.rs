@@ -1115,3 +1115,177 @@ fn ranks_sharing_cores_need_a_longer_run_to_time() {
         "{text}"
     );
 }
+
+/// The job script's requests come from `compile`'s flags, the same for both back ends;
+/// a value that is no Slurm name or time is refused before anything is written.
+#[test]
+fn the_job_script_asks_for_what_the_user_gives() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let skel = root().join("examples/skeletons/stencil2d.skel");
+    let skel = skel.to_str().expect("utf-8");
+    let mut scripts = Vec::new();
+    for backend in ["c", "rust"] {
+        let out = dir.path().join(backend);
+        let run = perfskel(
+            dir.path(),
+            &[
+                "compile",
+                skel,
+                "--ratio",
+                "1:1000",
+                "--backend",
+                backend,
+                "-o",
+                out.to_str().expect("utf-8"),
+                "--partition",
+                "debug",
+                "--account",
+                "proj-1",
+                "--time",
+                "1-00:30:00",
+                "--exclusive",
+                "--srun-mpi",
+                "pmix",
+                "--job-runs",
+                "5",
+            ],
+        );
+        assert!(run.status.success(), "{}", text(&run.stderr));
+        let job = std::fs::read_to_string(out.join("job.slurm")).expect("job.slurm");
+        for line in [
+            "#SBATCH --ntasks=16\n",
+            "#SBATCH --time=1-00:30:00\n",
+            "#SBATCH --partition=debug\n",
+            "#SBATCH --account=proj-1\n",
+            "#SBATCH --exclusive\n",
+            "runs=${PERFSKEL_RUNS:-5}\n",
+            "    srun --mpi=pmix ./skeleton\n",
+        ] {
+            assert!(job.contains(line), "{line:?} in\n{job}");
+        }
+        scripts.push(
+            job.replace("C-MPI back end", "")
+                .replace("Rust back end", ""),
+        );
+    }
+    assert_eq!(scripts[0], scripts[1], "one policy for both back ends");
+    // By default: no partition or account, the site's plugin, three runs.
+    let out = dir.path().join("default");
+    let run = perfskel(
+        dir.path(),
+        &[
+            "compile",
+            skel,
+            "--ratio",
+            "1:1000",
+            "-o",
+            out.to_str().expect("utf-8"),
+        ],
+    );
+    assert!(run.status.success(), "{}", text(&run.stderr));
+    let job = std::fs::read_to_string(out.join("job.slurm")).expect("job.slurm");
+    assert!(
+        !job.contains("--partition") && !job.contains("--exclusive"),
+        "{job}"
+    );
+    assert!(
+        job.contains("runs=${PERFSKEL_RUNS:-3}\n") && job.contains("    srun ./skeleton\n"),
+        "{job}"
+    );
+    for (flag, value, says) in [
+        ("--partition", "a;rm -rf ~", "a Slurm name is letters"),
+        ("--account", "", "a Slurm name is letters"),
+        ("--time", "1:2:3:4", "is not a Slurm time"),
+        ("--time", "soon", "is not a Slurm time"),
+        ("--job-runs", "0", "give 1 to 1000"),
+    ] {
+        let out = dir.path().join("refused");
+        let run = perfskel(
+            dir.path(),
+            &[
+                "compile",
+                skel,
+                "--ratio",
+                "1:1000",
+                "-o",
+                out.to_str().expect("utf-8"),
+                flag,
+                value,
+            ],
+        );
+        assert_eq!(
+            run.status.code(),
+            Some(2),
+            "{flag} {value}: {}",
+            text(&run.stderr)
+        );
+        assert!(
+            text(&run.stderr).contains(says),
+            "{flag} {value}: {}",
+            text(&run.stderr)
+        );
+        assert!(!out.exists(), "nothing written for {flag} {value}");
+    }
+}
+
+/// The job script runs under Slurm as written: on the local single-node Slurm that
+/// scripts/setup.sh starts, `sbatch --wait` of a 2-rank skeleton built with `make`
+/// (Open MPI, srun's PMIx plugin) gives one perfskel-result line per run.
+#[test]
+fn the_job_script_runs_under_slurm() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let skel = dir.path().join("pair.skel");
+    std::fs::write(
+        &skel,
+        "skeleton pair\nranks 2\ntopology ring\napp_time 2 s\nloop 100 {\n    compute 10 ms\n    sendrecv to next 4 KiB from prev 4 KiB\n    allreduce 8 B\n}\n",
+    )
+    .expect("write");
+    let out = dir.path().join("out");
+    let run = perfskel(
+        dir.path(),
+        &[
+            "compile",
+            skel.to_str().expect("utf-8"),
+            "--ratio",
+            "1:10",
+            "-o",
+            out.to_str().expect("utf-8"),
+            "--srun-mpi",
+            "pmix",
+            "--job-runs",
+            "2",
+            "--time",
+            "5",
+        ],
+    );
+    assert!(run.status.success(), "{}", text(&run.stderr));
+    let make = std::process::Command::new("make")
+        .current_dir(&out)
+        .output()
+        .expect("make");
+    assert!(make.status.success(), "{}", text(&make.stderr));
+    let _guard = MPI_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let sbatch = std::process::Command::new("sbatch")
+        .args(["--wait", "--quiet", "job.slurm"])
+        .current_dir(&out)
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .output()
+        .expect("sbatch (scripts/setup.sh installs Slurm and starts a local node)");
+    let logs: Vec<PathBuf> = std::fs::read_dir(&out)
+        .expect("out")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.to_string_lossy().contains("pair-skeleton-")
+                && p.extension().is_some_and(|x| x == "out")
+        })
+        .collect();
+    let log = logs
+        .first()
+        .map(|p| std::fs::read_to_string(p).unwrap_or_default())
+        .unwrap_or_default();
+    assert!(sbatch.status.success(), "{}\n{log}", text(&sbatch.stderr));
+    let results: Vec<RunResult> = log.lines().filter_map(RunResult::parse).collect();
+    assert_eq!(results.len(), 2, "{log}");
+    assert!(results.iter().all(|r| r.ranks == 2), "{log}");
+}

@@ -39,6 +39,7 @@ fn emit(source_name: &str, source: &str) -> (Program, Vec<GeneratedFile>) {
         app_time_s: verified.program().app_time.value.seconds(),
         source_name: source_name.to_string(),
         source: source.to_string(),
+        job: Default::default(),
     };
     let files = back::rust::emit(&verified, &options);
     (verified.program().clone(), files)
@@ -148,7 +149,7 @@ fn project_files_are_self_contained_and_deterministic() {
     assert!(makefile.contains("export CARGO_TARGET_DIR"));
     let job = file(&files, "job.slurm");
     assert!(job.contains("#SBATCH --ntasks=16\n"));
-    assert!(job.contains("\nsrun ./skeleton\n"));
+    assert!(job.contains("\n    srun ./skeleton\n"));
     let root_dir = root().to_string_lossy().into_owned();
     for f in &files {
         assert!(

@@ -38,6 +38,28 @@ pub fn compile(
     model: &Model,
     target: Target,
 ) -> Result<Compiled, CompileError> {
+    compile_with(
+        source_name,
+        source,
+        ratio,
+        backend,
+        model,
+        target,
+        &back::JobPolicy::default(),
+    )
+}
+
+/// [`compile`], with the Slurm batch script's requests.
+pub fn compile_with(
+    source_name: &str,
+    source: &str,
+    ratio: u64,
+    backend: Option<Backend>,
+    model: &Model,
+    target: Target,
+    job: &back::JobPolicy,
+) -> Result<Compiled, CompileError> {
+    job.check().map_err(CompileError::Message)?;
     let (program, mut diags) = perfskel_grammar::parse(source);
     if diags.iter().any(Diag::is_error) {
         return Err(CompileError::Diags(diags));
@@ -120,6 +142,7 @@ pub fn compile(
                 app_time_s: verified.program().app_time.value.seconds(),
                 source_name: source_name.to_string(),
                 source: source.to_string(),
+                job: job.clone(),
             };
             back::emit(&rechecked, backend, &options).map_err(CompileError::Message)?
         }
