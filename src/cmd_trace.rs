@@ -432,20 +432,31 @@ impl<W: Write> Listing<W> {
         self.out.write_all(s.as_bytes()).map_err(|e| e.to_string())
     }
 
-    fn put_json(&mut self, v: serde_json::Value) -> Result<(), String> {
-        let mut line = v.to_string();
+    /// One JSON object, a line.
+    fn put_json(&mut self, v: &impl serde::Serialize) -> Result<(), String> {
+        let mut line = serde_json::to_string(v).map_err(|e| e.to_string())?;
         line.push('\n');
         self.put(&line)
+    }
+
+    /// A JSON record of `kind` for `rank`, with `fields` beside them.
+    fn put_record(
+        &mut self,
+        kind: &str,
+        rank: u32,
+        fields: serde_json::Value,
+    ) -> Result<(), String> {
+        let mut v = serde_json::json!({"type": kind, "rank": rank});
+        if let (Some(m), serde_json::Value::Object(f)) = (v.as_object_mut(), fields) {
+            m.extend(f);
+        }
+        self.put_json(&v)
     }
 
     /// A rank's first line: `text` for the listing, `fields` (beside `rank`) for JSON.
     fn rank(&mut self, rank: u32, text: &str, fields: serde_json::Value) -> Result<(), String> {
         if self.json {
-            let mut v = serde_json::json!({"type": "rank", "rank": rank});
-            if let (Some(m), serde_json::Value::Object(f)) = (v.as_object_mut(), fields) {
-                m.extend(f);
-            }
-            self.put_json(v)
+            self.put_record("rank", rank, fields)
         } else {
             self.put(&format!("{text}\n"))
         }
@@ -480,19 +491,13 @@ impl<W: Write> Listing<W> {
             off_cpu_ns: (ev.off_cpu_ns > 0).then_some(ev.off_cpu_ns),
             site,
         };
-        let mut line = serde_json::to_string(&record).map_err(|e| e.to_string())?;
-        line.push('\n');
-        self.put(&line)
+        self.put_json(&record)
     }
 
     /// A rank's last line: `text` for the listing, `fields` (beside `rank`) for JSON.
     fn end(&mut self, rank: u32, text: &str, fields: serde_json::Value) -> Result<(), String> {
         if self.json {
-            let mut v = serde_json::json!({"type": "end", "rank": rank});
-            if let (Some(m), serde_json::Value::Object(f)) = (v.as_object_mut(), fields) {
-                m.extend(f);
-            }
-            self.put_json(v)
+            self.put_record("end", rank, fields)
         } else {
             self.put(&format!("  end: {text}\n"))
         }
@@ -502,9 +507,11 @@ impl<W: Write> Listing<W> {
     /// listing (`MISSING`, `UNREADABLE`, `ERROR`).
     fn error(&mut self, rank: u32, label: &str, message: &str) -> Result<(), String> {
         if self.json {
-            self.put_json(serde_json::json!({
-                "type": "error", "rank": rank, "kind": label.to_lowercase(), "message": message,
-            }))
+            self.put_record(
+                "error",
+                rank,
+                serde_json::json!({"kind": label.to_lowercase(), "message": message}),
+            )
         } else if label == "ERROR" {
             self.put(&format!("  ERROR: {message}\n"))
         } else {
