@@ -8,13 +8,14 @@
 # its examples) and HPCC, both built against Debian's OpenMPI; SimGrid (smpicc, smpirun)
 # for `perfskel run --simgrid`; mpi4py (Debian's python3-mpi4py, on its OpenMPI) for the
 # Python task farm of tests/skeletonize.rs; OTF2 3.0 (the reference library, otf2-print,
-# its Python bindings) for the OTF2 reader and writer (otf2/).
+# its Python bindings) for the OTF2 reader and writer (otf2/); Chromium, whose headless
+# mode opens `perfskel report`'s HTML in tests/report.rs.
 # Debian/Ubuntu; uses sudo when not root.
 set -euo pipefail
 
 packages=(openmpi-bin libopenmpi-dev mpich libmpich-dev zlib1g-dev gfortran libclang-dev pkg-config make time
     slurm-wlm munge lammps lammps-examples hpcc libsimgrid-dev python3-mpi4py
-    libopen-trace-format2-dev otf2-tools python3-otf2)
+    libopen-trace-format2-dev otf2-tools python3-otf2 chromium)
 missing=()
 for p in "${packages[@]}"; do
     dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -24,6 +24,7 @@ pub struct Args {
 pub fn run(args: Args) -> Result<ExitCode, String> {
     let options = Options {
         simulation_budget: args.budget,
+        ..Default::default()
     };
     let (mut errors, mut warnings, mut unreadable) = (0, 0, 0);
     for path in &args.files {

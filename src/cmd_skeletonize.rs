@@ -163,6 +163,21 @@ pub fn skeletonize_dir(args: &Args) -> Result<Outcome, String> {
             args.threshold
         ));
     }
+    let (outcome, diags) = make_skeleton(args)?;
+    if to_stdout(&args.output) {
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(outcome.text.as_bytes());
+        let _ = out.flush();
+    } else {
+        crate::files::write_atomic(&args.output, outcome.text.as_bytes())?;
+    }
+    emit(&args.output.display().to_string(), &outcome.text, &diags);
+    Ok(outcome)
+}
+
+/// Reads the trace and makes the skeleton, checked (its text, summary and what `check`
+/// found), writing nothing: `skeletonize_dir` writes it, `perfskel report` shows it.
+pub fn make_skeleton(args: &Args) -> Result<(Outcome, Vec<perfskel_grammar::Diag>), String> {
     let dir = &args.trace;
     let symbols = Symbols::default();
     let dir_ranks;
@@ -290,21 +305,16 @@ pub fn skeletonize_dir(args: &Args) -> Result<Outcome, String> {
             "{sized} collective(s) met the same call of other ranks at a statement of another size (sizes that follow the data, their means taken over different calls where the ranks' streams are merged apart): the statements that meet have one size, the mean of theirs, as MPI requires"
         ));
     }
-    if to_stdout(&args.output) {
-        let mut out = std::io::stdout().lock();
-        let _ = out.write_all(text.as_bytes());
-        let _ = out.flush();
-    } else {
-        crate::files::write_atomic(&args.output, text.as_bytes())?;
-    }
-    emit(&args.output.display().to_string(), &text, &diags);
     let (check_errors, check_warnings) = tally(&diags);
-    Ok(Outcome {
-        skeleton,
-        text,
-        check_errors,
-        check_warnings,
-    })
+    Ok((
+        Outcome {
+            skeleton,
+            text,
+            check_errors,
+            check_warnings,
+        },
+        diags,
+    ))
 }
 
 /// Rounds of the rewrites of what `check` finds, in all (each round rewrites what one

@@ -5,7 +5,6 @@
 //! text or JSON and optionally draws the matrix as an SVG heat map. Missing, incomplete
 //! and unreadable ranks of a trace are reported as warnings (and on stderr).
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -15,7 +14,7 @@ use perfskel_compiler::logicalize::{
 };
 use perfskel_compiler::skeletonize::RankEvents;
 use perfskel_compiler::trace::{Completion, Event};
-use plotters::prelude::*;
+use crate::heatmap::{self, AxisOrder, Cells};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
@@ -37,13 +36,18 @@ pub struct Args {
     /// bytes and time alike, are set aside (reported, not matched).
     #[arg(long, default_value_t = DEFAULT_THRESHOLD)]
     pub threshold: f64,
-    /// Draw the matrix (bytes per rank pair, log scale) as an SVG heat map.
+    /// Draw the matrix (bytes per rank pair, log scale, with its colour bar; each
+    /// cell's values as a tooltip) as an SVG heat map.
     #[arg(long, value_name = "FILE.svg")]
     pub plot: Option<PathBuf>,
+    /// Write the matrix's values as CSV (`src,dst,messages,bytes,time_s`, then the
+    /// collectives), the form `perfskel topo` reads.
+    #[arg(long, value_name = "FILE.csv")]
+    pub export: Option<PathBuf>,
     /// Print every coordinate and every rejected candidate.
     #[arg(long)]
     pub verbose: bool,
-    /// Overwrite the plot file if it exists.
+    /// Overwrite the plot and export files if they exist.
     #[arg(long)]
     pub force: bool,
 }
@@ -55,7 +59,7 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
             args.threshold
         ));
     }
-    if let Some(path) = &args.plot {
+    for path in args.plot.iter().chain(&args.export) {
         crate::files::check_new_file(path, args.force)?;
     }
     let is_otf2_anchor =
@@ -95,9 +99,11 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
         }
     }
     if let Some(path) = &args.plot {
-        let svg = plot_heat_map(&matrix, &logical_order(&report))
-            .map_err(|e| format!("cannot draw {}: {e}", path.display()))?;
+        let svg = plot_heat_map(&matrix, &logical_order(&report));
         crate::files::write_new_file(path, svg.as_bytes(), args.force)?;
+    }
+    if let Some(path) = &args.export {
+        crate::files::write_new_file(path, matrix.to_csv().as_bytes(), args.force)?;
     }
     for warning in &trace_warnings {
         eprintln!("warning: {warning}");
@@ -116,10 +122,10 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
 /// What [`read_trace`] gives: the matrix, the warnings about missing, incomplete and
 /// unreadable ranks, whether every rank file was there and readable, and the grid the
 /// application declared over the world (`MPI_Cart_create` in its order).
-type TraceRead = (CommMatrix, Vec<String>, bool, Option<Vec<(u64, bool)>>);
+pub(crate) type TraceRead = (CommMatrix, Vec<String>, bool, Option<Vec<(u64, bool)>>);
 
 /// Reads every rank of a trace directory and builds its matrix.
-fn read_trace(dir: &Path) -> Result<TraceRead, String> {
+pub(crate) fn read_trace(dir: &Path) -> Result<TraceRead, String> {
     // An OTF2 archive, or a perfskel trace directory.
     let otf2 = crate::cmd_trace::otf2_archive(dir)
         .map(|anchor| crate::otf2_input::Otf2Trace::open(&anchor))
@@ -228,18 +234,10 @@ fn parse(path: &Path, text: &str) -> Result<CommMatrix, String> {
 
 /// Axis order of the heat map: ranks of the dominant pattern sorted by coordinates (its
 /// canonical numbering), then the others, so that a permuted stencil shows as bands.
-struct AxisOrder {
-    label: String,
-    position: Vec<u32>,
-}
-
-fn logical_order(report: &Logicalization) -> AxisOrder {
+pub(crate) fn logical_order(report: &Logicalization) -> AxisOrder {
     let n = report.n_ranks;
     let Some(pattern) = report.patterns.first() else {
-        return AxisOrder {
-            label: "rank".to_string(),
-            position: (0..n).collect(),
-        };
+        return AxisOrder::identity(n);
     };
     let mut by_coords: Vec<(&Vec<u32>, u32)> =
         pattern.coords.iter().map(|(r, c)| (c, *r)).collect();
@@ -258,57 +256,13 @@ fn logical_order(report: &Logicalization) -> AxisOrder {
     }
 }
 
-/// At most this many cells per side: bigger matrices are drawn in blocks of ranks.
-const MAX_CELLS: u32 = 256;
-
-/// Draws bytes per (sender, receiver) on a log colour scale; only non-empty cells are
-/// drawn, so a sparse 4096-rank matrix stays a small file.
-fn plot_heat_map(matrix: &CommMatrix, order: &AxisOrder) -> Result<String, String> {
-    let n = matrix.n_ranks.max(1);
-    let block = n.div_ceil(MAX_CELLS).max(1);
-    let cells = n.div_ceil(block);
-    let mut sums: BTreeMap<(u32, u32), u64> = BTreeMap::new();
-    for (&(src, dst), traffic) in &matrix.p2p {
-        let at = |r: u32| order.position.get(r as usize).copied().unwrap_or(r) / block;
-        let cell = sums.entry((at(src), at(dst))).or_insert(0);
-        *cell = cell.saturating_add(traffic.bytes.max(traffic.messages));
-    }
-    let max = sums.values().copied().max().unwrap_or(1).max(1) as f64;
-    let mut svg = String::new();
-    let draw = |svg: &mut String| -> Result<(), Box<dyn std::error::Error>> {
-        let root = SVGBackend::with_string(svg, (720, 720)).into_drawing_area();
-        root.fill(&WHITE)?;
-        let caption = if block > 1 {
-            format!("bytes sent, {n} ranks in blocks of {block}, log scale")
-        } else {
-            format!("bytes sent, {n} ranks, log scale")
-        };
-        let unit = if block > 1 { " (blocks)" } else { "" };
-        let mut chart = ChartBuilder::on(&root)
-            .caption(caption, ("sans-serif", 18))
-            .margin(10)
-            .x_label_area_size(40)
-            .y_label_area_size(50)
-            .build_cartesian_2d(0u32..cells, cells..0u32)?;
-        chart
-            .configure_mesh()
-            .disable_mesh()
-            .x_desc(format!("receiver {}{unit}", order.label))
-            .y_desc(format!("sender {}{unit}", order.label))
-            .draw()?;
-        chart.draw_series(sums.iter().map(|(&(src, dst), &bytes)| {
-            // Log scale: one byte is pale, the heaviest cell is full red.
-            let level = ((bytes as f64).ln_1p() / max.ln_1p()).clamp(0.0, 1.0);
-            let color = RGBColor(
-                255,
-                (230.0 * (1.0 - level)) as u8,
-                (200.0 * (1.0 - level)) as u8,
-            );
-            Rectangle::new([(dst, src), (dst + 1, src + 1)], color.filled())
-        }))?;
-        root.present()?;
-        Ok(())
-    };
-    draw(&mut svg).map_err(|e| e.to_string())?;
-    Ok(svg)
+/// Draws bytes per (sender, receiver) on a log colour scale with its colour bar; only
+/// non-empty cells are drawn, so a sparse 4096-rank matrix stays a small file.
+fn plot_heat_map(matrix: &CommMatrix, order: &AxisOrder) -> String {
+    let cells = Cells::new(matrix, order);
+    heatmap::svg(
+        &cells,
+        &format!("point-to-point bytes sent, {} ranks", cells.n),
+        cells.max_bytes(),
+    )
 }

@@ -790,23 +790,25 @@ pub fn otf2_archive(dir: &Path) -> Option<PathBuf> {
     crate::otf2_input::anchor_of(dir).filter(|_| !perfskel_trace)
 }
 
-fn stats(args: StatsArgs) -> Result<ExitCode, String> {
+/// The statistics of a trace (a perfskel trace directory or an OTF2 archive), of one
+/// rank or all, with the errors of ranks that could not be read.
+pub fn read_stats(dir: &Path, rank: Option<u32>) -> Result<(StatsReport, Vec<String>), String> {
     let mut errors = Vec::new();
     let symbols = Symbols::default();
     let mut otf2 = None;
     let mut builder;
-    if let Some(anchor) = otf2_archive(&args.dir) {
+    if let Some(anchor) = otf2_archive(dir) {
         let t = crate::otf2_input::Otf2Trace::open(&anchor)?;
         t.print_notes("note: ");
-        let ranks = t.ranks(args.rank)?;
+        let ranks = t.ranks(rank)?;
         builder = StatsBuilder::new(u32::try_from(ranks.len()).unwrap_or(u32::MAX));
         errors = t.add_stats(&mut builder, &ranks);
         otf2 = Some(t);
     } else {
-        let ranks = ranks_of(&args.dir, args.rank)?;
+        let ranks = ranks_of(dir, rank)?;
         builder = StatsBuilder::new(u32::try_from(ranks.len()).unwrap_or(u32::MAX));
         for rank in ranks {
-            match open_rank(&args.dir, rank) {
+            match open_rank(dir, rank) {
                 Ok(Some(mut reader)) => {
                     if let Err(e) = builder.add_rank(&mut reader) {
                         errors.push(e.to_string());
@@ -823,6 +825,11 @@ fn stats(args: StatsArgs) -> Result<ExitCode, String> {
             .and_then(|t: &crate::otf2_input::Otf2Trace| t.location(k))
             .unwrap_or_else(|| symbols.locate(k))
     });
+    Ok((report, errors))
+}
+
+fn stats(args: StatsArgs) -> Result<ExitCode, String> {
+    let (report, errors) = read_stats(&args.dir, args.rank)?;
     match args.format {
         OutputFormat::Json => {
             let mut doc = serde_json::to_value(&report).map_err(|e| e.to_string())?;

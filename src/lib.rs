@@ -15,6 +15,7 @@ pub mod cmd_demo;
 pub mod cmd_fmt;
 pub mod cmd_platform;
 pub mod cmd_record;
+pub mod cmd_report;
 pub mod cmd_run;
 pub mod cmd_skeletonize;
 pub mod cmd_topo;
@@ -22,6 +23,7 @@ pub mod cmd_trace;
 pub mod cmd_validate;
 pub mod demo_pipeline;
 pub mod files;
+pub mod heatmap;
 pub mod launcher;
 pub mod otf2_export;
 pub mod otf2_input;
@@ -72,6 +74,10 @@ pub enum Command {
     /// Write a SimGrid platform file and its host file for `perfskel run --simgrid`: a
     /// cluster, a torus, a fat tree or a dragonfly.
     Platform(cmd_platform::Args),
+    /// Write one self-contained HTML report of a trace and its skeleton: the run,
+    /// the prediction, both communication matrices, each rank's time, the call sites
+    /// and the skeleton linked to them: `perfskel report TRACE -o report.html`.
+    Report(cmd_report::Args),
     /// Validate skeletons: trace each example application, build its skeleton at 1:K, and
     /// compare the skeleton's prediction with the application's time in scenarios (other
     /// MPI, placement, competing job, slower network), beside two baselines.
@@ -117,6 +123,7 @@ pub fn main() -> ExitCode {
         Command::Run(args) => cmd_run::run(args),
         Command::Calibrate(args) => cmd_calibrate::run(args),
         Command::Platform(args) => cmd_platform::run(args),
+        Command::Report(args) => cmd_report::run(args),
         Command::Validate(args) => cmd_validate::run(args),
     };
     match result {

@@ -7,6 +7,7 @@ mod dsl;
 mod lammps;
 mod otf2;
 mod reliability;
+mod report;
 mod rust_backend;
 mod simgrid;
 mod skeletonize;

@@ -480,6 +480,25 @@ fn cli_prints_json_and_draws_svg() {
     assert_eq!(json["collectives"]["barrier"]["messages"], 3);
     let drawing = std::fs::read_to_string(&svg).expect("svg written");
     assert!(drawing.contains("<svg") && drawing.contains("<rect"));
+    // Ranks named on the axes in grid order, the colour bar, a tooltip per cell.
+    assert!(drawing.contains("sender, rank in grid(2, 3) order"), "{drawing}");
+    assert!(drawing.contains("bytes sent, log scale"));
+    assert!(drawing.contains("<title>rank 0 → rank "));
+    // The values exported read back as the same matrix.
+    let export = dir.join("grid-export.csv");
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_perfskel"))
+        .args(["topo", "--export"])
+        .arg(&export)
+        .arg(&csv)
+        .output()
+        .expect("run perfskel");
+    assert!(output.status.success());
+    let exported = std::fs::read_to_string(&export).expect("export written");
+    let original = std::fs::read_to_string(&csv).expect("csv");
+    assert_eq!(
+        perfskel_compiler::logicalize::CommMatrix::from_csv(&exported).expect("reads back"),
+        perfskel_compiler::logicalize::CommMatrix::from_csv(&original).expect("reads")
+    );
     // An existing file is not overwritten without --force (here: the input itself).
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_perfskel"))
         .args(["topo", "--plot"])

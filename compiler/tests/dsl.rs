@@ -163,6 +163,7 @@ fn fuzz_regressions_neither_crash_nor_change_on_reformatting() {
             &source,
             Options {
                 simulation_budget: 200_000,
+                ..Default::default()
             },
         );
         let (program, diags) = perfskel_grammar::parse(&source);

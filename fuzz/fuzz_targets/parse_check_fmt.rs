@@ -55,6 +55,7 @@ fuzz_target!(|data: &[u8]| {
         source,
         Options {
             simulation_budget: SIMULATION_BUDGET,
+            ..Default::default()
         },
     );
     render(source, &checked.diags);

@@ -135,12 +135,16 @@ pub struct Options {
     /// How many operations (over all ranks) the deadlock simulation may execute before
     /// it stops and reports that it checked only a prefix of the run.
     pub simulation_budget: u64,
+    /// Count what each rank sends to each peer (`RankStats::sent_to`): the skeleton's
+    /// communication matrix, for `perfskel report`.
+    pub pair_traffic: bool,
 }
 
 impl Default for Options {
     fn default() -> Options {
         Options {
             simulation_budget: 20_000_000,
+            pair_traffic: false,
         }
     }
 }

@@ -58,6 +58,9 @@ pub struct RankStats {
     pub collectives: u64,
     /// Iterations of `while recv` loops: messages received with the loop's tag.
     pub tasks: u64,
+    /// Point-to-point messages and bytes sent to each world rank; filled only where
+    /// [`Options::pair_traffic`] asks (the communication matrix of a skeleton).
+    pub sent_to: BTreeMap<u32, (u64, u64)>,
 }
 
 pub(super) fn simulate(
@@ -110,7 +113,7 @@ pub(super) fn simulate(
         comms,
         envs,
         lines,
-        options.simulation_budget,
+        options,
         diags,
     );
     let result = sim.run();
@@ -264,6 +267,8 @@ struct Sim<'p, 'd> {
     reported: BTreeSet<(&'static str, u32)>,
     /// Pairs of vector collectives already reported as disagreeing on their counts.
     reported_pairs: BTreeSet<(u32, u32)>,
+    /// Whether each rank counts what it sends to each peer (`RankStats::sent_to`).
+    pair_traffic: bool,
 }
 
 impl<'p, 'd> Sim<'p, 'd> {
@@ -273,7 +278,7 @@ impl<'p, 'd> Sim<'p, 'd> {
         comms: Comms,
         envs: Vec<Env>,
         lines: &'p Lines<'p>,
-        budget: u64,
+        options: Options,
         diags: &'d mut Vec<Diag>,
     ) -> Sim<'p, 'd> {
         let n = statics.n_ranks;
@@ -305,9 +310,13 @@ impl<'p, 'd> Sim<'p, 'd> {
             spare_lists: Vec::new(),
             ready: (0..n as u32).collect(),
             in_ready: vec![true; n as usize],
-            work: Work { ops: 0, budget },
+            work: Work {
+                ops: 0,
+                budget: options.simulation_budget,
+            },
             reported: BTreeSet::new(),
             reported_pairs: BTreeSet::new(),
+            pair_traffic: options.pair_traffic,
         }
     }
 
@@ -851,6 +860,12 @@ impl<'p, 'd> Sim<'p, 'd> {
         let stats = &mut self.ranks[rank as usize].stats;
         stats.messages_sent += 1;
         stats.bytes_sent += bytes;
+        if self.pair_traffic {
+            let world = self.comms.insts[inst as usize].members[to as usize] as u32;
+            let pair = stats.sent_to.entry(world).or_insert((0, 0));
+            pair.0 += 1;
+            pair.1 += bytes;
+        }
         let req = self.new_req(rank, ReqKind::Send { inst, to }, stmt);
         let slot = self.comms.insts[inst as usize].base + to as usize;
         match self.queues.receive_for(slot, me, tag) {
@@ -1415,6 +1430,42 @@ mod tests {
         let src = "skeleton mw\nranks 4\ntopology star\napp_time 1 s\n\
                    if rank == 0 { loop 3 * (nranks - 1) { recv any 1 KiB } } else { loop 3 { send hub 1 KiB } }";
         assert!(codes(src).is_empty());
+    }
+
+    #[test]
+    fn pair_traffic_counts_each_peer_by_world_rank() {
+        // The columns of a 2 x 2 grid are {0, 2} and {1, 3}: rank 1 of a column is
+        // world rank 2 or 3, not 1.
+        let src = "skeleton p\nranks 4\ntopology grid(2, 2)\napp_time 1 s\n\
+                   comm col = cart_sub(world, keep = [0])\n\
+                   loop 2 { sendrecv to east 1 KiB from west 1 KiB }\n\
+                   if rank < 2 { loop 3 { send rank(1) 100 B on col } } \
+                   else { loop 3 { recv rank(0) 100 B on col } }";
+        let (program, diags) = perfskel_grammar::parse(src);
+        assert!(diags.is_empty(), "{diags:#?}");
+        let off = check(&program, src, Options::default());
+        assert!(off.diags.is_empty(), "{:#?}", off.diags);
+        assert!(off.info.expect("clean").ranks.iter().all(|r| r.sent_to.is_empty()));
+        let on = Options {
+            pair_traffic: true,
+            ..Options::default()
+        };
+        let info = check(&program, src, on).info.expect("clean");
+        let sent: Vec<Vec<(u32, (u64, u64))>> = info
+            .ranks
+            .iter()
+            .map(|r| r.sent_to.iter().map(|(&k, &v)| (k, v)).collect())
+            .collect();
+        assert_eq!(
+            sent,
+            vec![
+                // East is +x, two ranks on: the grid's and the column's messages meet.
+                vec![(2, (2 + 3, 2048 + 300))],
+                vec![(3, (2 + 3, 2048 + 300))],
+                vec![],
+                vec![],
+            ]
+        );
     }
 
     #[test]

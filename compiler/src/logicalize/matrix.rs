@@ -175,6 +175,36 @@ impl CommMatrix {
         total
     }
 
+    /// Writes the CSV form described in the module documentation, which
+    /// [`CommMatrix::from_csv`] reads back: the rank count, a header, one line per
+    /// directed edge (sender order), then the collectives. Traffic of ranks to
+    /// themselves has no rank pair here: it is a comment.
+    pub fn to_csv(&self) -> String {
+        use std::fmt::Write;
+        let mut out = format!("ranks,{}\nsrc,dst,messages,bytes,time_s\n", self.n_ranks);
+        let time = |t: &Traffic| t.time_s.map(|s| format!(",{s:.9}")).unwrap_or_default();
+        for (&(src, dst), t) in &self.p2p {
+            let _ = writeln!(out, "{src},{dst},{},{}{}", t.messages, t.bytes, time(t));
+        }
+        if self.self_traffic.messages > 0 {
+            let _ = writeln!(
+                out,
+                "# messages of ranks to themselves: {} ({} bytes)",
+                self.self_traffic.messages, self.self_traffic.bytes
+            );
+        }
+        for (name, t) in &self.collectives {
+            let _ = writeln!(
+                out,
+                "collective,{name},{},{}{}",
+                t.messages,
+                t.bytes,
+                time(t)
+            );
+        }
+        out
+    }
+
     /// Reads the CSV form described in the module documentation.
     pub fn from_csv(text: &str) -> Result<Self, MatrixError> {
         let mut matrix = CommMatrix::default();
@@ -355,6 +385,19 @@ mod tests {
         assert_eq!((t.messages, t.bytes, t.time_s), (3, 150, None));
         assert_eq!(m.self_traffic.messages, 1);
         assert_eq!(m.collectives["allreduce"].messages, 4);
+    }
+
+    #[test]
+    fn csv_written_reads_back_the_same_matrix() {
+        let text = "ranks,8\n0,1,2,100,0.5\n2,0,1,50,0.25\n3,3,1,1\ncollective,allreduce,4,32,0.125\ncollective,bcast,1,8\n";
+        let mut m = CommMatrix::from_csv(text).expect("valid csv");
+        m.self_traffic = Traffic::default();
+        let written = m.to_csv();
+        assert_eq!(
+            written,
+            "ranks,8\nsrc,dst,messages,bytes,time_s\n0,1,2,100,0.500000000\n2,0,1,50,0.250000000\ncollective,allreduce,4,32,0.125000000\ncollective,bcast,1,8\n"
+        );
+        assert_eq!(CommMatrix::from_csv(&written).expect("reads back"), m);
     }
 
     #[test]
