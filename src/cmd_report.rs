@@ -89,8 +89,8 @@ fn render(args: &Args) -> Result<String, String> {
         .info
     };
     let skeleton_matrix = sim.as_ref().map(|info| {
-        let mut m = CommMatrix::new(matrix.n_ranks.max(info.ranks().len() as u32))
-            .unwrap_or_default();
+        let mut m =
+            CommMatrix::new(matrix.n_ranks.max(info.ranks().len() as u32)).unwrap_or_default();
         for (src, r) in info.ranks().iter().enumerate() {
             for (&dst, &(messages, bytes)) in &r.sent_to {
                 let _ = m.add_p2p(
@@ -332,10 +332,7 @@ fn matrices(
             .map(|t| perfskel_grammar::printer::topology(&t))
     });
     let order: AxisOrder = match declared {
-        Some(topology) => AxisOrder {
-            label: format!("rank ({topology}, the application's own)"),
-            ..AxisOrder::identity(app.n_ranks)
-        },
+        Some(topology) => crate::cmd_topo::declared_order(&topology, app.n_ranks),
         None => crate::cmd_topo::logical_order(&logicalize(app, &Options::default())),
     };
     let app_cells = Cells::new(app, &order);
@@ -359,7 +356,9 @@ fn matrices(
             };
             figure(h, heatmap::svg(cells, &title, max));
         }
-        _ => h.push_str("<p class=\"warn\">The skeleton does not check, so it has no matrix here.</p>\n"),
+        _ => h.push_str(
+            "<p class=\"warn\">The skeleton does not check, so it has no matrix here.</p>\n",
+        ),
     }
     h.push_str("</div>\n");
     let a = app.p2p_total();
@@ -388,7 +387,9 @@ fn matrices(
         escape(&order.label)
     );
     if !app.collectives.is_empty() {
-        h.push_str("<table>\n<tr><th>collective (application)</th><th>calls</th><th>bytes</th></tr>\n");
+        h.push_str(
+            "<table>\n<tr><th>collective (application)</th><th>calls</th><th>bytes</th></tr>\n",
+        );
         for (name, t) in &app.collectives {
             let _ = writeln!(
                 h,
@@ -455,14 +456,18 @@ fn rank_times(h: &mut String, stats: &StatsReport) {
         }
     }
     let axis_y = top + row * ranks.len() as f64 + 4.0;
-    for k in 0..=4 {
-        let x = left + plot_w * f64::from(k) / 4.0;
+    let step = nice_step(longest / 1e6 / 4.0);
+    let ticks = ((longest / 1e6) / step + 1e-9).floor() as u32;
+    let decimals = (-step.log10().floor()).max(0.0) as usize;
+    for k in 0..=ticks {
+        let ms = step * f64::from(k);
+        let x = left + plot_w * ms * 1e6 / longest;
         let _ = writeln!(
             h,
-            r##"<line x1="{x:.1}" y1="{axis_y:.1}" x2="{x:.1}" y2="{:.1}" stroke="#333"/><text x="{x:.1}" y="{:.1}" text-anchor="middle">{:.1}</text>"##,
+            r##"<line x1="{x:.1}" y1="{axis_y:.1}" x2="{x:.1}" y2="{:.1}" stroke="#333"/><text x="{x:.1}" y="{:.1}" text-anchor="middle">{:.decimals$}</text>"##,
             axis_y + 5.0,
             axis_y + 18.0,
-            longest * f64::from(k) / 4.0 / 1e6
+            ms
         );
     }
     let _ = writeln!(
@@ -479,6 +484,19 @@ fn rank_times(h: &mut String, stats: &StatsReport) {
             stats.ranks.len()
         );
     }
+}
+
+/// A tick step of 1, 2 or 5 times a power of ten, at least `raw` (positive).
+fn nice_step(raw: f64) -> f64 {
+    if !(raw.is_finite() && raw > 0.0) {
+        return 1.0;
+    }
+    let power = 10f64.powf(raw.log10().floor());
+    [1.0, 2.0, 5.0, 10.0]
+        .into_iter()
+        .map(|m| m * power)
+        .find(|&s| s >= raw * (1.0 - 1e-9))
+        .unwrap_or(10.0 * power)
 }
 
 /// The skeleton's lines (1-based) of each call site named by `@ "SITE"`.
@@ -608,6 +626,10 @@ mod tests {
         assert_eq!(lines["app.c:33"], vec![4, 7]);
         assert_eq!(lines["app.c:35"], vec![5]);
         assert!(!lines.contains_key("x.c:1"));
+        assert_eq!(nice_step(56.7), 100.0);
+        assert_eq!(nice_step(0.3), 0.5);
+        assert_eq!(nice_step(2.0), 2.0);
+        assert_eq!(nice_step(0.0), 1.0);
         assert_eq!(split_comment("a \"#b\" # c"), ("a \"#b\" ", Some("# c")));
     }
 }

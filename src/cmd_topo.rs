@@ -8,13 +8,13 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use crate::heatmap::{self, AxisOrder, Cells};
 use perfskel_compiler::logicalize::trace::TraceMatrix;
 use perfskel_compiler::logicalize::{
     logicalize, CommMatrix, Declared, Logicalization, MatrixError, Options, DEFAULT_THRESHOLD,
 };
 use perfskel_compiler::skeletonize::RankEvents;
 use perfskel_compiler::trace::{Completion, Event};
-use crate::heatmap::{self, AxisOrder, Cells};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
@@ -99,7 +99,11 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
         }
     }
     if let Some(path) = &args.plot {
-        let svg = plot_heat_map(&matrix, &logical_order(&report));
+        let order = match &report.declared {
+            Some(declared) => declared_order(&declared.topology, report.n_ranks),
+            None => logical_order(&report),
+        };
+        let svg = plot_heat_map(&matrix, &order);
         crate::files::write_new_file(path, svg.as_bytes(), args.force)?;
     }
     if let Some(path) = &args.export {
@@ -230,6 +234,15 @@ fn parse(path: &Path, text: &str) -> Result<CommMatrix, String> {
         CommMatrix::from_csv(text)
     };
     result.map_err(|e| e.to_string())
+}
+
+/// Axis order of the heat map of an application that declared its grid: its own
+/// numbering (`MPI_Cart_create` over the world numbers ranks row-major).
+pub(crate) fn declared_order(topology: &str, n_ranks: u32) -> AxisOrder {
+    AxisOrder {
+        label: format!("rank ({topology}, the application's own)"),
+        ..AxisOrder::identity(n_ranks)
+    }
 }
 
 /// Axis order of the heat map: ranks of the dominant pattern sorted by coordinates (its

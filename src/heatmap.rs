@@ -78,7 +78,12 @@ impl Cells {
 
     /// The heaviest cell's bytes (at least 1).
     pub fn max_bytes(&self) -> u64 {
-        self.sums.values().map(|&(_, b)| b).max().unwrap_or(1).max(1)
+        self.sums
+            .values()
+            .map(|&(_, b)| b)
+            .max()
+            .unwrap_or(1)
+            .max(1)
     }
 
     /// What the cell at a position along one axis holds: `3` or `ranks 16–31`.
@@ -198,7 +203,7 @@ pub fn svg(cells: &Cells, title: &str, scale_max: u64) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0}" height="{height:.0}" viewBox="0 0 {width:.0} {height:.0}" font-family="sans-serif" font-size="12">"#
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0}" height="{height:.0}" viewBox="0 0 {width:.0} {height:.0}" font-family="sans-serif" font-size="12" shape-rendering="crispEdges">"#
     );
     let _ = writeln!(
         s,
@@ -364,7 +369,10 @@ mod tests {
         // Four ticks per axis, at cell centres, none at the far edge (no phantom rank).
         assert_eq!(svg.matches("text-anchor=\"middle\">3</text>").count(), 1);
         assert!(!svg.contains(">4</text>"));
-        assert!(svg.contains("x1=\"138.00\""), "first tick at the centre of cell 0");
+        assert!(
+            svg.contains("x1=\"138.00\""),
+            "first tick at the centre of cell 0"
+        );
     }
 
     #[test]
@@ -375,7 +383,10 @@ mod tests {
         assert!(svg.contains("(blocks of 4 ranks)"));
         assert!(svg.contains("positions 0–3 → positions 0–3"));
         assert!(svg.contains(">1 B</text>"));
-        assert!(svg.contains(">1.0 MiB</text>"), "a tick at each power of 1024");
+        assert!(
+            svg.contains(">1.0 MiB</text>"),
+            "a tick at each power of 1024"
+        );
         assert!(svg.contains("bytes sent, log scale"));
     }
 

@@ -10,7 +10,11 @@ use crate::tracer::{perfskel, MPI_LOCK};
 /// The browser: Debian's `chromium` (scripts/setup.sh installs it).
 fn chromium() -> String {
     for name in ["chromium", "chromium-browser", "google-chrome"] {
-        if Command::new(name).arg("--version").output().is_ok_and(|o| o.status.success()) {
+        if Command::new(name)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+        {
             return name.to_string();
         }
     }
@@ -21,7 +25,12 @@ fn chromium() -> String {
 fn browse(page: &Path, args: &[&str]) -> std::process::Output {
     let profile = tempfile::tempdir().expect("profile dir");
     Command::new(chromium())
-        .args(["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"])
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+        ])
         .arg(format!("--user-data-dir={}", profile.path().display()))
         .args(args)
         .arg(format!("file://{}", page.display()))
@@ -53,8 +62,16 @@ fn the_report_of_a_recorded_stencil_opens_in_a_browser() {
     {
         let _guard = MPI_LOCK.lock().unwrap_or_else(|e| e.into_inner());
         let recorded = perfskel(&[
-            "record", "-o", &d("trace"), "--", "mpirun.openmpi", "-np", "4", &d("stencil"),
-            "64", "300",
+            "record",
+            "-o",
+            &d("trace"),
+            "--",
+            "mpirun.openmpi",
+            "-np",
+            "4",
+            &d("stencil"),
+            "64",
+            "300",
         ]);
         ok(&recorded, "record");
     }
@@ -63,17 +80,33 @@ fn the_report_of_a_recorded_stencil_opens_in_a_browser() {
         "skeletonize",
     );
     ok(
-        &perfskel(&["compile", &d("app.skel"), "--ratio", "1:10", "-o", &d("out")]),
+        &perfskel(&[
+            "compile",
+            &d("app.skel"),
+            "--ratio",
+            "1:10",
+            "-o",
+            &d("out"),
+        ]),
         "compile",
     );
     let run = {
         let _guard = MPI_LOCK.lock().unwrap_or_else(|e| e.into_inner());
-        ok(&perfskel(&["run", &d("out"), "-np", "4", "--repeat", "2"]), "run")
+        ok(
+            &perfskel(&["run", &d("out"), "-np", "4", "--repeat", "2"]),
+            "run",
+        )
     };
     std::fs::write(d("run.txt"), &run).expect("write run.txt");
     let report = d("report.html");
     let args = [
-        "report", &d("trace"), "--skeleton", &d("app.skel"), "--run", &d("run.txt"), "-o",
+        "report",
+        &d("trace"),
+        "--skeleton",
+        &d("app.skel"),
+        "--run",
+        &d("run.txt"),
+        "-o",
         &report,
     ];
     ok(&perfskel(&args), "report");
@@ -88,22 +121,38 @@ fn the_report_of_a_recorded_stencil_opens_in_a_browser() {
         html.matches("http://www.w3.org/2000/svg").count(),
         "only the SVG namespace names a URL"
     );
-    assert!(!html.contains(&*dir.path().to_string_lossy()), "no absolute path");
+    assert!(
+        !html.contains(&*dir.path().to_string_lossy()),
+        "no absolute path"
+    );
     // Both matrices on one scale, the prediction of the run given, the call sites linked
     // both ways with the skeleton's lines.
     assert_eq!(html.matches("bytes sent, log scale").count(), 2);
     assert!(html.contains("the application (traced)"));
     assert!(html.contains("the skeleton (its simulation by check)"));
-    assert!(html.contains("<td class=\"n\">1:10</td>"), "the run's ratio");
+    assert!(
+        html.contains("<td class=\"n\">1:10</td>"),
+        "the run's ratio"
+    );
     assert!(html.contains("<td>2 ("), "the two runs and their spread");
     assert!(html.contains("<code>stencil.c:33</code>"));
     for href in html.split("href=\"#").skip(1) {
         let id = &href[..href.find('"').expect("closed")];
-        assert!(html.contains(&format!("id=\"{id}\"")), "link to #{id} has a target");
+        assert!(
+            html.contains(&format!("id=\"{id}\"")),
+            "link to #{id} has a target"
+        );
     }
-    assert!(html.contains("\">&quot;stencil.c:33&quot;</a>"), "the skeleton's site links to its row");
+    assert!(
+        html.contains("\">&quot;stencil.c:33&quot;</a>"),
+        "the skeleton's site links to its row"
+    );
     // Both matrices are the stencil's 8 pairs, 300 x 4 x 2 messages.
-    assert_eq!(html.matches("<td class=\"n\">2400</td>").count(), 2, "{html}");
+    assert_eq!(
+        html.matches("<td class=\"n\">2400</td>").count(),
+        2,
+        "{html}"
+    );
     // Never over an existing file.
     let again = perfskel(&args);
     assert!(!again.status.success());
@@ -114,10 +163,22 @@ fn the_report_of_a_recorded_stencil_opens_in_a_browser() {
         &browse(Path::new(&report), &["--dump-dom"]),
         "chromium --dump-dom",
     );
-    for id in ["run", "prediction", "matrix", "ranks", "sites", "skeleton", "line-1"] {
+    for id in [
+        "run",
+        "prediction",
+        "matrix",
+        "ranks",
+        "sites",
+        "skeleton",
+        "line-1",
+    ] {
         assert!(dom.contains(&format!("id=\"{id}\"")), "the page has #{id}");
     }
-    assert_eq!(dom.matches("<svg").count(), 3, "two heat maps and the rank chart");
+    assert_eq!(
+        dom.matches("<svg").count(),
+        3,
+        "two heat maps and the rank chart"
+    );
     // The screenshot is a picture of it: the heat maps' darkest colour (the heaviest
     // pairs) and the chart's colours are on it.
     let shot = dir.path().join("report.png");
@@ -141,11 +202,15 @@ fn the_report_of_a_recorded_stencil_opens_in_a_browser() {
     assert_eq!((info.width, info.height), (1300, 1400));
     let channels = info.color_type.samples();
     let near = |rgb: [u8; 3]| {
-        pixels.chunks(channels).filter(|p| {
-            p.iter().zip(rgb).all(|(&a, b)| a.abs_diff(b) <= 6)
-        }).count()
+        pixels
+            .chunks(channels)
+            .filter(|p| p.iter().zip(rgb).all(|(&a, b)| a.abs_diff(b) <= 6))
+            .count()
     };
     let darkest = near([0x44, 0x01, 0x54]);
-    assert!(darkest > 10_000, "the heat maps' heaviest cells: {darkest} pixels");
+    assert!(
+        darkest > 10_000,
+        "the heat maps' heaviest cells: {darkest} pixels"
+    );
     assert!(near([0x3b, 0x52, 0x8b]) > 1_000, "the MPI bars");
 }

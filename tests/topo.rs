@@ -481,7 +481,10 @@ fn cli_prints_json_and_draws_svg() {
     let drawing = std::fs::read_to_string(&svg).expect("svg written");
     assert!(drawing.contains("<svg") && drawing.contains("<rect"));
     // Ranks named on the axes in grid order, the colour bar, a tooltip per cell.
-    assert!(drawing.contains("sender, rank in grid(2, 3) order"), "{drawing}");
+    assert!(
+        drawing.contains("sender, rank in grid(2, 3) order"),
+        "{drawing}"
+    );
     assert!(drawing.contains("bytes sent, log scale"));
     assert!(drawing.contains("<title>rank 0 → rank "));
     // The values exported read back as the same matrix.

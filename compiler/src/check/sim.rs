@@ -107,15 +107,7 @@ pub(super) fn simulate(
             };
         }
     };
-    let mut sim = Sim::new(
-        statics,
-        &plan,
-        comms,
-        envs,
-        lines,
-        options,
-        diags,
-    );
+    let mut sim = Sim::new(statics, &plan, comms, envs, lines, options, diags);
     let result = sim.run();
     // An aborted run reported its problem; it is not an incomplete check.
     let complete = result.unwrap_or(true);
@@ -1445,7 +1437,12 @@ mod tests {
         assert!(diags.is_empty(), "{diags:#?}");
         let off = check(&program, src, Options::default());
         assert!(off.diags.is_empty(), "{:#?}", off.diags);
-        assert!(off.info.expect("clean").ranks.iter().all(|r| r.sent_to.is_empty()));
+        assert!(off
+            .info
+            .expect("clean")
+            .ranks
+            .iter()
+            .all(|r| r.sent_to.is_empty()));
         let on = Options {
             pair_traffic: true,
             ..Options::default()
