@@ -570,26 +570,121 @@ pub fn build(dir: &Path, mpi: MpiKind) -> Result<(), String> {
     make_in(dir, make, &mpicc(mpi))
 }
 
+/// A build quieter than this shows nothing (a C skeleton builds in well under a
+/// second); past it, its output is shown as it comes.
+const QUIET_BUILD: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Runs `make` (its target and environment already set) in `dir`, a directory `perfskel
-/// compile` wrote; `compiler` names what builds it, for the error.
+/// compile` wrote; `compiler` names what builds it, for the error. A build that takes
+/// longer than [`QUIET_BUILD`] (the first Rust build compiles rsmpi for minutes) is
+/// shown as it goes: on a terminal a spinner with the time so far and the build's last
+/// line, elsewhere (logs, CI) its lines on standard error as they come. A failed build
+/// prints all of its output.
 fn make_in(dir: &Path, mut make: Command, compiler: &str) -> Result<(), String> {
+    use std::io::{BufRead, IsTerminal};
+    use std::sync::mpsc;
     if !dir.join("Makefile").is_file() {
         return Err(format!(
             "{} has no Makefile: is it a directory `perfskel compile` wrote?",
             dir.display()
         ));
     }
-    let out = make
+    let mut child = make
+        .arg("--no-print-directory")
         .arg("-C")
         .arg(dir)
-        .output()
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
         .map_err(|e| format!("cannot run make: {e}"))?;
-    if !out.status.success() {
+    let (tx, rx) = mpsc::channel::<String>();
+    let readers: Vec<_> = [
+        child
+            .stdout
+            .take()
+            .map(|o| Box::new(o) as Box<dyn std::io::Read + Send>),
+        child
+            .stderr
+            .take()
+            .map(|e| Box::new(e) as Box<dyn std::io::Read + Send>),
+    ]
+    .into_iter()
+    .flatten()
+    .map(|pipe| {
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(pipe).split(b'\n') {
+                let Ok(line) = line else { break };
+                if tx
+                    .send(String::from_utf8_lossy(&line).into_owned())
+                    .is_err()
+                {
+                    break;
+                }
+            }
+        })
+    })
+    .collect();
+    drop(tx);
+    let started = std::time::Instant::now();
+    let terminal = std::io::stderr().is_terminal();
+    let bar = indicatif::ProgressBar::hidden();
+    let mut shown = false;
+    let mut log = String::new();
+    let what = format!("building {} with {compiler}", dir.display());
+    let mut show = |line: Option<&str>, log: &str| {
+        if !shown && started.elapsed() >= QUIET_BUILD {
+            shown = true;
+            if terminal {
+                bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+                bar.set_style(
+                    indicatif::ProgressStyle::with_template(
+                        "{spinner} {prefix} ({elapsed}): {wide_msg}",
+                    )
+                    .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
+                );
+                bar.set_prefix(what.clone());
+                bar.set_message(log.lines().last().unwrap_or("").trim().to_string());
+                bar.enable_steady_tick(std::time::Duration::from_millis(120));
+            } else {
+                eprintln!(
+                    "perfskel run: {what}, {:.0} s so far:",
+                    QUIET_BUILD.as_secs_f64()
+                );
+                eprint!("{log}");
+            }
+        }
+        if let (true, Some(line)) = (shown, line) {
+            if terminal {
+                bar.set_message(line.trim().to_string());
+            } else {
+                eprintln!("{line}");
+            }
+        }
+    };
+    loop {
+        match rx.recv_timeout(std::time::Duration::from_millis(200)) {
+            Ok(line) => {
+                log.push_str(&line);
+                log.push('\n');
+                show(Some(&line), &log[..log.len() - line.len() - 1]);
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => show(None, &log),
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        }
+    }
+    for reader in readers {
+        let _ = reader.join();
+    }
+    let status = child
+        .wait()
+        .map_err(|e| format!("cannot wait for make: {e}"))?;
+    bar.finish_and_clear();
+    if !status.success() {
         return Err(format!(
-            "building {} with {compiler} failed:\n{}{}",
-            dir.display(),
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
+            "building {} with {compiler} failed ({status}):\n{log}",
+            dir.display()
         ));
     }
     Ok(())

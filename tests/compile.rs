@@ -1289,3 +1289,40 @@ fn the_job_script_runs_under_slurm() {
     assert_eq!(results.len(), 2, "{log}");
     assert!(results.iter().all(|r| r.ranks == 2), "{log}");
 }
+
+/// `run` shows a long build as it goes (the first rsmpi build takes minutes) and keeps a
+/// quick one quiet; a failed build prints all of its output once.
+#[test]
+fn run_shows_a_long_build_as_it_goes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let slow = dir.path().join("slow");
+    let quick = dir.path().join("quick");
+    for (out, pause) in [(&slow, "@sleep 3\n\t"), (&quick, "")] {
+        std::fs::create_dir_all(out).expect("dir");
+        std::fs::write(
+            out.join("Makefile"),
+            format!("all:\n\t@echo step one\n\t{pause}@echo step two >&2\n\t@false\n"),
+        )
+        .expect("makefile");
+    }
+    let out = perfskel(dir.path(), &["run", "slow", "-np", "1"]);
+    assert!(!out.status.success());
+    let stderr = text(&out.stderr);
+    // Shown as it came (before the error), then in the error: twice each.
+    assert!(
+        stderr.contains("perfskel run: building slow with mpicc"),
+        "{stderr}"
+    );
+    let error = stderr.find("error: building slow with").expect("the error");
+    let streamed = &stderr[..error];
+    assert!(
+        streamed.contains("step one") && streamed.contains("step two"),
+        "{stderr}"
+    );
+    assert!(stderr[error..].contains("step one\nstep two\n"), "{stderr}");
+    let out = perfskel(dir.path(), &["run", "quick", "-np", "1"]);
+    let stderr = text(&out.stderr);
+    assert!(!out.status.success());
+    assert_eq!(stderr.matches("step one").count(), 1, "{stderr}");
+    assert!(!stderr.contains("perfskel run: building"), "{stderr}");
+}
