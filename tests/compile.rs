@@ -1028,7 +1028,11 @@ fn the_model_is_measured_on_first_use_and_never_used_stale() {
         args.extend_from_slice(extra);
         perfskel_here(&args)
     };
-    let model_file = cache.join("model-openmpi.json");
+    // One file per host and MPI (hosts sharing a home directory keep one each).
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").expect("hostname");
+    let model_file = cache
+        .join("models")
+        .join(format!("{}-openmpi.json", host.trim()));
     // First use: measured now, and cached unless the machine is busy (tests run in
     // parallel), where the model is used once and said to be.
     let first = compile(&[]);
@@ -1043,10 +1047,19 @@ fn the_model_is_measured_on_first_use_and_never_used_stale() {
         assert!(first.contains("(measured now)"), "{first}");
         assert!(model_file.exists());
     }
-    // `perfskel calibrate` always keeps what it measured, with the key.
+    // `perfskel calibrate` always keeps what it measured, with the key and the fit.
     perfskel_here(&["calibrate"]);
     let saved = std::fs::read_to_string(&model_file).expect("the model is cached");
     let json: serde_json::Value = serde_json::from_str(&saved).expect("json");
+    assert_eq!(json["fit"]["eager_measured"], true, "{saved}");
+    assert!(
+        json["fit"]["r_squared"]
+            .as_f64()
+            .is_some_and(|r| r > 0.5 && r <= 1.0),
+        "{saved}"
+    );
+    let eager = json["eager_limit_bytes"].as_u64().expect("eager limit");
+    assert!(eager <= 1 << 20, "{saved}");
     let key = json["measured_on"].as_str().expect("a key").to_string();
     assert!(key.contains("perfskel "), "{key}");
     assert!(
@@ -1057,7 +1070,7 @@ fn the_model_is_measured_on_first_use_and_never_used_stale() {
     );
     let second = compile(&[]);
     assert!(!second.contains("measuring"), "{second}");
-    assert!(second.contains("model-openmpi.json)"), "{second}");
+    assert!(second.contains("-openmpi.json)"), "{second}");
     // A model of another machine is not used, and is measured again.
     std::fs::write(&model_file, saved.replace(&key, "another host; x 64")).expect("write");
     let stale = compile(&[]);

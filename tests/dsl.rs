@@ -150,6 +150,9 @@ fn every_subcommand_has_help() {
         "compile",
         "run",
         "calibrate",
+        "report",
+        "platform",
+        "validate",
     ] {
         let out = perfskel(&root(), &[sub, "--help"]);
         assert!(out.status.success());

@@ -23,7 +23,7 @@ pub mod timing;
 use perfskel_grammar::ast::*;
 use perfskel_grammar::Diag;
 
-pub use model::Model;
+pub use model::{Fit, Model};
 pub use timing::{simulate, simulate_own, OwnTime, Timing, TimingError};
 
 use crate::check::{verify, Options as CheckOptions, Verified};

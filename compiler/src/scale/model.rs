@@ -30,6 +30,26 @@ pub struct Model {
     /// a cached model is used only where this still holds (see `perfskel calibrate`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub measured_on: Option<String>,
+    /// How well the measurements fit the model (`perfskel calibrate`; none for the
+    /// defaults or a model written by hand).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fit: Option<Fit>,
+}
+
+/// The quality of a calibrated model's fit.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Fit {
+    /// Coefficient of determination of the bandwidth line over the large messages.
+    pub r_squared: f64,
+    /// Message sizes that line was fitted over.
+    pub sizes: u32,
+    /// The empty message's fastest and slowest round, in seconds (`latency_s` is the
+    /// median round).
+    pub latency_fastest_s: f64,
+    pub latency_slowest_s: f64,
+    /// Whether `eager_limit_bytes` was measured (a send left waiting for its receive)
+    /// rather than the built-in value.
+    pub eager_measured: bool,
 }
 
 impl Default for Model {
@@ -43,6 +63,7 @@ impl Default for Model {
             eager_limit_bytes: 65_536,
             comm_create_s: 20.0e-6,
             measured_on: None,
+            fit: None,
         }
     }
 }
