@@ -338,7 +338,33 @@ fn cli_csv_json_plots_and_extrap_export() {
             name.contains("comm-share") || svg.contains("Waitall"),
             "{name}"
         );
+        // The x axis is labelled at the task counts measured, and nowhere else.
+        for tasks in ["2", "4", "8", "16"] {
+            assert!(svg.contains(&format!(">\n{tasks}\n</text>")), "{name}: {tasks}");
+        }
+        assert!(
+            !svg.contains(">\n32\n</text>") && !svg.contains(">\n3\n</text>"),
+            "{name}"
+        );
+        // Percentages stop at 100.
+        assert!(
+            !svg.contains(">\n110\n</text>") && !svg.contains(">\n120\n</text>"),
+            "{name}"
+        );
     }
+    let top = std::fs::read_to_string(plots.join("jacobi-top-call-sites.svg")).unwrap_or_default();
+    // Only sites whose share grows, their significance said.
+    assert!(
+        top.contains("Waitall halo.c:52 (ρ 0.98, p 0.004, grows significantly)"),
+        "{top}"
+    );
+    assert!(
+        !top.contains("ρ -"),
+        "a falling site among the top ones: {top}"
+    );
+    let ops = std::fs::read_to_string(plots.join("jacobi-operations.svg")).unwrap_or_default();
+    assert!(ops.contains("Allreduce (ρ -0.98, p 0.004)"), "{ops}");
+    assert!(ops.contains("dashed: it does not"), "{ops}");
     let extrap_text = std::fs::read_to_string(&extrap_file).unwrap_or_default();
     insta::with_settings!({
         snapshot_path => "../snapshots/analyze",

@@ -2,9 +2,35 @@
 //! the communication share per task count, the breakdown by operation, and the curves of
 //! the top-k call sites. Rendering goes to strings; the CLI writes the files.
 
+use plotters::coord::types::RangedCoordf64;
+use plotters::element::DashedPathElement;
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use super::method::{Analysis, AppAnalysis};
+use super::method::{Analysis, AppAnalysis, Correlation};
+
+/// One curve: its legend, its mean share per task count, and whether the growth is
+/// significant (solid; dashed when not).
+struct Series {
+    label: String,
+    shares: Vec<f64>,
+    grows: bool,
+}
+
+/// `ρ 0.98, p 0.004, significant` as a legend says it (the Holm-adjusted p-value).
+fn significance(c: &Correlation) -> String {
+    let rho = c.rho.map_or("ρ -".to_owned(), |r| format!("ρ {r:.2}"));
+    let p = if c.p_adjusted < 0.001 {
+        "p < 0.001".to_owned()
+    } else {
+        format!("p {:.3}", c.p_adjusted)
+    };
+    if c.grows {
+        format!("{rho}, {p}, grows significantly")
+    } else {
+        format!("{rho}, {p}")
+    }
+}
 
 /// Width and height of every plot, pixels.
 const SIZE: (u32, u32) = (800, 500);
@@ -17,10 +43,14 @@ pub fn render(analysis: &Analysis, top_k: usize) -> Result<Vec<(String, String)>
         if let Some(svg) = comm_share(app)? {
             files.push((format!("{stem}-comm-share.svg"), svg));
         }
-        let series: Vec<(String, Vec<f64>)> = app
+        let series: Vec<Series> = app
             .operations
             .iter()
-            .map(|op| (op.operation.clone(), op.share_by_tasks.clone()))
+            .map(|op| Series {
+                label: format!("{} ({})", op.operation, significance(&op.correlation)),
+                shares: op.share_by_tasks.clone(),
+                grows: op.correlation.grows,
+            })
             .collect();
         let title = format!(
             "{}: share of communication time by operation",
@@ -30,28 +60,27 @@ pub fn render(analysis: &Analysis, top_k: usize) -> Result<Vec<(String, String)>
             format!("{stem}-operations.svg"),
             share_curves(app, &title, &series)?,
         ));
-        let series: Vec<(String, Vec<f64>)> = app
+        // The sites whose share grows: a negative correlation is a site that matters
+        // less as the run scales, not one that scales badly.
+        let series: Vec<Series> = app
             .call_sites
             .iter()
+            .filter(|s| s.correlation.rho.is_some_and(|r| r > 0.0))
             .take(top_k)
-            .map(|s| {
-                (
-                    format!(
-                        "{} {} (rho {})",
-                        s.site.operation,
-                        s.site.location(),
-                        s.correlation
-                            .rho
-                            .map_or("-".to_owned(), |r| format!("{r:.2}"))
-                    ),
-                    s.share_by_tasks.clone(),
-                )
+            .map(|s| Series {
+                label: format!(
+                    "{} {} ({})",
+                    s.site.operation,
+                    s.site.location(),
+                    significance(&s.correlation)
+                ),
+                shares: s.share_by_tasks.clone(),
+                grows: s.correlation.grows,
             })
             .collect();
         let title = format!(
-            "{}: top {} call sites by rank correlation",
-            app.application,
-            series.len()
+            "{}: call sites whose share grows with the tasks (ρ > 0, at most {top_k})",
+            app.application
         );
         files.push((
             format!("{stem}-top-call-sites.svg"),
@@ -92,12 +121,49 @@ fn x_of(n_tasks: u32) -> f64 {
     f64::from(n_tasks.max(1)).log2()
 }
 
-/// Labels the linear log2 axis in tasks, only at whole powers of two.
-fn task_label(x: &f64) -> String {
-    if (x - x.round()).abs() < 1e-9 {
-        format!("{:.0}", x.exp2())
+/// The ticks of the log2 axis: one at each task count measured, and only there.
+fn task_ticks(app: &AppAnalysis) -> Vec<f64> {
+    app.task_counts.iter().map(|&p| x_of(p)).collect()
+}
+
+/// Draws the x axis's ticks and labels at the task counts measured (plotters places its
+/// own ticks evenly, which on a log axis fall between task counts).
+fn draw_task_ticks<DB: DrawingBackend>(
+    root: &DrawingArea<DB, plotters::coord::Shift>,
+    chart: &ChartContext<DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>,
+    app: &AppAnalysis,
+) -> Result<(), String> {
+    for (&p, x) in app.task_counts.iter().zip(task_ticks(app)) {
+        let (px, py) = chart.backend_coord(&(x, 0.0));
+        root.draw(&PathElement::new([(px, py), (px, py + 5)], BLACK))
+            .map_err(err)?;
+        root.draw(&Text::new(
+            p.to_string(),
+            (px, py + 8),
+            ("sans-serif", 12)
+                .into_text_style(root)
+                .pos(Pos::new(HPos::Center, VPos::Top)),
+        ))
+        .map_err(err)?;
+    }
+    Ok(())
+}
+
+/// The top of a percentage axis: 10 % above the largest value, never past 100 %.
+fn percent_top(largest: f64) -> f64 {
+    (largest * 1.1).clamp(0.01, 100.0)
+}
+
+/// Decimals of a percentage axis that runs to `top`, so that its ticks differ.
+fn percent_decimals(top: f64) -> usize {
+    if top >= 20.0 {
+        0
+    } else if top >= 2.0 {
+        1
+    } else if top >= 0.2 {
+        2
     } else {
-        String::new()
+        3
     }
 }
 
@@ -124,7 +190,7 @@ fn comm_share(app: &AppAnalysis) -> Result<Option<String>, String> {
             (!at_p.is_empty()).then(|| (x_of(p), at_p.iter().sum::<f64>() / at_p.len() as f64))
         })
         .collect();
-    let y_max = points.iter().map(|p| p.1).fold(0.0, f64::max).max(1.0) * 1.1;
+    let y_max = percent_top(points.iter().map(|p| p.1).fold(0.0, f64::max));
     let x_range = x_axis(app);
     let mut svg = String::new();
     {
@@ -143,7 +209,9 @@ fn comm_share(app: &AppAnalysis) -> Result<Option<String>, String> {
         chart
             .configure_mesh()
             .x_desc("tasks (log scale)")
-            .x_label_formatter(&task_label)
+            .disable_x_mesh()
+            .x_labels(0)
+            .y_label_formatter(&|y| format!("{y:.decimals$}", decimals = percent_decimals(y_max)))
             .y_desc("communication % (rest: computation)")
             .draw()
             .map_err(err)?;
@@ -157,30 +225,32 @@ fn comm_share(app: &AppAnalysis) -> Result<Option<String>, String> {
         chart
             .draw_series(LineSeries::new(means, &BLUE))
             .map_err(err)?;
+        draw_task_ticks(&root, &chart, app)?;
         root.present().map_err(err)?;
     }
     Ok(Some(svg))
 }
 
-/// One curve per series: mean share (percent of communication time) per task count.
-fn share_curves(
-    app: &AppAnalysis,
-    title: &str,
-    series: &[(String, Vec<f64>)],
-) -> Result<String, String> {
-    let y_max = series
-        .iter()
-        .flat_map(|(_, v)| v.iter().copied())
-        .fold(0.0, f64::max)
-        .max(0.01)
-        // Headroom for the legend in the upper left corner.
-        * 130.0;
+/// One curve per series: mean share (percent of communication time) per task count;
+/// the legend below the chart, solid curves for a significant growth, dashed others.
+fn share_curves(app: &AppAnalysis, title: &str, series: &[Series]) -> Result<String, String> {
+    let y_max = percent_top(
+        100.0
+            * series
+                .iter()
+                .flat_map(|s| s.shares.iter().copied())
+                .fold(0.0, f64::max),
+    );
     let x_range = x_axis(app);
+    const LEGEND_LINE: u32 = 20;
+    let legend_h = LEGEND_LINE * series.len() as u32 + 30;
     let mut svg = String::new();
     {
-        let root = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
+        let root =
+            SVGBackend::with_string(&mut svg, (SIZE.0, SIZE.1 + legend_h)).into_drawing_area();
         root.fill(&WHITE).map_err(err)?;
-        let mut chart = ChartBuilder::on(&root)
+        let (plot, legend) = root.split_vertically(SIZE.1);
+        let mut chart = ChartBuilder::on(&plot)
             .caption(title, ("sans-serif", 20))
             .margin(10)
             .x_label_area_size(40)
@@ -190,23 +260,34 @@ fn share_curves(
         chart
             .configure_mesh()
             .x_desc("tasks (log scale)")
-            .x_label_formatter(&task_label)
+            .disable_x_mesh()
+            .x_labels(0)
+            .y_label_formatter(&|y| format!("{y:.decimals$}", decimals = percent_decimals(y_max)))
             .y_desc("% of communication time")
             .draw()
             .map_err(err)?;
-        for (idx, (label, shares)) in series.iter().enumerate() {
+        for (idx, s) in series.iter().enumerate() {
             let color = Palette99::pick(idx).to_rgba();
             let curve: Vec<(f64, f64)> = app
                 .task_counts
                 .iter()
-                .zip(shares)
-                .map(|(&p, &s)| (x_of(p), 100.0 * s))
+                .zip(&s.shares)
+                .map(|(&p, &share)| (x_of(p), 100.0 * share))
                 .collect();
-            chart
-                .draw_series(LineSeries::new(curve.clone(), color.stroke_width(2)))
-                .map_err(err)?
-                .label(label.clone())
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
+            if s.grows {
+                chart
+                    .draw_series(LineSeries::new(curve.clone(), color.stroke_width(2)))
+                    .map_err(err)?;
+            } else {
+                chart
+                    .draw_series(DashedLineSeries::new(
+                        curve.clone(),
+                        6,
+                        4,
+                        color.stroke_width(2),
+                    ))
+                    .map_err(err)?;
+            }
             chart
                 .draw_series(
                     curve
@@ -214,16 +295,35 @@ fn share_curves(
                         .map(|pt| Circle::new(pt, 3, color.filled())),
                 )
                 .map_err(err)?;
-        }
-        if !series.is_empty() {
-            chart
-                .configure_series_labels()
-                .background_style(WHITE.mix(0.8))
-                .border_style(BLACK)
-                .position(SeriesLabelPosition::UpperLeft)
-                .draw()
+            let y = (LEGEND_LINE * idx as u32 + 10) as i32;
+            let line = [(60, y + 7), (90, y + 7)];
+            if s.grows {
+                legend
+                    .draw(&PathElement::new(line, color.stroke_width(2)))
+                    .map_err(err)?;
+            } else {
+                legend
+                    .draw(&DashedPathElement::new(line, 6, 4, color.stroke_width(2)))
+                    .map_err(err)?;
+            }
+            legend
+                .draw(&Text::new(s.label.clone(), (100, y), ("sans-serif", 14)))
                 .map_err(err)?;
         }
+        draw_task_ticks(&plot, &chart, app)?;
+        let note = if series.is_empty() {
+            "no curve: nothing to draw".to_owned()
+        } else {
+            "solid: the share grows significantly with the task count (Spearman, Holm-adjusted p < α); dashed: it does not (it falls, or the growth is not significant)".to_owned()
+        };
+        let y = (LEGEND_LINE * series.len() as u32 + 10) as i32;
+        legend
+            .draw(&Text::new(
+                note,
+                (60, y),
+                ("sans-serif", 13).into_font().color(&RGBColor(90, 90, 90)),
+            ))
+            .map_err(err)?;
         root.present().map_err(err)?;
     }
     Ok(svg)
