@@ -340,7 +340,10 @@ fn cli_csv_json_plots_and_extrap_export() {
         );
         // The x axis is labelled at the task counts measured, and nowhere else.
         for tasks in ["2", "4", "8", "16"] {
-            assert!(svg.contains(&format!(">\n{tasks}\n</text>")), "{name}: {tasks}");
+            assert!(
+                svg.contains(&format!(">\n{tasks}\n</text>")),
+                "{name}: {tasks}"
+            );
         }
         assert!(
             !svg.contains(">\n32\n</text>") && !svg.contains(">\n3\n</text>"),

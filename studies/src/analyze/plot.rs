@@ -243,7 +243,7 @@ fn share_curves(app: &AppAnalysis, title: &str, series: &[Series]) -> Result<Str
     );
     let x_range = x_axis(app);
     const LEGEND_LINE: u32 = 20;
-    let legend_h = LEGEND_LINE * series.len() as u32 + 30;
+    let legend_h = LEGEND_LINE * (series.len() as u32 + 2) + 20;
     let mut svg = String::new();
     {
         let root =
@@ -311,19 +311,24 @@ fn share_curves(app: &AppAnalysis, title: &str, series: &[Series]) -> Result<Str
                 .map_err(err)?;
         }
         draw_task_ticks(&plot, &chart, app)?;
-        let note = if series.is_empty() {
-            "no curve: nothing to draw".to_owned()
+        let notes: &[&str] = if series.is_empty() {
+            &["no curve: nothing to draw"]
         } else {
-            "solid: the share grows significantly with the task count (Spearman, Holm-adjusted p < α); dashed: it does not (it falls, or the growth is not significant)".to_owned()
+            &[
+                "solid: the share grows significantly with the task count (Spearman, Holm-adjusted p < α);",
+                "dashed: it does not (it falls, or the growth is not significant)",
+            ]
         };
-        let y = (LEGEND_LINE * series.len() as u32 + 10) as i32;
-        legend
-            .draw(&Text::new(
-                note,
-                (60, y),
-                ("sans-serif", 13).into_font().color(&RGBColor(90, 90, 90)),
-            ))
-            .map_err(err)?;
+        for (i, note) in notes.iter().enumerate() {
+            let y = (LEGEND_LINE * (series.len() + i) as u32 + 10) as i32;
+            legend
+                .draw(&Text::new(
+                    *note,
+                    (60, y),
+                    ("sans-serif", 13).into_font().color(&RGBColor(90, 90, 90)),
+                ))
+                .map_err(err)?;
+        }
         root.present().map_err(err)?;
     }
     Ok(svg)
