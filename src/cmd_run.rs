@@ -838,9 +838,12 @@ mod tests {
         let Some(before) = CpuSample::now() else {
             return; // no /proc/stat: nothing to sample
         };
+        // Spins until this process has had 0.3 s of CPU (not of wall time: on a loaded
+        // machine the wall clock runs ahead of it), at most 30 s.
         let start = std::time::Instant::now();
+        let cpu_start = cpu_seconds(libc::RUSAGE_SELF);
         let mut x = 1.0f64;
-        while start.elapsed().as_secs_f64() < 0.3 {
+        while cpu_seconds(libc::RUSAGE_SELF) - cpu_start < 0.3 && start.elapsed().as_secs() < 30 {
             x = std::hint::black_box(x * 1.000_000_1 + 1e-9);
         }
         let after = CpuSample::now().expect("sampled before");

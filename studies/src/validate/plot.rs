@@ -12,6 +12,9 @@ use super::Expectation;
 /// Width and height of the plot, pixels.
 const SIZE: (u32, u32) = (800, 600);
 
+/// A method's points: (row number, measured, predicted).
+type Points = Vec<(usize, f64, f64)>;
+
 /// Columns of the key below the chart.
 const KEY_COLUMNS: usize = 3;
 /// Height of a key line, pixels.
@@ -27,7 +30,7 @@ pub fn render(report: &Report) -> Result<String, String> {
         .filter(|r| r.expectation == Expectation::Accurate)
         .collect();
     // (row number, measured, predicted) of each method.
-    let series: Vec<(String, Vec<(usize, f64, f64)>)> = report
+    let series: Vec<(String, Points)> = report
         .methods
         .iter()
         .map(|method| {
