@@ -14,7 +14,7 @@ use std::process::ExitCode;
 use clap::Subcommand;
 use perfskel_compiler::trace::format::{self, PEER_ANY_SOURCE, PEER_PROC_NULL};
 use perfskel_compiler::trace::manifest::{Manifest, RankSummary};
-use perfskel_compiler::trace::stats::{SiteKey, StatsBuilder, StatsReport};
+use perfskel_compiler::trace::stats::{SiteKey, SiteRow, StatsBuilder, StatsReport};
 use perfskel_compiler::trace::symbolize::{Location, Symbolizer};
 use perfskel_compiler::trace::{
     AppSpan, Clock, Completion, Event, RankReader, TraceError, TraceErrorKind,
@@ -929,6 +929,54 @@ fn pct(part: u64, whole: u64) -> f64 {
     }
 }
 
+/// Ranks up to which the text report lists every rank's call sites (mpiP does for all).
+const MAX_RANK_SITE_TABLE: usize = 64;
+
+/// A call-site table: each row's first number is `ranks` (how many ranks called it) or
+/// `rank` (whose row it is).
+fn site_table(s: &mut String, first: &str, rows: &[(u32, &SiteRow)]) {
+    // Names of sites without debug information (`Class::method+0x1a4`) can be long.
+    let width = rows
+        .iter()
+        .map(|(_, site)| site.site.chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(28);
+    let _ = writeln!(
+        s,
+        "  {:<width$} {:<22} {:>5} {:>9} {:>12} {:>11} {:>11} {:>11} {:>7} {:>7} {:>14}",
+        "site",
+        "operation",
+        first,
+        "count",
+        "total ms",
+        "mean us",
+        "min us",
+        "max us",
+        "App%",
+        "MPI%",
+        "sent B"
+    );
+    for (n, site) in rows {
+        let t = &site.totals;
+        let _ = writeln!(
+            s,
+            "  {:<width$} {:<22} {:>5} {:>9} {:>12.3} {:>11.3} {:>11.3} {:>11.3} {:>7} {:>7} {:>14}",
+            site.site,
+            site.op,
+            n,
+            t.count,
+            ms(t.total_ns),
+            us(site.shares.mean_ns),
+            us(t.min_ns),
+            us(t.max_ns),
+            share(site.shares.app_pct),
+            share(site.shares.mpi_pct),
+            t.sent_bytes
+        );
+    }
+}
+
 fn render_text(r: &StatsReport, errors: &[String]) -> String {
     let mut s = String::new();
     let list = |v: &[u32]| {
@@ -1009,47 +1057,13 @@ fn render_text(r: &StatsReport, errors: &[String]) -> String {
         );
     }
     let _ = writeln!(s, "\nper call site, all ranks (most time first):");
-    let sites: Vec<_> = r.sites.iter().filter(|x| !is_outside(x.op)).collect();
-    // Names of sites without debug information (`Class::method+0x1a4`) can be long.
-    let width = sites
+    let sites: Vec<(u32, &SiteRow)> = r
+        .sites
         .iter()
-        .map(|site| site.site.chars().count())
-        .max()
-        .unwrap_or(0)
-        .max(28);
-    let _ = writeln!(
-        s,
-        "  {:<width$} {:<22} {:>5} {:>9} {:>12} {:>11} {:>11} {:>11} {:>7} {:>7} {:>14}",
-        "site",
-        "operation",
-        "ranks",
-        "count",
-        "total ms",
-        "mean us",
-        "min us",
-        "max us",
-        "App%",
-        "MPI%",
-        "sent B"
-    );
-    for site in sites {
-        let t = &site.totals;
-        let _ = writeln!(
-            s,
-            "  {:<width$} {:<22} {:>5} {:>9} {:>12.3} {:>11.3} {:>11.3} {:>11.3} {:>7} {:>7} {:>14}",
-            site.site,
-            site.op,
-            site.n_ranks,
-            t.count,
-            ms(t.total_ns),
-            us(site.shares.mean_ns),
-            us(t.min_ns),
-            us(t.max_ns),
-            share(site.shares.app_pct),
-            share(site.shares.mpi_pct),
-            t.sent_bytes
-        );
-    }
+        .filter(|x| !is_outside(x.op))
+        .map(|x| (x.n_ranks, x))
+        .collect();
+    site_table(&mut s, "ranks", &sites);
     let _ = writeln!(s, "\nper rank:");
     let _ = writeln!(
         s,
@@ -1096,6 +1110,29 @@ fn render_text(r: &StatsReport, errors: &[String]) -> String {
             ms(rank.mpi_ns),
             ms(rank.compute_ns),
             pct(rank.mpi_ns, rank.app_ns)
+        );
+    }
+    if r.ranks.len() <= MAX_RANK_SITE_TABLE {
+        let _ = writeln!(
+            s,
+            "\nper call site and rank (App%, MPI%: of that rank's time; most time first in each rank):"
+        );
+        let rows: Vec<(u32, &SiteRow)> = r
+            .ranks
+            .iter()
+            .flat_map(|k| {
+                k.sites
+                    .iter()
+                    .filter(|x| !is_outside(x.op))
+                    .map(move |x| (k.rank, x))
+            })
+            .collect();
+        site_table(&mut s, "rank", &rows);
+    } else {
+        let _ = writeln!(
+            s,
+            "\nper call site and rank: left out for {} ranks (`--rank R` gives one rank's, `--format json` every rank's)",
+            r.ranks.len()
         );
     }
     if r.ranks.len() == 1 {

@@ -393,6 +393,23 @@ fn check_stencil(mpi: Mpi, app: &str) {
     }
     assert_eq!(json["missing_ranks"], serde_json::json!([]));
     assert_eq!(json["incomplete_ranks"], serde_json::json!([]));
+    // The text has mpiP's per-rank call-site table: each rank's four exchange sites.
+    let stats = perfskel(&["trace", "stats", dir]);
+    assert!(stats.status.success());
+    let text = String::from_utf8_lossy(&stats.stdout);
+    let (_, per_rank) = text
+        .split_once("per call site and rank")
+        .unwrap_or_else(|| panic!("no per-rank call-site table: {text}"));
+    for rank in 0..N_RANKS {
+        let rows = per_rank
+            .lines()
+            .filter(|l| {
+                let w: Vec<&str> = l.split_whitespace().collect();
+                w.get(1) == Some(&"MPI_Sendrecv") && w.get(2) == Some(&rank.to_string().as_str())
+            })
+            .count();
+        assert_eq!(rows, 4, "rank {rank}: {per_rank}");
+    }
     let show = perfskel(&["trace", "show", dir, "--rank", "3"]);
     assert!(show.status.success());
     let text = String::from_utf8_lossy(&show.stdout);
