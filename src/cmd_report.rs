@@ -40,10 +40,41 @@ pub struct Args {
 
 pub fn run(args: Args) -> Result<ExitCode, String> {
     crate::files::check_new_file(&args.output, args.force)?;
+    if overwrites_the_trace(&args.output, &args.trace) {
+        return Err(format!(
+            "{} is a file of the trace {} reads: write the report elsewhere",
+            args.output.display(),
+            args.trace.display()
+        ));
+    }
     let html = render(&args)?;
     crate::files::write_new_file(&args.output, html.as_bytes(), args.force)?;
     println!("wrote {}", args.output.display());
     Ok(ExitCode::SUCCESS)
+}
+
+/// Whether `output` is one of the trace's own files (a rank file, the manifest, an
+/// OTF2 anchor, definition or event file): never written, not even with `--force`.
+fn overwrites_the_trace(output: &Path, trace: &Path) -> bool {
+    let Some(name) = output.file_name().map(|n| n.to_string_lossy().into_owned()) else {
+        return false;
+    };
+    let trace_file = crate::cmd_record::is_trace_file(&name)
+        || [".otf2", ".def", ".evt"].iter().any(|e| name.ends_with(e));
+    let dir = match output.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let trace_dir = if trace.is_file() {
+        trace.parent().unwrap_or(Path::new("."))
+    } else {
+        trace
+    };
+    trace_file
+        && std::fs::canonicalize(dir)
+            .ok()
+            .zip(std::fs::canonicalize(trace_dir).ok())
+            .is_some_and(|(a, b)| a == b || a.starts_with(&b))
 }
 
 /// The skeleton shown: its text, where it came from, and what `check` said of it.

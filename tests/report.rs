@@ -153,10 +153,16 @@ fn the_report_of_a_recorded_stencil_opens_in_a_browser() {
         2,
         "{html}"
     );
-    // Never over an existing file.
+    // Never over an existing file, and never over the trace, even with --force.
     let again = perfskel(&args);
     assert!(!again.status.success());
     assert!(String::from_utf8_lossy(&again.stderr).contains("exists; pass --force"));
+    let manifest = d("trace/manifest.json");
+    let before = std::fs::read(&manifest).expect("manifest");
+    let over = perfskel(&["report", &d("trace"), "-o", &manifest, "--force"]);
+    assert!(!over.status.success());
+    assert!(String::from_utf8_lossy(&over.stderr).contains("is a file of the trace"));
+    assert_eq!(std::fs::read(&manifest).expect("manifest"), before);
 
     // In the browser: the DOM parsed has every section and figure.
     let dom = ok(
