@@ -16,6 +16,7 @@ use perfskel_compiler::check::Options as CheckOptions;
 use perfskel_compiler::logicalize::{logicalize, CommMatrix, Options, Traffic};
 use perfskel_compiler::trace::stats::StatsReport;
 
+use crate::cmd_trace::share;
 use crate::heatmap::{self, escape, human_bytes, AxisOrder, Cells};
 
 #[derive(clap::Args)]
@@ -77,11 +78,10 @@ fn overwrites_the_trace(output: &Path, trace: &Path) -> bool {
             .is_some_and(|(a, b)| a == b || a.starts_with(&b))
 }
 
-/// The skeleton shown: its text, where it came from, and what `check` said of it.
+/// The skeleton shown: its text and where it came from.
 struct Shown {
     text: String,
     origin: String,
-    diags: Vec<String>,
 }
 
 /// The runs of one `perfskel run`: every result line, the median one last.
@@ -105,20 +105,27 @@ fn render(args: &Args) -> Result<String, String> {
         .iter()
         .map(|p| read_runs(p))
         .collect::<Result<Vec<_>, _>>()?;
-    let (program, parse_diags) = perfskel_grammar::parse(&shown.text);
-    let sim = if parse_diags.iter().any(perfskel_grammar::Diag::is_error) {
+    // One check gives both what `check` says of the skeleton and its matrix.
+    let (program, mut diags) = perfskel_grammar::parse(&shown.text);
+    let sim = if diags.iter().any(perfskel_grammar::Diag::is_error) {
         None
     } else {
-        perfskel_compiler::check::check(
+        let checked = perfskel_compiler::check::check(
             &program,
             &shown.text,
             CheckOptions {
                 pair_traffic: true,
                 ..CheckOptions::default()
             },
-        )
-        .info
+        );
+        diags.extend(checked.diags);
+        checked.info
     };
+    perfskel_grammar::diagnostic::sort(&mut diags);
+    let diags: Vec<String> = diags
+        .iter()
+        .map(|d| format!("{}: {}", d.code, d.message))
+        .collect();
     let skeleton_matrix = sim.as_ref().map(|info| {
         let mut m =
             CommMatrix::new(matrix.n_ranks.max(info.ranks().len() as u32)).unwrap_or_default();
@@ -151,7 +158,7 @@ fn render(args: &Args) -> Result<String, String> {
     rank_times(&mut h, &stats);
     let lines = site_lines(&shown.text);
     let anchors = call_sites(&mut h, &stats, &lines);
-    skeleton_text(&mut h, &shown, &anchors);
+    skeleton_text(&mut h, &shown, &diags, &anchors);
     h.push_str("<footer>Written by perfskel ");
     h.push_str(env!("CARGO_PKG_VERSION"));
     h.push_str(". Times are of the traced run; App% is of the application's time (end of MPI_Init to start of MPI_Finalize, summed over ranks), MPI% of its time in MPI.</footer>\n</body>\n</html>\n");
@@ -181,7 +188,6 @@ footer { margin-top: 2em; font-size: 0.8em; color: #777; }
 fn skeleton(args: &Args) -> Result<Shown, String> {
     if let Some(path) = &args.skeleton {
         let text = crate::files::read_source(path)?;
-        let checked = perfskel_compiler::pipeline::check_source(&text, CheckOptions::default());
         let name = path
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -189,10 +195,6 @@ fn skeleton(args: &Args) -> Result<Shown, String> {
         return Ok(Shown {
             text,
             origin: format!("the file `{name}`"),
-            diags: checked
-                .iter()
-                .map(|d| format!("{}: {}", d.code, d.message))
-                .collect(),
         });
     }
     let made = crate::cmd_skeletonize::Args {
@@ -205,15 +207,11 @@ fn skeleton(args: &Args) -> Result<Shown, String> {
         every_call: false,
         force: false,
     };
-    let (outcome, diags) = crate::cmd_skeletonize::make_skeleton(&made)?;
+    let (outcome, _) = crate::cmd_skeletonize::make_skeleton(&made)?;
     Ok(Shown {
         text: outcome.text,
         origin: "made from the trace as `perfskel skeletonize` makes it (no --skeleton given)"
             .into(),
-        diags: diags
-            .iter()
-            .map(|d| format!("{}: {}", d.code, d.message))
-            .collect(),
     })
 }
 
@@ -581,7 +579,6 @@ fn call_sites(
         if first {
             anchors.insert(s.site.clone(), id.clone());
         }
-        let share = |p: Option<f64>| p.map_or_else(|| "-".into(), |p| format!("{p:.1}"));
         let in_skeleton = lines
             .get(&s.site)
             .map(|ls| {
@@ -610,13 +607,18 @@ fn call_sites(
     anchors
 }
 
-fn skeleton_text(h: &mut String, shown: &Shown, anchors: &BTreeMap<String, String>) {
+fn skeleton_text(
+    h: &mut String,
+    shown: &Shown,
+    diags: &[String],
+    anchors: &BTreeMap<String, String>,
+) {
     let _ = writeln!(
         h,
         "<h2 id=\"skeleton\">The skeleton</h2>\n<p class=\"note\">{}; each statement's call site links to its row above. Comments (grey) are the skeleton's provenance: what each part stands for in the trace.</p>",
         escape(&shown.origin)
     );
-    for d in &shown.diags {
+    for d in diags {
         let _ = writeln!(h, "<p class=\"warn\">check: {}</p>", escape(d));
     }
     h.push_str("<pre class=\"skel\">");

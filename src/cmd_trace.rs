@@ -14,7 +14,9 @@ use std::process::ExitCode;
 use clap::Subcommand;
 use perfskel_compiler::trace::format::{self, PEER_ANY_SOURCE, PEER_PROC_NULL};
 use perfskel_compiler::trace::manifest::{Manifest, RankSummary};
-use perfskel_compiler::trace::stats::{SiteKey, SiteRow, StatsBuilder, StatsReport};
+use perfskel_compiler::trace::stats::{
+    Shares, SiteKey, SiteRow, StatsBuilder, StatsReport, Totals,
+};
 use perfskel_compiler::trace::symbolize::{Location, Symbolizer};
 use perfskel_compiler::trace::{
     AppSpan, Clock, Completion, Event, RankReader, TraceError, TraceErrorKind,
@@ -871,7 +873,7 @@ fn us(ns: u64) -> f64 {
 }
 
 /// A share as a table shows it: `12.3`, or `-` outside the application's span.
-fn share(p: Option<f64>) -> String {
+pub(crate) fn share(p: Option<f64>) -> String {
     p.map_or_else(|| "-".into(), |p| format!("{p:.1}"))
 }
 
@@ -881,20 +883,23 @@ const OP_HEADER: &str =
 /// One line of a per-operation table: count, total, mean, min, max time, shares and
 /// bytes sent.
 fn op_row(s: &mut String, o: &perfskel_compiler::trace::stats::OpRow) {
-    let t = &o.totals;
-    let _ = writeln!(
-        s,
-        "  {:<26} {:>9} {:>12.3} {:>11.3} {:>11.3} {:>11.3} {:>7} {:>7} {:>14}",
-        o.op,
+    let _ = writeln!(s, "  {:<26} {}", o.op, figures(&o.totals, &o.shares));
+}
+
+/// The figures every row of the operation and call-site tables ends with: count, total,
+/// mean, min, max time, shares and bytes sent.
+fn figures(t: &Totals, shares: &Shares) -> String {
+    format!(
+        "{:>9} {:>12.3} {:>11.3} {:>11.3} {:>11.3} {:>7} {:>7} {:>14}",
         t.count,
         ms(t.total_ns),
-        us(o.shares.mean_ns),
+        us(shares.mean_ns),
         us(t.min_ns),
         us(t.max_ns),
-        share(o.shares.app_pct),
-        share(o.shares.mpi_pct),
+        share(shares.app_pct),
+        share(shares.mpi_pct),
         t.sent_bytes
-    );
+    )
 }
 
 /// The operations outside the application's span, in one line:
@@ -958,21 +963,12 @@ fn site_table(s: &mut String, first: &str, rows: &[(u32, &SiteRow)]) {
         "sent B"
     );
     for (n, site) in rows {
-        let t = &site.totals;
         let _ = writeln!(
             s,
-            "  {:<width$} {:<22} {:>5} {:>9} {:>12.3} {:>11.3} {:>11.3} {:>11.3} {:>7} {:>7} {:>14}",
+            "  {:<width$} {:<22} {n:>5} {}",
             site.site,
             site.op,
-            n,
-            t.count,
-            ms(t.total_ns),
-            us(site.shares.mean_ns),
-            us(t.min_ns),
-            us(t.max_ns),
-            share(site.shares.app_pct),
-            share(site.shares.mpi_pct),
-            t.sent_bytes
+            figures(&site.totals, &site.shares)
         );
     }
 }
