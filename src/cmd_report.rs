@@ -31,6 +31,10 @@ pub struct Args {
     /// prediction. Give it once per run of `perfskel run` (ratios, back ends).
     #[arg(long, value_name = "FILE")]
     pub run: Vec<PathBuf>,
+    /// A trace of the skeleton's run (`perfskel record -o DIR -- mpirun -np N
+    /// OUT/skeleton`): its iteration is drawn below the application's.
+    #[arg(long, value_name = "DIR")]
+    pub skeleton_trace: Option<PathBuf>,
     /// The HTML file to write.
     #[arg(short = 'o', long = "output", value_name = "FILE.html")]
     pub output: PathBuf,
@@ -100,6 +104,11 @@ fn render(args: &Args) -> Result<String, String> {
     let (stats, errors) = crate::cmd_trace::read_stats(&args.trace, None)?;
     let (matrix, warnings, _, grid) = crate::cmd_topo::read_trace(&args.trace)?;
     let shown = skeleton(args)?;
+    let skeleton_timeline = args
+        .skeleton_trace
+        .as_deref()
+        .map(crate::timeline::read)
+        .transpose()?;
     let runs = args
         .run
         .iter()
@@ -155,6 +164,7 @@ fn render(args: &Args) -> Result<String, String> {
     summary(&mut h, &stats, &errors, &warnings);
     prediction(&mut h, &runs, &stats);
     matrices(&mut h, &matrix, grid.as_deref(), skeleton_matrix.as_ref());
+    iteration(&mut h, &args.trace, skeleton_timeline.as_ref());
     rank_times(&mut h, &stats);
     let lines = site_lines(&shown.text);
     let anchors = call_sites(&mut h, &stats, &lines);
@@ -175,6 +185,7 @@ tr:target { background: #fff3b0; }
 .figures { display: flex; flex-wrap: wrap; gap: 1em; }
 .figures > figure { flex: 1 1 420px; max-width: 660px; margin: 0; }
 .figures > figure > svg { width: 100%; height: auto; }
+figure.wide { margin: 0; } figure.wide > svg { width: 100%; height: auto; }
 .note { color: #555; font-size: 0.9em; }
 .warn { color: #8a4b00; }
 pre.skel { background: #f8f8f8; border: 1px solid #ddd; padding: 0.6em; line-height: 1.35; overflow-x: auto; }
@@ -430,6 +441,35 @@ fn matrices(
         }
         h.push_str("</table>\n");
     }
+}
+
+/// One iteration of the application, and of the skeleton where its trace is given, as a
+/// Gantt chart.
+fn iteration(h: &mut String, trace: &Path, skeleton: Option<&crate::timeline::Timeline>) {
+    h.push_str("<h2 id=\"timeline\">One iteration</h2>\n");
+    let app = match crate::timeline::read(trace) {
+        Ok(t) => t,
+        Err(e) => {
+            let _ = writeln!(
+                h,
+                "<p class=\"warn\">No timeline of the application: {}</p>",
+                escape(&e)
+            );
+            return;
+        }
+    };
+    let mut panels = vec![("the application (traced)", &app)];
+    if let Some(s) = skeleton {
+        panels.push(("the skeleton (its traced run)", s));
+    }
+    h.push_str("<figure class=\"wide\">\n");
+    h.push_str(&crate::timeline::svg(&panels, "timeline-svg"));
+    h.push_str("</figure>\n");
+    h.push_str("<p class=\"note\">Each rank's MPI calls over one wall-clock window, the middle iteration of the loop where rank 0 spends its time; hover over a call for its site, time and peer.");
+    if skeleton.is_none() {
+        h.push_str(" For the skeleton's iteration below it, trace a run of the skeleton (<code>perfskel record -o DIR -- mpirun -np N OUT/skeleton</code>) and give it as <code>--skeleton-trace DIR</code>.");
+    }
+    h.push_str("</p>\n");
 }
 
 /// Ranks drawn in the per-rank chart at most.

@@ -37,6 +37,26 @@ enum TraceCommand {
     /// Write the trace in another format: `--otf2 OUT` makes the OTF2 archive
     /// `OUT/traces.otf2` (Vampir, Scalasca, otf2-print read it).
     Export(ExportArgs),
+    /// Draw one iteration of the run rank by rank (a Gantt chart, SVG): each rank's MPI
+    /// calls coloured by kind over its compute; with `--skeleton-trace`, the skeleton's
+    /// iteration below the application's on one time axis.
+    Timeline(TimelineArgs),
+}
+
+#[derive(clap::Args)]
+struct TimelineArgs {
+    /// The trace: a directory `perfskel record` wrote, or an OTF2 archive.
+    trace: PathBuf,
+    /// A trace of the skeleton's run (`perfskel record -o DIR -- mpirun -np N OUT/skeleton`,
+    /// OUT being what `perfskel compile` wrote and `perfskel run` built): drawn below.
+    #[arg(long, value_name = "DIR")]
+    skeleton_trace: Option<PathBuf>,
+    /// The SVG file to write.
+    #[arg(short = 'o', long = "output", value_name = "FILE.svg")]
+    output: PathBuf,
+    /// Overwrite the output file if it exists.
+    #[arg(long)]
+    force: bool,
 }
 
 #[derive(clap::Args)]
@@ -86,6 +106,7 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
         TraceCommand::Show(a) => show(a),
         TraceCommand::Stats(a) => stats(a),
         TraceCommand::Export(a) => export(a),
+        TraceCommand::Timeline(a) => timeline(a),
     }
 }
 
@@ -301,6 +322,36 @@ pub fn summarize_dir(dir: &Path) -> Result<Vec<RankSummary>, String> {
         out.push(summary);
     }
     Ok(out)
+}
+
+fn timeline(a: TimelineArgs) -> Result<ExitCode, String> {
+    crate::files::check_new_file(&a.output, a.force)?;
+    let app = crate::timeline::read(&a.trace)?;
+    let skeleton = a
+        .skeleton_trace
+        .as_deref()
+        .map(crate::timeline::read)
+        .transpose()?;
+    let mut panels = vec![("the application (traced)", &app)];
+    if let Some(s) = &skeleton {
+        panels.push(("the skeleton (its traced run)", s));
+    }
+    let svg = crate::timeline::svg(&panels, "timeline");
+    crate::files::write_new_file(&a.output, svg.as_bytes(), a.force)?;
+    println!(
+        "wrote {}: {}, {}",
+        a.output.display(),
+        app.found,
+        crate::timeline::human_ns(app.length_ns)
+    );
+    if let Some(s) = &skeleton {
+        println!(
+            "  the skeleton: {}, {}",
+            s.found,
+            crate::timeline::human_ns(s.length_ns)
+        );
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Symbolizes call sites, loading each object once.
@@ -686,7 +737,11 @@ fn event_line(index: u64, ev: &Event, site: &str) -> String {
     line
 }
 
-fn site_label<R: std::io::Read>(reader: &RankReader<R>, id: u64, symbols: &Symbols) -> String {
+pub(crate) fn site_label<R: std::io::Read>(
+    reader: &RankReader<R>,
+    id: u64,
+    symbols: &Symbols,
+) -> String {
     let Some(site) = reader.site(id) else {
         return "?".into();
     };
@@ -702,7 +757,7 @@ fn site_label<R: std::io::Read>(reader: &RankReader<R>, id: u64, symbols: &Symbo
 
 /// `trace show`'s name of call site `key` found at `loc`: `file.c:42 (function)`, else
 /// [`Location::site_name`].
-fn located_label(loc: &Location, key: &SiteKey) -> String {
+pub(crate) fn located_label(loc: &Location, key: &SiteKey) -> String {
     match (loc.short(), &loc.function) {
         (Some(s), Some(f)) => format!("{s} ({f})"),
         _ => loc.site_name(&key.object, key.offset),

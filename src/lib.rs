@@ -27,6 +27,7 @@ pub mod heatmap;
 pub mod launcher;
 pub mod otf2_export;
 pub mod otf2_input;
+pub mod timeline;
 
 /// Performance skeletons of MPI applications.
 ///

@@ -560,6 +560,12 @@ pub struct Otf2Rank<'a> {
 
 impl Otf2Rank<'_> {
     /// The call site of id `id` (as events give it), once a call there was read.
+    /// The archive's time, ns, of the rank's time 0 (its first record), once the first
+    /// event is read; 0 before.
+    pub fn origin_ns(&self) -> u64 {
+        self.t0.unwrap_or(0)
+    }
+
     pub fn site_key(&self, id: u64) -> Option<&SiteKey> {
         self.sites.iter().find(|(_, v)| **v == id).map(|(k, _)| k)
     }

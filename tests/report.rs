@@ -98,6 +98,23 @@ fn the_report_of_a_recorded_stencil_opens_in_a_browser() {
         )
     };
     std::fs::write(d("run.txt"), &run).expect("write run.txt");
+    // The skeleton `run` built, traced as any MPI program.
+    {
+        let _guard = MPI_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        ok(
+            &perfskel(&[
+                "record",
+                "-o",
+                &d("skeleton-trace"),
+                "--",
+                "mpirun.openmpi",
+                "-np",
+                "4",
+                &d("out/skeleton"),
+            ]),
+            "record the skeleton",
+        );
+    }
     let report = d("report.html");
     let args = [
         "report",
@@ -106,6 +123,8 @@ fn the_report_of_a_recorded_stencil_opens_in_a_browser() {
         &d("app.skel"),
         "--run",
         &d("run.txt"),
+        "--skeleton-trace",
+        &d("skeleton-trace"),
         "-o",
         &report,
     ];
@@ -153,6 +172,77 @@ fn the_report_of_a_recorded_stencil_opens_in_a_browser() {
         2,
         "{html}"
     );
+    // One iteration of each, found in the loops of rank 0: the stencil's 300 steps, the
+    // skeleton's 30 at 1:10, five calls each, every rank drawn.
+    assert!(html.contains(
+        "iteration 151 of 300 of rank 0&#39;s loop (5 calls a rank, 300 such iterations in all)"
+    ));
+    // The skeleton's timed pass, after its warm-up: the longest of its loops.
+    assert!(html.contains("iteration 16 of 30 of the longest of rank 0&#39;s "));
+    let timeline = &html[html.find("id=\"timeline-svg\"").expect("the timeline")..];
+    let timeline = &timeline[..timeline.find("</svg>").expect("closed")];
+    for rank in 0..4 {
+        assert_eq!(
+            timeline.matches(&format!(">rank {rank}<")).count(),
+            2,
+            "rank {rank} in both panels"
+        );
+    }
+    // The application's calls at its lines (the skeleton's, built without -g, at
+    // symbols), four swaps and a reduction a rank in each.
+    assert!(timeline.matches("MPI_Sendrecv at stencil.c:").count() >= 4 * 4);
+    assert!(timeline.matches("MPI_Sendrecv at ").count() >= 2 * 4 * 4);
+    assert!(timeline.matches("MPI_Allreduce at stencil.c:60").count() >= 4);
+    assert!(timeline.matches("MPI_Allreduce at ").count() >= 2 * 4);
+
+    // The same picture alone, as an SVG file, from the trace and from its OTF2 export.
+    let svg = d("timeline.svg");
+    let alone = ok(
+        &perfskel(&[
+            "trace",
+            "timeline",
+            &d("trace"),
+            "--skeleton-trace",
+            &d("skeleton-trace"),
+            "-o",
+            &svg,
+        ]),
+        "trace timeline",
+    );
+    assert!(alone.contains("iteration 151 of 300 of rank 0's loop"), "{alone}");
+    assert!(alone.contains("the skeleton: iteration 16 of 30 of "), "{alone}");
+    let drawn = std::fs::read_to_string(&svg).expect("timeline written");
+    assert!(drawn.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\""));
+    assert_eq!(drawn.matches(">rank 3<").count(), 2);
+    let again = perfskel(&["trace", "timeline", &d("trace"), "-o", &svg]);
+    assert!(String::from_utf8_lossy(&again.stderr).contains("exists; pass --force"));
+    ok(
+        &perfskel(&["trace", "export", &d("trace"), "--otf2", &d("otf2")]),
+        "trace export --otf2",
+    );
+    let from_otf2 = ok(
+        &perfskel(&["trace", "timeline", &d("otf2"), "-o", &d("otf2.svg")]),
+        "trace timeline of the OTF2 archive",
+    );
+    assert!(
+        from_otf2.contains("iteration 151 of 300 of rank 0's loop"),
+        "{from_otf2}"
+    );
+    // Rank 0's loops choose the window: without its file, an error that says so.
+    std::fs::create_dir(d("no-rank-0")).expect("mkdir");
+    for rank in 1..4 {
+        let name = format!("rank-{rank:05}.pst");
+        std::fs::copy(d(&format!("trace/{name}")), d(&format!("no-rank-0/{name}")))
+            .expect("copy a rank file");
+    }
+    let missing = perfskel(&["trace", "timeline", &d("no-rank-0"), "-o", &d("x.svg")]);
+    assert!(!missing.status.success());
+    assert!(
+        String::from_utf8_lossy(&missing.stderr).contains("rank 0's file is missing"),
+        "{}",
+        String::from_utf8_lossy(&missing.stderr)
+    );
+
     // Never over an existing file, and never over the trace, even with --force.
     let again = perfskel(&args);
     assert!(!again.status.success());
@@ -174,6 +264,7 @@ fn the_report_of_a_recorded_stencil_opens_in_a_browser() {
         "prediction",
         "matrix",
         "ranks",
+        "timeline",
         "sites",
         "skeleton",
         "line-1",
@@ -182,8 +273,8 @@ fn the_report_of_a_recorded_stencil_opens_in_a_browser() {
     }
     assert_eq!(
         dom.matches("<svg").count(),
-        3,
-        "two heat maps and the rank chart"
+        4,
+        "two heat maps, the timeline and the rank chart"
     );
     // The screenshot is a picture of it: the heat maps' darkest colour (the heaviest
     // pairs) and the chart's colours are on it.
@@ -193,7 +284,7 @@ fn the_report_of_a_recorded_stencil_opens_in_a_browser() {
             Path::new(&report),
             &[
                 &format!("--screenshot={}", shot.display()),
-                "--window-size=1300,1400",
+                "--window-size=1300,2000",
                 "--hide-scrollbars",
             ],
         ),
@@ -205,7 +296,7 @@ fn the_report_of_a_recorded_stencil_opens_in_a_browser() {
     let mut reader = decoder.read_info().expect("a PNG");
     let mut pixels = vec![0; reader.output_buffer_size()];
     let info = reader.next_frame(&mut pixels).expect("a frame");
-    assert_eq!((info.width, info.height), (1300, 1400));
+    assert_eq!((info.width, info.height), (1300, 2000));
     let channels = info.color_type.samples();
     let near = |rgb: [u8; 3]| {
         pixels
@@ -219,4 +310,9 @@ fn the_report_of_a_recorded_stencil_opens_in_a_browser() {
         "the heat maps' heaviest cells: {darkest} pixels"
     );
     assert!(near([0x3b, 0x52, 0x8b]) > 1_000, "the MPI bars");
+    assert!(
+        near([0x2f, 0x6d, 0xb5]) > 1_000,
+        "the timeline's sends and receives"
+    );
+    assert!(near([0xb9, 0xe3, 0xb3]) > 1_000, "the timeline's compute");
 }
