@@ -17,7 +17,7 @@ use perfskel_compiler::logicalize::{logicalize, CommMatrix, Options, Traffic};
 use perfskel_compiler::trace::stats::StatsReport;
 
 use crate::cmd_trace::share;
-use crate::heatmap::{self, escape, human_bytes, AxisOrder, Cells};
+use crate::heatmap::{self, escape, human_bytes, nice_step, AxisOrder, Cells};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -553,19 +553,6 @@ fn rank_times(h: &mut String, stats: &StatsReport) {
             stats.ranks.len()
         );
     }
-}
-
-/// A tick step of 1, 2 or 5 times a power of ten, at least `raw` (positive).
-fn nice_step(raw: f64) -> f64 {
-    if !(raw.is_finite() && raw > 0.0) {
-        return 1.0;
-    }
-    let power = 10f64.powf(raw.log10().floor());
-    [1.0, 2.0, 5.0, 10.0]
-        .into_iter()
-        .map(|m| m * power)
-        .find(|&s| s >= raw * (1.0 - 1e-9))
-        .unwrap_or(10.0 * power)
 }
 
 /// The skeleton's lines (1-based) of each call site named by `@ "SITE"`.

@@ -131,19 +131,7 @@ pub(crate) type TraceRead = (CommMatrix, Vec<String>, bool, Option<Vec<(u64, boo
 /// Reads every rank of a trace directory and builds its matrix.
 pub(crate) fn read_trace(dir: &Path) -> Result<TraceRead, String> {
     // An OTF2 archive, or a perfskel trace directory.
-    let otf2 = crate::cmd_trace::otf2_archive(dir)
-        .map(|anchor| crate::otf2_input::Otf2Trace::open(&anchor))
-        .transpose()?;
-    let n = match &otf2 {
-        Some(t) => t.n_ranks(),
-        None => crate::cmd_trace::n_ranks(dir)?,
-    };
-    if n == 0 {
-        return Err(format!(
-            "{}: no manifest.json and no rank files: not a trace directory",
-            dir.display()
-        ));
-    }
+    let (otf2, n) = crate::cmd_trace::open_trace(dir)?;
     // Streamed a rank at a time, one event in memory: each rank's traffic gathers in a
     // matrix of its own (its partners only) and joins the whole one when the rank file
     // has read through, so an unreadable rank adds nothing, as one that is missing.

@@ -847,6 +847,27 @@ pub fn otf2_archive(dir: &Path) -> Option<PathBuf> {
     crate::otf2_input::anchor_of(dir).filter(|_| !perfskel_trace)
 }
 
+/// A trace to read rank by rank: its OTF2 archive, if it is one (else a perfskel trace
+/// directory), and its number of ranks, at least one.
+pub(crate) fn open_trace(
+    path: &Path,
+) -> Result<(Option<crate::otf2_input::Otf2Trace>, u32), String> {
+    let otf2 = otf2_archive(path)
+        .map(|anchor| crate::otf2_input::Otf2Trace::open(&anchor))
+        .transpose()?;
+    let n = match &otf2 {
+        Some(t) => t.n_ranks(),
+        None => n_ranks(path)?,
+    };
+    if n == 0 {
+        return Err(format!(
+            "{}: no manifest.json and no rank files: not a trace directory",
+            path.display()
+        ));
+    }
+    Ok((otf2, n))
+}
+
 /// The statistics of a trace (a perfskel trace directory or an OTF2 archive), of one
 /// rank or all, with the errors of ranks that could not be read.
 pub fn read_stats(dir: &Path, rank: Option<u32>) -> Result<(StatsReport, Vec<String>), String> {

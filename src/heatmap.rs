@@ -165,6 +165,19 @@ fn level(bytes: u64, max: u64) -> f64 {
     ((bytes.max(1) as f64).ln() / (max as f64).ln()).clamp(0.0, 1.0)
 }
 
+/// A tick step of 1, 2 or 5 times a power of ten, at least `raw` (positive).
+pub fn nice_step(raw: f64) -> f64 {
+    if !(raw.is_finite() && raw > 0.0) {
+        return 1.0;
+    }
+    let power = 10f64.powf(raw.log10().floor());
+    [1.0, 2.0, 5.0, 10.0]
+        .into_iter()
+        .map(|m| m * power)
+        .find(|&s| s >= raw * (1.0 - 1e-9))
+        .unwrap_or(10.0 * power)
+}
+
 /// Escapes text for SVG and HTML.
 pub fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());

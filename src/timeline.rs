@@ -25,11 +25,12 @@ use std::fmt::Write;
 use std::path::Path;
 
 use perfskel_compiler::compress::{self, Algorithm, Node};
+use perfskel_compiler::logicalize::trace::is_send;
 use perfskel_compiler::skeletonize::RankEvents;
 use perfskel_compiler::trace::format::{Op, OpClass};
 use perfskel_compiler::trace::{Event, TraceError};
 
-use crate::heatmap::{escape, human_bytes};
+use crate::heatmap::{escape, human_bytes, nice_step};
 
 /// At most this many ranks are drawn (the first ones); the caption says how many there are.
 pub const MAX_ROWS: u32 = 64;
@@ -143,19 +144,7 @@ struct Source {
 
 impl Source {
     fn open(path: &Path) -> Result<Source, String> {
-        let otf2 = crate::cmd_trace::otf2_archive(path)
-            .map(|anchor| crate::otf2_input::Otf2Trace::open(&anchor))
-            .transpose()?;
-        let n_ranks = match &otf2 {
-            Some(t) => t.n_ranks(),
-            None => crate::cmd_trace::n_ranks(path)?,
-        };
-        if n_ranks == 0 {
-            return Err(format!(
-                "{}: no manifest.json and no rank files: not a trace directory",
-                path.display()
-            ));
-        }
+        let (otf2, n_ranks) = crate::cmd_trace::open_trace(path)?;
         Ok(Source {
             dir: path.to_path_buf(),
             otf2,
@@ -351,7 +340,7 @@ fn detail(ev: &Event) -> String {
         match p {
             perfskel_compiler::trace::format::PEER_PROC_NULL => out.push_str(" · PROC_NULL"),
             perfskel_compiler::trace::format::PEER_ANY_SOURCE => out.push_str(" · any source"),
-            p if ev.op.class() == OpClass::PointToPoint && is_send(ev.op) => {
+            p if is_send(ev.op) => {
                 let _ = write!(out, " · to {p}");
             }
             p => {
@@ -370,11 +359,6 @@ fn detail(ev: &Event) -> String {
         let _ = write!(out, " · {} failed polls", ev.polls);
     }
     out
-}
-
-fn is_send(op: Op) -> bool {
-    let name = op.mpi_name();
-    name.contains("send") || name.contains("Send")
 }
 
 /// The window of one iteration of the trace at `path`, every rank over it.
@@ -400,6 +384,7 @@ pub fn read(path: &Path) -> Result<Timeline, String> {
         seq.push(token_of(&mut tokens, &ev));
         ends.push(ev.end_ns);
     }
+    let origin0 = first.origin_ns();
     drop(first);
     let nest = compress::discover(&seq, Algorithm::Exact);
     let app_ns = finalize_start
@@ -409,30 +394,15 @@ pub fn read(path: &Path) -> Result<Timeline, String> {
     let window = iteration(&nest, &ends, app_ns);
     let whole_run = window.is_none();
 
-    // Rank 0 again: the window's ends on its clock.
-    let mut zero = source
-        .rank(0)
-        .map_err(at)?
-        .ok_or_else(|| at("rank 0 vanished".into()))?;
+    // The window's ends on rank 0's clock: the end of the call before the iteration's
+    // first (the compute before it is the iteration's) and the end of its last.
     let (from, to, found) = match window {
         Some((start, len, found)) => {
-            let (mut from, mut to) = (None, None);
-            let mut index = 0u64;
-            let mut prev_end = 0u64;
-            while zero.next(&mut ev).map_err(|e| at(e.to_string()))? {
-                if index == start {
-                    from = Some(prev_end);
-                }
-                if index + 1 == start + len {
-                    to = Some(ev.end_ns);
-                    break;
-                }
-                prev_end = ev.end_ns;
-                index += 1;
-            }
-            match (from, to) {
+            let end_of = |i: u64| usize::try_from(i).ok().and_then(|i| ends.get(i)).copied();
+            let from = start.checked_sub(1).map_or(Some(0), end_of);
+            match (from, end_of(start + len - 1)) {
                 (Some(f), Some(t)) if t > f => (f, t, found),
-                _ => return Err(at("rank 0 changed between two readings".into())),
+                _ => return Err(at("rank 0's iteration has no time".into())),
             }
         }
         None => {
@@ -445,9 +415,6 @@ pub fn read(path: &Path) -> Result<Timeline, String> {
             )
         }
     };
-    let _ = zero.next(&mut ev);
-    let origin0 = zero.origin_ns();
-    drop(zero);
     let (abs_from, abs_to) = (origin0.saturating_add(from), origin0.saturating_add(to));
     let mut length_ns = abs_to - abs_from;
 
@@ -583,18 +550,6 @@ pub fn human_ns(ns: u64) -> String {
     } else {
         format!("{ns} ns")
     }
-}
-
-fn nice_step(raw: f64) -> f64 {
-    if !(raw.is_finite() && raw > 0.0) {
-        return 1.0;
-    }
-    let power = 10f64.powf(raw.log10().floor());
-    [1.0, 2.0, 5.0, 10.0]
-        .into_iter()
-        .map(|m| m * power)
-        .find(|&s| s >= raw * (1.0 - 1e-9))
-        .unwrap_or(10.0 * power)
 }
 
 /// The kinds of bar, their colour and their legend.

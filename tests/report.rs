@@ -209,8 +209,14 @@ fn the_report_of_a_recorded_stencil_opens_in_a_browser() {
         ]),
         "trace timeline",
     );
-    assert!(alone.contains("iteration 151 of 300 of rank 0's loop"), "{alone}");
-    assert!(alone.contains("the skeleton: iteration 16 of 30 of "), "{alone}");
+    assert!(
+        alone.contains("iteration 151 of 300 of rank 0's loop"),
+        "{alone}"
+    );
+    assert!(
+        alone.contains("the skeleton: iteration 16 of 30 of "),
+        "{alone}"
+    );
     let drawn = std::fs::read_to_string(&svg).expect("timeline written");
     assert!(drawn.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\""));
     assert_eq!(drawn.matches(">rank 3<").count(), 2);

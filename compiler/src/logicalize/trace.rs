@@ -105,7 +105,7 @@ pub fn collective_name(op: Op) -> String {
 }
 
 /// Whether `op` sends a message to its `peer` (a sendrecv too).
-pub(crate) fn is_send(op: Op) -> bool {
+pub fn is_send(op: Op) -> bool {
     matches!(
         op,
         Op::Send
