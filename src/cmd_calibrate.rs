@@ -231,10 +231,7 @@ pub fn save(model: &Model, path: &std::path::Path) -> Result<(), String> {
             .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
     }
     // Written aside and renamed, so a compile reading it never sees half a model.
-    let aside = path.with_extension(format!("json.{}", std::process::id()));
-    std::fs::write(&aside, model.to_json() + "\n")
-        .map_err(|e| format!("cannot write {}: {e}", aside.display()))?;
-    std::fs::rename(&aside, path).map_err(|e| format!("cannot write {}: {e}", path.display()))
+    crate::files::write_atomic(path, (model.to_json() + "\n").as_bytes())
 }
 
 /// The model from the ping-pong output: latency is the half round trip of an empty

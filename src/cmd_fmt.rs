@@ -45,7 +45,7 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
             print!("{}", diff(&name, &source, &formatted));
             failed = true;
         } else {
-            write_atomically(path, &formatted)?;
+            crate::files::write_atomic(path, formatted.as_bytes())?;
             eprintln!("formatted {name}");
         }
     }
@@ -66,19 +66,4 @@ pub fn diff(name: &str, old: &str, new: &str) -> String {
             &format!("{name} (formatted)"),
         )
         .to_string()
-}
-
-/// Writes through a temporary file and a rename, so an interrupted run never leaves a
-/// half-written skeleton.
-fn write_atomically(path: &Path, text: &str) -> Result<(), String> {
-    let file_name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = path.with_file_name(format!(".{file_name}.perfskel-fmt"));
-    std::fs::write(&tmp, text).map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
-    std::fs::rename(&tmp, path).map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        format!("cannot replace {}: {e}", path.display())
-    })
 }

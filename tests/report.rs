@@ -320,5 +320,12 @@ fn the_report_of_a_recorded_stencil_opens_in_a_browser() {
         near([0x2f, 0x6d, 0xb5]) > 1_000,
         "the timeline's sends and receives"
     );
-    assert!(near([0xb9, 0xe3, 0xb3]) > 1_000, "the timeline's compute");
+    // Compute is drawn on the core in green and off it in grey: how it splits depends on
+    // how busy the machine was while the stencil was traced (4 ranks on 2 cores, beside
+    // the other tests), so the test asks for both together and some of each.
+    let (on_core, off_core) = (near([0xb9, 0xe3, 0xb3]), near([0xc0, 0xc0, 0xc0]));
+    assert!(
+        on_core > 100 && on_core + off_core > 1_000,
+        "the timeline's compute: {on_core} pixels on the core, {off_core} off it"
+    );
 }
