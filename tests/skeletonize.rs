@@ -2088,3 +2088,70 @@ fn waitany_completions_in_data_order_make_one_loop() {
     );
     assert!(!text.contains("if "), "{text}");
 }
+
+/// A time step that computes forces, then swaps halos twice (a LAMMPS-like step: the
+/// compute before the swap loop is long, between its four swaps short), and ends with an
+/// allreduce; `entry_ns` is the force computation.
+fn step_with_swaps(steps: u32, entry_ns: u64) -> Vec<RankTrace> {
+    (0..2)
+        .map(|rank| {
+            let mut s = Synth::new();
+            let other = 1 - i64::from(rank);
+            for _ in 0..steps {
+                for swap in 0..4 {
+                    let gap = if swap == 0 { entry_ns } else { 10_000 };
+                    s.call(gap, Op::Sendrecv, |e| {
+                        e.peer = Some(other);
+                        e.bytes = Some(4096);
+                        e.src = Some(other);
+                        e.rbytes = Some(4096);
+                        e.tag = Some(0);
+                        e.rtag = Some(0);
+                    });
+                }
+                s.call(20_000, Op::Allreduce, |e| {
+                    e.bytes = Some(8);
+                    e.rbytes = Some(8);
+                });
+            }
+            s.finish(rank, 2)
+        })
+        .collect()
+}
+
+/// The compute before a loop's first iteration is written before the loop where it
+/// differs from the compute between iterations (the force computation stays one
+/// statement before the swaps, not a quarter of it before each swap), and the time is kept;
+/// where the two are alike the loop has one compute.
+#[test]
+fn compute_before_a_loop_stays_before_it() {
+    let (text, summary) = run_synthetic(&step_with_swaps(20, 1_000_000), Algorithm::Exact);
+    assert_eq!(summary.loops, 2, "{text}");
+    let body: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .skip_while(|l| !l.starts_with("loop 20"))
+        .filter(|l| !l.starts_with('#'))
+        .collect();
+    assert_eq!(
+        body.get(1..7),
+        Some(
+            &[
+                "compute 1 ms",
+                "loop 4 {",
+                "compute 10 us",
+                "sendrecv to next 4096 B from next 4096 B tag 0 @ \"app.c:20\"",
+                "}",
+                "compute 20 us",
+            ][..]
+        ),
+        "{text}"
+    );
+    // Alike: one mean compute in the loop ((12 + 3 x 10) us over 4 swaps), none before.
+    let (text, _) = run_synthetic(&step_with_swaps(20, 12_000), Algorithm::Exact);
+    assert!(
+        text.contains("loop 20 {\n    # 4 iterations from app.c:20:")
+            && text.contains("loop 4 {\n        compute 10.5 us\n"),
+        "{text}"
+    );
+}

@@ -152,7 +152,18 @@ impl Builder<'_> {
                         out.push(s);
                     }
                 }
-                MNode::Loop { counts, body } => out.push(self.looped(counts, body, universe)),
+                MNode::Loop {
+                    counts,
+                    body,
+                    entry,
+                } => {
+                    // `settle_entries` leaves no entry; one left is still the compute
+                    // before the loop.
+                    if let Some(c) = self.compute(entry, universe) {
+                        out.push(c);
+                    }
+                    out.push(self.looped(counts, body, universe));
+                }
                 MNode::While { counts, body } => out.extend(self.task_loop(counts, body, universe)),
                 MNode::Steps { count, body } => {
                     self.loops += 1;
@@ -968,7 +979,7 @@ impl Builder<'_> {
                 }))
             }
             // Written by `exchange`.
-            Kind::Exchange { .. } => return None,
+            Kind::Exchange { .. } | Kind::Compute => return None,
             Kind::Wait { op, slots } => {
                 let slots: Vec<u32> = slots
                     .iter()

@@ -266,7 +266,7 @@ fn expanded_len(nodes: &[MNode]) -> u64 {
     nodes
         .iter()
         .map(|n| match n {
-            MNode::Loop { counts, body } => match uniform(counts) {
+            MNode::Loop { counts, body, .. } => match uniform(counts) {
                 Some(c) => c.saturating_mul(expanded_len(body)),
                 None => 1,
             },
@@ -346,7 +346,7 @@ impl<'a> Flat<'a> {
     fn flatten(&mut self, nodes: &'a [MNode]) {
         for node in nodes {
             match node {
-                MNode::Loop { counts, body } => match uniform(counts) {
+                MNode::Loop { counts, body, .. } => match uniform(counts) {
                     Some(c) => (0..c).for_each(|_| self.flatten(body)),
                     None => self.push(node),
                 },
@@ -1182,6 +1182,7 @@ fn place(nest: &[Node], nodes: &mut std::vec::IntoIter<MNode>, out: &mut Vec<MNo
                 out.push(MNode::Loop {
                     counts: ranks.into_iter().map(|r| (r, *count)).collect(),
                     body: first,
+                    entry: BTreeMap::new(),
                 });
             }
         }
@@ -1506,7 +1507,7 @@ fn shape(node: &MNode, out: &mut String) {
         MNode::Tok { tok, acc } => {
             let _ = write!(out, "T{tok:?}{:?}", acc.keys().collect::<Vec<_>>());
         }
-        MNode::Loop { counts, body } => {
+        MNode::Loop { counts, body, .. } => {
             let _ = write!(out, "L{counts:?}[");
             body.iter().for_each(|n| shape(n, out));
             out.push(']');

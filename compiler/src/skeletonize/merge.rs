@@ -305,9 +305,14 @@ impl Merger<'_> {
                     }
                     vec![MNode::If { branches }]
                 }
-                MNode::Loop { counts, body } => vec![MNode::Loop {
+                MNode::Loop {
+                    counts,
+                    body,
+                    entry,
+                } => vec![MNode::Loop {
                     counts,
                     body: self.tabulate_ifs(body),
+                    entry,
                 }],
                 MNode::While { counts, body } => vec![MNode::While {
                     counts,
@@ -342,11 +347,28 @@ impl Merger<'_> {
                     acc.extend(q.iter().map(|(r, a)| (*r, a.clone())));
                     Some(MNode::Tok { tok, acc })
                 }
-                (MNode::Loop { counts: c, body: p }, MNode::Loop { counts: d, body: q }) => {
+                (
+                    MNode::Loop {
+                        counts: c,
+                        body: p,
+                        entry: e,
+                    },
+                    MNode::Loop {
+                        counts: d,
+                        body: q,
+                        entry: f,
+                    },
+                ) => {
                     let body = self.same_calls(p, q)?;
                     let mut counts = c.clone();
                     counts.extend(d.iter().map(|(r, n)| (*r, *n)));
-                    Some(MNode::Loop { counts, body })
+                    let mut entry = e.clone();
+                    entry.extend(f.iter().map(|(r, a)| (*r, a.clone())));
+                    Some(MNode::Loop {
+                        counts,
+                        body,
+                        entry,
+                    })
                 }
                 (MNode::While { counts: c, body: p }, MNode::While { counts: d, body: q }) => {
                     let body = self.same_calls(p, q)?;
@@ -380,16 +402,24 @@ impl Merger<'_> {
                     }
                 }
                 let mut counts = BTreeMap::new();
+                let mut entry = BTreeMap::new();
                 let mut bodies = Vec::new();
                 for &i in members {
-                    if let MNode::Loop { counts: c, body } = &seqs[i].1[cursor[i]] {
+                    if let MNode::Loop {
+                        counts: c,
+                        body,
+                        entry: e,
+                    } = &seqs[i].1[cursor[i]]
+                    {
                         counts.extend(c.iter().map(|(r, v)| (*r, *v)));
+                        entry.extend(e.iter().map(|(r, a)| (*r, a.clone())));
                         bodies.push((seqs[i].0, body.as_slice()));
                     }
                 }
                 MNode::Loop {
                     counts,
                     body: self.merge(&bodies),
+                    entry,
                 }
             }
             Cand::While { head, members } => {
@@ -440,11 +470,18 @@ impl Merger<'_> {
             .max_by_key(|c| c.members().len())?;
         let members = looped.members();
         let mut counts = BTreeMap::new();
+        let mut entry = BTreeMap::new();
         let mut bodies: Vec<(u32, &[MNode])> = Vec::new();
         let mut advance = Vec::new();
         for &i in members {
-            if let MNode::Loop { counts: c, body } = &seqs[i].1[cursor[i]] {
+            if let MNode::Loop {
+                counts: c,
+                body,
+                entry: e,
+            } = &seqs[i].1[cursor[i]]
+            {
                 counts.extend(c.iter().map(|(r, v)| (*r, *v)));
+                entry.extend(e.iter().map(|(r, a)| (*r, a.clone())));
                 bodies.push((seqs[i].0, body.as_slice()));
                 advance.push((i, 1));
             }
@@ -460,7 +497,14 @@ impl Merger<'_> {
             advance.push((i, len));
         }
         let body = self.merge_strict(&bodies)?;
-        Some((MNode::Loop { counts, body }, advance))
+        Some((
+            MNode::Loop {
+                counts,
+                body,
+                entry,
+            },
+            advance,
+        ))
     }
 
     /// Where, after `cursor`, every rank's list reaches a node that merges with the
@@ -625,6 +669,7 @@ fn kind_code(kind: &Kind) -> u8 {
         Kind::Coll { op, .. } => 64 + *op as u8,
         Kind::Wait { op, .. } => 128 + *op as u8,
         Kind::Exchange { .. } => 192,
+        Kind::Compute => 255,
     }
 }
 

@@ -476,6 +476,11 @@ pub fn skeletonize(
     let merged_nest = merger.merge(&seqs);
     // Branches that differ only in whom they talk to: one body with tables of peers.
     let merged_nest = merger.tabulate_ifs(merged_nest);
+    // 4b. Compute before a loop that differs from the compute between its iterations.
+    let merged_nest = nest::settle_entries(
+        merged_nest,
+        fold::MINOR_SHARE * app_ns * nests.len().max(1) as f64,
+    );
     // Iterations that differ every N-th time: one loop reading its iteration number.
     let merged_nest = fold::fold_approx(&merged_nest).unwrap_or(merged_nest);
     // Set-up and wrap-up phases, call by call, only when asked.

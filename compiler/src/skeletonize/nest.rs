@@ -153,9 +153,17 @@ pub(crate) enum MNode {
     /// A token with, per rank that executes it, its compute and MPI time.
     Tok { tok: Tok, acc: BTreeMap<u32, Acc> },
     /// A loop; the count per rank that runs it (the body may be a no-op on others).
+    /// `entry` holds, per rank, the visits of the body's first call made on the loop's
+    /// first iteration: the compute before them is the compute before the loop, which
+    /// may differ from the compute between iterations (a step's force computation
+    /// before its two swaps), and the first call's own statistics hold the other
+    /// iterations' visits. [`absorb`] puts the entry back into the first call (where
+    /// the two do not differ, or a pass does not keep them apart); for every rank the
+    /// two together are its visits.
     Loop {
         counts: BTreeMap<u32, u64>,
         body: Vec<MNode>,
+        entry: Accs,
     },
     /// Rank-conditional code: each branch with the ranks that take it; the last branch
     /// is the `else` and also takes every rank not listed.
@@ -221,8 +229,13 @@ enum Step {
     /// A token of the nest: its id, whether it is inside a loop, and the index of its
     /// statistics (tokens in the order of the nest's description).
     Token { id: u32, in_loop: bool, acc: usize },
-    /// The start of a loop of `count` iterations whose `Leave` is at `leave`.
-    Enter { count: u64, leave: usize },
+    /// The start of a loop of `count` iterations whose `Leave` is at `leave`, with the
+    /// index of its entry statistics (loops in the order of the nest's description).
+    Enter {
+        count: u64,
+        leave: usize,
+        entry: usize,
+    },
     /// The end of the loop whose `Enter` is at `enter`.
     Leave { enter: usize },
 }
@@ -237,6 +250,10 @@ pub(crate) struct Walk {
     steps: Vec<Step>,
     /// Statistics of each `Token` step, in order.
     accs: Vec<Acc>,
+    /// Statistics of the first token of each loop on the loop's first iteration.
+    entries: Vec<Acc>,
+    /// The outermost loop entered since the last token: the next token is its entry.
+    entering: Option<usize>,
     at: usize,
     /// Iterations left of each loop entered, innermost last.
     left: Vec<u64>,
@@ -250,11 +267,13 @@ pub(crate) struct Walk {
 impl Walk {
     pub fn new(nest: &[Node]) -> Self {
         let mut steps = Vec::new();
-        let mut n_tokens = 0;
-        lay_out(nest, 0, &mut steps, &mut n_tokens);
+        let (mut n_tokens, mut n_loops) = (0, 0);
+        lay_out(nest, 0, &mut steps, &mut n_tokens, &mut n_loops);
         Walk {
             steps,
             accs: vec![Acc::default(); n_tokens],
+            entries: vec![Acc::default(); n_loops],
+            entering: None,
             at: 0,
             left: Vec::new(),
             tokens: 0,
@@ -287,7 +306,11 @@ impl Walk {
         }
         match self.next_token() {
             Some((want, in_loop, acc)) if want == id => {
-                if let Some(acc) = self.accs.get_mut(acc) {
+                let acc = match self.entering.take() {
+                    Some(entry) => self.entries.get_mut(entry),
+                    None => self.accs.get_mut(acc),
+                };
+                if let Some(acc) = acc {
                     acc.add(gap_ns, dur_ns);
                     acc.add_sizes(sizes);
                     acc.polls += polls.0 as f64;
@@ -311,12 +334,17 @@ impl Walk {
                     self.at += 1;
                     return Some((id, in_loop, acc));
                 }
-                Step::Enter { count, leave } => {
+                Step::Enter {
+                    count,
+                    leave,
+                    entry,
+                } => {
                     if count == 0 {
                         self.at = leave + 1;
                     } else {
                         self.left.push(count);
                         self.at += 1;
+                        self.entering.get_or_insert(entry);
                     }
                 }
                 Step::Leave { enter } => {
@@ -340,7 +368,8 @@ impl Walk {
             return None;
         }
         let mut accs = self.accs.into_iter();
-        let nodes = shape(nest, table, rank, &mut accs);
+        let mut entries = self.entries.into_iter();
+        let nodes = shape(nest, table, rank, &mut accs, &mut entries);
         Some(RankNest {
             description_len: compress::description_len(nest),
             nodes,
@@ -351,7 +380,13 @@ impl Walk {
     }
 }
 
-fn lay_out(nest: &[Node], depth: usize, steps: &mut Vec<Step>, n_tokens: &mut usize) {
+fn lay_out(
+    nest: &[Node],
+    depth: usize,
+    steps: &mut Vec<Step>,
+    n_tokens: &mut usize,
+    n_loops: &mut usize,
+) {
     for node in nest {
         match node {
             Node::Token(id) => {
@@ -364,16 +399,20 @@ fn lay_out(nest: &[Node], depth: usize, steps: &mut Vec<Step>, n_tokens: &mut us
             }
             Node::Loop { count, body } => {
                 let enter = steps.len();
+                let entry = *n_loops;
+                *n_loops += 1;
                 steps.push(Step::Enter {
                     count: *count,
                     leave: 0,
+                    entry,
                 });
-                lay_out(body, depth + 1, steps, n_tokens);
+                lay_out(body, depth + 1, steps, n_tokens, n_loops);
                 let leave = steps.len();
                 steps.push(Step::Leave { enter });
                 steps[enter] = Step::Enter {
                     count: *count,
                     leave,
+                    entry,
                 };
             }
         }
@@ -394,9 +433,14 @@ pub(crate) fn map_toks(nodes: &[MNode], f: &dyn Fn(&Tok, &Accs) -> (Tok, Accs)) 
                 let (tok, acc) = f(tok, acc);
                 MNode::Tok { tok, acc }
             }
-            MNode::Loop { counts, body } => MNode::Loop {
+            MNode::Loop {
+                counts,
+                body,
+                entry,
+            } => MNode::Loop {
                 counts: counts.clone(),
                 body: each(body),
+                entry: entry.clone(),
             },
             MNode::While { counts, body } => MNode::While {
                 counts: counts.clone(),
@@ -431,15 +475,19 @@ pub(crate) fn time(nodes: &[MNode]) -> f64 {
         .iter()
         .map(|n| match n {
             MNode::Tok { acc, .. } => acc.values().map(|a| a.sum_ns + a.mpi_ns).sum(),
-            MNode::Loop { body, .. } | MNode::Steps { body, .. } | MNode::While { body, .. } => {
-                time(body)
-            }
+            MNode::Loop { body, entry, .. } => time_of(entry) + time(body),
+            MNode::Steps { body, .. } | MNode::While { body, .. } => time(body),
             MNode::If { branches } => branches.iter().map(|(_, b)| time(b)).sum(),
             MNode::When {
                 then, otherwise, ..
             } => time(then) + time(otherwise),
         })
         .sum()
+}
+
+/// The time (compute and MPI) of the visits in `acc`, over every rank.
+fn time_of(acc: &Accs) -> f64 {
+    acc.values().map(|a| a.sum_ns + a.mpi_ns).sum()
 }
 
 /// The nest as [`MNode`]s of one rank, each token with its statistics (in the order the
@@ -449,6 +497,7 @@ fn shape(
     table: &[Tok],
     rank: u32,
     accs: &mut impl Iterator<Item = Acc>,
+    entries: &mut impl Iterator<Item = Acc>,
 ) -> Vec<MNode> {
     nest.iter()
         .map(|node| match node {
@@ -456,12 +505,382 @@ fn shape(
                 tok: table[*id as usize].clone(),
                 acc: [(rank, accs.next().unwrap_or_default())].into(),
             },
-            Node::Loop { count, body } => MNode::Loop {
-                counts: [(rank, *count)].into(),
-                body: shape(body, table, rank, accs),
-            },
+            Node::Loop { count, body } => {
+                let entry = entries.next().unwrap_or_default();
+                MNode::Loop {
+                    counts: [(rank, *count)].into(),
+                    entry: if entry.n > 0 {
+                        [(rank, entry)].into()
+                    } else {
+                        Accs::new()
+                    },
+                    body: shape(body, table, rank, accs, entries),
+                }
+            }
         })
         .collect()
+}
+
+/// Whether `rank` makes a call in `node`.
+fn involves(node: &MNode, rank: u32) -> bool {
+    match node {
+        MNode::Tok { acc, .. } => acc.contains_key(&rank),
+        MNode::Loop { counts, body, .. } => {
+            counts.get(&rank).is_some_and(|&c| c > 0) && body.iter().any(|n| involves(n, rank))
+        }
+        MNode::While { counts, body } => {
+            counts.contains_key(&rank) && body.iter().any(|n| involves(n, rank))
+        }
+        MNode::Steps { body, .. } => body.iter().any(|n| involves(n, rank)),
+        MNode::If { branches } => branch_of(branches, rank)
+            .is_some_and(|i| branches[i].1.iter().any(|n| involves(n, rank))),
+        MNode::When {
+            then, otherwise, ..
+        } => then.iter().chain(otherwise).any(|n| involves(n, rank)),
+    }
+}
+
+/// The branch `rank` takes: the one that lists it, or the last (the `else`).
+fn branch_of(branches: &[(Vec<u32>, Vec<MNode>)], rank: u32) -> Option<usize> {
+    branches
+        .iter()
+        .position(|(ranks, _)| ranks.contains(&rank))
+        .or(branches.len().checked_sub(1))
+}
+
+/// The index in `body` of the node where `rank` makes its first call.
+fn first_for(body: &[MNode], rank: u32) -> Option<usize> {
+    body.iter().position(|n| involves(n, rank))
+}
+
+/// Puts the entry statistics of a loop (see [`MNode::Loop`]) into the first call of
+/// `body`, rank by rank: the rank's first token, or a nested loop's entry, or the first
+/// call of the branch the rank takes. Gives back what has no such place (a rank that
+/// makes no call in `body`, code that depends on the iteration): that stays the loop's
+/// entry.
+pub(crate) fn absorb(entry: Accs, body: &mut [MNode]) -> Accs {
+    let mut left = Accs::new();
+    let mut at: BTreeMap<usize, Accs> = BTreeMap::new();
+    for (r, a) in entry {
+        match first_for(body, r) {
+            Some(i) => {
+                at.entry(i).or_default().insert(r, a);
+            }
+            None => {
+                left.insert(r, a);
+            }
+        }
+    }
+    for (i, part) in at {
+        match &mut body[i] {
+            MNode::Tok { acc, .. } => {
+                for (r, a) in part {
+                    acc.entry(r).or_default().merge(&a);
+                }
+            }
+            MNode::Loop { entry: inner, .. } => {
+                for (r, a) in part {
+                    inner.entry(r).or_default().merge(&a);
+                }
+            }
+            MNode::While { body, .. } => left.extend(absorb(part, body)),
+            MNode::If { branches } => {
+                let mut per_branch: Vec<Accs> = vec![Accs::new(); branches.len()];
+                for (r, a) in part {
+                    if let Some(b) = branch_of(branches, r).and_then(|i| per_branch.get_mut(i)) {
+                        b.insert(r, a);
+                    }
+                }
+                for ((_, body), part) in branches.iter_mut().zip(per_branch) {
+                    left.extend(absorb(part, body));
+                }
+            }
+            MNode::Steps { .. } | MNode::When { .. } => left.extend(part),
+        }
+    }
+    left
+}
+
+/// Every loop's entry put back into its first call, as far as it goes ([`absorb`]).
+pub(crate) fn absorb_all(nodes: &mut [MNode]) {
+    for node in nodes.iter_mut() {
+        match node {
+            MNode::Loop { body, entry, .. } => {
+                let taken = std::mem::take(entry);
+                *entry = absorb(taken, body);
+                absorb_all(body);
+            }
+            MNode::Tok { .. } => {}
+            MNode::Steps { body, .. } | MNode::While { body, .. } => absorb_all(body),
+            MNode::If { branches } => {
+                for (_, b) in branches {
+                    absorb_all(b);
+                }
+            }
+            MNode::When {
+                then, otherwise, ..
+            } => {
+                absorb_all(then);
+                absorb_all(otherwise);
+            }
+        }
+    }
+}
+
+/// The compute before a loop is written before it when it differs from the compute
+/// between its iterations by more than this share of the larger of the two means...
+const ENTRY_SHARE: f64 = 0.5;
+/// ... and by more than this: a difference a skeleton's statement reproduces.
+const ENTRY_MIN_NS: f64 = 5_000.0;
+
+/// The site of the first call of `nodes`, if any.
+fn first_site(nodes: &[MNode]) -> Option<u32> {
+    nodes.iter().find_map(|n| match n {
+        MNode::Tok { tok, .. } => Some(tok.site),
+        MNode::Loop { body, .. } | MNode::Steps { body, .. } | MNode::While { body, .. } => {
+            first_site(body)
+        }
+        MNode::If { branches } => branches.iter().find_map(|(_, b)| first_site(b)),
+        MNode::When {
+            then, otherwise, ..
+        } => first_site(then).or_else(|| first_site(otherwise)),
+    })
+}
+
+/// Decides, for every loop of the merged nest, whether its entry stays apart: where the
+/// compute before the loop's first call on entering differs from the compute before it
+/// between iterations ([`ENTRY_SHARE`], [`ENTRY_MIN_NS`]), it becomes a
+/// [`Kind::Compute`] token before the loop (the skeleton computes that, then runs the
+/// loop with the mean of the rest); elsewhere the entry goes back into the first call
+/// ([`absorb`]), one mean for all iterations. An entry whose loop starts with a deeper
+/// construct goes into it first (an outer loop's entry into an inner loop's). No loop
+/// keeps an entry: the passes after this one see calls and loops only.
+///
+/// The decision is one per loop of the code, not per instance: the loops that start
+/// at one call site are judged on their visits together (a time step's swap loop,
+/// met in a run of steps and again after each neighbour-list rebuild, is split in all
+/// its instances or in none, so that the iterations that hold it still fold into one
+/// loop), and only when they hold at least `major_ns` (time over all ranks): the order
+/// of compute in a minor loop does not move a prediction, and its calls stay one run
+/// for the coarse view of set-up phases ([`super::fold::coarsen`]).
+pub(crate) fn settle_entries(mut nodes: Vec<MNode>, major_ns: f64) -> Vec<MNode> {
+    sink_entries(&mut nodes);
+    let mut by_site = BTreeMap::new();
+    gather_entries(&nodes, &mut by_site);
+    let apart: std::collections::BTreeSet<u32> = by_site
+        .into_iter()
+        .filter(|(_, g)| g.apart(major_ns))
+        .map(|(site, _)| site)
+        .collect();
+    split_entries(nodes, &apart)
+}
+
+/// What the loops starting at one call site hold together (see [`settle_entries`]).
+#[derive(Default)]
+struct EntryGroup {
+    entry_n: u64,
+    entry_ns: f64,
+    rest_n: u64,
+    rest_ns: f64,
+    time_ns: f64,
+}
+
+impl EntryGroup {
+    fn apart(&self, major_ns: f64) -> bool {
+        if self.entry_n == 0 || self.rest_n == 0 || self.time_ns < major_ns {
+            return false;
+        }
+        let first = self.entry_ns / self.entry_n as f64;
+        let rest = self.rest_ns / self.rest_n as f64;
+        let d = (first - rest).abs();
+        d > ENTRY_SHARE * first.max(rest) && d > ENTRY_MIN_NS
+    }
+}
+
+/// The part of `entry` of the ranks whose first call in `body` is not a call of `body`
+/// itself but deeper (in a nested loop, a branch, a task loop).
+fn deeper(entry: &mut Accs, body: &[MNode]) -> Accs {
+    let (deep, direct): (Accs, Accs) = std::mem::take(entry).into_iter().partition(|(r, _)| {
+        !matches!(
+            first_for(body, *r).map(|i| &body[i]),
+            Some(MNode::Tok { .. })
+        )
+    });
+    *entry = direct;
+    deep
+}
+
+/// Puts the entry of every rank whose first call in a loop is deeper than the loop's
+/// own calls into that construct (outer loops first, so that an entry travels down to
+/// the loop whose call it is).
+fn sink_entries(nodes: &mut [MNode]) {
+    for node in nodes.iter_mut() {
+        match node {
+            MNode::Loop { body, entry, .. } => {
+                let deep = deeper(entry, body);
+                let left = absorb(deep, body);
+                for (r, a) in left {
+                    entry.entry(r).or_default().merge(&a);
+                }
+                sink_entries(body);
+            }
+            MNode::Tok { .. } => {}
+            MNode::Steps { body, .. } | MNode::While { body, .. } => sink_entries(body),
+            MNode::If { branches } => {
+                for (_, b) in branches {
+                    sink_entries(b);
+                }
+            }
+            MNode::When {
+                then, otherwise, ..
+            } => {
+                sink_entries(then);
+                sink_entries(otherwise);
+            }
+        }
+    }
+}
+
+/// The site of the call where `rank` enters a loop of `body`, if that is a call of
+/// `body` itself.
+fn entry_site(body: &[MNode], rank: u32) -> Option<u32> {
+    match first_for(body, rank).map(|i| &body[i]) {
+        Some(MNode::Tok { tok, .. }) => Some(tok.site),
+        _ => None,
+    }
+}
+
+/// The entries of the loops, by the site of the call that each rank enters with.
+fn gather_entries(nodes: &[MNode], by_site: &mut BTreeMap<u32, EntryGroup>) {
+    for node in nodes {
+        match node {
+            MNode::Loop { body, entry, .. } => {
+                for (r, e) in entry {
+                    let Some(i) = first_for(body, *r) else {
+                        continue;
+                    };
+                    let MNode::Tok { tok, acc } = &body[i] else {
+                        continue;
+                    };
+                    let g = by_site.entry(tok.site).or_default();
+                    g.entry_n += e.n;
+                    g.entry_ns += e.sum_ns;
+                    g.time_ns += e.sum_ns + e.mpi_ns;
+                    if let Some(a) = acc.get(r) {
+                        g.rest_n += a.n;
+                        g.rest_ns += a.sum_ns;
+                    }
+                }
+                // The loop's time counts once per site it is entered at.
+                let sites: std::collections::BTreeSet<u32> =
+                    entry.keys().filter_map(|r| entry_site(body, *r)).collect();
+                for site in sites {
+                    if let Some(g) = by_site.get_mut(&site) {
+                        g.time_ns += time(body);
+                    }
+                }
+                gather_entries(body, by_site);
+            }
+            MNode::Tok { .. } => {}
+            MNode::Steps { body, .. } | MNode::While { body, .. } => gather_entries(body, by_site),
+            MNode::If { branches } => {
+                for (_, b) in branches {
+                    gather_entries(b, by_site);
+                }
+            }
+            MNode::When {
+                then, otherwise, ..
+            } => {
+                gather_entries(then, by_site);
+                gather_entries(otherwise, by_site);
+            }
+        }
+    }
+}
+
+/// Writes the entries of the ranks that enter a loop at a call whose site is in
+/// `apart` as compute before the loop, and puts every other entry back
+/// ([`settle_entries`]).
+fn split_entries(nodes: Vec<MNode>, apart: &std::collections::BTreeSet<u32>) -> Vec<MNode> {
+    let mut out = Vec::with_capacity(nodes.len());
+    for node in nodes {
+        match node {
+            MNode::Loop {
+                counts,
+                mut body,
+                entry,
+            } => {
+                let (kept, back): (Accs, Accs) = entry
+                    .into_iter()
+                    .partition(|(r, _)| entry_site(&body, *r).is_some_and(|s| apart.contains(&s)));
+                let mut left = absorb(back, &mut body);
+                // The compute goes before the loop, with the MPI time of the calls made
+                // on entering (so that the nest's time stays whole); their sizes go to
+                // the call, which keeps its other visits' statistics.
+                let sizes: Accs = kept
+                    .iter()
+                    .map(|(r, a)| {
+                        let only = Acc {
+                            sizes: a.sizes,
+                            ..Acc::default()
+                        };
+                        (*r, only)
+                    })
+                    .collect();
+                let sizes_left = absorb(sizes, &mut body);
+                debug_assert!(sizes_left.is_empty());
+                for (r, a) in kept {
+                    let compute = Acc {
+                        sizes: Default::default(),
+                        ..a
+                    };
+                    left.entry(r).or_default().merge(&compute);
+                }
+                if !left.is_empty() {
+                    out.push(MNode::Tok {
+                        tok: Tok {
+                            kind: Kind::Compute,
+                            comm: super::comms::CommRef::World,
+                            site: first_site(&body).unwrap_or(0),
+                        },
+                        acc: left,
+                    });
+                }
+                out.push(MNode::Loop {
+                    counts,
+                    body: split_entries(body, apart),
+                    entry: Accs::new(),
+                });
+            }
+            MNode::Tok { .. } => out.push(node),
+            MNode::Steps { count, body } => out.push(MNode::Steps {
+                count,
+                body: split_entries(body, apart),
+            }),
+            MNode::While { counts, body } => out.push(MNode::While {
+                counts,
+                body: split_entries(body, apart),
+            }),
+            MNode::If { branches } => out.push(MNode::If {
+                branches: branches
+                    .into_iter()
+                    .map(|(r, b)| (r, split_entries(b, apart)))
+                    .collect(),
+            }),
+            MNode::When {
+                cond,
+                then,
+                otherwise,
+                recorded,
+            } => out.push(MNode::When {
+                cond,
+                then: split_entries(then, apart),
+                otherwise: split_entries(otherwise, apart),
+                recorded,
+            }),
+        }
+    }
+    out
 }
 
 /// The requests pending after `nodes`, starting from `pending`; `None` when one is posted
@@ -598,7 +1017,10 @@ mod walk_tests {
                 for (id, (gap, dur)) in ids.iter().zip(&gaps) {
                     walk.visit(*id, *gap, *dur, [None, None]);
                 }
-                let got = walk.finish(&nest, &table, 0).expect("the nest's own tokens");
+                let mut got = walk.finish(&nest, &table, 0).expect("the nest's own tokens");
+                // The loops' entries are the first calls' visits on entering: put back,
+                // every position holds all its visits.
+                absorb_all(&mut got.nodes);
                 let mut want = vec![Acc::default(); compress::description_len(&nest)];
                 let (mut pos, mut leaf, mut ns) = (0, 0, (0.0, 0.0));
                 recursive(&nest, &gaps, &mut pos, 0, &mut want, &mut leaf, &mut ns);

@@ -27,9 +27,14 @@ pub(crate) fn peer_loops(nodes: Vec<MNode>, dirs: &Directions) -> Vec<MNode> {
     let nodes: Vec<MNode> = nodes
         .into_iter()
         .map(|node| match node {
-            MNode::Loop { counts, body } => MNode::Loop {
+            MNode::Loop {
+                counts,
+                body,
+                entry,
+            } => MNode::Loop {
                 counts,
                 body: peer_loops(body, dirs),
+                entry,
             },
             MNode::If { branches } => MNode::If {
                 branches: branches
@@ -132,9 +137,14 @@ fn same_calls(a: &[MNode], b: &[MNode]) -> bool {
             (MNode::Tok { tok: t, acc: p }, MNode::Tok { tok: u, acc: q }) => {
                 p.keys().eq(q.keys()) && without_peers(t) == without_peers(u)
             }
-            (MNode::Loop { counts: c, body: p }, MNode::Loop { counts: d, body: q }) => {
-                c == d && same_calls(p, q)
-            }
+            (
+                MNode::Loop {
+                    counts: c, body: p, ..
+                },
+                MNode::Loop {
+                    counts: d, body: q, ..
+                },
+            ) => c == d && same_calls(p, q),
             _ => false,
         })
 }
@@ -302,6 +312,7 @@ mod tests {
             nodes.push(MNode::Loop {
                 counts: BTreeMap::from([(0, 9)]),
                 body: vec![send(p, 2), send(p, 3)],
+                entry: BTreeMap::new(),
             });
             nodes.push(send(p, 4));
         }

@@ -417,9 +417,14 @@ fn same_calls(a: &[MNode], b: &[MNode]) -> bool {
     a.len() == b.len()
         && a.iter().zip(b).all(|(x, y)| match (x, y) {
             (MNode::Tok { tok: t, .. }, MNode::Tok { tok: u, .. }) => t == u,
-            (MNode::Loop { counts: c, body: p }, MNode::Loop { counts: d, body: q }) => {
-                c.values().eq(d.values()) && same_calls(p, q)
-            }
+            (
+                MNode::Loop {
+                    counts: c, body: p, ..
+                },
+                MNode::Loop {
+                    counts: d, body: q, ..
+                },
+            ) => c.values().eq(d.values()) && same_calls(p, q),
             _ => false,
         })
 }
@@ -444,7 +449,11 @@ pub(crate) fn to_while(
     rank: u32,
     sites: &BTreeMap<u32, u32>,
 ) -> Option<Vec<MNode>> {
-    let out = rewrite(nodes, rank, sites)?;
+    // The task loops are rewritten call by call: every loop's entry goes back into its
+    // first call first (a farm's loops are not split at their first iteration).
+    let mut nodes = nodes.to_vec();
+    super::nest::absorb_all(&mut nodes);
+    let out = rewrite(&nodes, rank, sites)?;
     (!has_serve_recv(&out, sites)).then_some(out)
 }
 
@@ -454,9 +463,14 @@ fn rewrite(nodes: &[MNode], rank: u32, sites: &BTreeMap<u32, u32>) -> Option<Vec
     let mut out: Vec<MNode> = Vec::with_capacity(nodes.len());
     for node in nodes {
         let node = match node {
-            MNode::Loop { counts, body } => MNode::Loop {
+            MNode::Loop {
+                counts,
+                body,
+                entry,
+            } => MNode::Loop {
                 counts: counts.clone(),
                 body: rewrite(body, rank, sites)?,
+                entry: entry.clone(),
             },
             other => other.clone(),
         };
@@ -488,7 +502,7 @@ fn rewrite(nodes: &[MNode], rank: u32, sites: &BTreeMap<u32, u32>) -> Option<Vec
         });
         let mut merged = acc.clone();
         let looped = back.and_then(|at| match &out[at] {
-            MNode::Loop { counts, body } => {
+            MNode::Loop { counts, body, .. } => {
                 let h = body.iter().position(is_head)?;
                 let p = &body[..h];
                 (at + 1 + p.len() == out.len() && same_calls(p, &out[at + 1..]))
@@ -773,6 +787,7 @@ mod tests {
             MNode::Loop {
                 counts: [(1, 4)].into(),
                 body: vec![tok(send(7), 4), tok(recv(1, 16), 4), tok(send(6), 4)],
+                entry: BTreeMap::new(),
             },
             tok(send(7), 1),
             tok(recv(2, 0), 1),
@@ -824,6 +839,7 @@ mod tests {
                 nest.push(MNode::Loop {
                     counts: [(rank, tasks)].into(),
                     body: vec![at(recv(1, 16), tasks), at(send(6), tasks)],
+                    entry: BTreeMap::new(),
                 });
             }
             nest.push(at(recv(2, 16), 1));
@@ -859,6 +875,7 @@ mod tests {
             MNode::Loop {
                 counts: [(1, 3)].into(),
                 body: vec![tok(recv(1, 16), 3), tok(send(6), 3)],
+                entry: BTreeMap::new(),
             },
             tok(send(8), 1),
             tok(recv(2, 16), 1),

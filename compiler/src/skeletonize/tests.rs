@@ -159,7 +159,7 @@ fn run_at(
                     out.push((tok.clone(), peers));
                 }
             }
-            MNode::Loop { counts, body } => {
+            MNode::Loop { counts, body, .. } => {
                 let count = counts
                     .get(&rank)
                     .copied()
@@ -378,7 +378,7 @@ fn time_of(nodes: &[MNode], step: Option<u64>) -> f64 {
         .iter()
         .map(|node| match node {
             MNode::Tok { acc, .. } => acc.values().map(|a| a.mean()).sum::<f64>(),
-            MNode::Loop { counts, body } => {
+            MNode::Loop { counts, body, .. } => {
                 counts.values().copied().max().unwrap_or(0) as f64 * time_of(body, step)
             }
             MNode::While { counts, body } => {
@@ -493,7 +493,7 @@ fn sketch(nodes: &[MNode]) -> String {
         .iter()
         .map(|n| match n {
             MNode::Tok { tok, .. } => tok.site.to_string(),
-            MNode::Loop { counts, body } => format!(
+            MNode::Loop { counts, body, .. } => format!(
                 "L{}[{}]",
                 counts.values().max().copied().unwrap_or(0),
                 sketch(body)
@@ -542,7 +542,7 @@ fn border_exchanges_fold_into_one_body() {
         .collect();
     let input: Vec<(u32, &[MNode])> = nests.iter().map(|(r, n)| (*r, n.as_slice())).collect();
     let merged = Merger { dirs: &dirs }.merge(&input);
-    let [MNode::Loop { counts, body }] = merged.as_slice() else {
+    let [MNode::Loop { counts, body, .. }] = merged.as_slice() else {
         panic!("one loop expected: {merged:?}");
     };
     assert_eq!(counts, &BTreeMap::from([(0, 5), (1, 5), (2, 5), (3, 5)]));

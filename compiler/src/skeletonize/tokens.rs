@@ -107,6 +107,9 @@ pub(crate) enum Kind {
         /// ([`super::exchange::Exchange::table`]).
         table: Option<std::sync::Arc<super::exchange::PartnerTable>>,
     },
+    /// No call: the compute before a loop that differs from the compute between its
+    /// iterations ([`super::nest::settle_entries`]), at the site of the loop's first call.
+    Compute,
 }
 
 /// One statement-to-be: what happens and where in the application it was called.
@@ -823,7 +826,7 @@ fn kind_of(
             }
         }
         Kind::Coll { .. } => sizes[0] = seen.first().copied(),
-        Kind::Wait { .. } | Kind::Exchange { .. } => {}
+        Kind::Wait { .. } | Kind::Exchange { .. } | Kind::Compute => {}
     }
     Some((kind, sizes))
 }
