@@ -119,12 +119,10 @@ fn to_stdout(output: &Path) -> bool {
 
 /// Reads the trace, writes the skeleton, checks it.
 pub fn skeletonize_dir(args: &Args) -> Result<Outcome, String> {
-    // A link counts as the file it stands for, even dangling: never written through.
-    if !to_stdout(&args.output) && std::fs::symlink_metadata(&args.output).is_ok() && !args.force {
-        return Err(format!(
-            "{} exists; pass --force to overwrite it",
-            args.output.display()
-        ));
+    // A link counts as the file it stands for, even dangling: never written through;
+    // a device such as /dev/null needs no --force.
+    if !to_stdout(&args.output) {
+        crate::files::check_new_file(&args.output, args.force)?;
     }
     // Not even with --force over the trace it reads.
     let own_input = args.output.file_name().is_some_and(|name| {

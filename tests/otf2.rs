@@ -223,6 +223,17 @@ fn a_score_p_like_archive_gives_its_skeleton() {
         stderr.contains("1 location(s) that are no MPI rank"),
         "{stderr}"
     );
+    // A device is no file of the user's: `-o /dev/null` needs no --force, and stays one.
+    let out = perfskel(&[
+        "skeletonize",
+        archive.to_str().expect("utf-8"),
+        "-o",
+        "/dev/null",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    use std::os::unix::fs::FileTypeExt;
+    let null = std::fs::metadata("/dev/null").expect("/dev/null");
+    assert!(null.file_type().is_char_device());
     assert!(stderr.contains("check              0 error(s)"), "{stderr}");
 }
 

@@ -167,11 +167,37 @@ fn fold_at(nodes: &[MNode], depth: u32, approx: bool) -> Option<Vec<MNode>> {
         let n = built.size;
         folded.push((n, built.cv, built.spread, index));
     }
-    // The best cut and the same loop cut at its other places, each also with the step
-    // before it taken in.
-    if let Some((_, best)) = choose(&folded, &cands).filter(|_| depth == 0) {
-        let best = cands[best].clone();
-        if let Some(lay) = flat.layout(&best) {
+    // The best cuts and the same loops cut at their other places, each also with the
+    // step before it taken in: a cut that comes second as it stands may win once its
+    // first step is taken in (LAMMPS's step cut at its reverse communication, against
+    // the same steps cut at the forward one, where a re-neighbouring step goes with
+    // the step before it).
+    if depth == 0 {
+        let mut rest = folded.clone();
+        let mut best_cuts: Vec<usize> = Vec::new();
+        while best_cuts.len() < RECUT_BEST {
+            let Some((_, next)) = choose(&rest, &cands) else {
+                break;
+            };
+            rest.retain(|f| f.3 != next);
+            // Only the same loop cut elsewhere: about as many iterations as the best
+            // (a V-cycle's levels are another loop than its cycles).
+            let like_best = best_cuts.first().is_none_or(|&b| {
+                let (n, m) = (
+                    cands[b].bounds.len() as f64,
+                    cands[next].bounds.len() as f64,
+                );
+                m <= n * SAME_LOOP && n <= m * SAME_LOOP
+            });
+            if like_best {
+                best_cuts.push(next);
+            }
+        }
+        for best in best_cuts {
+            let best = cands[best].clone();
+            let Some(lay) = flat.layout(&best) else {
+                continue;
+            };
             let mut more: Vec<(Cand, Option<Layout>)> = Vec::new();
             more.extend(flat.absorb_first(&lay).map(|c| (c, None)));
             for cand in flat.recuts(&lay, &best) {
@@ -207,6 +233,11 @@ fn fold_at(nodes: &[MNode], depth: u32, approx: bool) -> Option<Vec<MNode>> {
     }
     None
 }
+
+/// The best cuts of the main loop that are also tried cut at their other places...
+const RECUT_BEST: usize = 2;
+/// ... where their iteration counts are within this factor of the best's.
+const SAME_LOOP: f64 = 1.25;
 
 /// Folds of one nest tried before giving up when they would leave requests unsound.
 const MAX_UNSOUND: usize = 8;

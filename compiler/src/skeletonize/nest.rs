@@ -692,9 +692,49 @@ impl EntryGroup {
         }
         let first = self.entry_ns / self.entry_n as f64;
         let rest = self.rest_ns / self.rest_n as f64;
-        let d = (first - rest).abs();
-        d > ENTRY_SHARE * first.max(rest) && d > ENTRY_MIN_NS
+        let d = first - rest;
+        d > ENTRY_SHARE * first && d > ENTRY_MIN_NS
     }
+}
+
+/// Splits the visits `entry` of a loop's first call made on entering the loop: the
+/// loop runs its first call's compute on entering too (the mean of `call`, the other
+/// visits), so the statement before the loop takes what the entry computed beyond
+/// that; `call` takes the entry's visits with that mean, their MPI time and sizes.
+/// The time of the two together stays the entry's and the call's.
+fn split_entry(entry: Acc, call: &mut Acc) -> Acc {
+    let y = if call.n > 0 {
+        call.sum_ns / call.n as f64
+    } else {
+        0.0
+    };
+    let n = entry.n as f64;
+    let before = Acc {
+        n: entry.n,
+        sum_ns: (entry.sum_ns - n * y).max(0.0),
+        sum_sq: (entry.sum_sq - 2.0 * y * entry.sum_ns + n * y * y).max(0.0),
+        mpi_ns: 0.0,
+        spread: entry.spread.shifted(y),
+        sizes: Default::default(),
+        polls: entry.polls,
+        poll_ns: entry.poll_ns,
+    };
+    let more = if call.n > 0 {
+        call.spread.scaled(n / call.n as f64)
+    } else {
+        let mut zeros = Spread::default();
+        (0..entry.n).for_each(|_| zeros.add(0));
+        zeros
+    };
+    call.spread.merge(&more);
+    call.n += entry.n;
+    call.sum_ns += n * y;
+    call.sum_sq += n * y * y;
+    call.mpi_ns += entry.mpi_ns;
+    for (to, from) in call.sizes.iter_mut().zip(&entry.sizes) {
+        to.merge(from);
+    }
+    before
 }
 
 /// The part of `entry` of the ranks whose first call in `body` is not a call of `body`
@@ -814,27 +854,23 @@ fn split_entries(nodes: Vec<MNode>, apart: &std::collections::BTreeSet<u32>) -> 
                     .into_iter()
                     .partition(|(r, _)| entry_site(&body, *r).is_some_and(|s| apart.contains(&s)));
                 let mut left = absorb(back, &mut body);
-                // The compute goes before the loop, with the MPI time of the calls made
-                // on entering (so that the nest's time stays whole); their sizes go to
-                // the call, which keeps its other visits' statistics.
-                let sizes: Accs = kept
-                    .iter()
-                    .map(|(r, a)| {
-                        let only = Acc {
-                            sizes: a.sizes,
-                            ..Acc::default()
-                        };
-                        (*r, only)
-                    })
-                    .collect();
-                let sizes_left = absorb(sizes, &mut body);
-                debug_assert!(sizes_left.is_empty());
-                for (r, a) in kept {
-                    let compute = Acc {
-                        sizes: Default::default(),
-                        ..a
+                for (r, e) in kept {
+                    let Some(MNode::Tok { acc, .. }) = first_for(&body, r).map(|i| &mut body[i])
+                    else {
+                        // entry_site found the rank's first call in the body.
+                        left.insert(r, e);
+                        continue;
                     };
-                    left.entry(r).or_default().merge(&compute);
+                    let call = acc.entry(r).or_default();
+                    // Where this loop's entry computes no more than its iterations (one
+                    // of the loops at the site, one rank), it goes back: the split
+                    // writes only compute the entry has beyond the iterations'.
+                    if call.n > 0 && e.sum_ns * call.n as f64 <= call.sum_ns * e.n as f64 {
+                        call.merge(&e);
+                        continue;
+                    }
+                    let before = split_entry(e, call);
+                    left.entry(r).or_default().merge(&before);
                 }
                 if !left.is_empty() {
                     out.push(MNode::Tok {
