@@ -157,11 +157,7 @@ impl Builder<'_> {
                     body,
                     entry,
                 } => {
-                    // `settle_entries` leaves no entry; one left is still the compute
-                    // before the loop.
-                    if let Some(c) = self.compute(entry, universe) {
-                        out.push(c);
-                    }
+                    debug_assert!(entry.is_empty(), "settle_entries leaves no entry");
                     out.push(self.looped(counts, body, universe));
                 }
                 MNode::While { counts, body } => out.extend(self.task_loop(counts, body, universe)),

@@ -601,34 +601,42 @@ pub(crate) fn absorb(entry: Accs, body: &mut [MNode]) -> Accs {
     left
 }
 
-/// Every loop's entry put back into its first call, as far as it goes ([`absorb`]).
-pub(crate) fn absorb_all(nodes: &mut [MNode]) {
+/// Calls `f` with the entry and body of every loop of `nodes`, an outer loop before the
+/// loops of its body.
+fn each_loop_mut(nodes: &mut [MNode], f: &mut dyn FnMut(&mut Accs, &mut [MNode])) {
     for node in nodes.iter_mut() {
         match node {
             MNode::Loop { body, entry, .. } => {
-                let taken = std::mem::take(entry);
-                *entry = absorb(taken, body);
-                absorb_all(body);
+                f(entry, body);
+                each_loop_mut(body, f);
             }
             MNode::Tok { .. } => {}
-            MNode::Steps { body, .. } | MNode::While { body, .. } => absorb_all(body),
+            MNode::Steps { body, .. } | MNode::While { body, .. } => each_loop_mut(body, f),
             MNode::If { branches } => {
                 for (_, b) in branches {
-                    absorb_all(b);
+                    each_loop_mut(b, f);
                 }
             }
             MNode::When {
                 then, otherwise, ..
             } => {
-                absorb_all(then);
-                absorb_all(otherwise);
+                each_loop_mut(then, f);
+                each_loop_mut(otherwise, f);
             }
         }
     }
 }
 
-/// The compute before a loop is written before it when it differs from the compute
-/// between its iterations by more than this share of the larger of the two means...
+/// Every loop's entry put back into its first call, as far as it goes ([`absorb`]).
+pub(crate) fn absorb_all(nodes: &mut [MNode]) {
+    each_loop_mut(nodes, &mut |entry, body| {
+        let taken = std::mem::take(entry);
+        *entry = absorb(taken, body);
+    });
+}
+
+/// The compute before a loop is written before it when it exceeds the compute between
+/// its iterations by more than this share of its own mean...
 const ENTRY_SHARE: f64 = 0.5;
 /// ... and by more than this: a difference a skeleton's statement reproduces.
 const ENTRY_MIN_NS: f64 = 5_000.0;
@@ -648,11 +656,11 @@ fn first_site(nodes: &[MNode]) -> Option<u32> {
 }
 
 /// Decides, for every loop of the merged nest, whether its entry stays apart: where the
-/// compute before the loop's first call on entering differs from the compute before it
-/// between iterations ([`ENTRY_SHARE`], [`ENTRY_MIN_NS`]), it becomes a
+/// compute before the loop's first call on entering exceeds the compute before it
+/// between iterations ([`ENTRY_SHARE`], [`ENTRY_MIN_NS`]), the excess becomes a
 /// [`Kind::Compute`] token before the loop (the skeleton computes that, then runs the
-/// loop with the mean of the rest); elsewhere the entry goes back into the first call
-/// ([`absorb`]), one mean for all iterations. An entry whose loop starts with a deeper
+/// loop with the mean of the rest, [`split_entry`]); elsewhere the entry goes back into
+/// the first call ([`absorb`]), one mean for all iterations. An entry whose loop starts with a deeper
 /// construct goes into it first (an outer loop's entry into an inner loop's). No loop
 /// keeps an entry: the passes after this one see calls and loops only.
 ///
@@ -667,7 +675,7 @@ pub(crate) fn settle_entries(mut nodes: Vec<MNode>, major_ns: f64) -> Vec<MNode>
     sink_entries(&mut nodes);
     let mut by_site = BTreeMap::new();
     gather_entries(&nodes, &mut by_site);
-    let apart: std::collections::BTreeSet<u32> = by_site
+    let apart: BTreeSet<u32> = by_site
         .into_iter()
         .filter(|(_, g)| g.apart(major_ns))
         .map(|(site, _)| site)
@@ -754,31 +762,12 @@ fn deeper(entry: &mut Accs, body: &[MNode]) -> Accs {
 /// own calls into that construct (outer loops first, so that an entry travels down to
 /// the loop whose call it is).
 fn sink_entries(nodes: &mut [MNode]) {
-    for node in nodes.iter_mut() {
-        match node {
-            MNode::Loop { body, entry, .. } => {
-                let deep = deeper(entry, body);
-                let left = absorb(deep, body);
-                for (r, a) in left {
-                    entry.entry(r).or_default().merge(&a);
-                }
-                sink_entries(body);
-            }
-            MNode::Tok { .. } => {}
-            MNode::Steps { body, .. } | MNode::While { body, .. } => sink_entries(body),
-            MNode::If { branches } => {
-                for (_, b) in branches {
-                    sink_entries(b);
-                }
-            }
-            MNode::When {
-                then, otherwise, ..
-            } => {
-                sink_entries(then);
-                sink_entries(otherwise);
-            }
+    each_loop_mut(nodes, &mut |entry, body| {
+        let deep = deeper(entry, body);
+        for (r, a) in absorb(deep, body) {
+            entry.entry(r).or_default().merge(&a);
         }
-    }
+    });
 }
 
 /// The site of the call where `rank` enters a loop of `body`, if that is a call of
@@ -795,11 +784,11 @@ fn gather_entries(nodes: &[MNode], by_site: &mut BTreeMap<u32, EntryGroup>) {
     for node in nodes {
         match node {
             MNode::Loop { body, entry, .. } => {
+                // The loop's time counts once per site it is entered at.
+                let mut sites = BTreeSet::new();
                 for (r, e) in entry {
-                    let Some(i) = first_for(body, *r) else {
-                        continue;
-                    };
-                    let MNode::Tok { tok, acc } = &body[i] else {
+                    let Some(MNode::Tok { tok, acc }) = first_for(body, *r).map(|i| &body[i])
+                    else {
                         continue;
                     };
                     let g = by_site.entry(tok.site).or_default();
@@ -810,12 +799,7 @@ fn gather_entries(nodes: &[MNode], by_site: &mut BTreeMap<u32, EntryGroup>) {
                         g.rest_n += a.n;
                         g.rest_ns += a.sum_ns;
                     }
-                }
-                // The loop's time counts once per site it is entered at.
-                let sites: std::collections::BTreeSet<u32> =
-                    entry.keys().filter_map(|r| entry_site(body, *r)).collect();
-                for site in sites {
-                    if let Some(g) = by_site.get_mut(&site) {
+                    if sites.insert(tok.site) {
                         g.time_ns += time(body);
                     }
                 }
@@ -841,7 +825,7 @@ fn gather_entries(nodes: &[MNode], by_site: &mut BTreeMap<u32, EntryGroup>) {
 /// Writes the entries of the ranks that enter a loop at a call whose site is in
 /// `apart` as compute before the loop, and puts every other entry back
 /// ([`settle_entries`]).
-fn split_entries(nodes: Vec<MNode>, apart: &std::collections::BTreeSet<u32>) -> Vec<MNode> {
+fn split_entries(nodes: Vec<MNode>, apart: &BTreeSet<u32>) -> Vec<MNode> {
     let mut out = Vec::with_capacity(nodes.len());
     for node in nodes {
         match node {
