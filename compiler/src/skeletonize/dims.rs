@@ -713,6 +713,9 @@ struct Run {
     repeats: Vec<usize>,
     /// Per dimension: the leaves of its blocks, their mean where it repeats.
     leaves: Vec<Vec<Leaf>>,
+    /// Per dimension that repeats: what its first block computes before its first call
+    /// beyond the mean of the later blocks', written before the repeats ([`entry_excess`]).
+    entries: Vec<Option<TimeSpec>>,
     /// Per grid direction of the body: its sign.
     signs: Vec<bool>,
     saving: usize,
@@ -816,17 +819,23 @@ fn run_at(
         .map(|&(a, l)| count_statements(&without_gaps(stmts[a..a + l].to_vec())))
         .sum();
     let repeated = repeats.iter().any(|&r| r > 1);
+    let lead = matches!(first.first().map(|s| &s.kind), Some(StmtKind::Compute(_)));
     let after = count_statements(&without_gaps(first)) + 1 + usize::from(repeated);
     let saving = before.checked_sub(after)?;
     if saving < MIN_SAVING {
         return None;
     }
-    // Per dimension, the mean of its blocks' leaves.
+    // Per dimension, the mean of its blocks' leaves; where it repeats and its first
+    // block computes more before its first call (LAMMPS's forces before the first of a
+    // dimension's reverse swaps), the excess apart.
     let mut leaves = Vec::with_capacity(repeats.len());
+    let mut entries = Vec::with_capacity(repeats.len());
     let mut blocks = all.into_iter();
     for &r in &repeats {
-        let group: Vec<Vec<Leaf>> = blocks.by_ref().take(r).collect();
+        let mut group: Vec<Vec<Leaf>> = blocks.by_ref().take(r).collect();
+        let entry = if lead { entry_excess(&mut group) } else { None };
         leaves.push(mean_leaves(&group)?);
+        entries.push(entry);
     }
     Some(Run {
         bounds,
@@ -834,8 +843,86 @@ fn run_at(
         stride,
         repeats,
         leaves,
+        entries,
         signs,
         saving,
+    })
+}
+
+/// Where the first of `group`'s blocks (one dimension's blocks in a row, each starting
+/// with the compute before its first call, leaf 0) computes before its first call more
+/// than the others do, by the rule loops keep for their entries
+/// ([`super::nest::ENTRY_SHARE`], [`super::nest::ENTRY_MIN_NS`]): the excess, with the
+/// first block's compute set to the others' mean. The blocks' mean then computes that
+/// mean on every block, the first too, and the excess before them keeps the time.
+fn entry_excess(group: &mut [Vec<Leaf>]) -> Option<TimeSpec> {
+    let (head, rest) = group.split_first_mut()?;
+    let Some(Leaf::Time(entry)) = head.first() else {
+        return None;
+    };
+    let later = match mean_leaves(rest)?.into_iter().next()? {
+        Leaf::Time(t) => t,
+        _ => return None,
+    };
+    let (e, l) = (mean_secs(entry)? * 1e9, mean_secs(&later)? * 1e9);
+    let d = e - l;
+    if !(d > super::nest::ENTRY_SHARE * e && d > super::nest::ENTRY_MIN_NS) {
+        return None;
+    }
+    let excess = time_minus(entry, &later)?;
+    head[0] = Leaf::Time(later);
+    Some(excess)
+}
+
+/// A compute time's mean over ranks and draws, where its form has one.
+fn mean_secs(t: &TimeSpec) -> Option<f64> {
+    match t {
+        TimeSpec::Fixed(d) => Some(d.value.seconds()),
+        TimeSpec::Normal { mean, .. } => Some(mean.value.seconds()),
+        TimeSpec::Uniform { low, high } => Some((low.value.seconds() + high.value.seconds()) / 2.0),
+        TimeSpec::PerRank(v) if !v.is_empty() => {
+            Some(v.iter().map(|d| d.value.seconds()).sum::<f64>() / v.len() as f64)
+        }
+        TimeSpec::PerRank(_) | TimeSpec::Pick(_) => None,
+    }
+}
+
+/// `a` less the mean `b`, rank by rank where either is per rank, never below zero; a
+/// distribution moves by the difference of the means and keeps its width.
+fn time_minus(a: &TimeSpec, b: &TimeSpec) -> Option<TimeSpec> {
+    let d = |s: f64| Spanned::derived(super::build::duration(s.max(0.0) * 1e9));
+    let per_rank = |t: &TimeSpec| match t {
+        TimeSpec::PerRank(v) => Some(v.iter().map(|x| x.value.seconds()).collect::<Vec<_>>()),
+        _ => None,
+    };
+    Some(match (per_rank(a), per_rank(b)) {
+        (Some(x), Some(y)) if x.len() == y.len() => {
+            TimeSpec::PerRank(x.iter().zip(&y).map(|(x, y)| d(x - y)).collect())
+        }
+        (Some(_), Some(_)) => return None,
+        (Some(x), None) => {
+            let y = mean_secs(b)?;
+            TimeSpec::PerRank(x.iter().map(|x| d(x - y)).collect())
+        }
+        (None, Some(y)) => {
+            let x = mean_secs(a)?;
+            TimeSpec::PerRank(y.iter().map(|y| d(x - y)).collect())
+        }
+        (None, None) => {
+            let y = mean_secs(b)?;
+            match a {
+                TimeSpec::Fixed(x) => TimeSpec::Fixed(d(x.value.seconds() - y)),
+                TimeSpec::Normal { mean, stddev } => TimeSpec::Normal {
+                    mean: d(mean.value.seconds() - y),
+                    stddev: *stddev,
+                },
+                TimeSpec::Uniform { low, high } => TimeSpec::Uniform {
+                    low: d(low.value.seconds() - y),
+                    high: d(high.value.seconds() - y),
+                },
+                TimeSpec::PerRank(_) | TimeSpec::Pick(_) => return None,
+            }
+        }
     })
 }
 
@@ -1487,11 +1574,15 @@ fn fold_run(stmts: &[Stmt], run: &Run, var: &str, scope: &[String]) -> Stmt {
                         _ => None,
                     })
                     .collect();
+                // One value for all dimensions: that value (a repeated dimension's mean,
+                // not necessarily the first block's).
                 if values.iter().any(|v| v.value != values[0].value) {
                     *s = MsgSize::Pick(Box::new(Pick {
                         values,
                         index: index(),
                     }));
+                } else if let (Some(v), true) = (values.first(), values.len() == column.len()) {
+                    *s = MsgSize::Fixed(*v);
                 }
                 j += 1;
             }
@@ -1508,6 +1599,8 @@ fn fold_run(stmts: &[Stmt], run: &Run, var: &str, scope: &[String]) -> Stmt {
                         values,
                         index: index(),
                     }));
+                } else if let Some(v) = values.into_iter().next() {
+                    *t = v;
                 }
                 j += 1;
             }
@@ -1562,18 +1655,52 @@ fn fold_run(stmts: &[Stmt], run: &Run, var: &str, scope: &[String]) -> Stmt {
             .filter(|(_, &r)| r > 1)
             .map(|(d, r)| format!("{r} times along dimension {d}"))
             .collect();
+        let ahead = run.entries.iter().any(Option::is_some);
         repeated = format!(
-            " Some dimensions make them several times in a row ({}): sizes and compute are the mean of those times.",
-            times.join(", ")
+            " Some dimensions make them several times in a row ({}): sizes and compute are the mean of those times{}.",
+            times.join(", "),
+            if ahead {
+                ", but for what the first time computes beyond that mean, before them"
+            } else {
+                ""
+            }
         );
-        body = vec![Stmt::new(StmtKind::Loop(Box::new(Loop {
+        let repeats = Stmt::new(StmtKind::Loop(Box::new(Loop {
             count,
             var: None,
             body: Block {
                 stmts: body,
                 end_comments: Vec::new(),
             },
-        })))];
+        })));
+        body = Vec::with_capacity(2);
+        if ahead {
+            let zero = || TimeSpec::Fixed(Spanned::derived(Duration::new(0.0, TimeUnit::Ns)));
+            let values: Vec<TimeSpec> = run
+                .entries
+                .iter()
+                .map(|e| e.clone().unwrap_or_else(zero))
+                .collect();
+            let time = if values.iter().all(|v| *v == values[0]) {
+                values[0].clone()
+            } else {
+                TimeSpec::Pick(Box::new(Pick {
+                    values,
+                    index: index(),
+                }))
+            };
+            let working_set = match blocks[0].first().map(|s| &s.kind) {
+                Some(StmtKind::Compute(c)) => c.working_set,
+                _ => None,
+            };
+            body.push(Stmt::new(StmtKind::Compute(Box::new(Compute {
+                time,
+                working_set,
+                polls: None,
+                poll_cost: None,
+            }))));
+        }
+        body.push(repeats);
     }
     let mut stmt = Stmt::new(StmtKind::Loop(Box::new(Loop {
         count: Expr::int(run.repeats.len() as i64),
@@ -2072,6 +2199,72 @@ mod tests {
         let same = swap("up", "down", "3 KiB") + &swap("up", "down", "5 KiB");
         let (text, made) = folded_on(header, &same);
         assert_eq!(made, 0, "{text}");
+    }
+
+    #[test]
+    fn what_a_dimension_computes_before_its_first_repeat_stays_before_its_repeats() {
+        let header = "skeleton t\nranks 4\ntopology torus(1, 2, 2)\napp_time 1 s\n";
+        let swap = |dim: u32, compute: &str, size: &str| {
+            format!(
+                "compute {compute}\nreq r0 = irecv +d{dim} 4 KiB @ \"a\"\nsend +d{dim} {size} @ \"b\"\nwait r0 @ \"c\"\n"
+            )
+        };
+        // LAMMPS's reverse communication on a 1 x 2 x 2 grid: the forces, then two swaps
+        // along dimension 2 and two along dimension 1, packing a little before each.
+        let body = [
+            swap(2, "per_rank(4 ms, 5 ms, 4 ms, 5 ms)", "3 KiB"),
+            swap(2, "10 us", "3 KiB"),
+            swap(1, "8 us", "2 KiB"),
+            swap(1, "8 us", "2 KiB"),
+        ]
+        .concat();
+        let (text, made) = folded_on(header, &body);
+        assert_eq!(made, 1, "{text}");
+        assert!(
+            text.contains(
+                "loop 2 as dim {\n    \
+                 compute [per_rank(3.99 ms, 4.99 ms, 3.99 ms, 4.99 ms), 0 ns][dim]\n    \
+                 loop 2 {\n        \
+                 compute [10 us, 8 us][dim]\n        \
+                 req r0 = irecv +d(2 - dim) 4 KiB @ \"a\"\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("but for what the first time computes beyond that mean, before them"),
+            "{text}"
+        );
+        // Where the first swap computes about as much as the second, one mean.
+        let body = [
+            swap(2, "12 us", "3 KiB"),
+            swap(2, "10 us", "3 KiB"),
+            swap(1, "8 us", "2 KiB"),
+            swap(1, "8 us", "2 KiB"),
+        ]
+        .concat();
+        let (text, _) = folded_on(header, &body);
+        assert!(
+            text.contains("loop 2 as dim {\n    loop 2 {\n        compute [11 us, 8 us][dim]\n"),
+            "{text}"
+        );
+        assert!(!text.contains("beyond that mean"), "{text}");
+        // Where only the first swap computes, the loop computes nothing between swaps
+        // (not the first block's compute: every dimension's mean is the same zero).
+        let quiet = |dim: u32| swap(dim, "1 us", "2 KiB").replace("compute 1 us\n", "");
+        let body = [
+            swap(2, "4 ms", "3 KiB"),
+            quiet(2).replace("2 KiB", "3 KiB"),
+            quiet(1),
+            quiet(1),
+        ]
+        .concat();
+        let (text, _) = folded_on(header, &body);
+        assert!(
+            text.contains(
+                "loop 2 as dim {\n    compute [4 ms, 0 ns][dim]\n    loop 2 {\n        req r0"
+            ),
+            "{text}"
+        );
     }
 
     #[test]

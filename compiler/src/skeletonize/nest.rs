@@ -637,9 +637,9 @@ pub(crate) fn absorb_all(nodes: &mut [MNode]) {
 
 /// The compute before a loop is written before it when it exceeds the compute between
 /// its iterations by more than this share of its own mean...
-const ENTRY_SHARE: f64 = 0.5;
+pub(super) const ENTRY_SHARE: f64 = 0.5;
 /// ... and by more than this: a difference a skeleton's statement reproduces.
-const ENTRY_MIN_NS: f64 = 5_000.0;
+pub(super) const ENTRY_MIN_NS: f64 = 5_000.0;
 
 /// The site of the first call of `nodes`, if any.
 fn first_site(nodes: &[MNode]) -> Option<u32> {
