@@ -202,7 +202,7 @@ pub fn make_skeleton(args: &Args) -> Result<(Outcome, Vec<perfskel_grammar::Diag
                 site_name: &|key: &SiteKey| {
                     Some(match otf2.site_names.get(key) {
                         Some(name) => name.clone(),
-                        None => symbols.locate(key).site_name(&key.object, key.offset),
+                        None => symbols.site_name(key),
                     })
                 },
                 origin: format!(
@@ -232,9 +232,7 @@ pub fn make_skeleton(args: &Args) -> Result<(Outcome, Vec<perfskel_grammar::Diag
             Input {
                 name: skeleton_name(dir, n),
                 ranks: &dir_ranks,
-                site_name: &|key: &SiteKey| {
-                    Some(symbols.locate(key).site_name(&key.object, key.offset))
-                },
+                site_name: &|key: &SiteKey| Some(symbols.site_name(key)),
                 origin: origin(dir, n),
             }
         }

@@ -383,6 +383,28 @@ impl Symbols {
             None => Location::default(),
         }
     }
+
+    /// The name of call site `key` in a skeleton and `trace stats`
+    /// ([`Location::site_name`]), its callers after it where the trace has them
+    /// (`app.c:45 < app.c:90`).
+    pub(crate) fn site_name(&self, key: &SiteKey) -> String {
+        perfskel_compiler::trace::stats::stack_name(key, &|k| self.locate(k))
+    }
+
+    /// `trace show`'s name of call site `key` ([`located_label`]), its callers after it
+    /// where the trace has them, each as its site name.
+    pub(crate) fn label(&self, key: &SiteKey) -> String {
+        let mut label = located_label(&self.locate(key), key);
+        for caller in key.caller_keys() {
+            label.push_str(" < ");
+            label.push_str(
+                &self
+                    .locate(&caller)
+                    .site_name(&caller.object, caller.offset),
+            );
+        }
+        label
+    }
 }
 
 fn fmt_peer(p: i64) -> String {
@@ -745,14 +767,13 @@ pub(crate) fn site_label<R: std::io::Read>(
     let Some(site) = reader.site(id) else {
         return "?".into();
     };
-    let Some(object) = reader.object(site.object) else {
+    if reader.object(site.object).is_none() {
         return format!("0x{:x}", site.addr);
-    };
-    let key = SiteKey {
-        object: object.path.clone(),
-        offset: site.addr.wrapping_sub(object.bias),
-    };
-    located_label(&symbols.locate(&key), &key)
+    }
+    match perfskel_compiler::trace::collect::site_key(reader, id) {
+        Some(key) => symbols.label(&key),
+        None => "?".into(),
+    }
 }
 
 /// `trace show`'s name of call site `key` found at `loc`: `file.c:42 (function)`, else
@@ -808,7 +829,7 @@ fn show_otf2<W: Write>(
                         Some(loc) => loc
                             .short()
                             .unwrap_or_else(|| loc.function.clone().unwrap_or_default()),
-                        None => located_label(&symbols.locate(key), key),
+                        None => symbols.label(key),
                     },
                 })
                 .clone();

@@ -154,10 +154,7 @@ pub fn export(trace: &Path, out: &Path) -> Result<Exported, String> {
             let end = base + ev.end_ns.max(ev.start_ns);
             first_ns = first_ns.min(start);
             last_ns = last_ns.max(end);
-            let site = (ev.site > 0)
-                .then(|| reader.sites().get(ev.site as usize - 1).copied())
-                .flatten()
-                .map(|s| collect::site_key(&reader, &s));
+            let site = collect::site_key(&reader, ev.site);
             let mut records: Vec<Ev> = Vec::new();
             let mut at_end: Vec<Ev> = Vec::new();
             let comm = ev.comm.unwrap_or(0);
@@ -320,10 +317,19 @@ pub fn export(trace: &Path, out: &Path) -> Result<Exported, String> {
                     }
                 }
             }
-            let site_region = site.map(|s: SiteKey| {
-                let name = format!("{}+{:#x}", s.object, s.offset);
-                tables.region(&name, false)
-            });
+            // The site's region, inside its callers' (outermost first) where the trace
+            // was taken with a stack depth above 1.
+            let site_regions: Vec<_> = site
+                .map(|s: SiteKey| {
+                    let frames: Vec<SiteKey> = s.caller_keys().collect();
+                    frames
+                        .iter()
+                        .rev()
+                        .chain(std::iter::once(&s))
+                        .map(|f| tables.region(&format!("{}+{:#x}", f.object, f.offset), false))
+                        .collect()
+                })
+                .unwrap_or_default();
             let op_region = tables.region(ev.op.mpi_name(), true);
             let mut enter = Ev::new(start, EvKind::Enter { region: op_region });
             if ev.off_cpu_ns > 0 {
@@ -342,7 +348,7 @@ pub fn export(trace: &Path, out: &Path) -> Result<Exported, String> {
                 enter = enter.with(Attr::Request, r);
             }
             let mut write = |e: &Ev| writer.event(loc, e).map_err(|e| e.to_string());
-            if let Some(r) = site_region {
+            for &r in &site_regions {
                 write(&Ev::new(start, EvKind::Enter { region: r }))?;
             }
             write(&enter)?;
@@ -350,7 +356,7 @@ pub fn export(trace: &Path, out: &Path) -> Result<Exported, String> {
                 write(r)?;
             }
             write(&Ev::new(end, EvKind::Leave { region: op_region }))?;
-            if let Some(r) = site_region {
+            for &r in site_regions.iter().rev() {
                 write(&Ev::new(end, EvKind::Leave { region: r }))?;
             }
         }

@@ -137,10 +137,7 @@ fn source_site(function: &str, file: &str, line: u32) -> (String, Location) {
 fn parse_site(name: &str) -> Option<SiteKey> {
     let (object, hex) = name.rsplit_once("+0x")?;
     let offset = u64::from_str_radix(hex, 16).ok()?;
-    Some(SiteKey {
-        object: object.to_string(),
-        offset,
-    })
+    Some(SiteKey::at(object, offset))
 }
 
 impl Otf2Trace {
@@ -240,10 +237,7 @@ impl Otf2Trace {
             let canonical_text = text(canonical);
             let op = op_of(&name_text).or_else(|| op_of(&canonical_text));
             let site = parse_site(&canonical_text).unwrap_or_else(|| {
-                let key = SiteKey {
-                    object: format!("otf2 region {name_text}"),
-                    offset: id,
-                };
+                let key = SiteKey::at(format!("otf2 region {name_text}"), id);
                 let (label, location) = source_site(&name_text, &text(file), line);
                 site_names.insert(key.clone(), label);
                 site_locations.insert(key.clone(), location);
@@ -284,10 +278,7 @@ impl Otf2Trace {
                 }
                 let site = match scls.get(&scl) {
                     Some(&(file, line)) => {
-                        let key = SiteKey {
-                            object: "otf2 source code location".into(),
-                            offset: scl,
-                        };
+                        let key = SiteKey::at("otf2 source code location", scl);
                         let (label, location) = source_site(&caller.name, &text(file), line);
                         site_names.insert(key.clone(), label);
                         site_locations.insert(key.clone(), location);

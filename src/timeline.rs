@@ -127,7 +127,7 @@ impl Opened for Otf2Rank<'_, '_> {
                 Some(loc) => loc
                     .short()
                     .unwrap_or_else(|| loc.function.clone().unwrap_or_default()),
-                None => crate::cmd_trace::located_label(&self.symbols.locate(key), key),
+                None => self.symbols.label(key),
             },
         }
     }

@@ -746,10 +746,7 @@ impl Synth {
             .map(|op| {
                 (
                     1 + op.code() as u64,
-                    perfskel_compiler::trace::stats::SiteKey {
-                        object: "/app".into(),
-                        offset: op.code() as u64,
-                    },
+                    perfskel_compiler::trace::stats::SiteKey::at("/app", op.code() as u64),
                 )
             })
             .collect();
@@ -783,10 +780,7 @@ fn site_names() -> BTreeMap<perfskel_compiler::trace::stats::SiteKey, String> {
         .iter()
         .map(|op| {
             (
-                perfskel_compiler::trace::stats::SiteKey {
-                    object: "/app".into(),
-                    offset: op.code() as u64,
-                },
+                perfskel_compiler::trace::stats::SiteKey::at("/app", op.code() as u64),
                 format!("app.c:{}", op.code()),
             )
         })

@@ -89,8 +89,16 @@ pub(crate) fn build_app(mpi: Mpi, app: &str) -> PathBuf {
             &["-O2", "-g", "-Wall", "-Wextra", "-Werror"],
         )
     };
+    // A test program may ask for more flags: `test-build-flags: -fno-inline` in a comment.
+    let source = std::fs::read_to_string(&src).expect("source readable");
+    let extra: Vec<&str> = source
+        .lines()
+        .filter_map(|l| l.split_once("test-build-flags:"))
+        .flat_map(|(_, f)| f.split_whitespace())
+        .collect();
     let out = Command::new(&compiler)
         .args(flags)
+        .args(&extra)
         .arg("-o")
         .arg(&exe)
         .arg(&src)
@@ -3163,4 +3171,235 @@ fn trace_directories_that_disagree_or_are_not_files_are_refused() {
         .expect("mkfifo");
     assert!(made.success());
     refused("not a regular file");
+}
+
+/// Version 11's callers record: a site's callers read back innermost first, and give the
+/// site key its callers (object-relative); a callers record for a site not just defined,
+/// of no or too many callers, of an undefined object, twice, or in version 10 is corrupt.
+#[test]
+fn reader_reads_the_callers_of_version_11_only() {
+    let callers = |id: u64, frames: &[(u64, u64)]| {
+        let frames = frames.to_vec();
+        move |b: &mut Vec<u8>| {
+            b.push(format::R_CALLERS);
+            varint(b, id);
+            varint(b, frames.len() as u64);
+            for &(object, addr) in &frames {
+                varint(b, object);
+                varint(b, addr);
+            }
+        }
+    };
+    let mut f = RankFile::new(0, 2, 11);
+    f.record(callers(1, &[(1, 0x2000), (0, 0x77)]));
+    let bytes = f.finish();
+    let mut reader = RankReader::new(bytes.as_slice(), Some(0)).expect("header");
+    for ev in reader.by_ref() {
+        ev.expect("event");
+    }
+    assert_eq!(reader.callers(1).len(), 2);
+    assert_eq!(reader.callers(1)[0].addr, 0x2000);
+    assert!(reader.callers(2).is_empty() && reader.callers(0).is_empty());
+    let key = perfskel_compiler::trace::collect::site_key(&reader, 1).expect("site 1");
+    assert_eq!((key.object.as_str(), key.offset), ("/app", 0x234));
+    assert_eq!(
+        key.callers,
+        vec![("/app".to_string(), 0x1000), (String::new(), 0x77)]
+    );
+    type Write = dyn Fn(&mut Vec<u8>);
+    let bad = |write: Box<Write>, version: u16| {
+        let mut f = RankFile::new(0, 2, version);
+        f.record(write);
+        read_all(&f.finish(), 0).expect_err("a corrupt callers record")
+    };
+    let err = bad(Box::new(callers(2, &[(1, 0x2000)])), 11);
+    assert!(
+        matches!(err.kind, TraceErrorKind::BadRecord(w) if w.contains("does not follow")),
+        "{err:?}"
+    );
+    for n in [0, format::MAX_CALLERS as usize + 1] {
+        let err = bad(Box::new(callers(1, &vec![(1, 0x2000); n])), 11);
+        assert!(
+            matches!(
+                &err.kind,
+                TraceErrorKind::BadValue {
+                    field: "callers",
+                    ..
+                }
+            ),
+            "{n}: {err:?}"
+        );
+    }
+    let err = bad(Box::new(callers(1, &[(2, 0x2000)])), 11);
+    assert!(
+        matches!(
+            &err.kind,
+            TraceErrorKind::BadValue {
+                field: "object",
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    let twice = callers(1, &[(1, 0x2000)]);
+    let err = bad(
+        Box::new(move |b: &mut Vec<u8>| {
+            twice(b);
+            twice(b);
+        }),
+        11,
+    );
+    assert!(
+        matches!(err.kind, TraceErrorKind::BadRecord(w) if w.contains("second callers")),
+        "{err:?}"
+    );
+    let err = bad(Box::new(callers(1, &[(1, 0x2000)])), 10);
+    assert_eq!(err.kind, TraceErrorKind::UnknownRecord(format::R_CALLERS));
+}
+
+/// `record --stack-depth` (mpiP's call-site stack depth): `tests/apps/stack_depth.c`'s
+/// exchange, called by forward (3 times a rank) and reverse (5 times), is one call site
+/// at depth 1, two at depth 2 (`stack_depth.c:E < stack_depth.c:F`, with their counts and
+/// callers in `trace stats`' JSON), and at depth 3 each also names main's line; `trace
+/// show` and the skeleton's statements name the stacks. In C and through the tracer's
+/// Fortran wrappers; a depth above 8 is refused.
+fn check_stack_depth(mpi: Mpi, app: &str) {
+    let exe = build_app(mpi, app);
+    let (src_name, src, _) = source_of(app);
+    let source = std::fs::read_to_string(src).expect("source");
+    let line_of = |marker: &str| {
+        source
+            .lines()
+            .position(|l| {
+                l.contains(&format!("SITE {marker} ")) || l.ends_with(&format!("SITE {marker}"))
+            })
+            .map(|i| i + 1)
+            .unwrap_or_else(|| panic!("no `SITE {marker}` in {src_name}"))
+    };
+    // A frame's name: the marked line (gfortran may give a continued call the next).
+    let frame_is = |name: &str, marker: &str| {
+        let l = line_of(marker);
+        name == format!("{src_name}:{l}") || name == format!("{src_name}:{}", l + 1)
+    };
+    let launcher = format!("mpirun.{}", mpi.name());
+    let exe_text = exe.to_str().expect("utf-8 path");
+    for depth in [1, 2, 3] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let t = dir.path().join("trace");
+        let t_text = t.to_str().expect("utf-8 path");
+        let depth_text = depth.to_string();
+        let out = {
+            let _guard = MPI_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+            perfskel(&[
+                "record",
+                "--stack-depth",
+                &depth_text,
+                "-o",
+                t_text,
+                "--",
+                &launcher,
+                "-np",
+                "2",
+                exe_text,
+            ])
+        };
+        assert!(
+            out.status.success(),
+            "depth {depth}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let stats = perfskel(&["trace", "stats", t_text, "--format", "json"]);
+        assert!(stats.status.success());
+        let json: serde_json::Value = serde_json::from_slice(&stats.stdout).expect("JSON");
+        // Rows of one name summed: a site is a stack of return addresses, and a loop the
+        // compiler unrolled (main's three calls of forward, at -O2) calls from several
+        // addresses of one line, each its own row as in mpiP.
+        let mut by_name: BTreeMap<Vec<String>, (u64, usize)> = BTreeMap::new();
+        for s in json["sites"].as_array().expect("sites") {
+            if s["op"] != "MPI_Sendrecv_replace" {
+                continue;
+            }
+            let name = s["site"].as_str().expect("site name");
+            let frames: Vec<String> = name.split(" < ").map(str::to_owned).collect();
+            let callers = s["callers"].as_array().map_or(0, Vec::len);
+            let row = by_name.entry(frames).or_default();
+            row.0 += s["count"].as_u64().expect("count");
+            row.1 = callers;
+        }
+        let mut sites: Vec<(Vec<String>, u64, usize)> = by_name
+            .into_iter()
+            .map(|(frames, (count, callers))| (frames, count, callers))
+            .collect();
+        sites.sort_by_key(|s| s.1);
+        let what = format!("depth {depth}: {sites:?}");
+        if depth == 1 {
+            assert_eq!(sites.len(), 1, "{what}");
+            assert_eq!(sites[0].0.len(), 1, "{what}");
+            assert!(frame_is(&sites[0].0[0], "exchange"), "{what}");
+            assert_eq!((sites[0].1, sites[0].2), (16, 0), "{what}");
+            continue;
+        }
+        assert_eq!(sites.len(), 2, "{what}");
+        for ((frames, count, callers), (caller, calls)) in
+            sites.iter().zip([("forward", 3), ("reverse", 5)])
+        {
+            assert_eq!(*count, calls * 2, "{what}");
+            assert_eq!(frames.len(), depth, "{what}");
+            assert_eq!(*callers, depth - 1, "{what}");
+            assert!(frame_is(&frames[0], "exchange"), "{what}");
+            assert!(frame_is(&frames[1], caller), "{what}");
+            if depth == 3 {
+                assert!(frame_is(&frames[2], &format!("main-{caller}")), "{what}");
+            }
+        }
+        // trace show names each call by its stack too.
+        let show = perfskel(&["trace", "show", t_text, "--rank", "0"]);
+        assert!(show.status.success());
+        let show = String::from_utf8_lossy(&show.stdout);
+        let stacked = show
+            .lines()
+            .filter(|l| l.contains("MPI_Sendrecv_replace") && l.contains(" < "))
+            .count();
+        assert_eq!(stacked, 8, "depth {depth}: {show}");
+        // The skeleton's statements name both stacks.
+        let skel = dir.path().join("app.skel");
+        let out = perfskel(&["skeletonize", t_text, "-o", skel.to_str().expect("utf-8")]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = std::fs::read_to_string(&skel).expect("skeleton written");
+        for caller in ["forward", "reverse"] {
+            let l = line_of(caller);
+            assert!(
+                text.contains(&format!(" < {src_name}:{l}")),
+                "depth {depth}: no {caller} stack in {text}"
+            );
+        }
+    }
+    let out = perfskel(&["record", "--stack-depth", "9", "--", &launcher, exe_text]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--stack-depth"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn stack_depth_openmpi() {
+    check_stack_depth(Mpi::OpenMpi, "test:stack_depth");
+}
+#[test]
+fn stack_depth_mpich() {
+    check_stack_depth(Mpi::Mpich, "test:stack_depth");
+}
+#[test]
+fn stack_depth_fortran_openmpi() {
+    check_stack_depth(Mpi::OpenMpi, "test:stack_depth_f");
+}
+#[test]
+fn stack_depth_fortran_mpich() {
+    check_stack_depth(Mpi::Mpich, "test:stack_depth_f");
 }

@@ -628,17 +628,7 @@ mod tests {
     }
 
     fn sites() -> BTreeMap<u64, SiteKey> {
-        (1..10)
-            .map(|s| {
-                (
-                    s,
-                    SiteKey {
-                        object: "app".into(),
-                        offset: s,
-                    },
-                )
-            })
-            .collect()
+        (1..10).map(|s| (s, SiteKey::at("app", s))).collect()
     }
 
     /// A farm of `tasks[w]` tasks per worker w (ranks 1..): the master sends tasks

@@ -1441,17 +1441,7 @@ mod wildcard_tests {
         for e in events {
             rank.add(e);
         }
-        let sites: BTreeMap<u64, SiteKey> = (1..20)
-            .map(|s| {
-                (
-                    s,
-                    SiteKey {
-                        object: "app".into(),
-                        offset: s,
-                    },
-                )
-            })
-            .collect();
+        let sites: BTreeMap<u64, SiteKey> = (1..20).map(|s| (s, SiteKey::at("app", s))).collect();
         let mut all = EventSurvey::default();
         all.add_rank(rank, &sites);
         all.wildcards()

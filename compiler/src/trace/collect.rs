@@ -56,25 +56,31 @@ impl RankTrace {
 /// The call sites `reader` has read so far (all of them once it reached the end), by id,
 /// as object-relative keys.
 pub fn site_keys<R: Read>(reader: &RankReader<R>) -> BTreeMap<u64, SiteKey> {
-    reader
-        .sites()
-        .iter()
-        .enumerate()
-        .map(|(i, s)| (i as u64 + 1, site_key(reader, s)))
+    (1..=reader.sites().len() as u64)
+        .filter_map(|id| Some((id, site_key(reader, id)?)))
         .collect()
 }
 
-/// Where call site `s` of `reader` is, independent of the load address.
-pub fn site_key<R: Read>(reader: &RankReader<R>, s: &Site) -> SiteKey {
+/// Where call site `id` of `reader` is, independent of the load address, with its
+/// callers where the trace has them; `None` for a site not defined (yet).
+pub fn site_key<R: Read>(reader: &RankReader<R>, id: u64) -> Option<SiteKey> {
+    let mut key = frame_key(reader, reader.site(id)?);
+    key.callers = reader
+        .callers(id)
+        .iter()
+        .map(|c| {
+            let f = frame_key(reader, c);
+            (f.object, f.offset)
+        })
+        .collect();
+    Some(key)
+}
+
+/// Where return address `s` of `reader` is, independent of the load address.
+fn frame_key<R: Read>(reader: &RankReader<R>, s: &Site) -> SiteKey {
     match reader.object(s.object) {
-        Some(o) => SiteKey {
-            object: o.path.clone(),
-            offset: s.addr.wrapping_sub(o.bias),
-        },
-        None => SiteKey {
-            object: String::new(),
-            offset: s.addr,
-        },
+        Some(o) => SiteKey::at(o.path.as_str(), s.addr.wrapping_sub(o.bias)),
+        None => SiteKey::at("", s.addr),
     }
 }
 

@@ -1,11 +1,11 @@
-//! The perfskel trace format, version 10 (reads versions 1 to 9 too): takes nothing, gives the constants shared with
+//! The perfskel trace format, version 11 (reads versions 1 to 10 too): takes nothing, gives the constants shared with
 //! the C tracer (`runtime/tracer/core.inc`) — magic, version, record tags, field bits and
 //! operation codes. `runtime/tracer/FORMAT.md` describes the layout in prose.
 
 /// First 8 bytes of every rank file.
 pub const MAGIC: &[u8; 8] = b"PSKTRACE";
 /// The format version the tracer writes.
-pub const VERSION: u16 = 10;
+pub const VERSION: u16 = 11;
 /// The oldest version this reader reads. Version 1 lacks operation codes 72–75
 /// (`MPI_Ireduce_scatter`, `MPI_Ireduce_scatter_block`, `MPI_Iscan`, `MPI_Iexscan`) and
 /// is otherwise the same, so a version-1 file reads as it always did. Version 3 added
@@ -19,6 +19,8 @@ pub const VERSION: u16 = 10;
 /// any-source bit ([`field::ANY_SOURCE`]): a receive posted with `MPI_ANY_SOURCE` whose
 /// peer is the source it matched. Version 10 added the poll record ([`R_POLL`]): what a
 /// failed `MPI_Test` costs on the rank, measured in a loop of such calls when MPI started.
+/// Version 11 added the callers record ([`R_CALLERS`]): a call site's callers, where the
+/// trace was taken with a stack depth above 1.
 pub const MIN_VERSION: u16 = 1;
 /// File name of rank `r` inside a trace directory.
 pub fn rank_file_name(rank: u32) -> String {
@@ -51,6 +53,8 @@ pub const R_CLOCK: u8 = 0xF4;
 pub const R_CHECKSUM: u8 = 0xF5;
 /// Version 10: what one failed `MPI_Test` costs on the rank (see [`POLL_SINCE`]).
 pub const R_POLL: u8 = 0xF6;
+/// Version 11: the return addresses of a call site's callers (see [`CALLERS_SINCE`]).
+pub const R_CALLERS: u8 = 0xF7;
 pub const R_END: u8 = 0xFF;
 /// The first version with [`R_CHECKSUM`]: each write of the tracer's buffer ends with
 /// one, `u32` little-endian CRC-32 (IEEE, zlib's) of every byte from the end of the
@@ -71,6 +75,14 @@ pub const POLLS_SINCE: u16 = 7;
 /// rest of the run's duration as the application's compute, for polls that stay in user
 /// space (`skeletonize::source::split_poll`).
 pub const POLL_SINCE: u16 = 10;
+/// The first version with [`R_CALLERS`]: `varint site id` (the site defined just before
+/// it), `varint n` (1 to [`MAX_CALLERS`]), `n` × (`varint object id`, `varint return
+/// address`), innermost caller first: a trace taken with `PERFSKEL_STACK_DEPTH` above 1
+/// (`perfskel record --stack-depth`, mpiP's call-site stack depth) names a call site by
+/// its return address and those of its callers.
+pub const CALLERS_SINCE: u16 = 11;
+/// The most callers a site may have (stack depth 8).
+pub const MAX_CALLERS: u64 = 7;
 /// The most a failed poll may cost in a poll record (1 s, in ps); more is corrupt.
 pub const MAX_POLL_PS: u64 = 1_000_000_000_000;
 /// The first version with [`field::ANY_SOURCE`].

@@ -318,6 +318,8 @@ pub struct RankReader<R> {
     completion: Option<Completion>,
     objects: Vec<Object>,
     sites: Vec<Site>,
+    /// Each site's callers, innermost first (format version 11); empty at depth 1.
+    callers: Vec<Vec<Site>>,
     comms: BTreeMap<u64, Comm>,
     memory: Option<Memory>,
     clock: Option<Clock>,
@@ -428,6 +430,7 @@ impl<R: Read> RankReader<R> {
             completion: None,
             objects: Vec::new(),
             sites: Vec::new(),
+            callers: Vec::new(),
             comms: BTreeMap::new(),
             memory: None,
             clock: None,
@@ -519,6 +522,15 @@ impl<R: Read> RankReader<R> {
     }
     pub fn sites(&self) -> &[Site] {
         &self.sites
+    }
+    /// The callers of call site `id`, innermost first: empty unless the trace was taken
+    /// with a stack depth above 1 (format version 11).
+    pub fn callers(&self, id: u64) -> &[Site] {
+        usize::try_from(id)
+            .ok()
+            .and_then(|i| i.checked_sub(1))
+            .and_then(|i| self.callers.get(i))
+            .map_or(&[], Vec::as_slice)
     }
     pub fn comm(&self, id: u64) -> Option<&Comm> {
         self.comms.get(&id)
@@ -751,6 +763,7 @@ impl<R: Read> RankReader<R> {
                     ));
                 }
                 self.sites.push(Site { object, addr });
+                self.callers.push(Vec::new());
                 self.pos += c.at;
                 Ok(None)
             }
@@ -840,6 +853,52 @@ impl<R: Read> RankReader<R> {
                     "a poll record after the first event",
                 )?;
                 self.poll_ps = Some(ps);
+                self.pos += c.at;
+                Ok(None)
+            }
+            format::R_CALLERS if self.header.version >= format::CALLERS_SINCE => {
+                let id = c.varint()?;
+                let n = c.varint()?;
+                if id == 0 || id != self.sites.len() as u64 {
+                    return Err(Decode::Bad(
+                        TraceErrorKind::BadRecord(
+                            "a callers record that does not follow its call site",
+                        ),
+                        0,
+                    ));
+                }
+                if n == 0 || n > format::MAX_CALLERS {
+                    return Err(Decode::Bad(
+                        TraceErrorKind::BadValue {
+                            field: "callers",
+                            problem: format!("{n} callers (1 to {})", format::MAX_CALLERS),
+                        },
+                        0,
+                    ));
+                }
+                let mut frames = Vec::new();
+                for _ in 0..n {
+                    let object = c.varint()?;
+                    let addr = c.varint()?;
+                    if object > self.objects.len() as u64 {
+                        return Err(Decode::Bad(
+                            TraceErrorKind::BadValue {
+                                field: "object",
+                                problem: format!("object {object} is not defined"),
+                            },
+                            0,
+                        ));
+                    }
+                    frames.push(Site { object, addr });
+                }
+                let slot = &mut self.callers[id as usize - 1];
+                if !slot.is_empty() {
+                    return Err(Decode::Bad(
+                        TraceErrorKind::BadRecord("a second callers record of one call site"),
+                        0,
+                    ));
+                }
+                *slot = frames;
                 self.pos += c.at;
                 Ok(None)
             }

@@ -18,6 +18,41 @@ use super::symbolize::Location;
 pub struct SiteKey {
     pub object: String,
     pub offset: u64,
+    /// The return addresses of the call's callers, innermost first, each as (object,
+    /// offset): empty unless the trace was taken with a stack depth above 1 (`perfskel
+    /// record --stack-depth`, mpiP's call-site stack depth), where one place called from
+    /// two callers is two sites.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub callers: Vec<(String, u64)>,
+}
+
+impl SiteKey {
+    /// The site of the return address at `offset` in `object`, with no callers.
+    pub fn at(object: impl Into<String>, offset: u64) -> SiteKey {
+        SiteKey {
+            object: object.into(),
+            offset,
+            callers: Vec::new(),
+        }
+    }
+
+    /// Each caller as a site of its own (to symbolize it).
+    pub fn caller_keys(&self) -> impl Iterator<Item = SiteKey> + '_ {
+        self.callers
+            .iter()
+            .map(|(o, a)| SiteKey::at(o.as_str(), *a))
+    }
+}
+
+/// The name of call site `key` ([`Location::site_name`] of each frame found by `locate`):
+/// `app.c:45`, or with callers `app.c:45 < app.c:90 < main.c:12`, innermost first.
+pub fn stack_name(key: &SiteKey, locate: &dyn Fn(&SiteKey) -> Location) -> String {
+    let mut name = locate(key).site_name(&key.object, key.offset);
+    for caller in key.caller_keys() {
+        name.push_str(" < ");
+        name.push_str(&locate(&caller).site_name(&caller.object, caller.offset));
+    }
+    name
 }
 
 /// Count, time and bytes of a group of calls.
@@ -145,11 +180,15 @@ pub fn outside_app(op: Op) -> bool {
 #[derive(Clone, Debug, Serialize)]
 pub struct SiteRow {
     pub op: &'static str,
-    /// `file.c:42`, or `object+0xoffset` when the site could not be symbolized.
+    /// `file.c:42`, or `object+0xoffset` when the site could not be symbolized; with
+    /// callers (a stack depth above 1) each after a `<`: `file.c:42 < file.c:90`.
     pub site: String,
     pub location: Location,
     pub object: String,
     pub offset: u64,
+    /// The callers' locations, innermost first (empty, and left out, at depth 1).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub callers: Vec<Location>,
     pub n_ranks: u32,
     #[serde(flatten)]
     pub totals: Totals,
@@ -397,11 +436,12 @@ fn site_rows(
         .into_iter()
         .map(|((op, key), (totals, n_ranks))| {
             let location = locate(&key);
-            let site = location.site_name(&key.object, key.offset);
+            let site = stack_name(&key, locate);
             SiteRow {
                 op: op.mpi_name(),
                 site,
                 location,
+                callers: key.caller_keys().map(|c| locate(&c)).collect(),
                 object: key.object,
                 offset: key.offset,
                 n_ranks,
