@@ -394,16 +394,8 @@ impl Symbols {
     /// `trace show`'s name of call site `key` ([`located_label`]), its callers after it
     /// where the trace has them, each as its site name.
     pub(crate) fn label(&self, key: &SiteKey) -> String {
-        let mut label = located_label(&self.locate(key), key);
-        for caller in key.caller_keys() {
-            label.push_str(" < ");
-            label.push_str(
-                &self
-                    .locate(&caller)
-                    .site_name(&caller.object, caller.offset),
-            );
-        }
-        label
+        located_label(&self.locate(key), key)
+            + &perfskel_compiler::trace::stats::callers_name(key, &|k| self.locate(k))
     }
 }
 

@@ -864,7 +864,7 @@ fn entry_excess(group: &mut [Vec<Leaf>]) -> Option<TimeSpec> {
         Leaf::Time(t) => t,
         _ => return None,
     };
-    let (e, l) = (mean_secs(entry)? * 1e9, mean_secs(&later)? * 1e9);
+    let (e, l) = (entry.mean_seconds() * 1e9, later.mean_seconds() * 1e9);
     let d = e - l;
     if !(d > super::nest::ENTRY_SHARE * e && d > super::nest::ENTRY_MIN_NS) {
         return None;
@@ -872,19 +872,6 @@ fn entry_excess(group: &mut [Vec<Leaf>]) -> Option<TimeSpec> {
     let excess = time_minus(entry, &later)?;
     head[0] = Leaf::Time(later);
     Some(excess)
-}
-
-/// A compute time's mean over ranks and draws, where its form has one.
-fn mean_secs(t: &TimeSpec) -> Option<f64> {
-    match t {
-        TimeSpec::Fixed(d) => Some(d.value.seconds()),
-        TimeSpec::Normal { mean, .. } => Some(mean.value.seconds()),
-        TimeSpec::Uniform { low, high } => Some((low.value.seconds() + high.value.seconds()) / 2.0),
-        TimeSpec::PerRank(v) if !v.is_empty() => {
-            Some(v.iter().map(|d| d.value.seconds()).sum::<f64>() / v.len() as f64)
-        }
-        TimeSpec::PerRank(_) | TimeSpec::Pick(_) => None,
-    }
 }
 
 /// `a` less the mean `b`, rank by rank where either is per rank, never below zero; a
@@ -901,15 +888,15 @@ fn time_minus(a: &TimeSpec, b: &TimeSpec) -> Option<TimeSpec> {
         }
         (Some(_), Some(_)) => return None,
         (Some(x), None) => {
-            let y = mean_secs(b)?;
+            let y = b.mean_seconds();
             TimeSpec::PerRank(x.iter().map(|x| d(x - y)).collect())
         }
         (None, Some(y)) => {
-            let x = mean_secs(a)?;
+            let x = a.mean_seconds();
             TimeSpec::PerRank(y.iter().map(|y| d(x - y)).collect())
         }
         (None, None) => {
-            let y = mean_secs(b)?;
+            let y = b.mean_seconds();
             match a {
                 TimeSpec::Fixed(x) => TimeSpec::Fixed(d(x.value.seconds() - y)),
                 TimeSpec::Normal { mean, stddev } => TimeSpec::Normal {

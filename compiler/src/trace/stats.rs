@@ -47,12 +47,15 @@ impl SiteKey {
 /// The name of call site `key` ([`Location::site_name`] of each frame found by `locate`):
 /// `app.c:45`, or with callers `app.c:45 < app.c:90 < main.c:12`, innermost first.
 pub fn stack_name(key: &SiteKey, locate: &dyn Fn(&SiteKey) -> Location) -> String {
-    let mut name = locate(key).site_name(&key.object, key.offset);
-    for caller in key.caller_keys() {
-        name.push_str(" < ");
-        name.push_str(&locate(&caller).site_name(&caller.object, caller.offset));
-    }
-    name
+    locate(key).site_name(&key.object, key.offset) + &callers_name(key, locate)
+}
+
+/// What follows a site's own name where it has callers: ` < app.c:90 < main.c:12`, each
+/// caller's [`Location::site_name`]; empty without callers.
+pub fn callers_name(key: &SiteKey, locate: &dyn Fn(&SiteKey) -> Location) -> String {
+    key.caller_keys()
+        .map(|c| format!(" < {}", locate(&c).site_name(&c.object, c.offset)))
+        .collect()
 }
 
 /// Count, time and bytes of a group of calls.
