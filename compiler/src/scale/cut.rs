@@ -825,32 +825,51 @@ impl Planner {
     /// (LAMMPS's 501 steps re-neighbouring at `i % 20 == 0`, writing thermo at `i % 50 ==
     /// 0`, setting up at `i == 0`, at 1:100) are cut this way. Only when the body reads the
     /// variable in conditions alone (see [`weighable`]) and every branch that ran still
-    /// runs in the kept iterations; `false`, with nothing planned, otherwise.
+    /// runs in the kept iterations, `m` grown up to `2m` to reach one first taken later;
+    /// `false`, with nothing planned, otherwise.
     fn weighted(&mut self, l: &Loop, n: u64, k: f64) -> bool {
         let Some(var) = l.var.as_ref().map(|v| v.name.as_str()) else {
             return false;
         };
-        let m = ((n as f64 / k).round() as u64).max(1);
-        if m >= n || n > WEIGHING_BUDGET || !weighable(&l.body.stmts, var) {
+        let share = ((n as f64 / k).round() as u64).max(1);
+        if share >= n || n > WEIGHING_BUDGET || !weighable(&l.body.stmts, var) {
             return false;
         }
         let Some(env) = self.envs.first() else {
             return false;
         };
-        let (mut branches, mut ifs) = (Vec::new(), Vec::new());
         let mask = vec![true; n as usize];
-        if weigh(
-            &l.body.stmts,
-            var,
-            env,
-            &mask,
-            m as usize,
-            &mut branches,
-            &mut ifs,
-        )
-        .is_none()
-        {
+        let weighed = |m: u64| {
+            let (mut branches, mut ifs, mut need) = (Vec::new(), Vec::new(), 0);
+            weigh(
+                &l.body.stmts,
+                var,
+                env,
+                &mask,
+                m as usize,
+                &mut branches,
+                &mut ifs,
+                &mut need,
+            )
+            .map(|()| (branches, ifs, need as u64))
+        };
+        let Some((mut branches, mut ifs, need)) = weighed(share) else {
             return false;
+        };
+        // A branch first taken after the share's iterations (LAMMPS at 16 ranks: an
+        // iteration that differs at `i % 25 == 5`, past the 5 steps of 1:100) makes the
+        // kept iterations reach it, up to twice the share: the nearest ratio at which
+        // every branch keeps a run (1:83.5); later than that, no weighing.
+        let mut m = share;
+        if need > share {
+            if need > 2 * share || need >= n {
+                return false;
+            }
+            m = need;
+            let Some((b, i, _)) = weighed(m) else {
+                return false;
+            };
+            (branches, ifs) = (b, i);
         }
         self.weighed_ifs.extend(ifs);
         self.plan.loops.insert(
@@ -869,6 +888,13 @@ impl Planner {
             ),
         )
         .at(l.count.pos, format!("cut to {m}"));
+        if m > share {
+            diag = diag.with_note(format!(
+                "{share} iterations would stand for 1:{}; it keeps {m}, the first that reach every branch the application took, and stands for 1:{}",
+                ratio_text(k),
+                ratio_text(n as f64 / m as f64)
+            ));
+        }
         for b in &branches {
             let r = if b.ran == 0 {
                 k
@@ -1137,9 +1163,10 @@ struct Weighed<'p> {
 }
 
 /// The branches of the `if`s of `stmts` that read `var` (recursively), with how often
-/// each runs in the iterations of `mask` and in its first `m`; the `if`s into `ifs`.
-/// `None` when a condition cannot be evaluated or a branch that runs would not run in
-/// the first `m` iterations.
+/// each runs in the iterations of `mask` and in its first `m`; the `if`s into `ifs`;
+/// `need` raised to the number of first iterations that reach every branch that runs.
+/// `None` when a condition cannot be evaluated.
+#[allow(clippy::too_many_arguments)]
 fn weigh<'p>(
     stmts: &'p [Stmt],
     var: &str,
@@ -1148,6 +1175,7 @@ fn weigh<'p>(
     m: usize,
     out: &mut Vec<Weighed<'p>>,
     ifs: &mut Vec<*const If>,
+    need: &mut usize,
 ) -> Option<()> {
     for stmt in stmts {
         let StmtKind::If(i) = &stmt.kind else {
@@ -1175,8 +1203,8 @@ fn weigh<'p>(
             }
             let ran = taken.iter().filter(|&&t| t).count() as u64;
             let kept = taken[..m].iter().filter(|&&t| t).count() as u64;
-            if ran > 0 && kept == 0 {
-                return None;
+            if let Some(first) = taken.iter().position(|&t| t) {
+                *need = (*need).max(first + 1);
             }
             out.push(Weighed {
                 block,
@@ -1184,7 +1212,7 @@ fn weigh<'p>(
                 ran,
                 kept,
             });
-            weigh(&block.stmts, var, env, &taken, m, out, ifs)?;
+            weigh(&block.stmts, var, env, &taken, m, out, ifs, need)?;
         }
     }
     Some(())

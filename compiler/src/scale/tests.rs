@@ -637,6 +637,36 @@ fn rare_iterations_of_a_step_loop_are_weighed() {
     let late = source.replace("i == 0", "i == 499");
     let s = scaled(&late, 100).expect("scales");
     assert_eq!(counts(&s.program)[0], "501");
+    // One first taken just past them (`i % 25 == 5`: step 5, as LAMMPS's melt at 16
+    // ranks) makes the loop keep its first 6 steps, the nearest ratio (1:83.5) at
+    // which every branch keeps a run; within twice the share, not beyond.
+    let just_past = source.replace("i == 0", "i % 25 == 5");
+    let s = scaled_for(&just_past, 100, Target::Model).expect("scales");
+    assert_eq!(counts(&s.program), vec!["6", "1"]);
+    let warning = s
+        .warnings
+        .iter()
+        .find(|w| w.code == "loop-cut-by-weight")
+        .expect("a warning says the loop was weighed");
+    assert!(warning.message.contains("keeps its first 6"), "{warning:?}");
+    assert!(
+        warning
+            .notes
+            .iter()
+            .any(|n| n.contains("stands for 1:83.5")),
+        "{warning:?}"
+    );
+    assert!(
+        warning
+            .secondary
+            .iter()
+            .any(|l| l.message == "true in 20 of 501 iterations, 1 of the 6 kept"),
+        "{warning:?}"
+    );
+    // Step 11 is past twice the share: whole periods (of lcm(20, 25, 50) = 100) instead.
+    let beyond = source.replace("i == 0", "i % 25 == 11");
+    let s = scaled(&beyond, 100).expect("scales");
+    assert_eq!(counts(&s.program)[0], "100");
 }
 
 #[test]
