@@ -6,7 +6,8 @@ scripts/simgrid-validate.sh).
 For each application and rank count N:
 
 1. build it twice: with Open MPI's mpicc (to be traced for real) and with SimGrid's
-   smpicc, with the application timer (runtime/c/app_time.c) linked in, to be simulated;
+   smpicc, with the application timer (runtime/c/app_time.c) linked in, to be simulated
+   (LAMMPS: from Debian's source, with mpicxx and smpicxx, see build_lammps);
 2. record it for real on this machine (`perfskel record -- mpirun --oversubscribe -np N`):
    more ranks than cores is what the tracer's compute-as-work record is for;
 3. skeletonize the trace and compile the skeleton at each ratio 1:K (the default path:
@@ -30,11 +31,14 @@ file; a non-empty directory without it is refused).
 
 import argparse
 import csv
+import hashlib
 import json
 import os
 import re
 import shutil
 import sys
+import tarfile
+import urllib.request
 from pathlib import Path
 from statistics import median
 
@@ -69,7 +73,24 @@ APPS = {
                   "quick": ["16", "4"]},
     "halo_dims": {"src": "tests/apps/halo_dims.c", "args": ["24", "16", "12", "400"],
                   "quick": ["12", "8", "6", "40"]},
+    # LAMMPS's LJ melt (scripts/real-apps/in.melt), one problem for every rank count
+    # (16^3 fcc cells: 16,384 atoms, 500 steps, about 5 s of compute in all). Debian's
+    # `lmp` is linked against Open MPI, so LAMMPS is built here from Debian's source of
+    # the same version, twice with the same flags: with Open MPI's mpicxx (traced for
+    # real) and with smpicxx (simulated). See build_lammps.
+    "lammps-melt": {"lammps": True,
+                    "args": ["-in", str(HERE / "in.melt"), "-var", "cells", "16", "-var",
+                             "steps", "500", "-log", "none"],
+                    "quick": ["-in", str(HERE / "in.melt"), "-var", "cells", "6", "-var",
+                              "steps", "100", "-log", "none"]},
 }
+
+# Debian bookworm's LAMMPS source (the version of its `lammps` package), fetched from
+# the archive and checked against the checksum of its .dsc.
+LAMMPS_VERSION = "20220106.git7586adbb6a+ds1"
+LAMMPS_ORIG = f"lammps_{LAMMPS_VERSION}.orig.tar.xz"
+LAMMPS_URL = "http://deb.debian.org/debian/pool/main/l/lammps/" + LAMMPS_ORIG.replace("+", "%2B")
+LAMMPS_SHA256 = "65146c615ad24d8b8bc64f4e05e86226a7f1fdb45c0b5ea9416562b9f3863082"
 
 
 def log(message):
@@ -116,6 +137,7 @@ class Harness:
         self.mpirun = shutil.which("mpirun.openmpi") or "mpirun"
         self.mpicc = shutil.which("mpicc.openmpi") or "mpicc"
         self.env = dict(os.environ)
+        self.lammps_cache = Path(args.lammps_cache).resolve()
         if os.geteuid() == 0:
             self.env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
 
@@ -144,6 +166,9 @@ class Harness:
         build = self.out / "build"
         build.mkdir(exist_ok=True)
         for name in self.args.apps:
+            if APPS[name].get("lammps"):
+                self.build_lammps()
+                continue
             src = str(ROOT / APPS[name]["src"])
             for what, cmd in [
                 ("mpicc", [self.mpicc, "-O2", "-g", "-o", str(build / name), src, "-lm"]),
@@ -161,6 +186,94 @@ class Harness:
                     sys.exit(f"simgrid-validate: {what} of {name} failed; see "
                              f"{build / f'{what}-{name}.log'}")
 
+    def binary(self, name, smpi):
+        """The application's executable: built with Open MPI (traced) or smpicc."""
+        if APPS[name].get("lammps"):
+            return self.lammps_cache / ("lmp_smpi" if smpi else "lmp_ompi")
+        return self.out / "build" / (f"{name}-smpi" if smpi else name)
+
+    def build_lammps(self):
+        """LAMMPS from Debian's source (LAMMPS_VERSION), its core styles only (the melt
+        needs nothing else), built with its own makefiles twice with the same flags:
+        `lmp_ompi` with Open MPI's mpicxx, `lmp_smpi` with smpicxx and the application
+        timer. About 20 minutes on two cores; kept in --lammps-cache and reused."""
+        cache = self.lammps_cache
+        done = cache / "built.ok"
+        if done.exists() and all((cache / b).exists() for b in ["lmp_ompi", "lmp_smpi"]):
+            return
+        if shutil.which("smpicxx") is None or shutil.which("mpicxx.openmpi") is None:
+            sys.exit("simgrid-validate: LAMMPS needs smpicxx and mpicxx.openmpi; "
+                     "scripts/setup.sh installs them (libsimgrid-dev, libopenmpi-dev)")
+        cache.mkdir(parents=True, exist_ok=True)
+        orig = cache / LAMMPS_ORIG
+
+        def sha256(path):
+            h = hashlib.sha256()
+            with open(path, "rb") as f:
+                for block in iter(lambda: f.read(1 << 20), b""):
+                    h.update(block)
+            return h.hexdigest()
+
+        if not orig.exists() or sha256(orig) != LAMMPS_SHA256:
+            log(f"LAMMPS: fetching {LAMMPS_URL}")
+            part = orig.with_suffix(".part")
+            try:
+                with urllib.request.urlopen(LAMMPS_URL, timeout=120) as r, open(part, "wb") as f:
+                    shutil.copyfileobj(r, f)
+            except OSError as e:
+                sys.exit(f"simgrid-validate: cannot fetch LAMMPS's source ({LAMMPS_URL}): {e}")
+            if sha256(part) != LAMMPS_SHA256:
+                part.unlink()
+                sys.exit(f"simgrid-validate: {LAMMPS_URL} does not have the checksum of "
+                         "Debian's .dsc; not used")
+            part.replace(orig)
+        tree = cache / "src"
+        if tree.exists():
+            shutil.rmtree(tree)
+        tree.mkdir()
+        log("LAMMPS: unpacking")
+        with tarfile.open(orig) as t:
+            if hasattr(tarfile, "data_filter"):
+                t.extractall(tree, filter="data")
+            else:
+                t.extractall(tree)
+        tops = [d for d in tree.iterdir() if d.is_dir()]
+        if len(tops) != 1 or not (tops[0] / "src" / "MAKE" / "Makefile.mpi").exists():
+            sys.exit(f"simgrid-validate: {orig} is not the LAMMPS source this script knows")
+        src = tops[0] / "src"
+        timer = src / "perfskel_app_time.o"
+        status, _, _ = self.step("smpicc", ["smpicc", "-O2", "-c", str(APP_TIME), "-o",
+                                            str(timer)], src, cache / "app-time.log")
+        if status != 0:
+            sys.exit(f"simgrid-validate: the application timer did not build under "
+                     f"smpicc; see {cache / 'app-time.log'}")
+        base = (src / "MAKE" / "Makefile.mpi").read_text()
+        flags = "-g -O2 -std=c++11"
+        for machine, cxx, extra, lib in [
+            ("ompi", "mpicxx.openmpi", "", ""),
+            # SMPI_NO_OVERRIDE_MALLOC: as for the C applications (see prepare).
+            ("smpi", "smpicxx", " -DSMPI_NO_OVERRIDE_MALLOC", str(timer)),
+        ]:
+            text = base
+            for key, value in [("CC", cxx), ("LINK", cxx), ("CCFLAGS", flags + extra),
+                               ("LINKFLAGS", flags), ("LIB", lib)]:
+                text, n = re.subn(rf"(?m)^{key} =.*$", f"{key} =\t{value}", text)
+                if n != 1:
+                    sys.exit(f"simgrid-validate: LAMMPS's Makefile.mpi has no single "
+                             f"`{key} =` line")
+            (src / "MAKE" / "MINE" / f"Makefile.{machine}").write_text(text)
+            log(f"LAMMPS: building lmp_{machine} (core styles, {cxx})")
+            status, wall, _ = self.step(
+                "make", ["make", f"-j{os.cpu_count() or 2}", machine], src,
+                cache / f"make-{machine}.log")
+            if status != 0 or not (src / f"lmp_{machine}").exists():
+                sys.exit(f"simgrid-validate: LAMMPS's build for {machine} failed; see "
+                         f"{cache / f'make-{machine}.log'}")
+            log(f"LAMMPS: lmp_{machine} built in {wall:.0f} s")
+            shutil.copy2(src / f"lmp_{machine}", cache / f"lmp_{machine}")
+        shutil.rmtree(tree)
+        done.write_text(f"LAMMPS {LAMMPS_VERSION}: lmp_ompi, lmp_smpi\n")
+
     def args_of(self, name):
         return APPS[name]["quick" if self.args.quick else "args"]
 
@@ -176,7 +289,7 @@ class Harness:
         status, wall, _ = self.step(
             "record",
             [self.perfskel, "record", "--force", "-o", str(trace), "--", self.mpirun,
-             "--oversubscribe", "-np", str(n), str(self.out / "build" / name)]
+             "--oversubscribe", "-np", str(n), str(self.binary(name, smpi=False))]
             + self.args_of(name),
             cwd, cwd / "record.log")
         if status != 0:
@@ -220,7 +333,7 @@ class Harness:
                     ["smpirun", "-np", str(n), "-platform", str(platform), "-hostfile",
                      str(platform.with_suffix(".hosts")),
                      f"--cfg=smpi/host-speed:{HOST_SPEED}", "--log=root.thres:warning",
-                     str(self.out / "build" / f"{name}-smpi")] + self.args_of(name),
+                     str(self.binary(name, smpi=True))] + self.args_of(name),
                     cwd, cwd / f"app-{kind}-{run}.log")
                 found = re.findall(r"perfskel-app-time seconds=([0-9.]+)", stdout)
                 if status != 0 or not found:
@@ -313,6 +426,10 @@ def main():
     parser.add_argument("--sim-compute", choices=["execute", "benched"], default="execute",
                         help="how the skeletons' compute spans take simulated time "
                         "(`perfskel run --sim-compute`; default execute)")
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    parser.add_argument("--lammps-cache", default=str(cache / "perfskel" / f"lammps-{LAMMPS_VERSION}"),
+                        help="where LAMMPS's source is fetched and its two builds kept "
+                        "(default ~/.cache/perfskel/lammps-VERSION)")
     parser.add_argument("--out", default="/tmp/perfskel-simgrid-validate",
                         help="work directory")
     parser.add_argument("--timeout", type=float, default=1800.0,
