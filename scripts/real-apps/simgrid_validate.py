@@ -196,7 +196,7 @@ class Harness:
         """LAMMPS from Debian's source (LAMMPS_VERSION), its core styles only (the melt
         needs nothing else), built with its own makefiles twice with the same flags:
         `lmp_ompi` with Open MPI's mpicxx, `lmp_smpi` with smpicxx and the application
-        timer. About 20 minutes on two cores; kept in --lammps-cache and reused."""
+        timer. About 12 minutes on two cores; kept in --lammps-cache and reused."""
         cache = self.lammps_cache
         done = cache / "built.ok"
         if done.exists() and all((cache / b).exists() for b in ["lmp_ompi", "lmp_smpi"]):

@@ -593,14 +593,17 @@ fn rare_iterations_of_a_step_loop_are_weighed() {
     // times for 475 (x 475/400: stretched on the app-time target).
     let source = "skeleton t\nranks 2\ntopology ring\napp_time 10 s\n\
                   loop 501 as i {\n    if i % 20 == 0 {\n        compute 10 ms\n        loop 4 {\n            compute 1 ms\n            sendrecv to next 1 KiB from prev 1 KiB\n        }\n    } else {\n        compute 2 ms\n    }\n    compute 16 ms\n    if i == 0 {\n        compute 100 ms\n        barrier\n    }\n    if i % 50 == 0 {\n        compute 1 ms\n        allreduce 8 B\n    }\n}\n";
+    let weighed = |s: &Scaled| {
+        s.warnings
+            .iter()
+            .find(|w| w.code == "loop-cut-by-weight")
+            .cloned()
+            .expect("a warning says the loop was weighed")
+    };
     let s = scaled(source, 100).expect("scales");
     // The re-neighbouring's inner loop is cut by its own residual 100 / 26 = 3.85.
     assert_eq!(counts(&s.program), vec!["5", "1"]);
-    let warning = s
-        .warnings
-        .iter()
-        .find(|w| w.code == "loop-cut-by-weight")
-        .expect("a warning says the loop was weighed");
+    let warning = weighed(&s);
     assert!(warning.message.contains("keeps its first 5"), "{warning:?}");
     assert!(
         warning
@@ -643,11 +646,7 @@ fn rare_iterations_of_a_step_loop_are_weighed() {
     let just_past = source.replace("i == 0", "i % 25 == 5");
     let s = scaled_for(&just_past, 100, Target::Model).expect("scales");
     assert_eq!(counts(&s.program), vec!["6", "1"]);
-    let warning = s
-        .warnings
-        .iter()
-        .find(|w| w.code == "loop-cut-by-weight")
-        .expect("a warning says the loop was weighed");
+    let warning = weighed(&s);
     assert!(warning.message.contains("keeps its first 6"), "{warning:?}");
     assert!(
         warning
