@@ -341,6 +341,10 @@ struct Flat<'a> {
 /// ran it in the application and how many run it here.
 type Guard = (Cond, Option<(u64, u64)>);
 
+/// A run of body elements with the same iterations: its condition (none: every
+/// iteration) and its elements.
+type Run = (Option<Guard>, Vec<usize>);
+
 /// A candidate's fold: the nest, how much its iterations' times vary (coefficient of
 /// variation), and how many sets of iterations it spread evenly or names by single
 /// iterations inside the loop.
@@ -681,9 +685,14 @@ impl<'a> Flat<'a> {
             bounds,
             of,
             reps,
-            body,
+            mut body,
         } = lay;
         let n = of.len();
+        let diluted = if self.approx {
+            self.dilute(&mut body)
+        } else {
+            BTreeMap::new()
+        };
         // Scoring (no depth) counts statements without building the nest.
         let score = depth.is_none();
         // Contributions of each item to its element (for the nest's statistics).
@@ -703,7 +712,7 @@ impl<'a> Flat<'a> {
             }
         }
         // Runs of elements with the same iterations, with their conditions.
-        let mut runs: Vec<(Option<Guard>, Vec<usize>)> = Vec::new();
+        let mut runs: Vec<Run> = Vec::new();
         let mut spread: Vec<(Vec<bool>, Cond)> = Vec::new();
         let mut exceptions = 0;
         let mut e = 0;
@@ -733,7 +742,21 @@ impl<'a> Flat<'a> {
             runs.push((cond, (e..end).collect()));
             e = end;
         }
-        let elem_node = |e: usize| self.element(body[e].sym, &contrib[e]);
+        // The sets each run's condition writes (a spread set's differs from the set).
+        let written: Vec<Vec<bool>> = runs
+            .iter()
+            .map(|(cond, _)| match cond {
+                Some((c, _)) => (0..n as u64).map(|i| c.contains(i)).collect(),
+                None => vec![true; n],
+            })
+            .collect();
+        let elem_node = |e: usize| {
+            let node = self.element(body[e].sym, &contrib[e]);
+            match diluted.get(&e) {
+                Some(&g) => diluted_node(&node, g),
+                None => node,
+            }
+        };
         let nest_of = |elems: &[usize]| -> Vec<MNode> {
             let syms: Vec<u32> = elems.iter().map(|e| body[*e].sym).collect();
             let nodes: Vec<MNode> = elems.iter().map(|e| elem_node(*e)).collect();
@@ -759,7 +782,7 @@ impl<'a> Flat<'a> {
             // A run whose iterations are exactly those of its guarded neighbours on one
             // side, which are disjoint, holds them: `if C { if A {..} else {..B}; C.. }`
             // (A posts a request that C completes: the checker then sees both under C).
-            if let Some((first, last, parent)) = self.holder(&runs, &body, r) {
+            if let Some((first, last, parent)) = holder(&runs, &body, &written, r) {
                 let inner: Vec<usize> = (first..last).filter(|k| *k != parent).collect();
                 if score {
                     steps_size += 1
@@ -812,7 +835,22 @@ impl<'a> Flat<'a> {
                 union.iter_mut().zip(set).for_each(|(u, s)| *u |= *s);
                 end += 1;
             }
-            let complete = union.iter().all(|x| *x);
+            let mut complete = union.iter().all(|x| *x);
+            // A spread condition before the `else` that would take another's
+            // iterations ends the chain before it (or, first, stands alone).
+            loop {
+                let group: Vec<usize> = (r..end).collect();
+                let before_else = if complete && end - r >= 2 {
+                    end - 1
+                } else {
+                    end
+                };
+                let Some(k) = (r..before_else).find(|&k| steals(&runs, &written, k, &group)) else {
+                    break;
+                };
+                end = k.max(r + 1);
+                complete = (0..n).all(|i| (r..end).any(|k| body[runs[k].1[0]].iters[i]));
+            }
             if score {
                 steps_size += runs[r..end]
                     .iter()
@@ -903,40 +941,6 @@ impl<'a> Flat<'a> {
         }
     }
 
-    /// For the guarded run at `r`: a window `first..last` of guarded runs starting at
-    /// `r` in which one run (the first or the last: `parent`) runs on exactly the
-    /// iterations the others run on, and the others are disjoint and at least two.
-    fn holder(
-        &self,
-        runs: &[(Option<Guard>, Vec<usize>)],
-        body: &[Elem],
-        r: usize,
-    ) -> Option<(usize, usize, usize)> {
-        let set = |k: usize| &body[runs[k].1[0]].iters;
-        let guarded = |k: usize| runs.get(k).is_some_and(|run| run.0.is_some());
-        let max = (r + 9).min(runs.len());
-        for last in (r + 3..=max).rev() {
-            if !(r..last).all(guarded) {
-                continue;
-            }
-            for parent in [r, last - 1] {
-                let others: Vec<usize> = (r..last).filter(|k| *k != parent).collect();
-                let mut union = vec![false; set(parent).len()];
-                let mut disjoint = true;
-                for &k in &others {
-                    for (u, x) in union.iter_mut().zip(set(k)) {
-                        disjoint &= !(*u && *x);
-                        *u |= *x;
-                    }
-                }
-                if disjoint && union == *set(parent) {
-                    return Some((r, last, parent));
-                }
-            }
-        }
-        None
-    }
-
     /// Items outside the folded loop, nested again (and folded if that pays).
     fn part(&self, range: std::ops::Range<usize>, depth: Option<u32>) -> Vec<MNode> {
         let syms: Vec<u32> = self.syms(range.clone()).collect();
@@ -949,6 +953,54 @@ impl<'a> Flat<'a> {
             Some(d) => fold_at(&nested, d + 1, self.approx).unwrap_or(nested),
             None => nested,
         }
+    }
+
+    /// Compute the application did on a set of iterations with no pattern inside the
+    /// iterations of another guarded element (the compute before a loop of steps, kept
+    /// apart after most re-neighbouring steps but not after those that print, so on 20
+    /// of LAMMPS's 26 re-neighbouring steps): spread evenly over all iterations it would
+    /// run on others' steps and take a neighbour's place in an `if`/`else`; instead it
+    /// runs on every iteration of the smallest such set, its time spread over them (the
+    /// same total). Returns, per element so moved, how many times as many iterations it
+    /// runs on.
+    fn dilute(&self, body: &mut [Elem]) -> BTreeMap<usize, f64> {
+        let count = |set: &[bool]| set.iter().filter(|x| **x).count();
+        let is_compute = |sym: u32| {
+            let origin = self.example.get(sym as usize).copied();
+            matches!(
+                origin.and_then(|o| self.origins.get(o as usize)),
+                Some(MNode::Tok { tok, .. }) if tok.kind == Kind::Compute
+            )
+        };
+        let mut out = BTreeMap::new();
+        let mut moved: Vec<(usize, Vec<bool>)> = Vec::new();
+        for (e, elem) in body.iter().enumerate() {
+            let k = count(&elem.iters);
+            if k == 0 || k == elem.iters.len() || !is_compute(elem.sym) {
+                continue;
+            }
+            if condition(&elem.iters).is_some() {
+                continue;
+            }
+            let host = body
+                .iter()
+                .filter(|o| {
+                    let m = count(&o.iters);
+                    m > k
+                        && m < o.iters.len()
+                        && !is_compute(o.sym)
+                        && elem.iters.iter().zip(&o.iters).all(|(a, b)| !*a || *b)
+                })
+                .min_by_key(|o| count(&o.iters));
+            if let Some(host) = host {
+                out.insert(e, count(&host.iters) as f64 / k as f64);
+                moved.push((e, host.iters.clone()));
+            }
+        }
+        for (e, iters) in moved {
+            body[e].iters = iters;
+        }
+        out
     }
 
     /// The node of one element: its symbol's node with the statistics of the items it
@@ -965,6 +1017,61 @@ impl<'a> Flat<'a> {
         }
         node.unwrap_or_else(|| scaled(self.origins[self.example[sym as usize] as usize], 0.0))
     }
+}
+
+/// For the guarded run at `r`: a window `first..last` of guarded runs starting at
+/// `r` in which one run (the first or the last: `parent`) runs on exactly the
+/// iterations the others run on, and the others are disjoint and at least two; none
+/// of the others but the last (the `else`) has a spread condition that would take
+/// another's iterations ([`steals`]).
+fn holder(
+    runs: &[Run],
+    body: &[Elem],
+    written: &[Vec<bool>],
+    r: usize,
+) -> Option<(usize, usize, usize)> {
+    let set = |k: usize| &body[runs[k].1[0]].iters;
+    let guarded = |k: usize| runs.get(k).is_some_and(|run| run.0.is_some());
+    let max = (r + 9).min(runs.len());
+    for last in (r + 3..=max).rev() {
+        if !(r..last).all(guarded) {
+            continue;
+        }
+        for parent in [r, last - 1] {
+            let others: Vec<usize> = (r..last).filter(|k| *k != parent).collect();
+            let mut union = vec![false; set(parent).len()];
+            let mut disjoint = true;
+            for &k in &others {
+                for (u, x) in union.iter_mut().zip(set(k)) {
+                    disjoint &= !(*u && *x);
+                    *u |= *x;
+                }
+            }
+            let (_, before_else) = others.split_last()?;
+            let sound = before_else
+                .iter()
+                .all(|&k| !steals(runs, written, k, &others));
+            if disjoint && sound && union == *set(parent) {
+                return Some((r, last, parent));
+            }
+        }
+    }
+    None
+}
+
+/// Whether run `k`'s condition spreads a set without a pattern and writes iterations
+/// another of `group` is written for (a spread set and its complement are written as
+/// each other's negation and do not): in an `if`/`else if` chain it would take them from it
+/// (LAMMPS's forward communication lost on the steps where a compute set apart on 20
+/// of the 26 re-neighbouring steps was spread to, `i % 25 == 5`).
+fn steals(runs: &[Run], written: &[Vec<bool>], k: usize, group: &[usize]) -> bool {
+    if !matches!(runs[k].0, Some((_, Some(_)))) {
+        return false;
+    }
+    group
+        .iter()
+        .filter(|&&o| o != k)
+        .any(|&o| written[k].iter().zip(&written[o]).any(|(a, b)| *a && *b))
 }
 
 /// An element of an aligned body.
@@ -1255,6 +1362,18 @@ fn scaled(node: &MNode, f: f64) -> MNode {
             .iter()
             .map(|(r, a)| (*r, if f > 0.0 { a.scaled(f) } else { Acc::default() }))
             .collect();
+        (tok.clone(), acc)
+    };
+    super::nest::map_toks(std::slice::from_ref(node), &share)
+        .pop()
+        .unwrap_or_else(|| node.clone())
+}
+
+/// `node` run `g` times as often (g ≥ 1) for the same total: each visit's time
+/// divided by `g` ([`Flat::dilute`]).
+fn diluted_node(node: &MNode, g: f64) -> MNode {
+    let share = |tok: &Tok, acc: &BTreeMap<u32, Acc>| {
+        let acc = acc.iter().map(|(r, a)| (*r, a.diluted(g))).collect();
         (tok.clone(), acc)
     };
     super::nest::map_toks(std::slice::from_ref(node), &share)

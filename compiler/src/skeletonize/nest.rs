@@ -124,6 +124,24 @@ impl Acc {
         }
     }
 
+    /// The statistics of `g` times as many visits (g ≥ 1) with the same total time:
+    /// each span `g` times shorter, `n` becomes `round(n g)`. Message sizes and polls
+    /// keep their totals (the compute tokens this is for have neither).
+    pub fn diluted(&self, g: f64) -> Acc {
+        if g <= 1.0 || self.n == 0 {
+            return self.clone();
+        }
+        let n = ((self.n as f64 * g).round() as u64).max(self.n);
+        let q = self.n as f64 / n as f64;
+        Acc {
+            n,
+            sum_ns: self.sum_ns,
+            sum_sq: self.sum_sq * q,
+            spread: self.spread.diluted(q, n),
+            ..self.clone()
+        }
+    }
+
     /// Adds the visits of `other` (another place folded into this position).
     pub fn merge(&mut self, other: &Acc) {
         self.n += other.n;

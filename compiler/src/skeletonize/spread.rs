@@ -76,20 +76,42 @@ impl Spread {
         }
     }
 
+    /// The histogram of `n` spans in the proportions of these, each `q` times as long
+    /// (0 < q ≤ 1): each bucket's middle moved, its count times `n / self.n`.
+    pub fn diluted(&self, q: f64, n: u64) -> Spread {
+        if self.n == 0 {
+            return self.clone();
+        }
+        let per = n as f64 / self.n as f64;
+        let mut out = self.remapped(
+            |middle| middle * q,
+            |count| ((count as f64 * per).round() as u64).max(1),
+        );
+        out.n = out.buckets.iter().map(|b| b.1).sum();
+        out
+    }
+
     /// The histogram of the spans each made `by_ns` shorter (at least 0): each bucket's
     /// middle moved, at this histogram's resolution.
     pub fn shifted(&self, by_ns: f64) -> Spread {
+        let mut out = self.remapped(|middle| (middle - by_ns).max(0.0), |count| count);
+        out.n = self.n;
+        out
+    }
+
+    /// Each bucket's middle moved by `value` and its count by `count`, at this
+    /// histogram's resolution (`n` left for the caller).
+    fn remapped(&self, value: impl Fn(f64) -> f64, count: impl Fn(u64) -> u64) -> Spread {
         let mut out = Spread {
             shift: self.shift,
             ..Spread::default()
         };
-        for &(key, count) in &self.buckets {
+        for &(key, c) in &self.buckets {
             let start = fine_value(key << self.shift) as f64;
             let end = fine_value((key + 1) << self.shift) as f64;
-            let moved = (0.5 * (start + end) - by_ns).max(0.0);
-            out.add_key(fine_index(moved.round() as u64) >> self.shift, count);
+            let moved = value(0.5 * (start + end));
+            out.add_key(fine_index(moved.round() as u64) >> self.shift, count(c));
         }
-        out.n = self.n;
         out
     }
 
@@ -223,6 +245,21 @@ mod tests {
         assert!((t.median() - (s.median() - 9_000.0)).abs() < 0.02 * s.median());
         // Spans shorter than the shift are 0, never negative.
         assert!(s.shifted(1e9).quantile(1.0) < 1.0);
+    }
+
+    #[test]
+    fn a_diluted_histogram_has_more_spans_as_much_shorter() {
+        let mut s = Spread::default();
+        for ns in [10_000u64, 10_100, 10_200, 50_000] {
+            s.add(ns);
+        }
+        // Twice as many spans, each half as long (a compute on 20 of 26 steps run on
+        // all 26 with the same total is `diluted(20 / 26, ...)`).
+        let d = s.diluted(0.5, 8);
+        assert_eq!(d.n, 8);
+        assert!((d.median() - 0.5 * s.median()).abs() < 0.02 * s.median());
+        assert!((d.quantile(1.0) - 25_000.0).abs() < 0.02 * 25_000.0);
+        assert_eq!(Spread::default().diluted(0.5, 8), Spread::default());
     }
 
     use super::*;

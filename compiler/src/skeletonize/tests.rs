@@ -772,6 +772,109 @@ fn steps_without_a_pattern_are_spread_evenly_and_say_so() {
     assert!(written.abs_diff(40) <= 3, "{written} of 40");
 }
 
+/// 240 steps; every 20th re-neighbours (sites 10, 11 instead of the forward call,
+/// site 0), every 50th prints (site 30); after 8 of those 12 re-neighbourings, picked
+/// with no pattern, `extra` (site 12) with 300 µs of compute before it. The merged nest
+/// of two ranks, folded with spread sets.
+fn reneighbouring_with_an_extra(extra: Tok) -> (Vec<MNode>, Vec<MNode>, Directions) {
+    let picked = [0u64, 20, 60, 80, 140, 160, 200, 220];
+    let mut seq = vec![coll(90)];
+    let mut gaps = vec![1_000u64];
+    for s in 0..240u64 {
+        if s % 20 == 0 {
+            seq.extend([coll(10), coll(11)]);
+            gaps.extend([1_000, 1_000]);
+            if picked.contains(&s) {
+                seq.push(extra.clone());
+                gaps.push(300_000);
+            }
+        } else {
+            seq.push(coll(0));
+            gaps.push(1_000);
+        }
+        seq.extend([coll(1), coll(2)]);
+        gaps.extend([1_000, 1_000]);
+        if s % 50 == 0 {
+            seq.push(coll(30));
+            gaps.push(1_000);
+        }
+    }
+    seq.push(coll(99));
+    gaps.push(1_000);
+    let dirs = Directions::new(Topology::Chain, 2);
+    let nests: Vec<(u32, Vec<MNode>)> = (0..2u32)
+        .map(|r| {
+            let mut t = tokens_of(r, &seq);
+            t.gap_ns = gaps.clone();
+            (r, nest::rank_nest(&t, Algorithm::Exact).nodes)
+        })
+        .collect();
+    let input: Vec<(u32, &[MNode])> = nests.iter().map(|(r, n)| (*r, n.as_slice())).collect();
+    let merger = Merger { dirs: &dirs };
+    let merged = merger.tabulate_ifs(merger.merge(&input));
+    let folded = fold::fold_approx(&merged).expect("folds");
+    (merged, folded, dirs)
+}
+
+#[test]
+fn compute_on_some_steps_of_a_pattern_runs_on_all_of_them_with_the_same_total() {
+    // The extra is the compute before a loop of steps, a compute statement of its own
+    // (LAMMPS keeps it apart where the steps after a re-neighbouring are a loop, not
+    // where one prints). Spread evenly over the 240 steps, it took the forward call's
+    // place on steps that have it; it runs on every re-neighbouring step instead, 8/12
+    // of its time each.
+    let entry = Tok {
+        kind: Kind::Compute,
+        comm: CommRef::World,
+        site: 12,
+    };
+    let (merged, folded, dirs) = reneighbouring_with_an_extra(entry);
+    let mut got = Vec::new();
+    run(&folded, 0, &dirs, &mut got);
+    let count = |site: u32| got.iter().filter(|(t, _)| t.site == site).count();
+    assert_eq!(
+        (count(0), count(10), count(1), count(12)),
+        (228, 12, 240, 12),
+        "{}",
+        sketch(&folded)
+    );
+    assert!(
+        all_whens(&folded).is_empty(),
+        "nothing spread: {}",
+        sketch(&folded)
+    );
+    let (a, b) = (time_of(&merged, None), time_of(&folded, None));
+    assert!((a - b).abs() <= 1e-3 * a, "{a} ns before, {b} ns after");
+}
+
+#[test]
+fn a_spread_call_takes_no_iterations_from_its_neighbours() {
+    // The extra is a call: spread evenly (about 8 of the 240 steps), it stays out of
+    // the forward call's `else`, which runs on all 228 steps it ran on.
+    let (_, folded, dirs) = reneighbouring_with_an_extra(coll(12));
+    let mut got = Vec::new();
+    run(&folded, 0, &dirs, &mut got);
+    let count = |site: u32| got.iter().filter(|(t, _)| t.site == site).count();
+    assert_eq!(
+        (count(0), count(10), count(1)),
+        (228, 12, 240),
+        "{}",
+        sketch(&folded)
+    );
+    assert!(
+        count(12).abs_diff(8) <= 1,
+        "{} of 8: {}",
+        count(12),
+        sketch(&folded)
+    );
+    assert_eq!(
+        all_whens(&folded),
+        vec![(8, count(12) as u64)],
+        "{}",
+        sketch(&folded)
+    );
+}
+
 /// The (recorded, written) counts of the spread conditions of a nest.
 fn all_whens(nodes: &[MNode]) -> Vec<(u64, u64)> {
     let mut out = Vec::new();
