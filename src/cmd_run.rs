@@ -47,7 +47,9 @@ pub struct Args {
     /// `benched`: the calibrated kernel runs on this machine and SMPI times it as it
     /// times an application's own code, so the simulation host's noise enters the
     /// skeleton as it enters a simulated application (not deterministic: by default 3
-    /// runs, their median).
+    /// runs, their median); `none`: spans take no simulated time, the communication
+    /// alone (to set beside the application simulated with SMPI's
+    /// `smpi/simulate-computation:no`).
     #[arg(long, value_enum, requires = "simgrid", default_value = "execute")]
     sim_compute: SimCompute,
 }
@@ -57,6 +59,7 @@ pub struct Args {
 pub enum SimCompute {
     Execute,
     Benched,
+    None,
 }
 
 /// The simulated speed of the machine a skeleton's compute spans were measured on:
@@ -318,10 +321,15 @@ fn run_simgrid(args: &Args, platform: &Path) -> Result<ExitCode, String> {
             // SMPI times the code between MPI calls, the kernel's spans with it.
             smpirun.env("PERFSKEL_SMPI_COMPUTE", "benched");
         } else {
-            // Only the spans are compute: the program's own bookkeeping between MPI
-            // calls takes no simulated time.
+            // Only the spans are compute (or, with `none`, nothing is): the program's
+            // own bookkeeping between MPI calls takes no simulated time.
+            let spans = if args.sim_compute == SimCompute::None {
+                "none"
+            } else {
+                "execute"
+            };
             smpirun
-                .env("PERFSKEL_SMPI_COMPUTE", "execute")
+                .env("PERFSKEL_SMPI_COMPUTE", spans)
                 .arg("--cfg=smpi/simulate-computation:no");
         }
         let output = smpirun
@@ -352,13 +360,18 @@ fn run_simgrid(args: &Args, platform: &Path) -> Result<ExitCode, String> {
     // The median run's line again, with the simulation's wall time, last.
     println!("{}", result.line());
     println!(
-        "skeleton `{}` on {} simulated ranks ({}): {:.6} s simulated{} = predicted application time {:.3} s on that platform (the skeleton stands for {:.3} s where it was made); the simulation took {:.3} s",
+        "skeleton `{}` on {} simulated ranks ({}): {:.6} s simulated{} = predicted application time {:.3} s on that platform{} (the skeleton stands for {:.3} s where it was made); the simulation took {:.3} s",
         result.skeleton,
         result.ranks,
         platform.display(),
         result.skeleton_s,
         prediction_text(&result),
         result.predicted_s,
+        if args.sim_compute == SimCompute::None {
+            ", its communication alone (compute took no simulated time)"
+        } else {
+            ""
+        },
         result.app_time_s,
         wall
     );

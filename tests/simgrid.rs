@@ -25,7 +25,13 @@ fn platform(dir: &Path, name: &str, args: &[&str]) -> String {
 }
 
 fn simulate(dir: &Path, platform: &str) -> (RunResult, String) {
-    let out = perfskel(dir, &["run", "out", "-np", "4", "--simgrid", platform]);
+    simulate_with(dir, platform, &[])
+}
+
+fn simulate_with(dir: &Path, platform: &str, extra: &[&str]) -> (RunResult, String) {
+    let mut args = vec!["run", "out", "-np", "4", "--simgrid", platform];
+    args.extend_from_slice(extra);
+    let out = perfskel(dir, &args);
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
     let result = RunResult::find_in(&stdout).expect("a perfskel-result line");
@@ -87,6 +93,16 @@ fn skeletons_run_under_smpi_on_generated_platforms() {
     // Deterministic: the same time again.
     let (again, _) = simulate(dir, &flat);
     assert_eq!(first.skeleton_s, again.skeleton_s);
+    // The communication alone (`--sim-compute none`): the same run less its 10 spans of
+    // 4 ms (alike on every rank, so no rank waits for another's compute).
+    let (comm, said) = simulate_with(dir, &flat, &["--sim-compute", "none"]);
+    assert!(
+        (comm.skeleton_s - (first.skeleton_s - 0.040)).abs() < 1e-5,
+        "{} without compute, {} with",
+        comm.skeleton_s,
+        first.skeleton_s
+    );
+    assert!(said.contains("communication alone"), "{said}");
     // Nodes twice as fast: the compute half as long.
     let fast = platform(
         dir,

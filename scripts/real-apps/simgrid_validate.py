@@ -69,9 +69,12 @@ APPS = {
                       "quick": ["4000", "30"]},
     "bucket_sort": {"src": "tests/apps/bucket_sort.c", "args": ["500000", "20"],
                     "quick": ["100000", "4"]},
-    "multigrid": {"src": "tests/apps/multigrid.c", "args": ["32", "20"],
+    # multigrid and halo_dims: 100 V-cycles and 48x32x24 cells a rank (session 45; 20
+    # cycles and 24x16x12 before: 22-25 ms of compute a rank, too short for 1:100, and
+    # their application simulations too short for the 1:100 skeleton's to be 50x cheaper).
+    "multigrid": {"src": "tests/apps/multigrid.c", "args": ["32", "100"],
                   "quick": ["16", "4"]},
-    "halo_dims": {"src": "tests/apps/halo_dims.c", "args": ["24", "16", "12", "400"],
+    "halo_dims": {"src": "tests/apps/halo_dims.c", "args": ["48", "32", "24", "400"],
                   "quick": ["12", "8", "6", "40"]},
     # LAMMPS's LJ melt (scripts/real-apps/in.melt), one problem for every rank count
     # (16^3 fcc cells: 16,384 atoms, 500 steps, about 5 s of compute in all). Debian's
@@ -348,6 +351,33 @@ class Harness:
             row["app_sim_s"] = median(sims)
             row["app_sim_spread"] = round((max(sims) - min(sims)) / median(sims), 4)
             row["app_sim_wall_s"] = round(median(walls), 3)
+            # The communication alone: the application with SMPI's computation timing
+            # off (deterministic: its bursts take no simulated time) against the 1:1
+            # skeleton with `--sim-compute none`. What the skeleton replays of the
+            # network, apart from how SMPI times the application's compute on this host.
+            if self.args.comm_only:
+                log(f"{name} at {n} ranks on {row['shape']}: communication alone")
+                status, _, stdout = self.step(
+                    "smpirun",
+                    ["smpirun", "-np", str(n), "-platform", str(platform), "-hostfile",
+                     str(platform.with_suffix(".hosts")),
+                     f"--cfg=smpi/host-speed:{HOST_SPEED}",
+                     "--cfg=smpi/simulate-computation:no", "--log=root.thres:warning",
+                     str(self.binary(name, smpi=True))] + self.args_of(name),
+                    cwd, cwd / f"app-{kind}-comm.log")
+                found = re.findall(r"perfskel-app-time seconds=([0-9.]+)", stdout)
+                status2, _, stdout2 = self.step(
+                    "run --simgrid --sim-compute none",
+                    [self.perfskel, "run", str(cwd / "skeleton-1to1"), "-np", str(n),
+                     "--simgrid", str(platform), "--sim-compute", "none"],
+                    cwd, cwd / f"skeleton-1to1-{kind}-comm.log")
+                lines = re.findall(r"perfskel-result .*", stdout2)
+                if status == 0 and found and status2 == 0 and lines and 1 in self.args.ratios:
+                    fields = dict(w.split("=", 1) for w in lines[-1].split()[1:] if "=" in w)
+                    row["app_comm_s"] = float(found[-1])
+                    row["predicted_comm_1to1_s"] = float(fields["predicted_s"])
+                    row["error_comm_1to1"] = round(
+                        row["predicted_comm_1to1_s"] / max(row["app_comm_s"], 1e-9) - 1, 4)
             for k in self.args.ratios:
                 log(f"{name} at {n} ranks on {row['shape']}: the 1:{k} skeleton simulated")
                 status, wall, stdout = self.step(
@@ -375,6 +405,10 @@ def table(rows, ratios):
             "its simulation (s) | "
             + " | ".join(f"1:{k} predicted (s) | 1:{k} error | 1:{k} simulation (s) | "
                          f"1:{k} cheaper" for k in ratios) + " |")
+    comm = any("error_comm_1to1" in r for r in rows)
+    if comm:
+        head += (" communication alone: application (s) | 1:1 skeleton (s) | "
+                 "communication error |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in rows:
         if r.get("status") != "ok":
@@ -386,6 +420,12 @@ def table(rows, ratios):
         for k in ratios:
             cells += [f"{r[f'predicted_1to{k}_s']:.3f}", f"{100 * r[f'error_1to{k}']:+.1f} %",
                       f"{r[f'sim_wall_1to{k}_s']:.2f}", f"{r[f'cheaper_1to{k}']:.0f}x"]
+        if comm:
+            if "error_comm_1to1" in r:
+                cells += [f"{r['app_comm_s']:.4f}", f"{r['predicted_comm_1to1_s']:.4f}",
+                          f"{100 * r['error_comm_1to1']:+.1f} %"]
+            else:
+                cells += ["", "", ""]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -403,6 +443,12 @@ def summary(rows, ratios):
                            f"worst {100 * max(errs):.1f} % over {len(errs)} cases; "
                            f"simulation {median(cheap):.0f}x cheaper (median; "
                            f"{min(cheap):.0f}x-{max(cheap):.0f}x)")
+        comm = [abs(r["error_comm_1to1"]) for r in rows
+                if r["ranks"] == n and "error_comm_1to1" in r]
+        if comm:
+            out.append(f"{n} ranks, communication alone (1:1): median |error| "
+                       f"{100 * median(comm):.1f} %, worst {100 * max(comm):.1f} % over "
+                       f"{len(comm)} cases")
     return "\n".join(out)
 
 
@@ -423,6 +469,10 @@ def main():
     parser.add_argument("--app-runs", type=int, default=3,
                         help="simulations of each application, the median counts "
                         "(default 3: SMPI times its compute on this machine)")
+    parser.add_argument("--no-comm-only", dest="comm_only", action="store_false",
+                        help="skip the communication-alone comparison (the application "
+                             "with smpi/simulate-computation:no against the 1:1 skeleton "
+                             "with --sim-compute none)")
     parser.add_argument("--sim-compute", choices=["execute", "benched"], default="execute",
                         help="how the skeletons' compute spans take simulated time "
                         "(`perfskel run --sim-compute`; default execute)")
