@@ -26,7 +26,10 @@
 //!    `or` of two, `i < k`, `i >= k`); disjoint neighbours share one `if`/`else`; a set
 //!    with no such condition is spread evenly by [`fold_approx`] (the skeletonizer's
 //!    choice: `i % p == r` running as often as the application ran it, a comment saying
-//!    both counts) and rejects the candidate in [`fold`];
+//!    both counts) and rejects the candidate in [`fold`]; there, a compute statement on
+//!    such a set inside another guarded set runs on all of that set with the same total
+//!    ([`Flat::dilute`]), and a spread condition heads no `if`/`else if` over iterations
+//!    another member is written for ([`steals`]);
 //! 5. nests each run again with exact loop discovery (loops that start with a
 //!    completion that also follows them start after it).
 //!
