@@ -94,6 +94,15 @@ fn generated_c_of_a_pipeline_matches_its_snapshot() {
     c_snapshot(&root().join("tests/data/dsl/ok/pipeline.skel"), 10);
 }
 
+/// A partner exchange written as its graph at 1:1: lists longer than
+/// `back::INLINE_LIST` are static arrays before `main`, one per distinct list (the
+/// receives' and the sends' are the same two), not compound literals, which gcc copies
+/// onto the stack at every evaluation.
+#[test]
+fn generated_c_of_a_partner_graph_matches_its_snapshot() {
+    c_snapshot(&root().join("tests/data/dsl/ok/partner_graph.skel"), 1);
+}
+
 /// Compiles the skeleton at `path` for 1:`ratio` with the C back end and compares with
 /// `snapshots/c_mpi/<stem>@<ratio>.snap`: source, report, warnings, scaled skeleton, C.
 fn c_snapshot(path: &Path, ratio: u64) {

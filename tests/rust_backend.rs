@@ -98,6 +98,16 @@ fn snapshot_of_a_pipeline() {
     rust_snapshot("pipeline.skel", &source, 10);
 }
 
+/// A partner exchange written as its graph at 1:1: its long lists are references to
+/// arrays (constants Rust keeps in static memory, not arrays built at every
+/// evaluation), the sizes in bytes.
+#[test]
+fn snapshot_of_a_partner_graph() {
+    let source = std::fs::read_to_string(root().join("tests/data/dsl/ok/partner_graph.skel"))
+        .expect("partner_graph.skel");
+    rust_snapshot("partner_graph.skel", &source, 1);
+}
+
 /// `snapshots/rust_mpi/<stem>@<ratio>.snap`: source, report, scaled skeleton, main.rs.
 fn rust_snapshot(name: &str, source: &str, ratio: u64) {
     let stem = name.trim_end_matches(".skel").to_string();
@@ -525,6 +535,11 @@ fn run_examples(mpi: Mpi) {
     let task_pair = std::fs::read_to_string(root().join("tests/data/dsl/ok/task_pair.skel"))
         .expect("task_pair.skel");
     programs.push(("task_pair.skel".into(), task_pair));
+    // A partner exchange written as its graph: long lists of peers and sizes.
+    let partner_graph =
+        std::fs::read_to_string(root().join("tests/data/dsl/ok/partner_graph.skel"))
+            .expect("partner_graph.skel");
+    programs.push(("partner_graph.skel".into(), partner_graph));
     // Communication that loops cut less than K, at 1:10 (below): the measuring pass.
     programs.push((OWN_NAME.into(), OWN.into()));
     // A pipeline at 1:10: its loop timed for its fill.

@@ -1853,6 +1853,20 @@ fn dimension_loops_mpich() {
     dimension_loops(Mpi::Mpich, 4);
 }
 
+/// A rank's events of its first scatter in a trace of `tests/apps/sparse_scatter.c`:
+/// from its first receive on the duplicate communicator to its waitall.
+fn first_scatter(trace: &Path, rank: u32) -> Vec<Event> {
+    let path = trace.join(format::rank_file_name(rank));
+    let file = std::fs::File::open(&path).expect("rank file");
+    RankTrace::read(RankReader::new(file, Some(rank)).expect("header"))
+        .expect("events")
+        .events
+        .into_iter()
+        .skip_while(|e| e.op != Op::Irecv || e.comm.unwrap_or(0) == 0)
+        .take_while(|e| e.op != Op::Waitall)
+        .collect()
+}
+
 /// The ghost exchange of an irregular sparse product (`tests/apps/sparse_scatter.c`:
 /// receives posted from each partner of a pseudo-random coupling graph, sends to each,
 /// a waitall, on a duplicate of the world; ranks have 2 or 3 partners at 4 ranks, not
@@ -1888,16 +1902,7 @@ fn partner_exchange(mpi: Mpi) {
     let mut sends: Vec<Vec<(i64, u64)>> = Vec::new();
     let mut recvs: Vec<Vec<i64>> = Vec::new();
     for rank in 0..N_RANKS {
-        let path = trace.join(format::rank_file_name(rank));
-        let file = std::fs::File::open(&path).expect("rank file");
-        let events = RankTrace::read(RankReader::new(file, Some(rank)).expect("header"))
-            .expect("events")
-            .events;
-        let scatter: Vec<_> = events
-            .iter()
-            .skip_while(|e| e.op != Op::Irecv || e.comm.unwrap_or(0) == 0)
-            .take_while(|e| e.op != Op::Waitall)
-            .collect();
+        let scatter = first_scatter(&trace, rank);
         sends.push(
             scatter
                 .iter()
@@ -1963,6 +1968,51 @@ fn partner_exchange_openmpi() {
 #[test]
 fn partner_exchange_mpich() {
     partner_exchange(Mpi::Mpich);
+}
+
+/// The same scatter with each partner's ghosts sent as 4 messages (`sparse_scatter ROWS
+/// ITERS 4`, one message per field): 8 to 12 messages a rank on each side, more than a
+/// table writes slot by slot, so the exchange is written as the graph itself: a loop
+/// over each rank's partners reading its peers and sizes from lists at its own offset
+/// (ranks differ in their number of partners, so each has its offset and its count).
+/// Nothing is written by the mean: the checker's simulation sends exactly the trace's
+/// messages, each rank's receives are completed by one `waitall`, and the C skeleton
+/// runs at 1:1.
+fn partner_exchange_as_graph(mpi: Mpi) {
+    let (dir, trace) = record(mpi, "test:sparse_scatter", &["20000", "40", "4"]);
+    let (text, summary) = skeletonize_cli(&trace, &[]);
+    assert_eq!(summary["dropped_events"], 0, "{summary:#}");
+    assert_eq!(summary["rank_conditionals"], 0, "{summary:#}\n{text}");
+    assert!(summary["statements"].as_u64() <= Some(48), "{text}");
+    assert!(text.contains("written as the graph itself"), "{text}");
+    assert!(!text.contains("req x0 ="), "{text}");
+    // Each rank's messages in its first scatter: the loops run the most any rank has.
+    let mut sends = Vec::new();
+    for rank in 0..N_RANKS {
+        let scatter = first_scatter(&trace, rank);
+        sends.push(scatter.iter().filter(|e| e.op == Op::Send).count());
+    }
+    let most = sends.iter().copied().max().unwrap_or(0);
+    assert!(most > 8, "{sends:?}");
+    assert!(
+        text.contains(&format!("loop {most} as partner {{")),
+        "{text}"
+    );
+    assert!(text.contains("waitall x @"), "{text}");
+    // 10 partners x 4 blocks over 4 ranks in 40 scatters, and the ring's 8 messages in
+    // 4 of them.
+    let sent = traced_sends(&trace);
+    assert_eq!(sent, 40 * 40 + 4 * 8);
+    assert_eq!(checked_sends(&text), sent, "{text}");
+    compile_and_run_1to1(mpi, &dir, &trace);
+}
+#[test]
+fn partner_exchange_as_graph_openmpi() {
+    partner_exchange_as_graph(Mpi::OpenMpi);
+}
+#[test]
+fn partner_exchange_as_graph_mpich() {
+    partner_exchange_as_graph(Mpi::Mpich);
 }
 
 /// Ranks that take different code paths through the same collectives

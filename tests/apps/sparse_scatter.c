@@ -8,15 +8,18 @@
  * communicator they are given), pack and MPI_Send to every partner, MPI_Waitall, the
  * local product, then a dot product (MPI_Allreduce). Every ITERS/4 iterations the vector
  * is also smoothed along a ring (MPI_Irecv/MPI_Isend with both ring neighbours on the
- * world): a regular halo next to the irregular scatter.
+ * world): a regular halo next to the irregular scatter. With BLOCKS > 1 each partner's
+ * ghosts go as that many messages (one per field, as codes that send coordinates,
+ * velocities and ids apart do), so a rank has up to BLOCKS x its partners on each side.
  *
- * Usage: sparse_scatter ROWS_PER_RANK ITERS
+ * Usage: sparse_scatter ROWS_PER_RANK ITERS [BLOCKS (1..8, default 1)]
  * Prints the final norm. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #define MAX_PARTNERS 64
+#define MAX_BLOCKS 8
 
 /* Whether ranks a < b are coupled: a chain, plus pseudo-random long-range couplings. */
 static int coupled(int a, int b) {
@@ -46,8 +49,10 @@ int main(int argc, char **argv) {
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     int rows = argc > 1 ? atoi(argv[1]) : 20000;
     int iters = argc > 2 ? atoi(argv[2]) : 50;
-    if (rows < 300 || iters < 1) {
-        if (rank == 0) fprintf(stderr, "usage: sparse_scatter ROWS_PER_RANK>=300 ITERS>=1\n");
+    int blocks = argc > 3 ? atoi(argv[3]) : 1;
+    if (rows < 300 || iters < 1 || blocks < 1 || blocks > MAX_BLOCKS) {
+        if (rank == 0)
+            fprintf(stderr, "usage: sparse_scatter ROWS_PER_RANK>=300 ITERS>=1 [BLOCKS 1..8]\n");
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
     MPI_Comm scatter;
@@ -65,19 +70,28 @@ int main(int argc, char **argv) {
     if (!x || !y || !out || !in) MPI_Abort(MPI_COMM_WORLD, 1);
     for (int i = 0; i < rows; i++) x[i] = 1.0 + (double)((rank * 7 + i) % 13) / 13.0;
 
-    MPI_Request reqs[MAX_PARTNERS + 4];
-    MPI_Status statuses[MAX_PARTNERS + 4];
+    MPI_Request reqs[MAX_PARTNERS * MAX_BLOCKS + 4];
+    MPI_Status statuses[MAX_PARTNERS * MAX_BLOCKS + 4];
     double norm = 0.0;
     for (int it = 0; it < iters; it++) {
-        for (int k = 0; k < n; k++)
-            MPI_Irecv(in + 300 * k, ghosts(rank, partners[k]), MPI_DOUBLE, partners[k], 0,
-                      scatter, &reqs[k]);
+        /* Block b of a partner's g ghosts: entries [g*b/blocks, g*(b+1)/blocks). */
+        for (int k = 0; k < n; k++) {
+            int g = ghosts(rank, partners[k]);
+            for (int b = 0; b < blocks; b++) {
+                int lo = g * b / blocks, hi = g * (b + 1) / blocks;
+                MPI_Irecv(in + 300 * k + lo, hi - lo, MPI_DOUBLE, partners[k], b, scatter,
+                          &reqs[k * blocks + b]);
+            }
+        }
         for (int k = 0; k < n; k++) {
             int g = ghosts(rank, partners[k]);
             for (int i = 0; i < g; i++) out[300 * k + i] = x[(i * 37 + partners[k]) % rows];
-            MPI_Send(out + 300 * k, g, MPI_DOUBLE, partners[k], 0, scatter);
+            for (int b = 0; b < blocks; b++) {
+                int lo = g * b / blocks, hi = g * (b + 1) / blocks;
+                MPI_Send(out + 300 * k + lo, hi - lo, MPI_DOUBLE, partners[k], b, scatter);
+            }
         }
-        MPI_Waitall(n, reqs, statuses);
+        MPI_Waitall(n * blocks, reqs, statuses);
         /* The local product: a banded stencil plus the ghosts. */
         for (int rep = 0; rep < 20; rep++)
             for (int i = 1; i < rows - 1; i++) y[i] = 0.5 * x[i] + 0.25 * (x[i - 1] + x[i + 1]);

@@ -268,6 +268,12 @@ pub(crate) fn times_fill(stmt: &Stmt, fill_loops: &std::collections::BTreeSet<u3
 }
 
 /// The comment on a loop whose first iteration the program times apart.
+/// Most entries of a list written where an expression reads it; the back ends keep
+/// longer lists in static memory (C: a static array before `main`; Rust: a promoted
+/// constant), which the compilers would otherwise build on the stack at every
+/// evaluation.
+pub(crate) const INLINE_LIST: usize = 32;
+
 pub(crate) const FILL_NOTE: &str =
     "a pipeline: what its first iteration takes beyond the others' mean is its fill, counted once";
 

@@ -13,7 +13,7 @@
 //! [`super::spread`]): rare outliers count in
 //! the mean but do not become noise on every iteration.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use perfskel_grammar::ast::{
     BinOp, Block, Collective, Compute, Duration, Else, Expr, ExprKind, Ident, If, Loop, MsgSize,
@@ -423,10 +423,10 @@ impl Builder<'_> {
     }
 
     /// A partner exchange with each rank's own partners and sizes, as the application
-    /// made it: every receive posted (slot j: the j-th receive of every rank, its peer
-    /// and size one entry per rank), then the sends in the application's order with
-    /// the exchange's compute spread over them, then the receives completed. A slot
-    /// that only some ranks have is guarded by their count of messages.
+    /// made it: every receive posted, then the sends in the application's order with
+    /// the exchange's compute spread over them, then the receives completed. A small
+    /// table is written slot by slot ([`PartnerTable::by_slot`], see
+    /// [`slot_posts`]); a larger one as the graph itself ([`graph_posts`]).
     fn exact_exchange(
         &mut self,
         tok: &Tok,
@@ -436,68 +436,12 @@ impl Builder<'_> {
     ) -> Vec<Stmt> {
         let comm = self.comm_ident(tok.comm);
         let site = self.site_of(tok.site);
-        let count =
-            |side: &[Vec<(u32, u64)>]| -> Vec<usize> { side.iter().map(Vec::len).collect() };
-        // Slot j of one side: each rank's peer (-1 where it has none) and message size.
-        let slot = |side: &[Vec<(u32, u64)>], j: usize| -> (Expr, MsgSize) {
-            let peers: Vec<i64> = side
-                .iter()
-                .map(|v| v.get(j).map_or(-1, |(p, _)| i64::from(*p)))
-                .collect();
-            let sizes: Vec<u64> = side
-                .iter()
-                .map(|v| v.get(j).or(v.last()).map_or(1, |(_, b)| (*b).max(1)))
-                .collect();
-            let size = if sizes.iter().all(|b| *b == sizes[0]) {
-                MsgSize::Fixed(Spanned::derived(size(sizes[0])))
-            } else {
-                MsgSize::Pick(Box::new(Pick {
-                    values: sizes.iter().map(|b| Spanned::derived(size(*b))).collect(),
-                    index: Expr::new(ExprKind::Rank),
-                }))
-            };
-            (Expr::new(ExprKind::PerRank(peers)), size)
-        };
-        // Statements for slot j of a side whose counts are `counts`: guarded unless
-        // every rank has the slot.
-        let guarded = |counts: &[usize], j: usize, stmts: Vec<Stmt>| -> Vec<Stmt> {
-            if counts.iter().all(|c| *c > j) {
-                stmts
-            } else {
-                let counts = counts.iter().map(|c| *c as i64).collect();
-                vec![if_chain(vec![(
-                    Some(bin(
-                        BinOp::Gt,
-                        Expr::new(ExprKind::PerRank(counts)),
-                        Expr::int(j as i64),
-                    )),
-                    stmts,
-                )])]
-            }
-        };
-        let handle = |j: usize| Ident::new(format!("x{j}"));
         let with_site = |mut stmt: Stmt| {
             stmt.site = site.clone();
             stmt
         };
-        let recv_counts = count(&table.recvs);
-        let send_counts = count(&table.sends);
-        let slots = |counts: &[usize]| counts.iter().copied().max().unwrap_or(0);
-        let mut out = Vec::new();
-        for j in 0..slots(&recv_counts) {
-            let (peer, size) = slot(&table.recvs, j);
-            let stmt = with_site(Stmt::new(StmtKind::P2p(Box::new(P2p {
-                op: P2pOp::Irecv,
-                request: Some(handle(j)),
-                peer: Spanned::derived(Peer::Rank(peer)),
-                size,
-                recv: None,
-                tag: None,
-                comm: comm.clone(),
-                window: None,
-            }))));
-            out.extend(guarded(&recv_counts, j, vec![stmt]));
-        }
+        let recv_counts = counts(&table.recvs);
+        let send_counts = counts(&table.sends);
         // The exchange's compute (per rank, the mean over the ranks) before each send.
         let total_sends: usize = send_counts.iter().sum();
         let mean_sends = (total_sends as f64 / send_counts.len().max(1) as f64).max(1.0);
@@ -508,41 +452,27 @@ impl Builder<'_> {
             }
             c
         });
-        for j in 0..slots(&send_counts) {
-            let (peer, size) = slot(&table.sends, j);
-            let mut stmts: Vec<Stmt> = compute.iter().cloned().collect();
-            stmts.push(with_site(Stmt::new(StmtKind::P2p(Box::new(P2p {
-                op: P2pOp::Send,
-                request: None,
+        let post = |op, request: Option<Ident>, (peer, size): (Expr, MsgSize), window| {
+            with_site(Stmt::new(StmtKind::P2p(Box::new(P2p {
+                op,
+                request,
                 peer: Spanned::derived(Peer::Rank(peer)),
                 size,
                 recv: None,
                 tag: None,
                 comm: comm.clone(),
-                window: None,
-            })))));
-            out.extend(guarded(&send_counts, j, stmts));
-        }
+                window,
+            }))))
+        };
+        let by_slot = table.by_slot();
+        let mut out = if by_slot {
+            slot_posts(table, compute.as_ref(), &post, &with_site)
+        } else {
+            self.loops += 2;
+            graph_posts(table, compute.as_ref(), &post, &with_site)
+        };
         if send_counts.iter().all(|c| *c == 0) {
             out.extend(compute);
-        }
-        let everywhere = recv_counts.iter().copied().min().unwrap_or(0);
-        if everywhere > 0 {
-            out.push(with_site(Stmt::new(StmtKind::Wait(Wait {
-                op: if everywhere == 1 {
-                    WaitOp::Wait
-                } else {
-                    WaitOp::Waitall
-                },
-                handles: (0..everywhere).map(handle).collect(),
-            }))));
-        }
-        for j in everywhere..slots(&recv_counts) {
-            let stmt = with_site(Stmt::new(StmtKind::Wait(Wait {
-                op: WaitOp::Wait,
-                handles: vec![handle(j)],
-            })));
-            out.extend(guarded(&recv_counts, j, vec![stmt]));
         }
         let from = self
             .site(tok.site)
@@ -557,9 +487,14 @@ impl Builder<'_> {
                 format!("{lo} to {hi}")
             }
         };
+        let how = if by_slot {
+            ": `per_rank` lists the j-th partner of every rank (-1: none)"
+        } else {
+            ", written as the graph itself (a rank's partners and the sizes of its messages are the list entries from its own offset on, one per iteration of the partner loop)"
+        };
         if let Some(first) = out.first_mut() {
             first.trivia.leading.push(format!(
-                "# Partner exchange{from}: each rank posted receives from its own partners ({} per rank) and sent to its own ({} per rank), completing them all; here the same partners and sizes: `per_rank` lists the j-th partner of every rank (-1: none).",
+                "# Partner exchange{from}: each rank posted receives from its own partners ({} per rank) and sent to its own ({} per rank), completing them all; here the same partners and sizes{how}.",
                 range(&recv_counts),
                 range(&send_counts)
             ));
@@ -1152,6 +1087,193 @@ fn shift_expr(k: u32, n_ranks: u32) -> Expr {
 /// The variable of a data-addressed exchange round's loop over the other ranks.
 const EXCHANGE_VAR: &str = "other";
 
+/// The variable of a partner exchange's loop over each rank's partners.
+const PARTNER_VAR: &str = "partner";
+
+/// How an exact partner exchange writes one point-to-point post: operation, request,
+/// peer and size, window.
+type Post<'a> = &'a dyn Fn(P2pOp, Option<Ident>, (Expr, MsgSize), Option<Spanned<u64>>) -> Stmt;
+
+/// How many messages each rank has on one side of a partner table.
+fn counts(side: &[Vec<(u32, u64)>]) -> Vec<usize> {
+    side.iter().map(Vec::len).collect()
+}
+
+fn most(counts: &[usize]) -> usize {
+    counts.iter().copied().max().unwrap_or(0)
+}
+
+/// A message size of `sizes` bytes, the entry at `index` (one size where all agree).
+fn picked_size(sizes: &[u64], index: Expr) -> MsgSize {
+    if sizes.iter().all(|b| Some(b) == sizes.first()) {
+        MsgSize::Fixed(Spanned::derived(size(sizes.first().copied().unwrap_or(1))))
+    } else {
+        MsgSize::Pick(Box::new(Pick {
+            values: sizes.iter().map(|b| Spanned::derived(size(*b))).collect(),
+            index,
+        }))
+    }
+}
+
+/// A partner table slot by slot: slot j is the j-th receive (or send) of every rank,
+/// its peer and size one entry per rank; a slot that only some ranks have is guarded by
+/// their count of messages. The receives are posted first under handles `x0`, `x1`,
+/// ..., then the sends made, each after its share of the compute, then the receives
+/// completed.
+fn slot_posts(
+    table: &PartnerTable,
+    compute: Option<&Stmt>,
+    post: Post,
+    with_site: &dyn Fn(Stmt) -> Stmt,
+) -> Vec<Stmt> {
+    // Slot j of one side: each rank's peer (-1 where it has none) and message size.
+    let slot = |side: &[Vec<(u32, u64)>], j: usize| -> (Expr, MsgSize) {
+        let peers: Vec<i64> = side
+            .iter()
+            .map(|v| v.get(j).map_or(-1, |(p, _)| i64::from(*p)))
+            .collect();
+        let sizes: Vec<u64> = side
+            .iter()
+            .map(|v| v.get(j).or(v.last()).map_or(1, |(_, b)| (*b).max(1)))
+            .collect();
+        (
+            Expr::new(ExprKind::PerRank(peers)),
+            picked_size(&sizes, Expr::new(ExprKind::Rank)),
+        )
+    };
+    // Statements for slot j of a side whose counts are `counts`: guarded unless
+    // every rank has the slot.
+    let guarded = |counts: &[usize], j: usize, stmts: Vec<Stmt>| -> Vec<Stmt> {
+        if counts.iter().all(|c| *c > j) {
+            stmts
+        } else {
+            let counts = counts.iter().map(|c| *c as i64).collect();
+            vec![if_chain(vec![(
+                Some(bin(
+                    BinOp::Gt,
+                    Expr::new(ExprKind::PerRank(counts)),
+                    Expr::int(j as i64),
+                )),
+                stmts,
+            )])]
+        }
+    };
+    let handle = |j: usize| Ident::new(format!("x{j}"));
+    let recv_counts = counts(&table.recvs);
+    let send_counts = counts(&table.sends);
+    let mut out = Vec::new();
+    for j in 0..most(&recv_counts) {
+        let stmt = post(P2pOp::Irecv, Some(handle(j)), slot(&table.recvs, j), None);
+        out.extend(guarded(&recv_counts, j, vec![stmt]));
+    }
+    for j in 0..most(&send_counts) {
+        let mut stmts: Vec<Stmt> = compute.into_iter().cloned().collect();
+        stmts.push(post(P2pOp::Send, None, slot(&table.sends, j), None));
+        out.extend(guarded(&send_counts, j, stmts));
+    }
+    let everywhere = recv_counts.iter().copied().min().unwrap_or(0);
+    if everywhere > 0 {
+        out.push(with_site(Stmt::new(StmtKind::Wait(Wait {
+            op: if everywhere == 1 {
+                WaitOp::Wait
+            } else {
+                WaitOp::Waitall
+            },
+            handles: (0..everywhere).map(handle).collect(),
+        }))));
+    }
+    for j in everywhere..most(&recv_counts) {
+        let stmt = with_site(Stmt::new(StmtKind::Wait(Wait {
+            op: WaitOp::Wait,
+            handles: vec![handle(j)],
+        })));
+        out.extend(guarded(&recv_counts, j, vec![stmt]));
+    }
+    out
+}
+
+/// A partner table as the graph itself, of a size that grows with the messages and not
+/// with ranks × the most partners of a rank: for each side, one list of every rank's
+/// peers in turn and one of their sizes, and a loop over a rank's partners that reads
+/// the rank's entries, from its offset in the lists (`per_rank(0, 3, 7, ...) +
+/// partner`; `rank * M + partner` where every rank has M), as many as it has (the loop
+/// runs the most any rank has, guarded by the rank's own count). The receives are all
+/// posted under one handle `x` whose window holds them all, then the sends made, each
+/// after its share of the compute, then `waitall x`.
+fn graph_posts(
+    table: &PartnerTable,
+    compute: Option<&Stmt>,
+    post: Post,
+    with_site: &dyn Fn(Stmt) -> Stmt,
+) -> Vec<Stmt> {
+    let var = || Expr::new(ExprKind::Var(Ident::new(PARTNER_VAR)));
+    let handle = || Ident::new("x");
+    // The loop over one side's partners, `body` making the statements of one message.
+    let side_loop = |side: &[Vec<(u32, u64)>], body: &dyn Fn((Expr, MsgSize)) -> Vec<Stmt>| {
+        let counts = counts(side);
+        let m = most(&counts);
+        if m == 0 {
+            return None;
+        }
+        let uniform = counts.iter().all(|c| *c == m);
+        let index = if uniform {
+            bin(
+                BinOp::Add,
+                bin(BinOp::Mul, Expr::new(ExprKind::Rank), Expr::int(m as i64)),
+                var(),
+            )
+        } else {
+            let offsets = counts
+                .iter()
+                .scan(0i64, |at, c| {
+                    let first = *at;
+                    *at += *c as i64;
+                    Some(first)
+                })
+                .collect();
+            bin(BinOp::Add, Expr::new(ExprKind::PerRank(offsets)), var())
+        };
+        let peers: Vec<i64> = side.iter().flatten().map(|(p, _)| i64::from(*p)).collect();
+        let sizes: Vec<u64> = side.iter().flatten().map(|(_, b)| (*b).max(1)).collect();
+        let size = picked_size(&sizes, index.clone());
+        let peer = Expr::new(ExprKind::Pick(peers, Box::new(index)));
+        let mut stmts = body((peer, size));
+        if !uniform {
+            let counts = counts.iter().map(|c| *c as i64).collect();
+            stmts = vec![if_chain(vec![(
+                Some(bin(BinOp::Lt, var(), Expr::new(ExprKind::PerRank(counts)))),
+                stmts,
+            )])];
+        }
+        Some(Stmt::new(StmtKind::Loop(Box::new(Loop {
+            count: Expr::int(m as i64),
+            var: Some(Ident::new(PARTNER_VAR)),
+            body: Block {
+                stmts,
+                end_comments: Vec::new(),
+            },
+        }))))
+    };
+    let window = Spanned::derived(most(&counts(&table.recvs)) as u64);
+    let mut out = Vec::new();
+    out.extend(side_loop(&table.recvs, &|msg| {
+        vec![post(P2pOp::Irecv, Some(handle()), msg, Some(window))]
+    }));
+    let posted = !out.is_empty();
+    out.extend(side_loop(&table.sends, &|msg| {
+        let mut stmts: Vec<Stmt> = compute.into_iter().cloned().collect();
+        stmts.push(post(P2pOp::Send, None, msg, None));
+        stmts
+    }));
+    if posted {
+        out.push(with_site(Stmt::new(StmtKind::Wait(Wait {
+            op: WaitOp::Waitall,
+            handles: vec![handle()],
+        }))));
+    }
+    out
+}
+
 /// Divides every time of `spec` by `d`.
 /// The polls of a compute shared among `d` statements (none where fewer than one is left).
 fn divide_polls(polls: &mut Option<Spanned<u64>>, d: f64) {
@@ -1367,8 +1489,28 @@ fn step_condition(cond: &Cond, name: &str) -> Expr {
 /// Completes the windowed requests of data-addressed exchanges after their phase: after
 /// the outermost loop that holds them and no other communication (the application's
 /// exchange took messages until every rank was done), or after the exchange itself;
-/// inside the branch of an `if` that holds them, never after the `if`.
+/// inside the branch of an `if` that holds them, never after the `if`. Windowed handles
+/// that a statement of the program already completes (a partner exchange written as
+/// its graph waits for its own receives) are left as they are.
 pub(crate) fn complete_windows(stmts: Vec<Stmt>) -> Vec<Stmt> {
+    complete_windows_in(stmts, &BTreeSet::new())
+}
+
+/// [`complete_windows`] in a block whose enclosing blocks complete the handles `waited`.
+fn complete_windows_in(stmts: Vec<Stmt>, waited: &BTreeSet<String>) -> Vec<Stmt> {
+    let mut waited = waited.clone();
+    for stmt in &stmts {
+        let mut one = |s: &Stmt| {
+            if let StmtKind::Wait(w) = &s.kind {
+                waited.extend(w.handles.iter().map(|h| h.name.clone()));
+            }
+        };
+        one(stmt);
+        for b in crate::semantics::stmt_blocks(stmt) {
+            crate::semantics::visit(b, &mut one);
+        }
+    }
+    let waited = &waited;
     let mut out = Vec::with_capacity(stmts.len());
     for mut stmt in stmts {
         if let StmtKind::Loop(l) = &mut stmt.kind {
@@ -1376,6 +1518,7 @@ pub(crate) fn complete_windows(stmts: Vec<Stmt>) -> Vec<Stmt> {
         }
         let mut handles = Vec::new();
         let only_windows = windowed_posts(&stmt, &mut handles);
+        handles.retain(|h| !waited.contains(h));
         // Never after an `if`: ranks that take no branch posting them would wait for
         // requests they never posted.
         let here = match stmt.kind {
@@ -1399,9 +1542,9 @@ pub(crate) fn complete_windows(stmts: Vec<Stmt>) -> Vec<Stmt> {
         }
         match &mut stmt.kind {
             StmtKind::Loop(l) => {
-                l.body.stmts = complete_windows(std::mem::take(&mut l.body.stmts));
+                l.body.stmts = complete_windows_in(std::mem::take(&mut l.body.stmts), waited);
             }
-            StmtKind::If(i) => complete_windows_if(i),
+            StmtKind::If(i) => complete_windows_if(i, waited),
             _ => {}
         }
         out.push(stmt);
@@ -1511,11 +1654,11 @@ fn rename_requests(stmts: &mut [Stmt], names: &BTreeMap<String, String>) {
     }
 }
 
-fn complete_windows_if(i: &mut If) {
-    i.then_block.stmts = complete_windows(std::mem::take(&mut i.then_block.stmts));
+fn complete_windows_if(i: &mut If, waited: &BTreeSet<String>) {
+    i.then_block.stmts = complete_windows_in(std::mem::take(&mut i.then_block.stmts), waited);
     match &mut i.else_branch {
-        Some(Else::Block(b)) => b.stmts = complete_windows(std::mem::take(&mut b.stmts)),
-        Some(Else::If(next)) => complete_windows_if(next),
+        Some(Else::Block(b)) => b.stmts = complete_windows_in(std::mem::take(&mut b.stmts), waited),
+        Some(Else::If(next)) => complete_windows_if(next, waited),
         None => {}
     }
 }

@@ -58,7 +58,7 @@ pub(crate) struct Stretch {
     /// (a short list: every halo of a run is a stretch until `decide`).
     pub peers: Vec<i64>,
     /// A partner stretch's sends in call order: peer and bytes (at most
-    /// [`MAX_SLOTS`] + 1 kept: more cannot be written exactly).
+    /// [`MAX_PARTNERS`] + 1 kept: more cannot be written exactly).
     pub sent: Vec<(i64, u64)>,
     /// A partner stretch's receives in call order: the peer (as many kept).
     pub received: Vec<i64>,
@@ -73,12 +73,34 @@ pub(crate) struct PartnerTable {
     pub recvs: Vec<Vec<(u32, u64)>>,
 }
 
-/// Most sends or receives of one rank in an exchange written with its exact partners
-/// (each is a statement, its peers and sizes one entry per rank)...
-pub(crate) const MAX_SLOTS: usize = 8;
-/// ...and most entries (ranks x slots) of its tables: larger exchanges are written by
-/// the mean, a few statements whatever the rank count.
+impl PartnerTable {
+    /// Whether the table is small enough to write slot by slot: no rank has more than
+    /// [`MAX_SLOTS`] messages on a side, and ranks x slots is at most
+    /// [`MAX_TABLE_ENTRIES`].
+    pub fn by_slot(&self) -> bool {
+        let slots = self
+            .sends
+            .iter()
+            .chain(&self.recvs)
+            .map(Vec::len)
+            .max()
+            .unwrap_or(0);
+        slots <= MAX_SLOTS && slots.saturating_mul(self.sends.len()) <= MAX_TABLE_ENTRIES
+    }
+}
+
+/// Most sends or receives of one rank in an exchange written slot by slot (each slot is
+/// a statement, its peers and sizes one entry per rank)...
+const MAX_SLOTS: usize = 8;
+/// ...and most entries (ranks x slots) of its tables: a larger table is written as the
+/// graph itself, a loop over each rank's partners reading lists of every message.
 const MAX_TABLE_ENTRIES: usize = 256;
+/// Most sends or receives of one rank in an exchange written with its exact partners
+/// at all (a stretch keeps as many, and one more)...
+const MAX_PARTNERS: usize = 256;
+/// ...and most messages in it: larger exchanges are written by the mean, a few
+/// statements whatever the rank count.
+const MAX_MESSAGES: usize = 1 << 16;
 /// Most distinct tables on one communicator: an exchange whose partners or sizes follow
 /// the data (no two iterations alike) would make no loop, and is written by the mean.
 const MAX_DISTINCT_TABLES: usize = 8;
@@ -294,7 +316,7 @@ impl PartnerOpen {
         match ev.op {
             op if plain_send(op) && named && here => {
                 self.tally.send(ev);
-                if self.sent.len() <= MAX_SLOTS {
+                if self.sent.len() <= MAX_PARTNERS {
                     self.sent
                         .push((ev.peer.unwrap_or(0), ev.bytes.unwrap_or(0)));
                 }
@@ -302,7 +324,7 @@ impl PartnerOpen {
             Op::Irecv | Op::Recv if named && here => {
                 self.recvs += 1;
                 self.tally.peers.extend(ev.peer);
-                if self.received.len() <= MAX_SLOTS {
+                if self.received.len() <= MAX_PARTNERS {
                     self.received.push(ev.peer.unwrap_or(0));
                 }
             }
@@ -505,8 +527,8 @@ pub(crate) fn decide(
 
 /// The exact partners of one partner exchange whose ranks differ in their number of
 /// messages, when every world rank takes part (`merged` is every rank), no rank sends
-/// or receives more than [`MAX_SLOTS`] messages, the tables hold at most
-/// [`MAX_TABLE_ENTRIES`] entries, and every send has its receive: the m-th message
+/// or receives more than [`MAX_PARTNERS`] messages, there are at most [`MAX_MESSAGES`],
+/// and every send has its receive: the m-th message
 /// from p to q is the m-th receive of q from p (MPI's order on one communicator), which
 /// gives each receive the size of its message.
 fn exact_table(merged: &[u32], group: &[&Stretch], n_ranks: u32) -> Option<PartnerTable> {
@@ -521,7 +543,8 @@ fn exact_table(merged: &[u32], group: &[&Stretch], n_ranks: u32) -> Option<Partn
     let complete = group
         .iter()
         .all(|s| s.sent.len() as u64 == s.sends && s.received.len() as u64 == s.recvs);
-    if !complete || slots == 0 || slots > MAX_SLOTS || slots.saturating_mul(n) > MAX_TABLE_ENTRIES {
+    let messages: u64 = group.iter().map(|s| s.sends).sum();
+    if !complete || slots == 0 || slots > MAX_PARTNERS || messages > MAX_MESSAGES as u64 {
         return None;
     }
     let peer = |p: i64| u32::try_from(p).ok().filter(|p| (*p as usize) < n);
@@ -918,16 +941,33 @@ mod tests {
         let d = decide(&lost, &[0, 1, 2, 3], 4, &world, &none);
         assert!(d.values().flatten().all(|e| e.table.is_none()), "{d:?}");
         assert_eq!(d[&0][0].partners, Some(3));
-        // More messages than a rank's statements may hold: the mean.
-        let many: Vec<Vec<i64>> = (0..12i64)
-            .map(|r| (0..12).filter(|p| *p != r && (r < 2 || *p < 2)).collect())
-            .collect();
-        let stretches: BTreeMap<u32, Vec<Stretch>> = (0..12u32)
-            .map(|r| (r, vec![coupled(r, &many, &size)]))
-            .collect();
+        // Ranks 0 and 1 coupled to every other rank of `n`.
+        let hubs = |n: u32| -> BTreeMap<u32, Vec<Stretch>> {
+            let graph: Vec<Vec<i64>> = (0..i64::from(n))
+                .map(|r| {
+                    (0..i64::from(n))
+                        .filter(|p| *p != r && (r < 2 || *p < 2))
+                        .collect()
+                })
+                .collect();
+            (0..n)
+                .map(|r| (r, vec![coupled(r, &graph, &size)]))
+                .collect()
+        };
+        // More messages than a slot-by-slot table holds (11 a rank): the graph itself,
+        // every message exact.
         let all: Vec<u32> = (0..12).collect();
-        let d = decide(&stretches, &all, 12, &world, &none);
+        let d = decide(&hubs(12), &all, 12, &world, &none);
         assert_eq!(d.len(), 12);
+        let table = d[&0][0].table.clone().expect("a table past the slots");
+        assert!(!table.by_slot());
+        assert_eq!(table.sends[0].len(), 11);
+        assert_eq!(table.recvs[5], vec![(0, 105), (1, 205)]);
+        // Past MAX_PARTNERS messages a rank: the mean.
+        let n = MAX_PARTNERS as u32 + 2;
+        let all: Vec<u32> = (0..n).collect();
+        let d = decide(&hubs(n), &all, n, &world, &none);
+        assert_eq!(d.len(), n as usize);
         assert!(d.values().flatten().all(|e| e.table.is_none()));
         // Sizes that follow the data, no two exchanges alike: the mean.
         let stretches: BTreeMap<u32, Vec<Stretch>> = (0..4u32)

@@ -1309,3 +1309,30 @@ fn exchange_windows_are_completed_after_their_phase() {
     let checked = crate::check::check(&program, &text, crate::check::Options::default());
     assert!(checked.diags.is_empty(), "{:?}\n{text}", checked.diags);
 }
+
+/// A partner exchange written as its graph completes its own receives (`waitall x`
+/// after the sends): `complete_windows` adds no wait for `x`, in the loop or after it,
+/// and still completes the data-addressed exchange beside it (in the loop, which holds
+/// other communication). A rank with no partners
+/// (rank 0 here) never posts into `x`, and its `waitall x` is no error.
+#[test]
+fn partner_graph_windows_are_left_to_their_own_wait() {
+    let source = "skeleton w\nranks 4\ntopology ring\napp_time 1 s\n\
+        loop 10 {\n    loop 2 as partner {\n        if partner < per_rank(0, 2, 1, 1) {\n            req x = irecv rank([2, 3, 1, 1][per_rank(0, 0, 2, 3) + partner]) [8 B, 16 B, 8 B, 16 B][per_rank(0, 0, 2, 3) + partner] window 2\n        }\n    }\n    loop 2 as partner {\n        if partner < per_rank(0, 2, 1, 1) {\n            compute 1 us\n            send rank([2, 3, 1, 1][per_rank(0, 0, 2, 3) + partner]) [8 B, 16 B, 8 B, 16 B][per_rank(0, 0, 2, 3) + partner]\n        }\n    }\n    waitall x\n    loop nranks - 1 as other {\n        req ds0 = isend rank((rank + 1 + other) % nranks) 8 B window 4\n        req dr0 = irecv rank((rank - 1 - other) % nranks) 8 B window 4\n    }\n}\n";
+    let (mut program, diags) = perfskel_grammar::parse(source);
+    assert!(diags.is_empty(), "{diags:?}");
+    program.body.stmts = super::build::complete_windows(std::mem::take(&mut program.body.stmts));
+    let text = perfskel_grammar::print(&program);
+    assert_eq!(text.matches("waitall x").count(), 1, "{text}");
+    assert!(!text.contains("wait x #"), "{text}");
+    assert!(
+        text.contains("    }\n    waitall ds0, dr0 # the exchange's messages still in flight\n}\n"),
+        "{text}"
+    );
+    let checked = crate::check::check(&program, &text, crate::check::Options::default());
+    assert!(checked.diags.is_empty(), "{:?}\n{text}", checked.diags);
+    let info = checked.info.expect("checked");
+    let sent: Vec<u64> = info.ranks().iter().map(|r| r.messages_sent).collect();
+    // Per iteration: the graph's 0, 2, 1, 1 sends and the exchange's 3 a rank.
+    assert_eq!(sent, vec![30, 50, 40, 40]);
+}

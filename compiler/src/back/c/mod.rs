@@ -11,6 +11,7 @@
 //! their peers with the header's helpers. Every operation maps to the MPI call of the
 //! same name on contiguous bytes (reductions on doubles when the size allows).
 
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
@@ -149,6 +150,11 @@ struct Needs {
     recv: u64,
 }
 
+use super::INLINE_LIST;
+
+/// Entries on one line of a static list.
+const LIST_ROW: usize = 12;
+
 struct Writer<'a> {
     program: &'a Program,
     info: &'a Info,
@@ -174,6 +180,9 @@ struct Writer<'a> {
     has_while: bool,
     /// Static tables (per-rank times and sizes) emitted before `main`.
     tables: Vec<String>,
+    /// Lists too long to write in an expression ([`Writer::list`]), emitted once each
+    /// before `main`: C type, entries, name.
+    lists: RefCell<Vec<(String, Vec<String>, String)>>,
     /// Byte offsets where the source's lines start, to cite lines in comments.
     line_starts: Vec<usize>,
     out: String,
@@ -213,6 +222,7 @@ impl<'a> Writer<'a> {
             uses_source: false,
             has_while: false,
             tables: Vec::new(),
+            lists: RefCell::new(Vec::new()),
             line_starts: std::iter::once(0)
                 .chain(options.source.match_indices('\n').map(|(i, _)| i + 1))
                 .collect(),
@@ -420,6 +430,26 @@ impl<'a> Writer<'a> {
         self.out.push_str("#include \"perfskel.h\"\n\n");
         for table in std::mem::take(&mut self.tables) {
             self.out.push_str(&table);
+        }
+        let lists = self.lists.take();
+        if !lists.is_empty() {
+            self.out.push_str(&format!(
+                "/* Lists of more than {INLINE_LIST} entries, each once: in an expression they would be\n * copied at every evaluation. */\n"
+            ));
+        }
+        for (ctype, items, name) in &lists {
+            let _ = writeln!(
+                self.out,
+                "static const {ctype} {name}[{}] = {{",
+                items.len()
+            );
+            for row in items.chunks(LIST_ROW) {
+                let _ = writeln!(self.out, "    {},", row.join(", "));
+            }
+            self.out.push_str("};\n");
+        }
+        if !lists.is_empty() {
+            self.out.push('\n');
         }
         if let Shape::Graph { neighbors } = self.info.world() {
             let mut starts = vec![0usize];

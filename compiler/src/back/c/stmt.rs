@@ -5,7 +5,7 @@ use perfskel_grammar::ast::*;
 use perfskel_grammar::printer;
 
 use super::text::{as_int, comment_safe, seconds_literal, strip_parens};
-use super::{comm_name, Writer};
+use super::{comm_name, Writer, INLINE_LIST};
 use crate::semantics::Shape;
 
 impl Writer<'_> {
@@ -152,6 +152,27 @@ impl Writer<'_> {
         }
     }
 
+    /// A C array of `ctype` holding `items`, to index: a compound literal when short,
+    /// else a static array before `main` (one per distinct list), which gcc does not copy
+    /// onto the stack at every evaluation as it does a literal.
+    fn list(&self, ctype: &str, items: Vec<String>) -> String {
+        if items.len() <= INLINE_LIST {
+            return format!("((const {ctype}[]){{{}}})", items.join(", "));
+        }
+        let mut lists = self.lists.borrow_mut();
+        if let Some((_, _, name)) = lists.iter().find(|(t, i, _)| t == ctype && *i == items) {
+            return name.clone();
+        }
+        let mut n = lists.len() + 1;
+        let mut name = format!("list_{n}");
+        while self.namer.is_taken(&name) {
+            n += 1;
+            name = format!("list_{n}");
+        }
+        lists.push((ctype.to_string(), items, name.clone()));
+        name
+    }
+
     fn table_name(&self, stmt: &Stmt, what: &str) -> String {
         let line = stmt.pos.span().map_or(0, |s| self.line_of(s.start));
         let mut name = format!("{what}_line{line}");
@@ -205,7 +226,7 @@ impl Writer<'_> {
                     })
                     .collect();
                 if let Some(list) = fixed {
-                    return format!("((const double[]){{{}}})[{index}]", list.join(", "));
+                    return format!("{}[{index}]", self.list("double", list));
                 }
                 let options: Vec<String> =
                     p.values.iter().map(|v| self.time_expr(v, stmt)).collect();
@@ -235,8 +256,8 @@ impl Writer<'_> {
                     .map(|s| s.value.bytes().unwrap_or(0).to_string())
                     .collect();
                 format!(
-                    "((const int[]){{{}}})[{}]",
-                    list.join(", "),
+                    "{}[{}]",
+                    self.list("int", list),
                     strip_parens(&self.expr(&p.index))
                 )
             }
@@ -670,14 +691,14 @@ impl Writer<'_> {
             // This rank's entry of a table (`check` made its length the rank count).
             ExprKind::PerRank(values) => {
                 let parts: Vec<String> = values.iter().map(|v| format!("{v}LL")).collect();
-                format!("((const long long[]){{{}}})[rank]", parts.join(", "))
+                format!("{}[rank]", self.list("long long", parts))
             }
             // The entry at the index (`check` ran every index the program reaches).
             ExprKind::Pick(values, index) => {
                 let parts: Vec<String> = values.iter().map(|v| format!("{v}LL")).collect();
                 format!(
-                    "((const long long[]){{{}}})[{}]",
-                    parts.join(", "),
+                    "{}[{}]",
+                    self.list("long long", parts),
                     strip_parens(&self.expr(index))
                 )
             }

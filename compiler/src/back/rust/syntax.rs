@@ -2,6 +2,7 @@
 //! runtime's units, peers and directions, expressions (with the DSL's Euclidean `/`
 //! and `%`, and parentheses only where Rust needs them) and variable names.
 
+use crate::back::INLINE_LIST;
 use perfskel_grammar::ast::*;
 
 pub(super) fn topology(t: &Topology) -> String {
@@ -100,12 +101,35 @@ pub(super) fn size(s: Size) -> String {
     }
 }
 
-/// A point-to-point message size: a size, or `pick(&[...], index)`.
+/// A list of integers to index: an array, or a reference to one (which Rust keeps in
+/// static memory) when it is long.
+fn int_list(values: &[i64]) -> String {
+    let parts: Vec<String> = values.iter().map(|v| format!("{v}_i64")).collect();
+    if values.len() <= INLINE_LIST {
+        format!("[{}]", parts.join(", "))
+    } else {
+        format!("(&[{}])", parts.join(", "))
+    }
+}
+
+/// A point-to-point message size: a size, or `pick(&[...], index)`; a long list is of
+/// bytes, literals Rust keeps in static memory.
 pub(super) fn msg_size(s: &MsgSize, vars: &LoopVars) -> String {
     match s {
         MsgSize::Fixed(v) => size(v.value),
         MsgSize::Pick(p) => {
-            let options: Vec<String> = p.values.iter().map(|v| size(v.value)).collect();
+            let long = p.values.len() > INLINE_LIST;
+            let options: Vec<String> = p
+                .values
+                .iter()
+                .map(|v| {
+                    if long {
+                        format!("{}_u64", v.value.bytes().unwrap_or(0))
+                    } else {
+                        size(v.value)
+                    }
+                })
+                .collect();
             format!("pick(&[{}], {})", options.join(", "), expr(&p.index, vars))
         }
     }
@@ -207,18 +231,12 @@ fn expr_prec(e: &Expr, vars: &LoopVars) -> (String, u8) {
         ExprKind::NRanks => ("nranks".into(), P_ATOM),
         ExprKind::Coord(i) => (format!("coords[{i}]"), P_ATOM),
         // This rank's entry of a table (`check` made its length the rank count).
-        ExprKind::PerRank(values) => {
-            let parts: Vec<String> = values.iter().map(|v| format!("{v}_i64")).collect();
-            (format!("[{}][rank as usize]", parts.join(", ")), P_ATOM)
-        }
+        ExprKind::PerRank(values) => (format!("{}[rank as usize]", int_list(values)), P_ATOM),
         // The entry at the index (`check` ran every index the program reaches).
-        ExprKind::Pick(values, index) => {
-            let parts: Vec<String> = values.iter().map(|v| format!("{v}_i64")).collect();
-            (
-                format!("[{}][{} as usize]", parts.join(", "), wrap(index, P_ATOM)),
-                P_ATOM,
-            )
-        }
+        ExprKind::Pick(values, index) => (
+            format!("{}[{} as usize]", int_list(values), wrap(index, P_ATOM)),
+            P_ATOM,
+        ),
         ExprKind::Var(v) => (
             vars.get(&v.name)
                 .cloned()
