@@ -267,13 +267,13 @@ pub(crate) fn times_fill(stmt: &Stmt, fill_loops: &std::collections::BTreeSet<u3
             .is_some_and(|s| fill_loops.contains(&s.start))
 }
 
-/// The comment on a loop whose first iteration the program times apart.
 /// Most entries of a list written where an expression reads it; the back ends keep
 /// longer lists in static memory (C: a static array before `main`; Rust: a promoted
 /// constant), which the compilers would otherwise build on the stack at every
 /// evaluation.
 pub(crate) const INLINE_LIST: usize = 32;
 
+/// The comment on a loop whose first iteration the program times apart.
 pub(crate) const FILL_NOTE: &str =
     "a pipeline: what its first iteration takes beyond the others' mean is its fill, counted once";
 

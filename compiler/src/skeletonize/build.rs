@@ -468,8 +468,12 @@ impl Builder<'_> {
         let mut out = if by_slot {
             slot_posts(table, compute.as_ref(), &post, &with_site)
         } else {
-            self.loops += 2;
-            graph_posts(table, compute.as_ref(), &post, &with_site)
+            let posts = graph_posts(table, compute.as_ref(), &post, &with_site);
+            self.loops += posts
+                .iter()
+                .filter(|s| matches!(s.kind, StmtKind::Loop(_)))
+                .count();
+            posts
         };
         if send_counts.iter().all(|c| *c == 0) {
             out.extend(compute);
@@ -1099,6 +1103,7 @@ fn counts(side: &[Vec<(u32, u64)>]) -> Vec<usize> {
     side.iter().map(Vec::len).collect()
 }
 
+/// The most messages any rank has on a side.
 fn most(counts: &[usize]) -> usize {
     counts.iter().copied().max().unwrap_or(0)
 }
@@ -1493,24 +1498,24 @@ fn step_condition(cond: &Cond, name: &str) -> Expr {
 /// that a statement of the program already completes (a partner exchange written as
 /// its graph waits for its own receives) are left as they are.
 pub(crate) fn complete_windows(stmts: Vec<Stmt>) -> Vec<Stmt> {
-    complete_windows_in(stmts, &BTreeSet::new())
-}
-
-/// [`complete_windows`] in a block whose enclosing blocks complete the handles `waited`.
-fn complete_windows_in(stmts: Vec<Stmt>, waited: &BTreeSet<String>) -> Vec<Stmt> {
-    let mut waited = waited.clone();
+    let mut waited = BTreeSet::new();
+    let mut one = |s: &Stmt| {
+        if let StmtKind::Wait(w) = &s.kind {
+            waited.extend(w.handles.iter().map(|h| h.name.clone()));
+        }
+    };
     for stmt in &stmts {
-        let mut one = |s: &Stmt| {
-            if let StmtKind::Wait(w) = &s.kind {
-                waited.extend(w.handles.iter().map(|h| h.name.clone()));
-            }
-        };
         one(stmt);
         for b in crate::semantics::stmt_blocks(stmt) {
             crate::semantics::visit(b, &mut one);
         }
     }
-    let waited = &waited;
+    complete_windows_in(stmts, &waited)
+}
+
+/// [`complete_windows`] in one block, the handles in `waited` left alone (the
+/// program's own waits complete them).
+fn complete_windows_in(stmts: Vec<Stmt>, waited: &BTreeSet<String>) -> Vec<Stmt> {
     let mut out = Vec::with_capacity(stmts.len());
     for mut stmt in stmts {
         if let StmtKind::Loop(l) = &mut stmt.kind {

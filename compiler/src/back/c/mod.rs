@@ -22,7 +22,7 @@ mod stmt;
 mod text;
 
 use super::namer::{Language, Namer};
-use super::{GeneratedFile, Options};
+use super::{GeneratedFile, Options, INLINE_LIST};
 use crate::check::{Info, Verified};
 use crate::semantics::Shape;
 use text::{c_string, comment_safe, number, seconds_text};
@@ -149,8 +149,6 @@ struct Needs {
     send: u64,
     recv: u64,
 }
-
-use super::INLINE_LIST;
 
 /// Entries on one line of a static list.
 const LIST_ROW: usize = 12;
@@ -436,19 +434,17 @@ impl<'a> Writer<'a> {
             self.out.push_str(&format!(
                 "/* Lists of more than {INLINE_LIST} entries, each once: in an expression they would be\n * copied at every evaluation. */\n"
             ));
-        }
-        for (ctype, items, name) in &lists {
-            let _ = writeln!(
-                self.out,
-                "static const {ctype} {name}[{}] = {{",
-                items.len()
-            );
-            for row in items.chunks(LIST_ROW) {
-                let _ = writeln!(self.out, "    {},", row.join(", "));
+            for (ctype, items, name) in &lists {
+                let _ = writeln!(
+                    self.out,
+                    "static const {ctype} {name}[{}] = {{",
+                    items.len()
+                );
+                for row in items.chunks(LIST_ROW) {
+                    let _ = writeln!(self.out, "    {},", row.join(", "));
+                }
+                self.out.push_str("};\n");
             }
-            self.out.push_str("};\n");
-        }
-        if !lists.is_empty() {
             self.out.push('\n');
         }
         if let Shape::Graph { neighbors } = self.info.world() {
