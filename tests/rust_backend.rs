@@ -36,6 +36,7 @@ fn emit(source_name: &str, source: &str) -> (Program, Vec<GeneratedFile>) {
         own_ratios: Default::default(),
         rest_ratio: 1.0,
         fill_loops: Default::default(),
+        measure_skips: Default::default(),
         app_time_s: verified.program().app_time.value.seconds(),
         source_name: source_name.to_string(),
         source: source.to_string(),

@@ -4,8 +4,9 @@
 //! implies.
 
 use std::path::Path;
+use std::process::Command;
 
-use crate::common::{perfskel, text};
+use crate::common::{perfskel, text, OWN};
 use perfskel_compiler::back::RunResult;
 
 const SKELETON: &str = "skeleton smpi_ring\nranks 4\ntopology ring\napp_time 50 ms\nloop 10 {\n    compute 4 ms\n    sendrecv to next 64 KiB from prev 64 KiB\n    allreduce 8 B\n}\n";
@@ -233,5 +234,65 @@ fn simgrid_runs_say_what_they_need() {
         text(&out.stderr).contains("--hostfile"),
         "{}",
         text(&out.stderr)
+    );
+}
+
+/// Under SMPI the measuring pass leaves out the loops that hold nothing it times: the
+/// two-rank skeleton's cut loop of sendrecvs, marked by `compile`, runs in the timed pass
+/// only, and the simulation gives the same times as with every loop in that pass
+/// (`PERFSKEL_SMPI_MEASURE=all`): deterministic, so exactly the same.
+#[test]
+fn the_measuring_pass_under_smpi_leaves_out_loops_it_does_not_time() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = dir.path();
+    std::fs::write(dir.join("own.skel"), OWN).expect("write");
+    let done = perfskel(
+        dir,
+        &["compile", "own.skel", "--ratio", "1:10", "-o", "out"],
+    );
+    assert!(done.status.success(), "{}", text(&done.stderr));
+    let c = std::fs::read_to_string(dir.join("out/own.c")).expect("generated C");
+    // The loop of 200 sendrecvs (20 at 1:10), not the bcast's loop the pass times.
+    assert_eq!(c.matches("&& !ps_measure_skips()").count(), 1, "{c}");
+    assert!(c.contains("< 20 && !ps_measure_skips();"), "{c}");
+    let flat = platform(dir, "flat", &["--shape", "cluster:2"]);
+    let run = |measure: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_perfskel"))
+            .args(["run", "out", "-np", "2", "--simgrid", &flat])
+            .current_dir(dir)
+            .env("PERFSKEL_NO_CALIBRATE", "1")
+            .env("PERFSKEL_SMPI_MEASURE", measure)
+            .output()
+            .expect("the perfskel binary runs");
+        let stdout = text(&out.stdout);
+        (out.status.success(), stdout, text(&out.stderr))
+    };
+    let (ok, stdout, stderr) = run("");
+    assert!(ok, "{stdout}\n{stderr}");
+    let left_out = RunResult::find_in(&stdout).expect("a result line");
+    let (ok, stdout, stderr) = run("all");
+    assert!(ok, "{stdout}\n{stderr}");
+    let every = RunResult::find_in(&stdout).expect("a result line");
+    assert!(left_out.own_s > 0.0, "{left_out:?}");
+    assert_eq!(
+        (
+            left_out.skeleton_s,
+            left_out.own_s,
+            left_out.own_app_s,
+            left_out.predicted_s
+        ),
+        (
+            every.skeleton_s,
+            every.own_s,
+            every.own_app_s,
+            every.predicted_s
+        )
+    );
+    let (ok, stdout, stderr) = run("some");
+    assert!(!ok, "{stdout}");
+    assert!(
+        stderr.contains("PERFSKEL_SMPI_MEASURE must be `timed` or `all`")
+            || stdout.contains("PERFSKEL_SMPI_MEASURE must be `timed` or `all`"),
+        "{stdout}\n{stderr}"
     );
 }

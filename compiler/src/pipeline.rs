@@ -128,6 +128,11 @@ pub fn compile_with(
     let files = match backend {
         None => Vec::new(),
         Some(backend) => {
+            let measure_skips = if backend == Backend::C {
+                measure_skips(&rechecked, source, &scaled.own_ratios)
+            } else {
+                Default::default()
+            };
             let options = back::Options {
                 ratio,
                 // Four decimals, as the program prints them.
@@ -139,6 +144,7 @@ pub fn compile_with(
                     .collect(),
                 rest_ratio: four_decimals(scaled.rest_ratio),
                 fill_loops: scaled.fill_loops.clone(),
+                measure_skips,
                 app_time_s: verified.program().app_time.value.seconds(),
                 source_name: source_name.to_string(),
                 source: source.to_string(),
@@ -154,6 +160,58 @@ pub fn compile_with(
         diags,
         report,
     })
+}
+
+/// The loops a measuring pass under SMPI may leave out (`back::Options::measure_skips`):
+/// those [`back::unmeasured_loops`] finds, where the scaled program with each of them
+/// taken out still checks, so that no message or collective of the loops left out
+/// is matched by one that runs; else none. Simulated, the pass then makes only the
+/// communication it times, not the program's whole again (a transpose's 64-rank
+/// all-to-alls twice more, for a reduce of 12 us).
+pub fn measure_skips(
+    scaled: &Verified,
+    source: &str,
+    own: &std::collections::BTreeMap<u32, f64>,
+) -> std::collections::BTreeSet<u32> {
+    let skips = back::unmeasured_loops(&scaled.program().body, own);
+    if skips.is_empty() {
+        return skips;
+    }
+    // The program without them (a loop runs at least once: they are taken out).
+    fn zero(block: &mut perfskel_grammar::ast::Block, skips: &std::collections::BTreeSet<u32>) {
+        use perfskel_grammar::ast::{Else, StmtKind};
+        block.stmts.retain(|stmt| {
+            !(matches!(stmt.kind, StmtKind::Loop(_))
+                && stmt.pos.span().is_some_and(|s| skips.contains(&s.start)))
+        });
+        for stmt in &mut block.stmts {
+            match &mut stmt.kind {
+                StmtKind::Loop(l) => zero(&mut l.body, skips),
+                StmtKind::While(w) => zero(&mut w.body, skips),
+                StmtKind::If(i) => {
+                    let mut arm = Some(&mut **i);
+                    while let Some(a) = arm {
+                        zero(&mut a.then_block, skips);
+                        arm = match &mut a.else_branch {
+                            Some(Else::If(next)) => Some(&mut **next),
+                            Some(Else::Block(b)) => {
+                                zero(b, skips);
+                                None
+                            }
+                            None => None,
+                        };
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    let mut without = scaled.program().clone();
+    zero(&mut without.body, &skips);
+    match verify(without, source, CheckOptions::default()) {
+        Ok(_) => skips,
+        Err(_) => Default::default(),
+    }
 }
 
 /// A ratio as the generated programs print it.
@@ -175,4 +233,66 @@ pub fn check_source(source: &str, options: CheckOptions) -> Vec<Diag> {
         std::thread::spawn(move || drop(program));
     }
     diags
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn verified(source: &str) -> Verified {
+        let (program, diags) = perfskel_grammar::parse(source);
+        assert!(!diags.iter().any(Diag::is_error), "{diags:?}");
+        verify(program, source, CheckOptions::default())
+            .unwrap_or_else(|d| panic!("does not check: {d:?}"))
+    }
+
+    /// Where each line that starts with `line` starts in `source`, past its indent.
+    fn at(source: &str, line: &str) -> u32 {
+        let mut offset = 0;
+        for l in source.split_inclusive('\n') {
+            let trimmed = l.trim_start();
+            if trimmed.starts_with(line) {
+                return (offset + l.len() - trimmed.len()) as u32;
+            }
+            offset += l.len();
+        }
+        panic!("no line {line}");
+    }
+
+    /// A loop of communication with nothing the measuring pass times is left out of it;
+    /// one that holds such a statement is not, nor a loop of compute alone.
+    #[test]
+    fn loops_without_timed_statements_are_left_out_of_the_measuring_pass() {
+        let source = "skeleton t\nranks 2\ntopology ring\napp_time 1 s\nloop 4 {\n    compute 1 ms\n    alltoall 1 KiB\n}\nloop 3 {\n    loop 2 {\n        compute 1 ms\n        bcast 8 B\n    }\n    barrier\n}\nloop 5 {\n    compute 1 ms\n}\nreduce 8 B\n";
+        let v = verified(source);
+        let own = std::collections::BTreeMap::from([
+            (at(source, "barrier"), 3.0),
+            (at(source, "reduce"), 1.0),
+        ]);
+        let skips = measure_skips(&v, source, &own);
+        // The all-to-all's loop and the bcast's (inside the barrier's loop, which stays).
+        assert_eq!(
+            skips.into_iter().collect::<Vec<_>>(),
+            vec![at(source, "loop 4"), at(source, "loop 2")]
+        );
+        // Nothing timed: no measuring pass, nothing to leave out.
+        assert!(measure_skips(&v, source, &Default::default()).is_empty());
+    }
+
+    /// A loop whose messages are received by a statement the pass times stays: the
+    /// program without it would not check (the receive would wait forever).
+    #[test]
+    fn a_loop_whose_messages_are_matched_elsewhere_stays_in_the_measuring_pass() {
+        let source = "skeleton t\nranks 2\ntopology chain\napp_time 1 s\nif rank == 0 {\n    loop 3 {\n        send next 1 KiB\n    }\n} else {\n    recv prev 1 KiB\n    recv prev 1 KiB\n    recv prev 1 KiB\n}\n";
+        let v = verified(source);
+        let own = std::collections::BTreeMap::from([(at(source, "recv"), 1.0)]);
+        assert_eq!(
+            back::unmeasured_loops(&v.program().body, &own)
+                .into_iter()
+                .collect::<Vec<_>>(),
+            vec![at(source, "loop 3")],
+            "a candidate"
+        );
+        assert!(measure_skips(&v, source, &own).is_empty());
+    }
 }

@@ -673,6 +673,28 @@ static inline int ps_want_measure(unsigned long long ratio, int measure) {
     return !(env && strcmp(env, "off") == 0);
 }
 
+/* Whether the current pass leaves out the loops `perfskel compile` marked as holding
+ * nothing the measuring pass times (`&& !ps_measure_skips()` in their condition): in the
+ * measuring pass under SMPI, where that pass costs simulation time only and a loop's
+ * communication simulated again only makes the simulation longer (compile marks a loop
+ * only where the program without it still checks: nothing in it matches a message or
+ * collective elsewhere). PERFSKEL_SMPI_MEASURE=all runs them (`timed`, the default, does
+ * not). Real MPI runs every loop in that pass: there its communication sets the state the
+ * timed stretches start from (which rank arrives first, the library's queues). */
+static int ps_skipping;
+
+static inline int ps_measure_skips(void) { return ps_skipping; }
+
+static inline int ps_want_skips(void) {
+#ifdef PERFSKEL_SMPI
+    const char *env = getenv("PERFSKEL_SMPI_MEASURE");
+    if (!env || !*env || strcmp(env, "timed") == 0) return 1;
+    if (strcmp(env, "all") == 0) return 0;
+    ps_fail("PERFSKEL_SMPI_MEASURE must be `timed` or `all`");
+#endif
+    return 0;
+}
+
 /* The loop over the passes: `while (ps_pass(K, M)) { program }`. The first pass, when
  * there is a warm-up, runs the program with compute spans that do nothing and is not
  * timed; with M (the program has communication with ratios of its own) the measuring
@@ -693,11 +715,13 @@ static inline int ps_pass(unsigned long long ratio, int measure) {
     if (!ps_measuring && !ps_measured && ps_want_measure(ratio, measure)) {
         ps_pass_state = PS_WARMING;
         ps_measuring = 1;
+        ps_skipping = ps_want_skips();
         ps_start = now;
         return 1;
     }
     if (ps_measuring) {
         ps_measuring = 0;
+        ps_skipping = 0;
         ps_measured = 1;
     }
     int rank = 0;

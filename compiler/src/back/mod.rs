@@ -39,6 +39,11 @@ pub struct Options {
     /// The loops whose first iteration the program times apart, a pipeline's fill (by
     /// the byte offset where each starts in the source; see `scale::Scaled::fill_loops`).
     pub fill_loops: std::collections::BTreeSet<u32>,
+    /// The loops a measuring pass under SimGrid's SMPI leaves out (by the byte offset
+    /// where each starts in the source; see [`unmeasured_loops`]): loops that hold
+    /// none of the statements it times, whose communication simulated again would only
+    /// make the simulation longer. Real MPI runs every loop in that pass.
+    pub measure_skips: std::collections::BTreeSet<u32>,
     /// The `app_time` of the unscaled skeleton, in seconds.
     pub app_time_s: f64,
     /// The skeleton file's name without directories, for comments (`stencil2d.skel`).
@@ -258,6 +263,49 @@ pub(crate) fn own_stretches(
     out
 }
 
+/// The loops a simulated program's measuring pass leaves out (`Options::measure_skips`):
+/// the outermost loops of `body` that hold communication but none of the statements
+/// with a ratio of their own (`own`, by where statements start in the source), by where
+/// each starts. A caller keeps them only where the program without those loops
+/// still checks (`pipeline::measure_skips`): nothing they send is received
+/// elsewhere, no collective in them is called elsewhere.
+pub(crate) fn unmeasured_loops(
+    body: &Block,
+    own: &std::collections::BTreeMap<u32, f64>,
+) -> std::collections::BTreeSet<u32> {
+    fn holds_own(block: &Block, own: &std::collections::BTreeMap<u32, f64>) -> bool {
+        let mut found = false;
+        crate::semantics::visit(block, &mut |stmt| {
+            found |= stmt.pos.span().is_some_and(|s| own.contains_key(&s.start));
+        });
+        found
+    }
+    fn walk(
+        block: &Block,
+        own: &std::collections::BTreeMap<u32, f64>,
+        out: &mut std::collections::BTreeSet<u32>,
+    ) {
+        for stmt in &block.stmts {
+            if let (StmtKind::Loop(l), Some(span)) = (&stmt.kind, stmt.pos.span()) {
+                if !holds_own(&l.body, own) {
+                    if !crate::exec::plan::is_comm_free(&l.body) {
+                        out.insert(span.start);
+                    }
+                    continue;
+                }
+            }
+            for inner in crate::semantics::stmt_blocks(stmt) {
+                walk(inner, own, out);
+            }
+        }
+    }
+    let mut out = std::collections::BTreeSet::new();
+    if !own.is_empty() {
+        walk(body, own, &mut out);
+    }
+    out
+}
+
 /// Whether `stmt` is a loop the program times for its fill (`Options::fill_loops`).
 pub(crate) fn times_fill(stmt: &Stmt, fill_loops: &std::collections::BTreeSet<u32>) -> bool {
     matches!(stmt.kind, StmtKind::Loop(_))
@@ -272,6 +320,10 @@ pub(crate) fn times_fill(stmt: &Stmt, fill_loops: &std::collections::BTreeSet<u3
 /// constant), which the compilers would otherwise build on the stack at every
 /// evaluation.
 pub(crate) const INLINE_LIST: usize = 32;
+
+/// The comment on a loop a measuring pass under SMPI leaves out (`Options::measure_skips`).
+pub(crate) const SKIP_NOTE: &str =
+    "holds nothing the measuring pass times: simulated under SMPI, that pass leaves it out";
 
 /// The comment on a loop whose first iteration the program times apart.
 pub(crate) const FILL_NOTE: &str =

@@ -107,8 +107,18 @@ impl Writer<'_> {
                         crate::back::FILL_NOTE
                     ));
                 }
+                let skipped = stmt
+                    .pos
+                    .span()
+                    .is_some_and(|s| self.options.measure_skips.contains(&s.start));
+                let skip = if skipped {
+                    self.line(&format!("/* {} */", crate::back::SKIP_NOTE));
+                    " && !ps_measure_skips()"
+                } else {
+                    ""
+                };
                 self.line(&format!(
-                    "for (long long {var} = 0; {var} < {count}; {var}++) {{"
+                    "for (long long {var} = 0; {var} < {count}{skip}; {var}++) {{"
                 ));
                 self.indent += 1;
                 self.depth += 1;
