@@ -178,7 +178,7 @@ pub fn measure_skips(
         return skips;
     }
     // The program without them (a loop runs at least once: they are taken out).
-    fn zero(block: &mut perfskel_grammar::ast::Block, skips: &std::collections::BTreeSet<u32>) {
+    fn take_out(block: &mut perfskel_grammar::ast::Block, skips: &std::collections::BTreeSet<u32>) {
         use perfskel_grammar::ast::{Else, StmtKind};
         block.stmts.retain(|stmt| {
             !(matches!(stmt.kind, StmtKind::Loop(_))
@@ -186,16 +186,16 @@ pub fn measure_skips(
         });
         for stmt in &mut block.stmts {
             match &mut stmt.kind {
-                StmtKind::Loop(l) => zero(&mut l.body, skips),
-                StmtKind::While(w) => zero(&mut w.body, skips),
+                StmtKind::Loop(l) => take_out(&mut l.body, skips),
+                StmtKind::While(w) => take_out(&mut w.body, skips),
                 StmtKind::If(i) => {
                     let mut arm = Some(&mut **i);
                     while let Some(a) = arm {
-                        zero(&mut a.then_block, skips);
+                        take_out(&mut a.then_block, skips);
                         arm = match &mut a.else_branch {
                             Some(Else::If(next)) => Some(&mut **next),
                             Some(Else::Block(b)) => {
-                                zero(b, skips);
+                                take_out(b, skips);
                                 None
                             }
                             None => None,
@@ -207,7 +207,7 @@ pub fn measure_skips(
         }
     }
     let mut without = scaled.program().clone();
-    zero(&mut without.body, &skips);
+    take_out(&mut without.body, &skips);
     match verify(without, source, CheckOptions::default()) {
         Ok(_) => skips,
         Err(_) => Default::default(),
