@@ -500,6 +500,15 @@ pub fn skeletonize(
     };
     // Blocks that differ only in a peer that steps by a constant: a loop over peers.
     let merged_nest = peers::peer_loops(merged_nest, &dirs);
+    // Compute in loops that read their iteration number: each rank's total, over the
+    // visits the written program makes.
+    let mut merged_nest = merged_nest;
+    let respread = fold::keep_totals(&mut merged_nest);
+    if respread > 0 {
+        summary.notes.push(format!(
+            "{respread} compute statement(s) in loops that read their iteration number run more or less often than the application ran those spans: each keeps every rank's total time, spread evenly over the visits the loop makes"
+        ));
+    }
     // Communicators no kept statement uses are not declared (`check` would warn).
     let mut used = std::collections::BTreeSet::new();
     used_comms(&merged_nest, &mut used);

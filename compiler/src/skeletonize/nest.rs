@@ -142,6 +142,23 @@ impl Acc {
         }
     }
 
+    /// The same total time over `n` visits (n ≥ 1): each span `self.n / n` times as long.
+    /// Message sizes, MPI time and polls keep their totals (the compute tokens this is
+    /// for have none but the polls).
+    pub fn revisited(&self, n: u64) -> Acc {
+        if n == 0 || self.n == 0 || n == self.n {
+            return self.clone();
+        }
+        let q = self.n as f64 / n as f64;
+        Acc {
+            n,
+            sum_ns: self.sum_ns,
+            sum_sq: self.sum_sq * q,
+            spread: self.spread.diluted(q, n),
+            ..self.clone()
+        }
+    }
+
     /// Adds the visits of `other` (another place folded into this position).
     pub fn merge(&mut self, other: &Acc) {
         self.n += other.n;

@@ -1336,3 +1336,75 @@ fn partner_graph_windows_are_left_to_their_own_wait() {
     // Per iteration: the graph's 0, 2, 1, 1 sends and the exchange's 3 a rank.
     assert_eq!(sent, vec![30, 50, 40, 40]);
 }
+
+#[test]
+fn compute_in_a_step_loop_keeps_each_ranks_total_over_the_visits_it_runs() {
+    // The alignment folded several places into one compute position: 3 visits on rank
+    // 0 and 40 on rank 1, in a block the written loop runs twice on 8 of its 10
+    // iterations (LAMMPS traced with 4 ranks on 2 cores: 59 visits of 7.1 ms in a block
+    // run on 470 steps). Written as the mean of a visit, 16 runs would multiply rank 0's
+    // time by 5; each rank keeps its total instead.
+    let compute = Tok {
+        kind: Kind::Compute,
+        comm: CommRef::World,
+        site: 3,
+    };
+    let acc = |n: u64, each_ns: u64| {
+        let mut a = nest::Acc::default();
+        for _ in 0..n {
+            a.add(each_ns, 0);
+        }
+        a
+    };
+    let block = |counts: BTreeMap<u32, u64>, accs: BTreeMap<u32, nest::Acc>| MNode::Steps {
+        count: 10,
+        body: vec![MNode::When {
+            cond: fold::Cond::Not(fold::Atom::Every { p: 5, r: 2 }),
+            then: vec![MNode::Loop {
+                counts,
+                body: vec![MNode::Tok {
+                    tok: compute.clone(),
+                    acc: accs,
+                }],
+                entry: Default::default(),
+            }],
+            otherwise: Vec::new(),
+            recorded: None,
+        }],
+    };
+    let mut nodes = vec![block(
+        [(0, 2), (1, 2)].into(),
+        [(0, acc(3, 1_000_000)), (1, acc(40, 100_000))].into(),
+    )];
+    assert_eq!(fold::keep_totals(&mut nodes), 1);
+    let MNode::Steps { body, .. } = &nodes[0] else {
+        panic!("{nodes:?}")
+    };
+    let MNode::When { then, .. } = &body[0] else {
+        panic!("{body:?}")
+    };
+    let MNode::Loop { body, .. } = &then[0] else {
+        panic!("{then:?}")
+    };
+    let MNode::Tok { acc: got, .. } = &body[0] else {
+        panic!("{body:?}")
+    };
+    for (rank, total_ns) in [(0, 3_000_000.0), (1, 4_000_000.0)] {
+        let a = &got[&rank];
+        assert_eq!(a.n, 16, "rank {rank}: {a:?}");
+        assert!((a.sum_ns - total_ns).abs() < 1e-6, "rank {rank}: {a:?}");
+        assert!(
+            (a.mean() - total_ns / 16.0).abs() < 1e-6,
+            "rank {rank}: {a:?}"
+        );
+        // Every span the same length: no spread made up.
+        let var = a.sum_sq / a.n as f64 - a.mean() * a.mean();
+        assert!(var.abs() < 1e-3 * a.mean() * a.mean(), "rank {rank}: {a:?}");
+    }
+
+    // Visits that match what the loop runs are left as they are.
+    let mut exact = vec![block([(0, 2)].into(), [(0, acc(16, 1_000))].into())];
+    let before = exact.clone();
+    assert_eq!(fold::keep_totals(&mut exact), 0);
+    assert_eq!(exact, before);
+}
