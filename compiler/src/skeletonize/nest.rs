@@ -131,15 +131,7 @@ impl Acc {
         if g <= 1.0 || self.n == 0 {
             return self.clone();
         }
-        let n = ((self.n as f64 * g).round() as u64).max(self.n);
-        let q = self.n as f64 / n as f64;
-        Acc {
-            n,
-            sum_ns: self.sum_ns,
-            sum_sq: self.sum_sq * q,
-            spread: self.spread.diluted(q, n),
-            ..self.clone()
-        }
+        self.revisited(((self.n as f64 * g).round() as u64).max(self.n))
     }
 
     /// The same total time over `n` visits (n ≥ 1): each span `self.n / n` times as long.
