@@ -146,6 +146,12 @@ pub(crate) fn keep_totals(nodes: &mut [MNode]) -> usize {
     changed
 }
 
+/// Iterations that reach a node of the innermost step loop: the outer loops' times the
+/// innermost's set.
+fn reached(outer: u64, set: &[bool]) -> u64 {
+    outer.saturating_mul(set.iter().filter(|x| **x).count() as u64)
+}
+
 /// The walk of [`keep_totals`]: `mult` the counts of the loops around, per rank, and
 /// `steps` the enclosing step loops' iterations that reach here (the product of the
 /// outer ones' and the innermost's set, by iteration number); `None` outside step loops.
@@ -162,7 +168,7 @@ fn totals_in(
                 if tok.kind != Kind::Compute {
                     continue;
                 }
-                let iterations = outer.saturating_mul(set.iter().filter(|x| **x).count() as u64);
+                let iterations = reached(outer, set);
                 let mut moved = false;
                 for (rank, a) in acc.iter_mut() {
                     let visits = iterations.saturating_mul(mult.get(rank).copied().unwrap_or(1));
@@ -189,9 +195,7 @@ fn totals_in(
                 }
             }
             MNode::Steps { count, body } => {
-                let outer = steps.map_or(1, |(o, set)| {
-                    o.saturating_mul(set.iter().filter(|x| **x).count() as u64)
-                });
+                let outer = steps.map_or(1, |(o, set)| reached(o, set));
                 let all = vec![true; usize::try_from(*count).unwrap_or(0)];
                 totals_in(body, mult, Some((outer, &all)), changed);
             }

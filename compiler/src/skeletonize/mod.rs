@@ -499,10 +499,9 @@ pub fn skeletonize(
         coarse
     };
     // Blocks that differ only in a peer that steps by a constant: a loop over peers.
-    let merged_nest = peers::peer_loops(merged_nest, &dirs);
+    let mut merged_nest = peers::peer_loops(merged_nest, &dirs);
     // Compute in loops that read their iteration number: each rank's total, over the
     // visits the written program makes.
-    let mut merged_nest = merged_nest;
     let respread = fold::keep_totals(&mut merged_nest);
     if respread > 0 {
         summary.notes.push(format!(
