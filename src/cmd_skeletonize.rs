@@ -302,6 +302,20 @@ pub fn make_skeleton(args: &Args) -> Result<(Outcome, Vec<perfskel_grammar::Diag
         ));
     }
     let (check_errors, check_warnings) = tally(&diags);
+    // The written skeleton's compute, rank by rank, against the trace's.
+    if check_errors == 0 {
+        if let Some(written) = perfskel_compiler::pipeline::rank_compute_s(&text) {
+            let checked = skeletonize::ComputeCheck::new(
+                &skeleton.traced_compute_s,
+                skeleton.summary.dropped_compute_s,
+                &written,
+                skeleton.summary.app_time_s,
+                skeleton.compute_by_rank,
+            );
+            skeleton.summary.notes.extend(checked.note());
+            skeleton.summary.compute_check = Some(checked);
+        }
+    }
     Ok((
         Outcome {
             skeleton,

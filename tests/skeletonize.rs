@@ -80,6 +80,20 @@ fn skeletonize_cli(trace: &Path, extra: &[&str]) -> (String, serde_json::Value) 
     });
     let text = std::fs::read_to_string(&out_file).expect("skeleton written");
     assert!(out.status.success(), "{text}\n{summary:#}");
+    // Each rank computes what it did in the trace (the summary's own check, as `check`
+    // simulates the written text): no note says otherwise.
+    assert!(
+        summary["compute_check"].is_object(),
+        "no compute check:\n{summary:#}"
+    );
+    assert!(
+        !summary["notes"]
+            .as_array()
+            .is_some_and(|n| n.iter().any(|n| n
+                .as_str()
+                .is_some_and(|n| n.contains("the skeleton computes")))),
+        "{text}\n{summary:#}"
+    );
     let checked = perfskel(&["check", out_file.to_str().expect("utf-8")]);
     assert!(
         checked.status.success(),

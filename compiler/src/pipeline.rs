@@ -235,6 +235,52 @@ pub fn check_source(source: &str, options: CheckOptions) -> Vec<Diag> {
     diags
 }
 
+/// Each rank's compute in seconds as `check`'s simulation runs the program (random
+/// spans at their mean), the failed polls after the spans left out (what they cost is
+/// the MPI's where the skeleton runs), indexed by rank; `None` when the source has errors
+/// or the simulation stopped before the end (its budget).
+pub fn rank_compute_s(source: &str) -> Option<Vec<f64>> {
+    fn without_polls(block: &mut perfskel_grammar::ast::Block) {
+        use perfskel_grammar::ast::{Else, StmtKind};
+        for stmt in &mut block.stmts {
+            match &mut stmt.kind {
+                StmtKind::Compute(c) => {
+                    c.polls = None;
+                    c.poll_cost = None;
+                }
+                StmtKind::Loop(l) => without_polls(&mut l.body),
+                StmtKind::While(w) => without_polls(&mut w.body),
+                StmtKind::If(i) => {
+                    let mut arm = Some(&mut **i);
+                    while let Some(a) = arm {
+                        without_polls(&mut a.then_block);
+                        arm = match &mut a.else_branch {
+                            Some(Else::If(next)) => Some(&mut **next),
+                            Some(Else::Block(b)) => {
+                                without_polls(b);
+                                None
+                            }
+                            None => None,
+                        };
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    let (mut program, diags) = perfskel_grammar::parse(source);
+    if diags.iter().any(Diag::is_error) {
+        return None;
+    }
+    without_polls(&mut program.body);
+    let checked = check(&program, source, CheckOptions::default());
+    let info = checked.info?;
+    if !info.simulation_complete() {
+        return None;
+    }
+    Some(info.ranks().iter().map(|r| r.compute_seconds).collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -425,6 +425,11 @@ class Runner:
                     "explicit_peer_statements", "loop_time_pct", "topology", "loops",
                     "compression_ratio", "app_time_s"]:
             row[key] = summary.get(key)
+        # The written skeleton's compute against the trace's (skeletonize's own check).
+        checked = summary.get("compute_check") or {}
+        row["compute_error_pct"] = checked.get("error_pct")
+        row["compute_worst_rank_pct"] = (checked.get("worst_error_pct")
+                                         if checked.get("by_rank") else None)
         status, _, stdout = self.step("check", [self.perfskel, "check", str(skel)], cwd,
                                       cwd / "check.log")
         (cwd / "check.out").write_text(stdout)
@@ -551,17 +556,19 @@ class Runner:
             lines += [f"### {app.name} ({app_rows[0]['case']})", "", app.about, "",
                       "| ranks | events | dropped events | statements | rank conditionals "
                       "| explicit-peer statements | % time in loops | topology | check "
+                      "| compute against the trace (all ranks / worst rank) "
                       "| skeletonize (s) |",
-                      "|---:|---:|---:|---:|---:|---:|---:|---|---|---:|"]
+                      "|---:|---:|---:|---:|---:|---:|---:|---|---|---|---:|"]
             for r in app_rows:
                 if r["status"] != "ok":
-                    lines.append(f"| {r['ranks']} | {r['status']} | | | | | | | | |")
+                    lines.append(f"| {r['ranks']} | {r['status']} | | | | | | | | | |")
                     continue
                 lines.append(
                     f"| {r['ranks']} | {r['raw_events']} | {r['dropped_events']} "
                     f"| {r['statements']} | {r['rank_conditionals']} "
                     f"| {r['explicit_peer_statements']} | {r['loop_time_pct']:.1f} "
-                    f"| {r['topology']} | {r['check']} | {r['skeletonize_s']:.2f} |")
+                    f"| {r['topology']} | {r['check']} | {compute_cell(r)} "
+                    f"| {r['skeletonize_s']:.2f} |")
             lines.append("")
         if compare:
             lines += [
@@ -689,6 +696,17 @@ def manifest_app_time(trace):
         return round(max(r["app_ns"] for r in manifest["ranks"]) / 1e9, 3)
     except (OSError, ValueError, KeyError):
         return None
+
+
+def compute_cell(row):
+    """The skeleton's compute against the trace's, as skeletonize checked it: over all
+    ranks, and on the rank where they differ most (not for a task farm, whose workers
+    take the tasks that come to them)."""
+    total = row.get("compute_error_pct")
+    if total is None:
+        return "-"
+    worst = row.get("compute_worst_rank_pct")
+    return f"{total:+.1f} %" + (f" / {worst:+.1f} %" if worst is not None else "")
 
 
 def check_status(status, output):

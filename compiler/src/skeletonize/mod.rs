@@ -62,7 +62,7 @@ use crate::trace::stats::SiteKey;
 
 pub use eager::unblock_sends;
 pub use source::{InMemory, Opened, RankEvents, RankSource, Ranks};
-pub use summary::Summary;
+pub use summary::{ComputeCheck, Summary};
 pub use topo::declared_topology;
 pub use vcounts::{unify_collective_sizes, unify_vector_counts};
 
@@ -113,6 +113,14 @@ pub struct Progress {
 pub struct Skeleton {
     pub program: Program,
     pub summary: Summary,
+    /// Each merged rank's compute as the pass read it from the trace (the spans between
+    /// calls, less the failed polls made in them and the time off the core), in
+    /// seconds: what the written skeleton's compute is checked against
+    /// ([`ComputeCheck`]).
+    pub traced_compute_s: BTreeMap<u32, f64>,
+    /// Whether every rank computes what its trace says wherever it runs: false where a
+    /// `while recv` lets a task farm's workers take the tasks that come to them.
+    pub compute_by_rank: bool,
 }
 
 /// Runs the pass; never fails: an unusual trace gives a (long) skeleton and a summary
@@ -508,6 +516,8 @@ pub fn skeletonize(
             "{respread} compute statement(s) in loops that read their iteration number run more or less often than the application ran those spans: each keeps every rank's total time, spread evenly over the visits the loop makes"
         ));
     }
+    // Each rank's compute, for the check of the written skeleton against it.
+    let (traced_compute_s, compute_by_rank) = nest_compute(&merged_nest, &trailing);
     // Communicators no kept statement uses are not declared (`check` would warn).
     let mut used = std::collections::BTreeSet::new();
     used_comms(&merged_nest, &mut used);
@@ -678,7 +688,12 @@ pub fn skeletonize(
             end_comments: Vec::new(),
         },
     };
-    Skeleton { program, summary }
+    Skeleton {
+        program,
+        summary,
+        traced_compute_s,
+        compute_by_rank,
+    }
 }
 
 /// The `memory` header line: the median working set over the merged ranks and the
@@ -821,4 +836,56 @@ pub fn count_statements(stmts: &[Stmt]) -> usize {
             }
         })
         .sum()
+}
+
+/// Each rank's compute in a merged nest and the compute after its last call, in seconds
+/// (the failed polls in its spans left out: the skeleton makes them again); and whether the nest has no `while` (whose workers
+/// take their shares of the tasks as the program runs).
+fn nest_compute(
+    nodes: &[nest::MNode],
+    trailing: &BTreeMap<u32, nest::Acc>,
+) -> (BTreeMap<u32, f64>, bool) {
+    fn walk(nodes: &[nest::MNode], out: &mut BTreeMap<u32, f64>, by_rank: &mut bool) {
+        for node in nodes {
+            match node {
+                nest::MNode::Tok { acc, .. } => {
+                    for (r, a) in acc {
+                        *out.entry(*r).or_default() += a.sum_ns;
+                    }
+                }
+                nest::MNode::Loop { body, entry, .. } => {
+                    for (r, a) in entry {
+                        *out.entry(*r).or_default() += a.sum_ns;
+                    }
+                    walk(body, out, by_rank);
+                }
+                nest::MNode::If { branches } => {
+                    for (_, body) in branches {
+                        walk(body, out, by_rank);
+                    }
+                }
+                nest::MNode::While { body, .. } => {
+                    *by_rank = false;
+                    walk(body, out, by_rank)
+                }
+                nest::MNode::Steps { body, .. } => walk(body, out, by_rank),
+                nest::MNode::When {
+                    then, otherwise, ..
+                } => {
+                    walk(then, out, by_rank);
+                    walk(otherwise, out, by_rank);
+                }
+            }
+        }
+    }
+    let mut ns = BTreeMap::new();
+    let mut by_rank = true;
+    walk(nodes, &mut ns, &mut by_rank);
+    for (r, a) in trailing {
+        *ns.entry(*r).or_default() += a.sum_ns;
+    }
+    (
+        ns.into_iter().map(|(r, t)| (r, t * 1e-9)).collect(),
+        by_rank,
+    )
 }

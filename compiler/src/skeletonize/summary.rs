@@ -51,7 +51,8 @@ pub struct Summary {
     pub exchange_events: u64,
     /// Why: reason → events, summed over the merged ranks.
     pub dropped: std::collections::BTreeMap<String, u64>,
-    /// Compute spans under 1 us are not written; their time per rank.
+    /// Compute spans too short to write (a mean under 5 us) are not written; their
+    /// time per rank.
     pub dropped_compute_s: f64,
     pub missing_ranks: Vec<u32>,
     pub incomplete_ranks: Vec<u32>,
@@ -62,6 +63,137 @@ pub struct Summary {
     pub unreadable_ranks: Vec<u32>,
     /// Why the skeleton is long, what was approximated, what the input lacked.
     pub notes: Vec<String>,
+    /// The skeleton's compute against the trace's, once `perfskel skeletonize` has
+    /// checked the written text.
+    pub compute_check: Option<ComputeCheck>,
+}
+
+/// The skeleton's compute, as `check`'s simulation runs it (random spans at their
+/// mean), against the trace's less the spans too short to write: over all merged ranks
+/// and on the rank where they differ most. They should agree; a task farm's workers may
+/// take other shares of the tasks than they did, so there only the sum is compared.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct ComputeCheck {
+    /// The merged ranks compared.
+    pub ranks: u32,
+    /// Whether each rank's compute is compared, not only the sum: false where the
+    /// program's ranks take their shares of the work as it runs (a task farm's `while
+    /// recv`), so that a worker may compute more or less than it did in the trace.
+    pub by_rank: bool,
+    /// The trace's compute summed over the merged ranks.
+    pub traced_s: f64,
+    /// Of it, in spans too short to write (the summary's `dropped_compute_s` a rank).
+    pub unwritten_s: f64,
+    /// The written skeleton's compute summed over the same ranks.
+    pub skeleton_s: f64,
+    /// (skeleton − (trace − unwritten)) / (trace − unwritten) over all merged ranks, in
+    /// percent.
+    pub error_pct: f64,
+    /// The merged rank whose compute differs most (ranks of less than 1 ms both ways
+    /// left out), what it should compute (its trace's less the mean unwritten), what it
+    /// does, and their difference in percent.
+    pub worst_rank: Option<u32>,
+    pub worst_expected_s: f64,
+    pub worst_skeleton_s: f64,
+    pub worst_error_pct: f64,
+    /// The application's time (slowest rank): differences under
+    /// [`COMPUTE_CHECK_NEGLIGIBLE`] of it per rank over all ranks, or under
+    /// [`COMPUTE_CHECK_RANK_FLOOR`] of it on one, do not matter to the prediction.
+    pub app_time_s: f64,
+}
+
+/// Beyond this (percent, over all ranks) the skeleton's compute is not the trace's.
+pub const COMPUTE_CHECK_TOTAL_PCT: f64 = 5.0;
+/// Beyond this (percent, on one rank) likewise.
+pub const COMPUTE_CHECK_RANK_PCT: f64 = 10.0;
+/// Differences over all ranks under this share of the application's time per rank
+/// are left alone (in a program that mostly communicates, what a span's rounding moves).
+pub const COMPUTE_CHECK_NEGLIGIBLE: f64 = 0.02;
+/// A rank's difference under this share of the application's time is left alone: the
+/// skeletonizer's approximations (a data-addressed exchange's rounds the same on every
+/// rank, a spread set) move compute between ranks, by little against the run.
+pub const COMPUTE_CHECK_RANK_FLOOR: f64 = 0.1;
+
+impl ComputeCheck {
+    /// Compares `traced` (per merged rank) less `unwritten_s` a rank (spans too short to
+    /// write) with `written` (per rank of the program).
+    pub fn new(
+        traced: &std::collections::BTreeMap<u32, f64>,
+        unwritten_s: f64,
+        written: &[f64],
+        app_time_s: f64,
+        by_rank: bool,
+    ) -> ComputeCheck {
+        let mut out = ComputeCheck {
+            app_time_s,
+            by_rank,
+            ..ComputeCheck::default()
+        };
+        for (&rank, &t) in traced {
+            let Some(&w) = written.get(rank as usize) else {
+                continue;
+            };
+            out.ranks += 1;
+            out.traced_s += t;
+            out.skeleton_s += w;
+            let expected = (t - unwritten_s).max(0.0);
+            if expected.max(w) < 1e-3 {
+                continue;
+            }
+            let e = 100.0 * (w - expected) / expected.max(1e-3);
+            if out.worst_rank.is_none() || e.abs() > out.worst_error_pct.abs() {
+                out.worst_rank = Some(rank);
+                out.worst_expected_s = expected;
+                out.worst_skeleton_s = w;
+                out.worst_error_pct = e;
+            }
+        }
+        out.unwritten_s = (unwritten_s * f64::from(out.ranks)).min(out.traced_s);
+        let expected = out.traced_s - out.unwritten_s;
+        if expected.max(out.skeleton_s) >= 1e-3 {
+            out.error_pct = 100.0 * (out.skeleton_s - expected) / expected.max(1e-3);
+        }
+        out
+    }
+
+    /// The note when the two differ beyond [`COMPUTE_CHECK_TOTAL_PCT`] or
+    /// [`COMPUTE_CHECK_RANK_PCT`].
+    pub fn note(&self) -> Option<String> {
+        let floor = COMPUTE_CHECK_NEGLIGIBLE * self.app_time_s;
+        let ranks = f64::from(self.ranks);
+        let expected = self.traced_s - self.unwritten_s;
+        let total = self.error_pct.abs() > COMPUTE_CHECK_TOTAL_PCT
+            && (self.skeleton_s - expected).abs() > floor * ranks;
+        let rank = self.by_rank
+            && self.worst_error_pct.abs() > COMPUTE_CHECK_RANK_PCT
+            && (self.worst_skeleton_s - self.worst_expected_s).abs()
+                > COMPUTE_CHECK_RANK_FLOOR * self.app_time_s;
+        if !total && !rank {
+            return None;
+        }
+        let unwritten = if self.unwritten_s > 0.0 {
+            format!(
+                " less {:.3} s in spans too short to write",
+                self.unwritten_s
+            )
+        } else {
+            String::new()
+        };
+        let worst = self
+            .worst_rank
+            .filter(|_| self.by_rank)
+            .map(|r| {
+                format!(
+                    ", on rank {r} {:.3} s against {:.3} s ({:+.1} %)",
+                    self.worst_skeleton_s, self.worst_expected_s, self.worst_error_pct
+                )
+            })
+            .unwrap_or_default();
+        Some(format!(
+            "the skeleton computes {:.3} s summed over the ranks where the trace has {:.3} s{unwritten} ({:+.1} %){worst}: each rank should compute what it did in the trace, so the prediction will be off by as much; this is a fault of skeletonize: please report it with the trace",
+            self.skeleton_s, self.traced_s, self.error_pct
+        ))
+    }
 }
 
 impl Summary {
@@ -205,6 +337,22 @@ impl Summary {
             "unexplained p2p    {:.2} % of bytes not named by {} directions (matrix: {:.2} % unexplained, {:.2} % below the threshold)",
             self.explicit_peer_bytes_pct, self.topology, self.unexplained_bytes_pct, self.set_aside_bytes_pct
         );
+        if let Some(c) = &self.compute_check {
+            let ranks = f64::from(c.ranks.max(1));
+            let _ = writeln!(
+                out,
+                "compute            {:.6} s a rank as written, {:.6} s in the trace less {:.6} s in spans too short to write ({:+.2} %{})",
+                c.skeleton_s / ranks,
+                c.traced_s / ranks,
+                c.unwritten_s / ranks,
+                c.error_pct,
+                match c.worst_rank {
+                    Some(r) if c.by_rank => format!("; rank {r} {:+.1} %", c.worst_error_pct),
+                    _ if !c.by_rank => "; a task farm's workers compared as one".to_string(),
+                    _ => String::new(),
+                }
+            );
+        }
         for note in &self.notes {
             let _ = writeln!(out, "note: {note}");
         }

@@ -1408,3 +1408,53 @@ fn compute_in_a_step_loop_keeps_each_ranks_total_over_the_visits_it_runs() {
     assert_eq!(fold::keep_totals(&mut exact), 0);
     assert_eq!(exact, before);
 }
+
+#[test]
+fn the_compute_check_flags_a_skeleton_that_computes_more_than_the_trace() {
+    use super::summary::ComputeCheck;
+    // LAMMPS traced with 4 ranks on 2 cores, before `keep_totals`: 5.28 s of compute on
+    // ranks 0 and 2 for 2.34 s in the trace.
+    let traced: BTreeMap<u32, f64> = [(0, 2.339), (1, 2.404), (2, 2.311), (3, 2.330)].into();
+    let bad = ComputeCheck::new(&traced, 0.0, &[5.279, 2.698, 5.198, 2.642], 5.032, true);
+    assert_eq!(bad.worst_rank, Some(0));
+    assert!((bad.error_pct - 68.6).abs() < 0.1, "{bad:?}");
+    let note = bad.note().expect("a note");
+    assert!(
+        note.contains("on rank 0 5.279 s against 2.339 s (+125.7 %)"),
+        "{note}"
+    );
+    // After it: within the spans too short to write.
+    let good = ComputeCheck::new(&traced, 0.0, &[2.342, 2.349, 2.332, 2.335], 5.032, true);
+    assert_eq!(good.note(), None, "{good:?}");
+    // A program that mostly communicates: half its little compute in spans too short
+    // to write is no fault that matters to the prediction.
+    let tiny: BTreeMap<u32, f64> = [(0, 0.010), (1, 0.012)].into();
+    let chatty = ComputeCheck::new(&tiny, 0.0, &[0.005, 0.006], 4.0, true);
+    assert!(chatty.error_pct < -40.0, "{chatty:?}");
+    assert_eq!(chatty.note(), None, "{chatty:?}");
+    // A task farm's workers take the tasks that come to them: one may compute twice
+    // what it did in the trace, the sum stays, and only a sum that moves is a fault.
+    let farm: BTreeMap<u32, f64> = [(0, 0.010), (1, 1.0), (2, 2.0)].into();
+    let shared = ComputeCheck::new(&farm, 0.0, &[0.010, 2.0, 1.0], 3.0, false);
+    assert_eq!(shared.note(), None, "{shared:?}");
+    let lost = ComputeCheck::new(&farm, 0.0, &[0.010, 1.0, 1.0], 3.0, false);
+    let note = lost.note().expect("a note");
+    assert!(
+        note.contains("2.010 s summed over the ranks where the trace has 3.010 s (-33.2 %):"),
+        "{note}"
+    );
+    assert!(!note.contains("on rank"), "{note}");
+    // Spans too short to write are not the skeleton's to compute: 40 % of a small
+    // program's compute in them (a halo's packing between calls) is no fault, and what
+    // is written is checked against the rest.
+    let short: BTreeMap<u32, f64> = [(0, 0.75), (1, 0.80)].into();
+    let kept = ComputeCheck::new(&short, 0.30, &[0.45, 0.50], 1.0, true);
+    assert_eq!(kept.note(), None, "{kept:?}");
+    assert!(kept.error_pct.abs() < 1e-9, "{kept:?}");
+    let halved = ComputeCheck::new(&short, 0.30, &[0.225, 0.25], 1.0, true);
+    let note = halved.note().expect("a note");
+    assert!(
+        note.contains("1.550 s less 0.600 s in spans too short to write (-50.0 %)"),
+        "{note}"
+    );
+}
