@@ -839,8 +839,8 @@ pub fn count_statements(stmts: &[Stmt]) -> usize {
 }
 
 /// Each rank's compute in a merged nest and the compute after its last call, in seconds
-/// (the failed polls in its spans left out: the skeleton makes them again); and whether the nest has no `while` (whose workers
-/// take their shares of the tasks as the program runs).
+/// (the failed polls in its spans left out: the skeleton makes them again); and whether
+/// the nest has no `while` (whose workers take their shares of the tasks as they run).
 fn nest_compute(
     nodes: &[nest::MNode],
     trailing: &BTreeMap<u32, nest::Acc>,
