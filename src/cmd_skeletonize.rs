@@ -305,12 +305,18 @@ pub fn make_skeleton(args: &Args) -> Result<(Outcome, Vec<perfskel_grammar::Diag
     // The written skeleton's compute, rank by rank, against the trace's.
     if check_errors == 0 {
         if let Some(written) = perfskel_compiler::pipeline::rank_compute_s(&text) {
+            // A task farm's `while recv` workers take the tasks that come to them: only
+            // their sum is the trace's.
+            let mut farm = false;
+            perfskel_compiler::semantics::visit(&skeleton.program.body, &mut |s| {
+                farm |= matches!(s.kind, perfskel_grammar::ast::StmtKind::While(_));
+            });
             let checked = skeletonize::ComputeCheck::new(
                 &skeleton.traced_compute_s,
                 skeleton.summary.dropped_compute_s,
                 &written,
                 skeleton.summary.app_time_s,
-                skeleton.compute_by_rank,
+                !farm,
             );
             skeleton.summary.notes.extend(checked.note());
             skeleton.summary.compute_check = Some(checked);

@@ -241,30 +241,13 @@ pub fn check_source(source: &str, options: CheckOptions) -> Vec<Diag> {
 /// or the simulation stopped before the end (its budget).
 pub fn rank_compute_s(source: &str) -> Option<Vec<f64>> {
     fn without_polls(block: &mut perfskel_grammar::ast::Block) {
-        use perfskel_grammar::ast::{Else, StmtKind};
         for stmt in &mut block.stmts {
-            match &mut stmt.kind {
-                StmtKind::Compute(c) => {
-                    c.polls = None;
-                    c.poll_cost = None;
-                }
-                StmtKind::Loop(l) => without_polls(&mut l.body),
-                StmtKind::While(w) => without_polls(&mut w.body),
-                StmtKind::If(i) => {
-                    let mut arm = Some(&mut **i);
-                    while let Some(a) = arm {
-                        without_polls(&mut a.then_block);
-                        arm = match &mut a.else_branch {
-                            Some(Else::If(next)) => Some(&mut **next),
-                            Some(Else::Block(b)) => {
-                                without_polls(b);
-                                None
-                            }
-                            None => None,
-                        };
-                    }
-                }
-                _ => {}
+            if let perfskel_grammar::ast::StmtKind::Compute(c) = &mut stmt.kind {
+                c.polls = None;
+                c.poll_cost = None;
+            }
+            for inner in crate::semantics::stmt_blocks_mut(stmt) {
+                without_polls(inner);
             }
         }
     }

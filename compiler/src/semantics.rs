@@ -710,6 +710,31 @@ pub fn stmt_blocks(stmt: &Stmt) -> Vec<&Block> {
     out
 }
 
+/// [`stmt_blocks`], mutable.
+pub fn stmt_blocks_mut(stmt: &mut Stmt) -> Vec<&mut Block> {
+    let mut out = Vec::new();
+    match &mut stmt.kind {
+        StmtKind::Loop(l) => out.push(&mut l.body),
+        StmtKind::While(w) => out.push(&mut w.body),
+        StmtKind::If(i) => {
+            let mut current = Some(&mut **i);
+            while let Some(arm) = current {
+                out.push(&mut arm.then_block);
+                current = match &mut arm.else_branch {
+                    Some(Else::If(next)) => Some(&mut **next),
+                    Some(Else::Block(b)) => {
+                        out.push(b);
+                        None
+                    }
+                    None => None,
+                };
+            }
+        }
+        _ => {}
+    }
+    out
+}
+
 /// The compute time of `count` iterations of a loop that holds only computation:
 /// `once` times `count` when the body does not read the loop's variable, else the sum
 /// of `once` over the iterations, each given its binding (name, iteration number) and

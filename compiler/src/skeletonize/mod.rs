@@ -118,9 +118,6 @@ pub struct Skeleton {
     /// seconds: what the written skeleton's compute is checked against
     /// ([`ComputeCheck`]).
     pub traced_compute_s: BTreeMap<u32, f64>,
-    /// Whether every rank computes what its trace says wherever it runs: false where a
-    /// `while recv` lets a task farm's workers take the tasks that come to them.
-    pub compute_by_rank: bool,
 }
 
 /// Runs the pass; never fails: an unusual trace gives a (long) skeleton and a summary
@@ -517,7 +514,7 @@ pub fn skeletonize(
         ));
     }
     // Each rank's compute, for the check of the written skeleton against it.
-    let (traced_compute_s, compute_by_rank) = nest_compute(&merged_nest, &trailing);
+    let traced_compute_s = nest_compute(&merged_nest, &trailing);
     // Communicators no kept statement uses are not declared (`check` would warn).
     let mut used = std::collections::BTreeSet::new();
     used_comms(&merged_nest, &mut used);
@@ -692,7 +689,6 @@ pub fn skeletonize(
         program,
         summary,
         traced_compute_s,
-        compute_by_rank,
     }
 }
 
@@ -839,53 +835,40 @@ pub fn count_statements(stmts: &[Stmt]) -> usize {
 }
 
 /// Each rank's compute in a merged nest and the compute after its last call, in seconds
-/// (the failed polls in its spans left out: the skeleton makes them again); and whether
-/// the nest has no `while` (whose workers take their shares of the tasks as they run).
-fn nest_compute(
-    nodes: &[nest::MNode],
-    trailing: &BTreeMap<u32, nest::Acc>,
-) -> (BTreeMap<u32, f64>, bool) {
-    fn walk(nodes: &[nest::MNode], out: &mut BTreeMap<u32, f64>, by_rank: &mut bool) {
+/// (the failed polls in its spans left out: the skeleton makes them again).
+fn nest_compute(nodes: &[nest::MNode], trailing: &BTreeMap<u32, nest::Acc>) -> BTreeMap<u32, f64> {
+    fn add(acc: &nest::Accs, out: &mut BTreeMap<u32, f64>) {
+        for (r, a) in acc {
+            *out.entry(*r).or_default() += a.sum_ns;
+        }
+    }
+    fn walk(nodes: &[nest::MNode], out: &mut BTreeMap<u32, f64>) {
         for node in nodes {
             match node {
-                nest::MNode::Tok { acc, .. } => {
-                    for (r, a) in acc {
-                        *out.entry(*r).or_default() += a.sum_ns;
-                    }
-                }
+                nest::MNode::Tok { acc, .. } => add(acc, out),
                 nest::MNode::Loop { body, entry, .. } => {
-                    for (r, a) in entry {
-                        *out.entry(*r).or_default() += a.sum_ns;
-                    }
-                    walk(body, out, by_rank);
+                    add(entry, out);
+                    walk(body, out);
+                }
+                nest::MNode::Steps { body, .. } | nest::MNode::While { body, .. } => {
+                    walk(body, out)
                 }
                 nest::MNode::If { branches } => {
                     for (_, body) in branches {
-                        walk(body, out, by_rank);
+                        walk(body, out);
                     }
                 }
-                nest::MNode::While { body, .. } => {
-                    *by_rank = false;
-                    walk(body, out, by_rank)
-                }
-                nest::MNode::Steps { body, .. } => walk(body, out, by_rank),
                 nest::MNode::When {
                     then, otherwise, ..
                 } => {
-                    walk(then, out, by_rank);
-                    walk(otherwise, out, by_rank);
+                    walk(then, out);
+                    walk(otherwise, out);
                 }
             }
         }
     }
     let mut ns = BTreeMap::new();
-    let mut by_rank = true;
-    walk(nodes, &mut ns, &mut by_rank);
-    for (r, a) in trailing {
-        *ns.entry(*r).or_default() += a.sum_ns;
-    }
-    (
-        ns.into_iter().map(|(r, t)| (r, t * 1e-9)).collect(),
-        by_rank,
-    )
+    walk(nodes, &mut ns);
+    add(trailing, &mut ns);
+    ns.into_iter().map(|(r, t)| (r, t * 1e-9)).collect()
 }
